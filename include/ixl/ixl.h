@@ -1,0 +1,594 @@
+/*
+ * ixl.h - the north-bound API of ixl, the inference transfer library.
+ *
+ * An application creates an agent, creates one or more backends in it, registers memory,
+ * exchanges metadata with other agents, and moves data with transfer requests made from two
+ * descriptor lists (or from index arrays into two prepared lists). Requests are posted without
+ * blocking and completed by polling, by a blocking wait with a timeout, or by watching the
+ * agent's pollable file descriptor.
+ *
+ * Conventions for every function in this header:
+ *  - Functions that can fail return enum ixl_status: IXL_OK (0), IXL_IN_PROGRESS (1), or a
+ *    negative error. Output parameters come last and are written only on success.
+ *  - Pointers passed in are borrowed for the duration of the call unless the function says
+ *    otherwise. Pointers handed out are owned by the library unless the function says the
+ *    caller frees them (with ixl_free() or the matching destroy function).
+ *  - Threads: an agent created in IXL_THREAD_SAFE mode (the default) may be called from any
+ *    number of threads at once, except where a function says otherwise. A single request
+ *    (struct ixl_xfer) must not be posted, released or re-parameterised by two threads at the
+ *    same time; status/wait on one request may run concurrently with anything except its
+ *    release. Destroy functions must not race with any other use of the same object.
+ *  - After an error, ixl_agent_last_error() gives a sentence that says what went wrong and,
+ *    where the caller can fix it, what to do.
+ *
+ * Memory types and the meaning of a registration descriptor's fields:
+ *
+ *   type  addr     len                  dev                        bytes
+ *   DRAM  address  length               0 (or a NUMA region)       -
+ *   VRAM  address  length               GPU index                  -
+ *   BLK   offset   length, 0 = volume   volume id                  volume path (+ mode)
+ *   FILE  offset   length, 0 = file     open fd, or IXL_DEV_NONE   "mode:path" when dev is
+ *                                                                  IXL_DEV_NONE, else a label
+ *   OBJ   offset   length, 0 = object   key id                     object key (+ bucket)
+ */
+#ifndef IXL_IXL_H
+#define IXL_IXL_H
+
+#include "ixl_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IXL_VERSION_MAJOR 0
+#define IXL_VERSION_MINOR 1
+#define IXL_VERSION_PATCH 0
+
+/** Name of a status ("IXL_ERR_NOT_FOUND"...); "unknown status" for a value not listed. */
+IXL_API const char *ixl_strerror(int status);
+
+/** The library's version as "major.minor.patch". */
+IXL_API const char *ixl_version(void);
+
+/** Frees memory that a function of this header says the caller frees with ixl_free(). */
+IXL_API void ixl_free(void *ptr);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory types, descriptors                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/** "DRAM", "VRAM", ...; NULL for a value outside the enum. */
+IXL_API const char *ixl_mem_name(enum ixl_mem type);
+/** Parses a memory-type name (case-insensitive). IXL_ERR_INVALID_ARG if unknown. */
+IXL_API ixl_status ixl_mem_parse(const char *name, enum ixl_mem *out);
+
+/** A transfer descriptor: one contiguous range. */
+struct ixl_desc {
+    uint64_t addr;
+    uint64_t len;
+    uint64_t dev;
+};
+
+/**
+ * A strided run: count ranges of len bytes starting at addr, addr + stride, ... The layout
+ * serving engines use for KV blocks (one run per layer x K/V). Stored compressed: a list of
+ * 10^7 blocks made of 64 runs costs 64 entries.
+ */
+struct ixl_run {
+    uint64_t addr;
+    uint64_t len;
+    uint64_t stride;
+    uint64_t count;
+    uint64_t dev;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Descriptor lists                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/** A list of transfer descriptors of one memory type, kept as runs. Not thread-safe. */
+struct ixl_dlist;
+
+/** Creates an empty list. capacity_hint (runs) may be 0. */
+IXL_API ixl_status ixl_dlist_create(enum ixl_mem type, size_t capacity_hint,
+                                    struct ixl_dlist **out);
+/** Destroys a list. Accepts NULL. Lists are copied by the calls that take them. */
+IXL_API void ixl_dlist_destroy(struct ixl_dlist *list);
+/** Appends n descriptors (each a run of count 1; adjacent ones are not merged here). */
+IXL_API ixl_status ixl_dlist_add(struct ixl_dlist *list, const struct ixl_desc *descs, size_t n);
+/** Appends n strided runs. A run with count 0 or len 0 is IXL_ERR_INVALID_ARG. */
+IXL_API ixl_status ixl_dlist_add_runs(struct ixl_dlist *list, const struct ixl_run *runs, size_t n);
+IXL_API enum ixl_mem ixl_dlist_type(const struct ixl_dlist *list);
+/** Number of descriptors (the sum of the runs' counts). */
+IXL_API uint64_t ixl_dlist_count(const struct ixl_dlist *list);
+/** Number of runs stored. */
+IXL_API size_t ixl_dlist_run_count(const struct ixl_dlist *list);
+/** Descriptor number index. IXL_ERR_INDEX past the end. O(log runs). */
+IXL_API ixl_status ixl_dlist_get(const struct ixl_dlist *list, uint64_t index,
+                                 struct ixl_desc *out);
+/** Run number index. IXL_ERR_INDEX past the end. */
+IXL_API ixl_status ixl_dlist_get_run(const struct ixl_dlist *list, size_t index,
+                                     struct ixl_run *out);
+/**
+ * Serializes a list into a new buffer the caller frees with ixl_free(). The encoding is
+ * versioned and compact (runs, not descriptors).
+ */
+IXL_API ixl_status ixl_dlist_serialize(const struct ixl_dlist *list, void **out, size_t *out_len);
+/**
+ * Decodes bytes from ixl_dlist_serialize(), possibly from another process. The bytes are
+ * untrusted: anything malformed is IXL_ERR_MALFORMED, never a crash.
+ */
+IXL_API ixl_status ixl_dlist_deserialize(const void *buf, size_t len, struct ixl_dlist **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Logging and configuration (process-wide)                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * A log sink. Called from any thread, possibly concurrently; msg is one line without a
+ * trailing newline, borrowed for the call. The default sink writes to stderr.
+ */
+typedef void (*ixl_log_fn)(void *ctx, enum ixl_log_level level, const char *msg);
+
+/** Sets the level (the initial one comes from IXL_LOG_LEVEL, default WARN). Thread-safe. */
+IXL_API void ixl_log_set_level(enum ixl_log_level level);
+IXL_API enum ixl_log_level ixl_log_get_level(void);
+/** Replaces the sink; NULL restores the default. ctx is borrowed until replaced. */
+IXL_API void ixl_log_set_sink(ixl_log_fn fn, void *ctx);
+
+/** A configuration variable: its environment name, value now, default and meaning. */
+struct ixl_config_var {
+    const char *name;
+    const char *value;
+    const char *default_value;
+    const char *description;
+};
+
+/** Number of configuration variables. */
+IXL_API size_t ixl_config_count(void);
+/** Variable number index (strings live until process exit). IXL_ERR_INDEX past the end. */
+IXL_API ixl_status ixl_config_get(size_t index, struct ixl_config_var *out);
+/** Value of a variable by name; NULL if there is no such variable. */
+IXL_API const char *ixl_config_value(const char *name);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Plugins                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/** What the plugin manager knows of a plugin. Strings live until process exit. */
+struct ixl_plugin_info {
+    const char *name;
+    const char *version;
+    unsigned abi_major;
+    unsigned abi_minor;
+    uint32_t caps;     /* enum ixl_cap bits */
+    uint32_t mem_mask; /* IXL_MEM_BIT() of each memory type */
+    bool builtin;
+    const char *path; /* the shared object, or "(built in)" */
+    const struct ixl_option *options;
+    size_t n_options;
+};
+
+/**
+ * Plugins found on the search path: IXL_PLUGIN_DIR (colon-separated), the installed plugin
+ * directory, then plugins/ next to libixl.so; built-in plugins first. The first call scans
+ * and opens every candidate; later calls reuse the result. Thread-safe.
+ */
+IXL_API size_t ixl_plugin_count(void);
+IXL_API ixl_status ixl_plugin_get(size_t index, struct ixl_plugin_info *out);
+/** Finds a plugin by name, opening only what it needs. IXL_ERR_NOT_FOUND if none. */
+IXL_API ixl_status ixl_plugin_find(const char *name, struct ixl_plugin_info *out);
+/** Candidates the manager refused (path and reason), for ixl-info. */
+IXL_API size_t ixl_plugin_refused_count(void);
+IXL_API ixl_status ixl_plugin_refused_get(size_t index, const char **path, const char **reason);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Agent                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+struct ixl_agent;
+struct ixl_backend;
+
+enum ixl_thread_mode {
+    IXL_THREAD_SAFE = 0, /* default: any thread, concurrently */
+    IXL_THREAD_NONE = 1, /* the caller serializes every call on the agent */
+};
+
+enum ixl_agent_field {
+    IXL_AGENT_F_PROGRESS_THREAD = 1u << 0,
+    IXL_AGENT_F_PROGRESS_PERIOD = 1u << 1,
+    IXL_AGENT_F_LISTEN_PORT = 1u << 2,
+    IXL_AGENT_F_LISTEN_ADDR = 1u << 3,
+    IXL_AGENT_F_THREAD_MODE = 1u << 4,
+    IXL_AGENT_F_TELEMETRY = 1u << 5,
+    IXL_AGENT_F_BACKENDS = 1u << 6,
+    IXL_AGENT_F_NOTIF_MAX = 1u << 7,
+    IXL_AGENT_F_ETCD = 1u << 8,
+};
+
+/**
+ * Agent parameters. Set field_mask to the fields you fill; the others take their defaults.
+ * The struct only grows at the end, and a field is read only when its bit is set.
+ */
+struct ixl_agent_params {
+    uint64_t field_mask;
+    bool progress_thread;             /* default false: also call backends' progress() on a timer */
+    uint32_t progress_period_us;      /* default 1000 */
+    uint16_t listen_port;             /* metadata listener; default: none; 0 = any free port */
+    const char *listen_addr;          /* default "127.0.0.1" */
+    enum ixl_thread_mode thread_mode; /* default IXL_THREAD_SAFE */
+    bool telemetry;                   /* default true: per-request telemetry */
+    /* Backends created with default options at agent creation, comma-separated; "" = none.
+     * Default: the configuration's IXL_BACKENDS. A name the manager cannot load is logged and
+     * skipped, unless it was given here explicitly, which fails creation. */
+    const char *backends;
+    size_t notif_max;           /* default IXL_NOTIF_MAX_DEFAULT; smaller values are raised */
+    const char *etcd_endpoints; /* default: IXL_ETCD_ENDPOINTS; NULL/"" = no etcd */
+};
+
+/**
+ * Creates an agent named name (1..IXL_NAME_MAX-1 bytes, no NUL). params may be NULL.
+ * Errors: IXL_ERR_INVALID_ARG (name), IXL_ERR_NOT_FOUND / IXL_ERR_PLUGIN (a backend named in
+ * params cannot be created), IXL_ERR_NO_MEMORY.
+ */
+IXL_API ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *params,
+                                    struct ixl_agent **out);
+/**
+ * Destroys an agent: releases its requests and prepared lists, deregisters what is still
+ * registered, invalidates remotes, destroys its backends. Accepts NULL. No other call on the
+ * agent may run concurrently or afterwards.
+ */
+IXL_API void ixl_agent_destroy(struct ixl_agent *agent);
+/** The agent's name (borrowed for the agent's lifetime). */
+IXL_API const char *ixl_agent_name(const struct ixl_agent *agent);
+/**
+ * The text of the last error an ixl call on this agent reported to the calling thread ("" if
+ * none). Borrowed until the calling thread's next ixl call.
+ */
+IXL_API const char *ixl_agent_last_error(const struct ixl_agent *agent);
+
+/**
+ * Creates a backend from plugin plugin_name with options params (n entries; unknown keys
+ * are IXL_ERR_INVALID_ARG, with the known ones in the message). The backend belongs to the
+ * agent and lives until the agent is destroyed. out may be NULL.
+ * Errors: IXL_ERR_NOT_FOUND (no such plugin), IXL_ERR_EXISTS (the agent already has a
+ * backend of this plugin), IXL_ERR_PLUGIN, IXL_ERR_BACKEND (the plugin's constructor failed).
+ */
+IXL_API ixl_status ixl_backend_create(struct ixl_agent *agent, const char *plugin_name,
+                                      const struct ixl_kv *params, size_t n,
+                                      struct ixl_backend **out);
+/** Number of backends of the agent, and each by index (creation order). */
+IXL_API size_t ixl_backend_count(struct ixl_agent *agent);
+IXL_API ixl_status ixl_backend_get(struct ixl_agent *agent, size_t index, struct ixl_backend **out);
+/** Finds the agent's backend of plugin name. IXL_ERR_NOT_FOUND if none. */
+IXL_API ixl_status ixl_backend_find(struct ixl_agent *agent, const char *name,
+                                    struct ixl_backend **out);
+IXL_API const char *ixl_backend_name(const struct ixl_backend *backend);
+/** Effective capabilities and memory types of a created backend. */
+IXL_API uint32_t ixl_backend_caps(const struct ixl_backend *backend);
+IXL_API uint32_t ixl_backend_mem_mask(const struct ixl_backend *backend);
+/**
+ * The backend's effective options: every option of its plugin with the value in force.
+ * *out points into the backend (lives as long as the agent); *n is its length.
+ */
+IXL_API ixl_status ixl_backend_params(const struct ixl_backend *backend, const struct ixl_kv **out,
+                                      size_t *n);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory registration                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+enum ixl_reg_field {
+    IXL_REG_F_BACKENDS = 1u << 0,
+};
+
+struct ixl_reg_params {
+    uint64_t field_mask;
+    struct ixl_backend *const *backends; /* register with these only (default: every
+                                            backend that supports the memory type) */
+    size_t n_backends;
+};
+
+/**
+ * Registers n regions of memory type type with the chosen backends (params NULL: all that
+ * support the type). All or nothing: on error nothing stays registered. A region may nest in
+ * or overlap another; registering the exact same (addr, len, dev) twice with a backend is
+ * IXL_ERR_EXISTS. descs (and their bytes) are borrowed for the call.
+ * Errors: IXL_ERR_INVALID_ARG, IXL_ERR_NO_BACKEND (no backend takes this type),
+ * IXL_ERR_EXISTS, or the backend's error.
+ */
+IXL_API ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
+                                    const struct ixl_reg_desc *descs, size_t n,
+                                    const struct ixl_reg_params *params);
+/**
+ * Deregisters regions registered with the same (addr, len, dev). All or nothing. A region
+ * still used by a prepared list or a request that is not released is IXL_ERR_BUSY (release
+ * those first). Unknown regions are IXL_ERR_NOT_FOUND.
+ */
+IXL_API ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
+                                      const struct ixl_reg_desc *descs, size_t n,
+                                      const struct ixl_reg_params *params);
+
+/**
+ * Asks a backend about n registration descriptors (does the file exist, its size), writing
+ * out[0..n-1]. backend NULL: the first backend that supports type and answers queries.
+ * IXL_ERR_NOT_SUPPORTED if no backend answers.
+ */
+IXL_API ixl_status ixl_mem_query(struct ixl_agent *agent, enum ixl_mem type,
+                                 const struct ixl_reg_desc *descs, size_t n,
+                                 struct ixl_backend *backend, struct ixl_mem_query *out);
+
+/**
+ * Allocates len bytes of memory type type that backend can share best (NET: a memfd that
+ * same-node peers map, so their transfers are single copies). The memory is not registered.
+ * backend NULL: the first backend that offers allocation for type. Free with ixl_mem_free().
+ * IXL_ERR_NOT_SUPPORTED if no backend allocates.
+ */
+IXL_API ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, size_t len,
+                                 struct ixl_backend *backend, void **out);
+/** Frees memory from ixl_mem_alloc() (deregister it first). Accepts NULL. */
+IXL_API ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+enum ixl_md_field {
+    IXL_MD_F_REGIONS = 1u << 0,   /* partial: only the regions covering these descriptors */
+    IXL_MD_F_CONN_INFO = 1u << 1, /* include connection info (default: yes) */
+    IXL_MD_F_BACKENDS = 1u << 2,  /* only these backends */
+    IXL_MD_F_LABEL = 1u << 3,     /* label of partial metadata (peer/etcd exchange) */
+};
+
+struct ixl_md_params {
+    uint64_t field_mask;
+    const struct ixl_dlist *regions; /* with IXL_MD_F_REGIONS; empty list = no regions */
+    bool conn_info;
+    struct ixl_backend *const *backends;
+    size_t n_backends;
+    const char *label;
+};
+
+/**
+ * The agent's metadata as bytes, for another agent's ixl_md_load(): name, incarnation,
+ * connection info of each backend that supports remote transfers, and the public data of
+ * each registered region. params NULL = everything. The caller frees *out with ixl_free().
+ * A partial blob (IXL_MD_F_REGIONS) carries only regions covering the given descriptors:
+ * IXL_ERR_NOT_REGISTERED if one is not covered.
+ */
+IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *params,
+                              void **out, size_t *out_len);
+/**
+ * Loads a remote agent's metadata (untrusted bytes). A new agent is added; for an agent
+ * already known with the same incarnation the blob's regions are added (incremental update)
+ * and its connection info, if any, replaces the old one; a blob of a newer incarnation
+ * (the agent restarted) replaces the old entry, whose requests then fail with IXL_ERR_STALE;
+ * a blob of an older incarnation is IXL_ERR_STALE. name_out (may be NULL) receives the remote
+ * agent's name; it must hold IXL_NAME_MAX bytes.
+ * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_INVALID_ARG (the agent's own metadata),
+ * IXL_ERR_NO_BACKEND (no backend in common: the entry is still loaded, with a warning).
+ */
+IXL_API ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len,
+                               char *name_out);
+/**
+ * Invalidates a remote agent: disconnects its backends and unloads its regions. Requests
+ * made for it fail at post with IXL_ERR_STALE, in-flight ones end in an error.
+ * IXL_ERR_NOT_FOUND if the agent is not loaded.
+ */
+IXL_API ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote);
+/**
+ * IXL_OK when the remote agent's metadata is loaded and, if descs is not NULL, every
+ * descriptor lies in a region loaded for it; IXL_ERR_NOT_FOUND otherwise.
+ */
+IXL_API ixl_status ixl_remote_check(struct ixl_agent *agent, const char *remote,
+                                    const struct ixl_dlist *descs);
+/** Connects now to a loaded remote agent with every backend in common (optional). */
+IXL_API ixl_status ixl_remote_connect(struct ixl_agent *agent, const char *remote);
+
+/** Where ixl_md_send / fetch / invalidate_local talk to: a peer's listener, or etcd. */
+struct ixl_peer {
+    const char *addr; /* a peer's listener "host"; NULL = the agent's etcd service */
+    uint16_t port;
+};
+
+/** Sends the agent's metadata (params as in ixl_md_get) to a peer's listener or etcd. */
+IXL_API ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
+                               const struct ixl_md_params *params);
+/**
+ * Starts fetching remote's metadata from a peer or etcd; it completes into the agent's remote
+ * table (check with ixl_remote_check(); the agent's fd becomes readable). Returns at once.
+ */
+IXL_API ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote,
+                                const struct ixl_peer *peer, const char *label);
+/** Tells the peers that loaded this agent's metadata (or etcd) to drop it. */
+IXL_API ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_peer *peer);
+/** The listener's port (after listen_port 0 = any). IXL_ERR_NOT_FOUND if none listens. */
+IXL_API ixl_status ixl_agent_listen_port(struct ixl_agent *agent, uint16_t *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transfers                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+struct ixl_xfer;
+struct ixl_prep;
+
+enum ixl_xfer_field {
+    IXL_XFER_F_NOTIF = 1u << 0,
+    IXL_XFER_F_BACKENDS = 1u << 1,
+    IXL_XFER_F_NO_MERGE = 1u << 2,
+};
+
+struct ixl_xfer_params {
+    uint64_t field_mask;
+    const void *notif; /* sent to the remote after all data is in place; copied */
+    size_t notif_len;
+    /* Preference list: the first of these that can serve the request is used. */
+    struct ixl_backend *const *backends;
+    size_t n_backends;
+    bool no_merge; /* keep descriptors as given (default: merge adjacent pairs) */
+};
+
+/**
+ * Creates a request to move local <-> remote: READ copies remote into local, WRITE local into
+ * remote. remote_agent is a loaded agent's name, or this agent's own name (loopback, storage).
+ * The lists must have the same number of descriptors and equal lengths pairwise; each
+ * descriptor must lie inside a region registered (locally) or loaded (remote) with the chosen
+ * backend. The backend is chosen by memory types, capabilities and registered ranges, in
+ * creation order or by params->backends. Adjacent pairs are merged unless no_merge is set.
+ * Lists are copied; nothing is borrowed after the call. Free with ixl_xfer_release().
+ * Errors: IXL_ERR_MISMATCH, IXL_ERR_NOT_FOUND (remote not loaded), IXL_ERR_NOT_REGISTERED
+ * (names the descriptor), IXL_ERR_NO_BACKEND, IXL_ERR_NOTIF_UNSUPPORTED,
+ * IXL_ERR_NOTIF_TOO_LARGE, or the backend's error.
+ */
+IXL_API ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op,
+                                   const struct ixl_dlist *local, const struct ixl_dlist *remote,
+                                   const char *remote_agent, const struct ixl_xfer_params *params,
+                                   struct ixl_xfer **out);
+/**
+ * Starts the request without blocking. IXL_OK if it already completed, IXL_IN_PROGRESS if it
+ * runs, an error otherwise. A request may be posted again once it is no longer in flight.
+ * Errors: IXL_ERR_REPOST_ACTIVE, IXL_ERR_STALE (the remote was invalidated or reloaded since
+ * the request was made: make a new one), IXL_ERR_REMOTE_DISCONNECT, the backend's error.
+ */
+IXL_API ixl_status ixl_xfer_post(struct ixl_xfer *xfer);
+/** Progress and state: IXL_OK (done), IXL_IN_PROGRESS, IXL_ERR_NOT_POSTED, or the error. */
+IXL_API ixl_status ixl_xfer_status(struct ixl_xfer *xfer);
+/**
+ * Waits for the request to leave IXL_IN_PROGRESS, for at most timeout_ms (-1 = no limit),
+ * without spinning. Returns what ixl_xfer_status() would, or IXL_ERR_TIMEOUT.
+ */
+IXL_API ixl_status ixl_xfer_wait(struct ixl_xfer *xfer, int timeout_ms);
+/**
+ * Releases the request, canceling it if in flight. IXL_OK: the handle is gone; nothing more is
+ * written into local buffers for it and its notification will never be delivered (bytes of a
+ * WRITE already sent may have landed). An error (IXL_ERR_BUSY: the backend could not stop the
+ * transfer yet) leaves the handle valid and canceled; call again later. Accepts NULL (IXL_OK).
+ */
+IXL_API ixl_status ixl_xfer_release(struct ixl_xfer *xfer);
+/** Replaces the notification message (not while in flight). len 0 = no notification. */
+IXL_API ixl_status ixl_xfer_set_notif(struct ixl_xfer *xfer, const void *msg, size_t len);
+
+/** Per-request telemetry of the last completed post. */
+struct ixl_xfer_telemetry {
+    uint64_t post_us;    /* time spent in ixl_xfer_post() */
+    uint64_t xfer_us;    /* from post to the completion the agent saw */
+    uint64_t bytes;      /* bytes moved */
+    uint64_t desc_count; /* descriptors after merging */
+    uint64_t post_count; /* times posted */
+};
+
+/** IXL_ERR_NO_TELEMETRY when telemetry is off; IXL_ERR_NOT_POSTED before the first completion. */
+IXL_API ixl_status ixl_xfer_telemetry(struct ixl_xfer *xfer, struct ixl_xfer_telemetry *out);
+
+/** What a request is and how it ran. Strings live as long as the request. */
+struct ixl_xfer_info {
+    const char *backend; /* the chosen backend */
+    const char *path;    /* the data path the backend used ("tcp", "cma", ...) or "" */
+    uint64_t desc_count; /* after merging */
+    uint64_t bytes;
+};
+IXL_API ixl_status ixl_xfer_info(struct ixl_xfer *xfer, struct ixl_xfer_info *out);
+
+/** The backend's estimate of the request's duration. IXL_ERR_NOT_SUPPORTED if it has none. */
+IXL_API ixl_status ixl_xfer_estimate(struct ixl_xfer *xfer, struct ixl_cost *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Prepared lists and index requests                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+enum ixl_prep_field {
+    IXL_PREP_F_BACKENDS = 1u << 0,
+};
+
+struct ixl_prep_params {
+    uint64_t field_mask;
+    struct ixl_backend *const *backends;
+    size_t n_backends;
+};
+
+/**
+ * Prepares a descriptor list once, for many requests: remote NULL makes the initiator's
+ * local side; a remote agent's name (or this agent's own, for loopback and storage) makes a
+ * target side. Every run is checked against registrations now (IXL_ERR_NOT_REGISTERED names
+ * the first uncovered descriptor). The list is kept as runs: memory grows with runs, not
+ * descriptors. The regions it covers cannot be deregistered until it is destroyed.
+ */
+IXL_API ixl_status ixl_prep_create(struct ixl_agent *agent, const char *remote,
+                                   const struct ixl_dlist *list,
+                                   const struct ixl_prep_params *params, struct ixl_prep **out);
+/** Destroys a prepared list; requests made from it stay valid. Accepts NULL. */
+IXL_API void ixl_prep_destroy(struct ixl_prep *prep);
+IXL_API uint64_t ixl_prep_count(const struct ixl_prep *prep);
+
+/**
+ * Makes a request from index arrays into two prepared lists: descriptor local_idx[i] of local
+ * pairs with remote_idx[i] of remote, i < n. Runs of consecutive indices that are adjacent in
+ * memory on both sides are merged. Errors: IXL_ERR_INDEX (names i), IXL_ERR_MISMATCH
+ * (lengths), IXL_ERR_STALE (remote reloaded since remote was prepared), and those of
+ * ixl_xfer_create(). The arrays are borrowed for the call.
+ */
+IXL_API ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
+                                           const struct ixl_prep *local, const int64_t *local_idx,
+                                           const struct ixl_prep *remote, const int64_t *remote_idx,
+                                           size_t n, const struct ixl_xfer_params *params,
+                                           struct ixl_xfer **out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Notifications                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+struct ixl_notif {
+    const char *agent; /* the sender's name */
+    const void *msg;
+    size_t len;
+};
+
+/** Notifications drained in one call: one allocation, freed with ixl_free(). */
+struct ixl_notif_batch {
+    size_t count;
+    struct ixl_notif items[];
+};
+
+/**
+ * Takes every notification received since the last call, from every backend. Entries from one
+ * sender are in arrival order. *out is NULL when there are none (and IXL_OK is returned).
+ */
+IXL_API ixl_status ixl_notif_drain(struct ixl_agent *agent, struct ixl_notif_batch **out);
+/**
+ * Sends a notification not bound to a transfer to a loaded remote agent (or to itself),
+ * through backend if given, else the first backend both share that supports notifications.
+ * No ordering with transfers. Errors: IXL_ERR_NOT_FOUND, IXL_ERR_NO_BACKEND,
+ * IXL_ERR_NOTIF_TOO_LARGE.
+ */
+IXL_API ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, const void *msg,
+                                  size_t len, struct ixl_backend *backend);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Waiting and progress                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * A file descriptor that becomes readable when a request of this agent may have completed or
+ * a notification or fetched metadata may have arrived. Wait with poll/epoll, then call
+ * ixl_agent_progress() (which clears it) and check what you wait for. Owned by the agent.
+ */
+IXL_API ixl_status ixl_agent_fd(struct ixl_agent *agent, int *out);
+/** Drives backends that need progress() and clears the fd's readiness. */
+IXL_API ixl_status ixl_agent_progress(struct ixl_agent *agent);
+
+/** Agent-wide counters (since creation). */
+struct ixl_agent_stats {
+    uint64_t posted;
+    uint64_t completed;
+    uint64_t failed;
+    uint64_t bytes;
+    uint64_t notifs_received;
+    uint64_t notifs_sent;
+};
+IXL_API ixl_status ixl_agent_stats(struct ixl_agent *agent, struct ixl_agent_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IXL_IXL_H */

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs the Debian packages ixl needs for a goal ("build", "test", "run") when missing.
+# As root it runs apt-get; otherwise it says what to install and fails.
+set -eu
+goal=${1:-build}
+
+pkgs="cmake make gcc pkg-config"
+case "$goal" in
+test) pkgs="$pkgs clang clang-format libclang-rt-14-dev" ;;
+run) ;;
+esac
+
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "ixl needs these Debian packages:$missing" >&2
+    echo "install them with: sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,590 @@
+#include "core/agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/hooks.h"
+#include "util/config.h"
+#include "util/err.h"
+#include "util/log.h"
+
+static _Atomic uint64_t next_agent_id = 1;
+
+/* ---- host callbacks handed to engines --------------------------------------------------- */
+
+static void host_log(void *ctx, enum ixl_log_level level, const char *fmt, ...)
+{
+    struct ixl_backend *b = ctx;
+    if (!ixl_log_enabled(level))
+        return;
+    char line[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    ixl_log_write(level, "[%s %s] %s", b->agent->name, b->plugin->info.name, line);
+}
+
+static void host_error(void *ctx, int status, const char *fmt, ...)
+{
+    struct ixl_backend *b = ctx;
+    char line[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (status == IXL_ERR_NOT_SUPPORTED)
+        ixl_err_quiet(b->agent->id, status, "backend %s: %s", b->plugin->info.name, line);
+    else
+        ixl_err_set(b->agent->id, status, "backend %s: %s", b->plugin->info.name, line);
+}
+
+static void host_signal(void *ctx)
+{
+    struct ixl_backend *b = ctx;
+    ixl_agent_wake(b->agent);
+}
+
+/* ---- waking ----------------------------------------------------------------------------- */
+
+void ixl_agent_wake(struct ixl_agent *agent)
+{
+    pthread_mutex_lock(&agent->wake_lock);
+    agent->wake_gen++;
+    pthread_cond_broadcast(&agent->wake_cond);
+    pthread_mutex_unlock(&agent->wake_lock);
+    uint64_t one = 1;
+    /* EAGAIN means the counter is saturated: the fd is readable already. */
+    ssize_t rc = write(agent->event_fd, &one, sizeof(one));
+    (void)rc;
+}
+
+uint64_t ixl_agent_wake_gen(struct ixl_agent *agent)
+{
+    pthread_mutex_lock(&agent->wake_lock);
+    uint64_t g = agent->wake_gen;
+    pthread_mutex_unlock(&agent->wake_lock);
+    return g;
+}
+
+static void deadline_after(struct timespec *ts, int timeout_ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += timeout_ms / 1000;
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+void ixl_agent_wait_wake(struct ixl_agent *agent, uint64_t gen, int timeout_ms)
+{
+    struct timespec ts;
+    if (timeout_ms >= 0)
+        deadline_after(&ts, timeout_ms);
+    pthread_mutex_lock(&agent->wake_lock);
+    while (agent->wake_gen == gen) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&agent->wake_cond, &agent->wake_lock);
+        } else if (pthread_cond_timedwait(&agent->wake_cond, &agent->wake_lock, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&agent->wake_lock);
+}
+
+/* ---- progress ----------------------------------------------------------------------------- */
+
+void ixl_agent_progress_backends(struct ixl_agent *agent)
+{
+    pthread_rwlock_rdlock(&agent->lock);
+    unsigned n = agent->n_backends;
+    struct ixl_backend *list[IXL_MAX_BACKENDS];
+    memcpy(list, agent->backends, n * sizeof(list[0]));
+    pthread_rwlock_unlock(&agent->lock);
+    for (unsigned i = 0; i < n; i++)
+        if (list[i]->caps & IXL_CAP_PROGRESS)
+            list[i]->plugin->ops.progress(list[i]->engine);
+}
+
+static void *progress_main(void *arg)
+{
+    struct ixl_agent *agent = arg;
+    pthread_mutex_lock(&agent->progress_lock);
+    while (!agent->progress_stop) {
+        pthread_mutex_unlock(&agent->progress_lock);
+        ixl_agent_progress_backends(agent);
+        pthread_mutex_lock(&agent->progress_lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)agent->params.progress_period_us * 1000u;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        if (!agent->progress_stop)
+            pthread_cond_timedwait(&agent->progress_cond, &agent->progress_lock, &ts);
+    }
+    pthread_mutex_unlock(&agent->progress_lock);
+    return NULL;
+}
+
+/* ---- backends ----------------------------------------------------------------------------- */
+
+struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const char *name)
+{
+    for (unsigned i = 0; i < agent->n_backends; i++)
+        if (strcmp(agent->backends[i]->plugin->info.name, name) == 0)
+            return agent->backends[i];
+    return NULL;
+}
+
+static void free_params(struct ixl_kv *kv, size_t n)
+{
+    for (size_t i = 0; kv && i < n; i++) {
+        free((char *)kv[i].key);
+        free((char *)kv[i].value);
+    }
+    free(kv);
+}
+
+static void backend_free(struct ixl_backend *b)
+{
+    if (b == NULL)
+        return;
+    if (b->engine)
+        b->plugin->d.destroy_engine(b->engine);
+    free_params(b->params, b->n_params);
+    free(b);
+}
+
+/* The plugin's options with the user's values over the defaults. Unknown keys are refused
+ * with the list of known ones, since a misspelt option silently ignored is a lost setting. */
+static int build_params(struct ixl_agent *agent, const struct ixl_plugin *p,
+                        const struct ixl_kv *user, size_t n_user, struct ixl_kv **out,
+                        size_t *n_out)
+{
+    const struct ixl_option *opts = p->info.options;
+    size_t n = p->info.n_options;
+    for (size_t i = 0; i < n_user; i++) {
+        if (user[i].key == NULL || user[i].value == NULL)
+            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                                 "backend %s: option %zu has a NULL key or value", p->info.name, i);
+        size_t j;
+        for (j = 0; j < n; j++)
+            if (strcmp(opts[j].name, user[i].key) == 0)
+                break;
+        if (j == n) {
+            char known[512] = "";
+            size_t used = 0;
+            for (j = 0; j < n && used < sizeof(known); j++)
+                used += (size_t)snprintf(known + used, sizeof(known) - used, "%s%s", j ? ", " : "",
+                                         opts[j].name);
+            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                                 "backend %s has no option '%s' (its options: %s)", p->info.name,
+                                 user[i].key, n ? known : "none");
+        }
+    }
+    struct ixl_kv *kv = calloc(n ? n : 1, sizeof(*kv));
+    if (kv == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    for (size_t j = 0; j < n; j++) {
+        const char *v = opts[j].default_value;
+        for (size_t i = 0; i < n_user; i++)
+            if (strcmp(opts[j].name, user[i].key) == 0)
+                v = user[i].value; /* the last one given wins */
+        kv[j].key = strdup(opts[j].name);
+        kv[j].value = strdup(v);
+        if (kv[j].key == NULL || kv[j].value == NULL) {
+            free_params(kv, j + 1);
+            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    *out = kv;
+    *n_out = n;
+    return IXL_OK;
+}
+
+static int backend_create_locked(struct ixl_agent *agent, const char *name,
+                                 const struct ixl_kv *params, size_t n, struct ixl_backend **out)
+{
+    const struct ixl_plugin *p;
+    if (ixl_pm_find(name, &p) != IXL_OK)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NOT_FOUND,
+                             "no plugin '%s' (see ixl-info for the plugins found and the ones "
+                             "refused; IXL_PLUGIN_DIR adds directories)",
+                             name);
+    if (ixl_agent_backend_by_name(agent, p->info.name))
+        return IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS, "agent '%s' already has a %s backend",
+                               agent->name, p->info.name);
+    if (agent->n_backends == IXL_MAX_BACKENDS)
+        return IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE, "an agent holds at most %d backends",
+                             IXL_MAX_BACKENDS);
+
+    struct ixl_backend *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    b->agent = agent;
+    b->plugin = p;
+    b->slot = agent->n_backends;
+    b->host.size = sizeof(b->host);
+    b->host.ctx = b;
+    b->host.log = host_log;
+    b->host.error = host_error;
+    b->host.signal = host_signal;
+    int rc = build_params(agent, p, params, n, &b->params, &b->n_params);
+    if (rc != IXL_OK)
+        goto free_backend;
+
+    struct ixl_engine_init init = {
+        .size = sizeof(init),
+        .agent_name = agent->name,
+        .host = &b->host,
+        .params = b->params,
+        .n_params = b->n_params,
+        .progress_thread = agent->params.progress_thread,
+        .progress_period_us = agent->params.progress_period_us,
+        .notif_max = agent->params.notif_max,
+    };
+    struct ixl_engine *e = NULL;
+    ixl_err_clear(agent->id);
+    rc = p->d.create_engine(&init, &e);
+    if (rc != IXL_OK || e == NULL) {
+        if (rc == IXL_OK)
+            rc = IXL_ERR_BACKEND;
+        if (ixl_err_get(agent->id)[0] == '\0')
+            IXL_AGENT_ERR(agent, rc, "backend %s could not be created (%s)", p->info.name,
+                          ixl_strerror(rc));
+        goto free_backend;
+    }
+    e->desc = p->desc;
+    b->engine = e;
+    b->caps = e->caps;
+    b->mem_mask = e->mem_mask;
+    if ((b->caps & ~p->info.caps) || (b->mem_mask & ~p->info.mem_mask)) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
+                           "backend %s claims capabilities or memory types beyond its plugin's",
+                           p->info.name);
+        goto free_backend;
+    }
+    if ((b->caps & IXL_CAP_REMOTE) && !(b->caps & IXL_CAP_NOTIF)) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
+                           "backend %s supports remote transfers but not notifications; "
+                           "a remote-capable backend must support notifications",
+                           p->info.name);
+        goto free_backend;
+    }
+    if ((b->caps & IXL_CAP_PROGRESS) == 0 && agent->params.progress_thread)
+        ixl_log_write(IXL_LOG_DEBUG, "backend %s has no progress(); the progress thread skips it",
+                      p->info.name);
+    if (b->caps & IXL_CAP_REMOTE) {
+        rc = p->ops.get_conn_info(e, &b->conn_info, &b->conn_len);
+        if (rc != IXL_OK) {
+            IXL_AGENT_ERR(agent, rc, "backend %s: no connection info (%s)", p->info.name,
+                          ixl_strerror(rc));
+            goto free_backend;
+        }
+    }
+    if (b->caps & IXL_CAP_LOCAL) {
+        /* Some backends need a connection to themselves for loopback (seed 001). */
+        rc = p->ops.connect(e, agent->name);
+        if (rc != IXL_OK && rc != IXL_ERR_NOT_SUPPORTED) {
+            IXL_AGENT_ERR(agent, rc, "backend %s: connecting to itself failed (%s)", p->info.name,
+                          ixl_strerror(rc));
+            goto free_backend;
+        }
+    }
+    agent->backends[agent->n_backends++] = b;
+    if (out)
+        *out = b;
+    ixl_log_write(IXL_LOG_INFO, "agent %s: backend %s created", agent->name, p->info.name);
+    return IXL_OK;
+
+free_backend:
+    backend_free(b);
+    return rc;
+}
+
+ixl_status ixl_backend_create(struct ixl_agent *agent, const char *plugin_name,
+                              const struct ixl_kv *params, size_t n, struct ixl_backend **out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (plugin_name == NULL || (params == NULL && n > 0))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_backend_create: plugin name or params missing");
+    pthread_rwlock_wrlock(&agent->lock);
+    int rc = backend_create_locked(agent, plugin_name, params, n, out);
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
+size_t ixl_backend_count(struct ixl_agent *agent)
+{
+    if (agent == NULL)
+        return 0;
+    pthread_rwlock_rdlock(&agent->lock);
+    size_t n = agent->n_backends;
+    pthread_rwlock_unlock(&agent->lock);
+    return n;
+}
+
+ixl_status ixl_backend_get(struct ixl_agent *agent, size_t index, struct ixl_backend **out)
+{
+    if (agent == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    pthread_rwlock_rdlock(&agent->lock);
+    int rc = IXL_ERR_INDEX;
+    if (index < agent->n_backends) {
+        *out = agent->backends[index];
+        rc = IXL_OK;
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
+ixl_status ixl_backend_find(struct ixl_agent *agent, const char *name, struct ixl_backend **out)
+{
+    if (agent == NULL || name == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    pthread_rwlock_rdlock(&agent->lock);
+    struct ixl_backend *b = ixl_agent_backend_by_name(agent, name);
+    pthread_rwlock_unlock(&agent->lock);
+    if (b == NULL)
+        return IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "agent '%s' has no backend '%s'",
+                               agent->name, name);
+    *out = b;
+    return IXL_OK;
+}
+
+const char *ixl_backend_name(const struct ixl_backend *backend)
+{
+    return backend ? backend->plugin->info.name : NULL;
+}
+
+uint32_t ixl_backend_caps(const struct ixl_backend *backend)
+{
+    return backend ? backend->caps : 0;
+}
+
+uint32_t ixl_backend_mem_mask(const struct ixl_backend *backend)
+{
+    return backend ? backend->mem_mask : 0;
+}
+
+ixl_status ixl_backend_params(const struct ixl_backend *backend, const struct ixl_kv **out,
+                              size_t *n)
+{
+    if (backend == NULL || out == NULL || n == NULL)
+        return IXL_ERR_INVALID_ARG;
+    *out = backend->params;
+    *n = backend->n_params;
+    return IXL_OK;
+}
+
+/* ---- agent -------------------------------------------------------------------------------- */
+
+static int valid_agent_name(const char *name)
+{
+    if (name == NULL)
+        return 0;
+    size_t n = strnlen(name, IXL_NAME_MAX);
+    return n > 0 && n < IXL_NAME_MAX;
+}
+
+static void fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p)
+{
+    struct ixl_agent_params *d = &agent->params;
+    uint64_t m = p ? p->field_mask : 0;
+    d->field_mask = m;
+    d->progress_thread = (m & IXL_AGENT_F_PROGRESS_THREAD) ? p->progress_thread : false;
+    d->progress_period_us =
+        (m & IXL_AGENT_F_PROGRESS_PERIOD) && p->progress_period_us ? p->progress_period_us : 1000;
+    d->listen_port = (m & IXL_AGENT_F_LISTEN_PORT) ? p->listen_port : 0;
+    snprintf(agent->listen_addr, sizeof(agent->listen_addr), "%s",
+             (m & IXL_AGENT_F_LISTEN_ADDR) && p->listen_addr ? p->listen_addr : "127.0.0.1");
+    d->listen_addr = agent->listen_addr;
+    d->thread_mode = (m & IXL_AGENT_F_THREAD_MODE) ? p->thread_mode : IXL_THREAD_SAFE;
+    d->telemetry = (m & IXL_AGENT_F_TELEMETRY) ? p->telemetry : true;
+    d->backends = NULL; /* consumed at creation */
+    size_t nmax = (size_t)strtoull(ixl_cfg_get(IXL_CFG_NOTIF_MAX), NULL, 10);
+    if (m & IXL_AGENT_F_NOTIF_MAX)
+        nmax = p->notif_max;
+    d->notif_max = nmax < IXL_NOTIF_MAX_DEFAULT ? IXL_NOTIF_MAX_DEFAULT : nmax;
+    d->etcd_endpoints = NULL;
+}
+
+/* Creates the backends of a comma-separated list. explicit: a failure fails the agent. */
+static int create_default_backends(struct ixl_agent *agent, const char *list, int explicit_list)
+{
+    char *copy = strdup(list);
+    if (copy == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    int rc = IXL_OK;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        pthread_rwlock_wrlock(&agent->lock);
+        int r = ixl_agent_backend_by_name(agent, tok)
+                    ? IXL_OK
+                    : backend_create_locked(agent, tok, NULL, 0, NULL);
+        pthread_rwlock_unlock(&agent->lock);
+        if (r != IXL_OK) {
+            if (explicit_list) {
+                rc = r;
+                break;
+            }
+            ixl_log_write(IXL_LOG_WARN, "agent %s: default backend %s not created: %s", agent->name,
+                          tok, ixl_err_get(agent->id));
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *params,
+                            struct ixl_agent **out)
+{
+    if (!valid_agent_name(name) || out == NULL) {
+        ixl_log_write(IXL_LOG_ERROR,
+                      "ixl_agent_create: the name must be 1 to %d bytes and out "
+                      "must not be NULL",
+                      IXL_NAME_MAX - 1);
+        return IXL_ERR_INVALID_ARG;
+    }
+    struct ixl_agent *agent = calloc(1, sizeof(*agent));
+    if (agent == NULL)
+        return IXL_ERR_NO_MEMORY;
+    int rc = IXL_ERR_SYSTEM;
+    agent->id = atomic_fetch_add(&next_agent_id, 1);
+    snprintf(agent->name, sizeof(agent->name), "%s", name);
+    if (getrandom(&agent->incarnation, sizeof(agent->incarnation), 0) !=
+        (ssize_t)sizeof(agent->incarnation))
+        agent->incarnation = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ agent->id;
+    fill_params(agent, params);
+
+    pthread_rwlock_init(&agent->lock, NULL);
+    pthread_mutex_init(&agent->notif_lock, NULL);
+    pthread_mutex_init(&agent->wake_lock, NULL);
+    pthread_mutex_init(&agent->progress_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&agent->wake_cond, &ca);
+    pthread_cond_init(&agent->progress_cond, &ca);
+    pthread_condattr_destroy(&ca);
+
+    agent->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (agent->event_fd < 0) {
+        char eb[128];
+        ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create: eventfd: %s",
+                      ixl_errno_text(errno, eb, sizeof(eb)));
+        goto destroy_agent;
+    }
+    rc = ixl_agent_hooks_init(agent);
+    if (rc != IXL_OK)
+        goto destroy_agent;
+
+    uint64_t m = params ? params->field_mask : 0;
+    if ((m & IXL_AGENT_F_BACKENDS) && params->backends)
+        rc = create_default_backends(agent, params->backends, 1);
+    else
+        rc = create_default_backends(agent, ixl_cfg_get(IXL_CFG_BACKENDS), 0);
+    if (rc != IXL_OK) {
+        ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: %s", name, ixl_err_get(agent->id));
+        goto destroy_agent;
+    }
+
+    if (agent->params.progress_thread) {
+        if (pthread_create(&agent->progress_thread, NULL, progress_main, agent) != 0) {
+            rc = IXL_ERR_SYSTEM;
+            ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: cannot start progress thread", name);
+            goto destroy_agent;
+        }
+        agent->progress_running = true;
+    }
+    ixl_log_write(IXL_LOG_INFO, "agent %s created", name);
+    *out = agent;
+    return IXL_OK;
+
+destroy_agent:
+    ixl_agent_destroy(agent);
+    return rc;
+}
+
+void ixl_agent_destroy(struct ixl_agent *agent)
+{
+    if (agent == NULL)
+        return;
+    if (agent->progress_running) {
+        pthread_mutex_lock(&agent->progress_lock);
+        agent->progress_stop = true;
+        pthread_cond_broadcast(&agent->progress_cond);
+        pthread_mutex_unlock(&agent->progress_lock);
+        pthread_join(agent->progress_thread, NULL);
+    }
+    /* Requests, prepared lists, remotes and registrations go before the engines they use. */
+    ixl_agent_hooks_fini(agent);
+    for (unsigned i = agent->n_backends; i-- > 0;)
+        backend_free(agent->backends[i]);
+    if (agent->event_fd > 0)
+        close(agent->event_fd);
+    pthread_cond_destroy(&agent->progress_cond);
+    pthread_cond_destroy(&agent->wake_cond);
+    pthread_mutex_destroy(&agent->progress_lock);
+    pthread_mutex_destroy(&agent->wake_lock);
+    pthread_mutex_destroy(&agent->notif_lock);
+    pthread_rwlock_destroy(&agent->lock);
+    free(agent);
+}
+
+const char *ixl_agent_name(const struct ixl_agent *agent)
+{
+    return agent ? agent->name : NULL;
+}
+
+const char *ixl_agent_last_error(const struct ixl_agent *agent)
+{
+    return agent ? ixl_err_get(agent->id) : "";
+}
+
+ixl_status ixl_agent_fd(struct ixl_agent *agent, int *out)
+{
+    if (agent == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    *out = agent->event_fd;
+    return IXL_OK;
+}
+
+ixl_status ixl_agent_progress(struct ixl_agent *agent)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    uint64_t v;
+    /* Clear first: a signal that lands after this read leaves the fd readable again. */
+    ssize_t rc = read(agent->event_fd, &v, sizeof(v));
+    (void)rc;
+    ixl_agent_progress_backends(agent);
+    return IXL_OK;
+}
+
+ixl_status ixl_agent_stats(struct ixl_agent *agent, struct ixl_agent_stats *out)
+{
+    if (agent == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    out->posted = atomic_load(&agent->st_posted);
+    out->completed = atomic_load(&agent->st_completed);
+    out->failed = atomic_load(&agent->st_failed);
+    out->bytes = atomic_load(&agent->st_bytes);
+    out->notifs_received = atomic_load(&agent->st_notifs_rx);
+    out->notifs_sent = atomic_load(&agent->st_notifs_tx);
+    return IXL_OK;
+}

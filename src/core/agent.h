@@ -1,0 +1,94 @@
+/*
+ * The agent's internal state. Lock order (take left before right, never the reverse):
+ *
+ *   agent->lock (rwlock: registry, remotes, backends list)  ->  agent->notif_lock
+ *   agent->lock  ->  agent->wake_lock
+ *
+ * Requests (struct ixl_xfer) are not protected by agent->lock once created: the API contract
+ * says one request is driven by one thread at a time; what they share with the agent (regions,
+ * remotes) is reference counted.
+ */
+#ifndef IXL_CORE_AGENT_H
+#define IXL_CORE_AGENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <ixl/ixl.h>
+#include <ixl/ixl_plugin.h>
+
+#include "plugin/manager.h"
+
+/* Backends per agent: a small fixed cap keeps per-region metadata an array indexed by
+ * backend slot instead of a map. */
+#define IXL_MAX_BACKENDS 16
+
+struct ixl_backend {
+    struct ixl_agent *agent;
+    const struct ixl_plugin *plugin;
+    struct ixl_engine *engine;
+    unsigned slot; /* index in agent->backends */
+    uint32_t caps;
+    uint32_t mem_mask;
+    struct ixl_kv *params; /* effective options: every option of the plugin */
+    size_t n_params;
+    const void *conn_info; /* borrowed from the engine (REMOTE only) */
+    size_t conn_len;
+    struct ixl_host host;
+};
+
+struct ixl_registry;
+struct ixl_remote_table;
+
+struct ixl_agent {
+    uint64_t id;          /* unique in the process: keys the thread-local error slots */
+    uint64_t incarnation; /* random per instance: tells a restarted agent from its old self */
+    char name[IXL_NAME_MAX];
+    struct ixl_agent_params params; /* with every field filled */
+    char listen_addr[64];
+
+    pthread_rwlock_t lock;
+    struct ixl_backend *backends[IXL_MAX_BACKENDS];
+    unsigned n_backends;
+    struct ixl_registry *registry;    /* local regions (src/core/registry.c) */
+    struct ixl_remote_table *remotes; /* loaded remote agents (src/core/remote.c) */
+
+    /* Waking waiters: signal() bumps wake_gen under wake_lock and broadcasts wake_cond for
+     * threads in ixl_xfer_wait(), and makes event_fd readable for poll()ing applications. */
+    pthread_mutex_t wake_lock;
+    pthread_cond_t wake_cond;
+    uint64_t wake_gen;
+    int event_fd;
+
+    /* Notifications drained from backends but not yet handed to the user. */
+    pthread_mutex_t notif_lock;
+
+    /* The optional progress thread. */
+    pthread_t progress_thread;
+    bool progress_running;
+    pthread_mutex_t progress_lock;
+    pthread_cond_t progress_cond;
+    bool progress_stop;
+
+    _Atomic uint64_t st_posted, st_completed, st_failed, st_bytes, st_notifs_rx, st_notifs_tx;
+};
+
+/* Convenience for API functions: clear the thread's error text for this agent, record one. */
+#define IXL_AGENT_ERR(agent, status, ...) ixl_err_set((agent)->id, (status), __VA_ARGS__)
+#define IXL_AGENT_QUIET(agent, status, ...) ixl_err_quiet((agent)->id, (status), __VA_ARGS__)
+
+/* Wakes waiters of the agent (the host's signal callback). */
+void ixl_agent_wake(struct ixl_agent *agent);
+/* Waits until the wake generation moves past gen or timeout_ms passes (<0: forever). */
+void ixl_agent_wait_wake(struct ixl_agent *agent, uint64_t gen, int timeout_ms);
+uint64_t ixl_agent_wake_gen(struct ixl_agent *agent);
+
+/* Calls progress() on every backend that has it (no agent lock needed: the backend list only
+ * grows, and backends live as long as the agent). */
+void ixl_agent_progress_backends(struct ixl_agent *agent);
+
+/* Backend lookups under agent->lock (read). */
+struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const char *name);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * The plugin manager: finds plugins (built in first, then IXL_PLUGIN_DIR, the installed plugin
+ * directory, and plugins/ next to libixl.so), opens them lazily, checks their descriptor and
+ * ABI, and keeps the accepted ones for the life of the process. Refused candidates are kept
+ * with their reason for ixl-info.
+ */
+#ifndef IXL_PLUGIN_MANAGER_H
+#define IXL_PLUGIN_MANAGER_H
+
+#include <stdbool.h>
+
+#include <ixl/ixl.h>
+#include <ixl/ixl_plugin.h>
+
+struct ixl_plugin {
+    const struct ixl_plugin_desc *desc;
+    /* The descriptor copied at the size this core knows (fields the plugin did not have are
+     * zero), and the ops table at full size with every slot the plugin left NULL or did not
+     * have pointing at a stub: the core calls ops.x without checking. */
+    struct ixl_plugin_desc d;
+    struct ixl_engine_ops ops;
+    bool has[32]; /* has[i]: the plugin implements optional method i (enum ixl_opt_method) */
+    struct ixl_plugin_info info;
+    void *dl;
+};
+
+/* Optional methods, in the order of the ops table's tail. */
+enum ixl_opt_method {
+    IXL_OPT_ESTIMATE,
+    IXL_OPT_QUERY_MEM,
+    IXL_OPT_ALLOC_MEM,
+    IXL_OPT_FREE_MEM,
+    IXL_OPT_REQ_INFO,
+};
+
+/* Finds (and if needed opens) the plugin called name. IXL_ERR_NOT_FOUND if none. */
+int ixl_pm_find(const char *name, const struct ixl_plugin **out);
+/* Scans every candidate (once) and returns the number of accepted plugins. */
+size_t ixl_pm_count(void);
+const struct ixl_plugin *ixl_pm_get(size_t index);
+
+/* Validates a descriptor; on refusal writes the reason. Exposed for tests. */
+int ixl_pm_check_desc(const struct ixl_plugin_desc *desc, char *why, size_t cap);
+
+#endif

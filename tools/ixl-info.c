@@ -1,0 +1,133 @@
+/* ixl-info: the plugins ixl finds (and refuses), their capabilities and options, the
+ * configuration in force, and the names of status codes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ixl/ixl.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ixl-info [--plugins] [--config] [--strerror N] [--help]\n"
+               "  with no option: the version, every plugin (and each refused one with its\n"
+               "  reason), and the configuration variables with their values\n");
+}
+
+static void print_caps(uint32_t caps)
+{
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } names[] = {{IXL_CAP_LOCAL, "local"},
+                 {IXL_CAP_REMOTE, "remote"},
+                 {IXL_CAP_NOTIF, "notif"},
+                 {IXL_CAP_PROGRESS, "progress"}};
+    int first = 1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (caps & names[i].bit) {
+            printf("%s%s", first ? "" : ",", names[i].name);
+            first = 0;
+        }
+    }
+    if (first)
+        printf("none");
+}
+
+static void print_mems(uint32_t mask)
+{
+    int first = 1;
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        if (mask & IXL_MEM_BIT(t)) {
+            printf("%s%s", first ? "" : ",", ixl_mem_name((enum ixl_mem)t));
+            first = 0;
+        }
+    }
+}
+
+static void print_plugins(void)
+{
+    size_t n = ixl_plugin_count();
+    printf("plugins (%zu):\n", n);
+    for (size_t i = 0; i < n; i++) {
+        struct ixl_plugin_info info;
+        if (ixl_plugin_get(i, &info) != IXL_OK)
+            continue;
+        printf("  %-10s version %s, ABI %u.%u, %s\n", info.name, info.version, info.abi_major,
+               info.abi_minor, info.path);
+        printf("             memory: ");
+        print_mems(info.mem_mask);
+        printf("\n             capabilities: ");
+        print_caps(info.caps);
+        printf("\n");
+        if (info.n_options == 0)
+            printf("             options: none\n");
+        for (size_t j = 0; j < info.n_options; j++)
+            printf("             option %-16s default \"%s\": %s\n", info.options[j].name,
+                   info.options[j].default_value, info.options[j].description);
+    }
+    size_t r = ixl_plugin_refused_count();
+    if (r > 0)
+        printf("refused (%zu):\n", r);
+    for (size_t i = 0; i < r; i++) {
+        const char *path, *reason;
+        if (ixl_plugin_refused_get(i, &path, &reason) == IXL_OK)
+            printf("  %s\n             refused: %s\n", path, reason);
+    }
+}
+
+static void print_config(void)
+{
+    size_t n = ixl_config_count();
+    printf("configuration:\n");
+    for (size_t i = 0; i < n; i++) {
+        struct ixl_config_var v;
+        if (ixl_config_get(i, &v) != IXL_OK)
+            continue;
+        printf("  %-20s = \"%s\"%s\n                         %s (default \"%s\")\n", v.name,
+               v.value, strcmp(v.value, v.default_value) ? "" : " (default)", v.description,
+               v.default_value);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int plugins = 0, config = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--strerror") == 0) {
+            if (i + 1 >= argc) {
+                usage(stderr);
+                return 2;
+            }
+            char *end;
+            errno = 0;
+            long v = strtol(argv[++i], &end, 0);
+            if (*end != '\0' || errno != 0) {
+                fprintf(stderr, "ixl-info: '%s' is not a number\n", argv[i]);
+                return 2;
+            }
+            const char *s = ixl_strerror((int)v);
+            printf("%ld %s\n", v, s);
+            return strcmp(s, "unknown status") == 0 ? 1 : 0;
+        } else if (strcmp(argv[i], "--plugins") == 0) {
+            plugins = 1;
+        } else if (strcmp(argv[i], "--config") == 0) {
+            config = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!plugins && !config) {
+        plugins = config = 1;
+        printf("ixl %s\n", ixl_version());
+    }
+    if (plugins)
+        print_plugins();
+    if (config)
+        print_config();
+    return 0;
+}
