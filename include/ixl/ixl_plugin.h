@@ -9,10 +9,15 @@
  *
  * Growth rules: the descriptor and the ops table only grow at the end. The core reads a field
  * or calls a method only when the size the plugin reports covers it; every optional method
- * has a documented fallback. A mandatory method a plugin does not implement may be left NULL:
- * the core points it at a shared stub that returns IXL_ERR_NOT_SUPPORTED. A plugin that
- * advertises a capability must implement the methods that capability requires (listed with
- * each method); the manager refuses it otherwise, with the reason in the log and in ixl-info.
+ * has a documented fallback. Methods every backend needs (register_mem, deregister_mem,
+ * unload_md, prep_xfer, post_xfer, check_xfer, release_req) and the methods a capability the
+ * plugin advertises requires (listed with each method) must be implemented: the manager refuses
+ * the plugin otherwise, with the reason in the log and in ixl-info. Any other slot may be NULL:
+ * the core points it at a shared stub that returns IXL_ERR_NOT_SUPPORTED.
+ *
+ * Callbacks: the core never holds a lock that host->signal() takes while it calls into a
+ * plugin, so a plugin may call signal() from any thread at any time, and destroy_engine may
+ * wait for its own threads that do.
  *
  * Threads: the core serializes nothing for the plugin except what is written here. Methods may
  * be called concurrently from several threads of an agent, except that
@@ -179,13 +184,14 @@ struct ixl_engine_ops {
     /** Optional: estimates a prepared request's duration. Fallback: IXL_ERR_NOT_SUPPORTED. */
     int (*estimate_xfer_cost)(struct ixl_engine *e, struct ixl_req *req, struct ixl_cost *out);
     /** Starts a prepared request without blocking: IXL_OK (already done), IXL_IN_PROGRESS,
-     *  or an error. opts may carry a new notification for this post. */
+     *  or an error. opts is never NULL: its notification (notif NULL = none) replaces the one
+     *  given at prep_xfer for this and later posts. */
     int (*post_xfer)(struct ixl_engine *e, struct ixl_req *req, const struct ixl_xfer_opts *opts);
     /** IXL_OK (done), IXL_IN_PROGRESS, or the request's error. */
     int (*check_xfer)(struct ixl_engine *e, struct ixl_req *req);
     /** Cancels if in flight and frees. IXL_OK: freed, nothing more will be written into local
-     *  buffers nor notified. An error: not stopped yet, the request stays valid and check_xfer
-     *  reports an error; the core calls again later. */
+     *  buffers nor notified. An error (IXL_ERR_BUSY): not stopped yet; the request stays valid,
+     *  check_xfer reports IXL_ERR_CANCELED, and the core calls again later. */
     int (*release_req)(struct ixl_engine *e, struct ixl_req *req);
 
     /* -- notifications ----------------------------------------------------------------- */

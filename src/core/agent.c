@@ -466,13 +466,20 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     int rc = IXL_ERR_SYSTEM;
     agent->id = atomic_fetch_add(&next_agent_id, 1);
     snprintf(agent->name, sizeof(agent->name), "%s", name);
-    if (getrandom(&agent->incarnation, sizeof(agent->incarnation), 0) !=
-        (ssize_t)sizeof(agent->incarnation))
-        agent->incarnation = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ agent->id;
+    /* Incarnations grow with time (a restarted agent's is larger than its predecessor's), with
+     * random low bits so two instances started in the same microsecond still differ. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint16_t salt = 0;
+    if (getrandom(&salt, sizeof(salt), 0) != (ssize_t)sizeof(salt))
+        salt = (uint16_t)(getpid() ^ agent->id);
+    agent->incarnation =
+        (((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) << 12) | (salt & 0xfffu);
     fill_params(agent, params);
 
     pthread_rwlock_init(&agent->lock, NULL);
     pthread_mutex_init(&agent->notif_lock, NULL);
+    pthread_mutex_init(&agent->objs_lock, NULL);
     pthread_mutex_init(&agent->wake_lock, NULL);
     pthread_mutex_init(&agent->progress_lock, NULL);
     pthread_condattr_t ca;
@@ -542,6 +549,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     pthread_mutex_destroy(&agent->progress_lock);
     pthread_mutex_destroy(&agent->wake_lock);
     pthread_mutex_destroy(&agent->notif_lock);
+    pthread_mutex_destroy(&agent->objs_lock);
     pthread_rwlock_destroy(&agent->lock);
     free(agent);
 }

@@ -40,6 +40,14 @@ struct ixl_backend {
 
 struct ixl_registry;
 struct ixl_remote_table;
+struct ixl_xfer;
+struct ixl_prep;
+
+struct ixl_alloc {
+    void *addr;
+    size_t len;
+    struct ixl_backend *backend;
+};
 
 struct ixl_agent {
     uint64_t id;          /* unique in the process: keys the thread-local error slots */
@@ -61,8 +69,17 @@ struct ixl_agent {
     uint64_t wake_gen;
     int event_fd;
 
-    /* Notifications drained from backends but not yet handed to the user. */
+    /* Serializes draining notifications, so entries keep their arrival order. */
     pthread_mutex_t notif_lock;
+
+    /* Live requests and prepared lists, released by destroy if the user did not. */
+    pthread_mutex_t objs_lock;
+    struct ixl_xfer *xfers;
+    struct ixl_prep *preps;
+
+    /* Memory from ixl_mem_alloc(), under lock. */
+    struct ixl_alloc *allocs;
+    size_t n_allocs, cap_allocs;
 
     /* The optional progress thread. */
     pthread_t progress_thread;

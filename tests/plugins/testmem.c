@@ -496,7 +496,8 @@ static int tm_resolve(struct tm_engine *e, const char *remote, int reconnect, ui
     return IXL_OK;
 }
 
-/* Queues a notification on t and wakes its agent. */
+/* Queues a notification on t; the caller wakes t's agent (tm_signal) once it holds no state a
+ * waiter of that agent could need. */
 static int tm_notif_push(struct tm_engine *t, const char *from, const void *msg, size_t len)
 {
     size_t alen = strlen(from) + 1;
@@ -516,16 +517,20 @@ static int tm_notif_push(struct tm_engine *t, const char *from, const void *msg,
         t->n_head = n;
     t->n_tail = n;
     pthread_mutex_unlock(&t->notif_lock);
-    tm_signal(t->host);
     return IXL_OK;
 }
 
 /*
- * Does the copies of r and delivers its notification. check_epoch: fail if the connection was
- * dropped or replaced since the post (the worker's case). Runs without e's locks held.
+ * Does the copies of r and queues its notification. check_epoch: fail if the connection was
+ * dropped or replaced since the post (the worker's case). Runs without e's locks held. When a
+ * notification was queued, *notified is the target, still referenced: the caller signals it
+ * and drops the reference after marking r done, so that release_req, which waits for a
+ * running request, never waits on a host callback.
  */
-static int tm_execute(struct tm_engine *e, struct tm_req *r, int check_epoch)
+static int tm_execute(struct tm_engine *e, struct tm_req *r, int check_epoch,
+                      struct tm_engine **notified)
 {
+    *notified = NULL;
     struct tm_engine *t;
     uint64_t epoch;
     int rc = tm_resolve(e, r->remote, 0, &epoch, &t);
@@ -570,11 +575,25 @@ static int tm_execute(struct tm_engine *e, struct tm_req *r, int check_epoch)
         pthread_mutex_lock(&e->lock);
         int canceling = r->canceling;
         pthread_mutex_unlock(&e->lock);
-        if (!canceling)
+        if (!canceling) {
             rc = tm_notif_push(t, e->name, r->notif, r->notif_len);
+            if (rc == IXL_OK) {
+                *notified = t;
+                return rc;
+            }
+        }
     }
     tm_registry_put(t);
     return rc;
+}
+
+/* Wakes the agent of a target that tm_execute() notified, and drops its reference. */
+static void tm_notified(struct tm_engine *t)
+{
+    if (t != NULL) {
+        tm_signal(t->host);
+        tm_registry_put(t);
+    }
 }
 
 /* ---- the worker ------------------------------------------------------------------------- */
@@ -608,15 +627,17 @@ static void *tm_worker(void *arg)
         }
         r->state = TM_RUNNING;
         pthread_mutex_unlock(&e->lock);
-        int rc = tm_execute(e, r, 1);
-        if (rc != IXL_OK)
-            tm_log(e->host, IXL_LOG_DEBUG, "%s: asynchronous transfer to %s failed: %d",
-                   TESTMEM_NAME, r->remote, rc);
+        struct tm_engine *t;
+        int rc = tm_execute(e, r, 1, &t);
         pthread_mutex_lock(&e->lock);
-        r->state = TM_DONE;
+        r->state = TM_DONE; /* from here release_req may free r */
         r->status = r->canceling ? IXL_ERR_CANCELED : rc;
         pthread_cond_broadcast(&e->cond);
         pthread_mutex_unlock(&e->lock);
+        if (rc != IXL_OK)
+            tm_log(e->host, IXL_LOG_DEBUG, "%s: an asynchronous transfer failed: %d", TESTMEM_NAME,
+                   rc);
+        tm_notified(t);
         tm_signal(e->host);
         pthread_mutex_lock(&e->lock);
     }
@@ -1267,10 +1288,13 @@ static int tm_post_xfer(struct ixl_engine *base, struct ixl_req *req,
         r->async = 0;
         r->epoch = epoch;
         pthread_mutex_unlock(&e->lock);
-        rc = tm_execute(e, r, 0);
+        struct tm_engine *nt;
+        rc = tm_execute(e, r, 0, &nt);
         if (rc != IXL_OK)
             tm_error(e->host, rc, "%s: transfer to '%s' failed", TESTMEM_NAME, r->remote);
-        return tm_post_done(e, r, rc);
+        tm_post_done(e, r, rc);
+        tm_notified(nt);
+        return rc;
     }
     pthread_mutex_lock(&e->lock);
     r->state = TM_QUEUED;
@@ -1392,6 +1416,8 @@ static int tm_gen_notif(struct ixl_engine *base, const char *remote, const void 
     if (rc != IXL_OK)
         return tm_error(e->host, rc, "%s: agent '%s' is gone", TESTMEM_NAME, remote);
     rc = tm_notif_push(t, e->name, msg, len);
+    if (rc == IXL_OK)
+        tm_signal(t->host);
     tm_registry_put(t);
     if (rc != IXL_OK)
         return tm_error(e->host, rc, "%s: out of memory", TESTMEM_NAME);

@@ -1,0 +1,101 @@
+/* State shared by the agent's parts: remotes, prepared lists, requests. */
+#ifndef IXL_CORE_INTERNAL_H
+#define IXL_CORE_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "core/agent.h"
+#include "core/dlist.h"
+#include "core/registry.h"
+#include "util/err.h"
+
+/* A loaded remote agent. The table holds one reference; each prepared list and request made
+ * for it holds one more, so its regions' metadata stays loaded until the last of them is gone
+ * even after the remote was invalidated or replaced by a restarted instance. */
+struct remote {
+    struct ixl_agent *agent;
+    char name[IXL_NAME_MAX];
+    uint64_t incarnation;
+    _Atomic int refs;
+    _Atomic int valid;   /* 0 once invalidated or replaced: its requests fail with STALE */
+    uint32_t conn_mask;  /* backend slots whose connection info was loaded */
+    struct ixl_registry *regs;
+};
+
+struct ixl_remote_table {
+    struct remote **v;
+    size_t n, cap;
+};
+
+/* Finds a valid remote by name (agent->lock held). */
+struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name);
+void ixl_remote_get(struct remote *r);
+/* Drops a reference; the last one unloads the remote's metadata. locked: the caller holds
+ * agent->lock for writing. */
+void ixl_remote_put(struct remote *r, int locked);
+
+/* One segment of a prepared run: elements [first, first + count) of the run lie in region
+ * reg, whose metadata for the backend is md. */
+struct prep_seg {
+    uint64_t first, count;
+    struct ixl_md *md;
+    struct region *reg;
+};
+
+struct prep_backend {
+    size_t *seg_start; /* n_runs + 1 offsets into segs */
+    struct prep_seg *segs;
+    size_t n_segs;
+};
+
+struct ixl_prep {
+    struct ixl_agent *agent;
+    int initiator;         /* 1: the initiator's local side; 0: a target side */
+    int loopback;          /* target side on this agent itself */
+    struct remote *remote; /* target side of another agent (holds a reference) */
+    struct ixl_dlist *list;
+    uint32_t valid_mask; /* backends that can serve every descriptor */
+    struct prep_backend per[IXL_MAX_BACKENDS];
+    struct region **regions; /* local regions used (each holds one "users" count) */
+    size_t n_regions;
+    struct ixl_prep *next, *prev; /* the agent's list of live prepared lists */
+};
+
+enum xfer_state { XFER_IDLE, XFER_INFLIGHT, XFER_DONE, XFER_ERROR };
+
+struct ixl_xfer {
+    struct ixl_agent *agent;
+    struct ixl_backend *backend;
+    enum ixl_op op;
+    struct remote *remote; /* NULL for loopback */
+    struct ixl_xfer_desc *ldesc, *rdesc;
+    size_t n;
+    struct ixl_xfer_side lside, rside;
+    struct ixl_req *req;
+    enum xfer_state state;
+    int status;    /* the last error */
+    int canceling; /* release failed once: the request is being canceled */
+    void *notif;
+    size_t notif_len;
+    struct region **regions;
+    size_t n_regions;
+    uint64_t bytes;
+    uint64_t post_start_ns, post_ns, xfer_ns, post_count, done_count;
+    char path[32];
+    struct ixl_xfer *next, *prev; /* the agent's list of live requests */
+};
+
+/* The agent's lists of live objects (for destroy), under agent->objs_lock. */
+void ixl_agent_track_xfer(struct ixl_agent *agent, struct ixl_xfer *x);
+void ixl_agent_untrack_xfer(struct ixl_agent *agent, struct ixl_xfer *x);
+void ixl_agent_track_prep(struct ixl_agent *agent, struct ixl_prep *p);
+void ixl_agent_untrack_prep(struct ixl_agent *agent, struct ixl_prep *p);
+
+/* Releases local region references taken by a prepared list or request. */
+void ixl_regions_unuse(struct region **v, size_t n);
+
+/* Teardown helpers called by ixl_agent_hooks_fini(). */
+void ixl_remotes_fini(struct ixl_agent *agent);
+void ixl_mem_fini(struct ixl_agent *agent);
+
+#endif

@@ -1,0 +1,522 @@
+/* Memory registration, queries and allocation; the agent's sub-tables' life cycle. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/hooks.h"
+#include "core/internal.h"
+#include "util/log.h"
+
+int ixl_agent_hooks_init(struct ixl_agent *agent)
+{
+    agent->registry = ixl_registry_create();
+    agent->remotes = calloc(1, sizeof(*agent->remotes));
+    if (agent->registry == NULL || agent->remotes == NULL)
+        return IXL_ERR_NO_MEMORY;
+    return IXL_OK;
+}
+
+void ixl_agent_track_xfer(struct ixl_agent *agent, struct ixl_xfer *x)
+{
+    pthread_mutex_lock(&agent->objs_lock);
+    x->prev = NULL;
+    x->next = agent->xfers;
+    if (agent->xfers)
+        agent->xfers->prev = x;
+    agent->xfers = x;
+    pthread_mutex_unlock(&agent->objs_lock);
+}
+
+void ixl_agent_untrack_xfer(struct ixl_agent *agent, struct ixl_xfer *x)
+{
+    pthread_mutex_lock(&agent->objs_lock);
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        agent->xfers = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    pthread_mutex_unlock(&agent->objs_lock);
+}
+
+void ixl_agent_track_prep(struct ixl_agent *agent, struct ixl_prep *p)
+{
+    pthread_mutex_lock(&agent->objs_lock);
+    p->prev = NULL;
+    p->next = agent->preps;
+    if (agent->preps)
+        agent->preps->prev = p;
+    agent->preps = p;
+    pthread_mutex_unlock(&agent->objs_lock);
+}
+
+void ixl_agent_untrack_prep(struct ixl_agent *agent, struct ixl_prep *p)
+{
+    pthread_mutex_lock(&agent->objs_lock);
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        agent->preps = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    pthread_mutex_unlock(&agent->objs_lock);
+}
+
+void ixl_regions_unuse(struct region **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        atomic_fetch_sub(&v[i]->users, 1);
+}
+
+void ixl_agent_hooks_fini(struct ixl_agent *agent)
+{
+    if (agent->registry == NULL || agent->remotes == NULL) {
+        ixl_registry_free(agent->registry);
+        free(agent->remotes);
+        return;
+    }
+    /* Requests first (they use regions and remotes), then prepared lists. */
+    for (;;) {
+        pthread_mutex_lock(&agent->objs_lock);
+        struct ixl_xfer *x = agent->xfers;
+        pthread_mutex_unlock(&agent->objs_lock);
+        if (x == NULL)
+            break;
+        int rc = IXL_ERR_BUSY;
+        for (int tries = 0; tries < 5000 && rc != IXL_OK; tries++) {
+            rc = ixl_xfer_release(x);
+            if (rc != IXL_OK) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (rc != IXL_OK) {
+            ixl_log_write(IXL_LOG_ERROR,
+                          "agent %s: a request could not be canceled in 5 s; leaking it",
+                          agent->name);
+            ixl_agent_untrack_xfer(agent, x);
+        }
+    }
+    for (;;) {
+        pthread_mutex_lock(&agent->objs_lock);
+        struct ixl_prep *p = agent->preps;
+        pthread_mutex_unlock(&agent->objs_lock);
+        if (p == NULL)
+            break;
+        ixl_prep_destroy(p);
+    }
+    pthread_rwlock_wrlock(&agent->lock);
+    ixl_remotes_fini(agent);
+    ixl_mem_fini(agent);
+    pthread_rwlock_unlock(&agent->lock);
+    ixl_registry_free(agent->registry);
+    agent->registry = NULL;
+    free(agent->remotes);
+    agent->remotes = NULL;
+}
+
+/* ---- registration ------------------------------------------------------------------------ */
+
+/* The backends a call targets: params->backends, or every backend that takes type. */
+static int pick_backends(struct ixl_agent *agent, enum ixl_mem type,
+                         struct ixl_backend *const *list, size_t n, uint32_t *mask)
+{
+    uint32_t m = 0;
+    if (list != NULL && n > 0) {
+        for (size_t i = 0; i < n; i++) {
+            struct ixl_backend *b = list[i];
+            if (b == NULL || b->agent != agent)
+                return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                                     "backend %zu of the list does not belong to agent '%s'", i,
+                                     agent->name);
+            if (!(b->mem_mask & IXL_MEM_BIT(type)))
+                return IXL_AGENT_ERR(agent, IXL_ERR_BAD_MEM_TYPE,
+                                     "backend %s does not support %s memory", ixl_backend_name(b),
+                                     ixl_mem_name(type));
+            m |= 1u << b->slot;
+        }
+    } else {
+        for (unsigned i = 0; i < agent->n_backends; i++)
+            if (agent->backends[i]->mem_mask & IXL_MEM_BIT(type))
+                m |= 1u << i;
+    }
+    if (m == 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_BACKEND,
+                             "agent '%s' has no backend that supports %s memory (create one "
+                             "first; ixl-info lists the plugins and their memory types)",
+                             agent->name, ixl_mem_name(type));
+    *mask = m;
+    return IXL_OK;
+}
+
+/* Undoes backend b's registration of g (local). */
+static void unregister_one(struct ixl_agent *agent, struct region *g, unsigned b)
+{
+    const struct ixl_plugin *p = agent->backends[b]->plugin;
+    struct ixl_engine *e = agent->backends[b]->engine;
+    if (g->tmd[b])
+        p->ops.unload_md(e, g->tmd[b]);
+    if (g->md[b])
+        p->ops.deregister_mem(e, g->md[b]);
+    g->md[b] = g->tmd[b] = NULL;
+    g->backend_mask &= ~(1u << b);
+}
+
+static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
+                        const struct ixl_reg_desc *d)
+{
+    struct ixl_backend *be = agent->backends[b];
+    const struct ixl_plugin *p = be->plugin;
+    ixl_err_clear(agent->id);
+    int rc = p->ops.register_mem(be->engine, g->type, d, &g->md[b]);
+    if (rc != IXL_OK) {
+        g->md[b] = NULL;
+        if (ixl_err_get(agent->id)[0] == '\0')
+            IXL_AGENT_ERR(agent, rc, "backend %s refused to register %s region 0x%llx+%llu: %s",
+                          p->info.name, ixl_mem_name(g->type), (unsigned long long)d->addr,
+                          (unsigned long long)d->len, ixl_strerror(rc));
+        return rc;
+    }
+    if (be->caps & IXL_CAP_LOCAL) {
+        rc = p->ops.load_local_md(be->engine, g->md[b], &g->tmd[b]);
+        if (rc != IXL_OK) {
+            g->tmd[b] = NULL;
+            p->ops.deregister_mem(be->engine, g->md[b]);
+            g->md[b] = NULL;
+            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s",
+                                 p->info.name, ixl_strerror(rc));
+        }
+    }
+    g->backend_mask |= 1u << b;
+    return IXL_OK;
+}
+
+static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const struct ixl_reg_desc *d,
+                          size_t i)
+{
+    if (d->bytes == NULL && d->bytes_len > 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "registration descriptor %zu has bytes_len but no bytes", i);
+    uint64_t span = ixl_region_span(type, d->addr, d->len);
+    if (span == 0 || span > UINT64_MAX - d->addr)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "registration descriptor %zu (addr 0x%llx, len %llu): %s", i,
+                             (unsigned long long)d->addr, (unsigned long long)d->len,
+                             span == 0 ? "len 0 is only for FILE, BLK and OBJ (whole object)"
+                                       : "the range wraps around");
+    return IXL_OK;
+}
+
+ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
+                            const struct ixl_reg_desc *descs, size_t n,
+                            const struct ixl_reg_params *params)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if ((unsigned)type >= IXL_MEM_COUNT || (descs == NULL && n > 0))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_mem_register: bad memory type or NULL descriptors");
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_reg_desc(agent, type, &descs[i], i);
+        if (rc != IXL_OK)
+            return rc;
+    }
+    int use_list = params && (params->field_mask & IXL_REG_F_BACKENDS);
+    pthread_rwlock_wrlock(&agent->lock);
+    uint32_t mask;
+    int rc = pick_backends(agent, type, use_list ? params->backends : NULL,
+                           use_list ? params->n_backends : 0, &mask);
+    if (rc != IXL_OK)
+        goto unlock;
+
+    /* Per descriptor: the region (existing or new) and which backends this call added, so a
+     * failure can undo exactly what this call did. */
+    struct region **regs = calloc(n ? n : 1, sizeof(*regs));
+    uint32_t *added = calloc(n ? n : 1, sizeof(*added));
+    uint8_t *fresh = calloc(n ? n : 1, 1);
+    if (regs == NULL || added == NULL || fresh == NULL) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        goto free_tmp;
+    }
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const struct ixl_reg_desc *d = &descs[i];
+        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        /* A duplicate within this call is found among the regions it made so far. */
+        for (size_t j = 0; g == NULL && j < i; j++)
+            if (fresh[j] && regs[j]->addr == d->addr && regs[j]->reg_len == d->len &&
+                regs[j]->dev == d->dev)
+                g = regs[j];
+        if (g != NULL && (g->backend_mask & mask)) {
+            rc = IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS,
+                                 "%s region 0x%llx+%llu (dev %llu) is already registered with "
+                                 "backend %s",
+                                 ixl_mem_name(type), (unsigned long long)d->addr,
+                                 (unsigned long long)d->len, (unsigned long long)d->dev,
+                                 agent->backends[__builtin_ctz(g->backend_mask & mask)]
+                                     ->plugin->info.name);
+            goto undo;
+        }
+        if (g == NULL) {
+            g = calloc(1, sizeof(*g));
+            if (g == NULL) {
+                rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+                goto undo;
+            }
+            g->type = type;
+            g->addr = d->addr;
+            g->reg_len = d->len;
+            g->len = ixl_region_span(type, d->addr, d->len);
+            g->dev = d->dev;
+            fresh[i] = 1;
+        }
+        regs[i] = g;
+        for (unsigned b = 0; b < agent->n_backends; b++) {
+            if (!(mask & (1u << b)))
+                continue;
+            rc = register_one(agent, g, b, d);
+            if (rc != IXL_OK)
+                goto undo;
+            added[i] |= 1u << b;
+        }
+    }
+    /* Everything registered: publish in the indexes. */
+    for (i = 0; i < n; i++) {
+        if (fresh[i] && (rc = ixl_registry_add(agent->registry, regs[i])) != IXL_OK)
+            break;
+        for (unsigned b = 0; rc == IXL_OK && b < agent->n_backends; b++)
+            if (added[i] & (1u << b))
+                rc = ixl_registry_add_backend(agent->registry, regs[i], b);
+        if (rc != IXL_OK)
+            break;
+    }
+    if (rc != IXL_OK) {
+        /* Out of memory while indexing: take every region of this call out again. */
+        for (size_t j = 0; j < n; j++) {
+            for (unsigned b = 0; b < agent->n_backends; b++)
+                if (added[j] & (1u << b))
+                    ixl_registry_remove_backend(agent->registry, regs[j], b);
+            if (fresh[j])
+                ixl_registry_remove(agent->registry, regs[j]);
+        }
+        IXL_AGENT_ERR(agent, rc, "out of memory while indexing regions");
+        i = n;
+        goto undo;
+    }
+    ixl_registry_commit(agent->registry);
+    goto free_tmp;
+
+undo:
+    for (size_t j = 0; j < n && j <= i; j++) {
+        if (regs[j] == NULL)
+            continue;
+        for (unsigned b = 0; b < agent->n_backends; b++)
+            if (added[j] & (1u << b))
+                unregister_one(agent, regs[j], b);
+        if (fresh[j])
+            free(regs[j]);
+    }
+    ixl_registry_commit(agent->registry);
+free_tmp:
+    free(regs);
+    free(added);
+    free(fresh);
+unlock:
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
+ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
+                              const struct ixl_reg_desc *descs, size_t n,
+                              const struct ixl_reg_params *params)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if ((unsigned)type >= IXL_MEM_COUNT || (descs == NULL && n > 0))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_mem_deregister: bad memory type or NULL descriptors");
+    int use_list = params && (params->field_mask & IXL_REG_F_BACKENDS);
+    pthread_rwlock_wrlock(&agent->lock);
+    uint32_t mask = 0;
+    int rc = IXL_OK;
+    if (use_list)
+        rc = pick_backends(agent, type, params->backends, params->n_backends, &mask);
+    else
+        mask = (1u << agent->n_backends) - 1;
+    /* All or nothing: check every descriptor before changing anything. */
+    for (size_t i = 0; rc == IXL_OK && i < n; i++) {
+        const struct ixl_reg_desc *d = &descs[i];
+        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        if (g == NULL || !(g->backend_mask & mask)) {
+            rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND,
+                                 "%s region 0x%llx+%llu (dev %llu) is not registered%s",
+                                 ixl_mem_name(type), (unsigned long long)d->addr,
+                                 (unsigned long long)d->len, (unsigned long long)d->dev,
+                                 use_list ? " with these backends" : "");
+        } else if (atomic_load(&g->users) > 0) {
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
+                               "%s region 0x%llx+%llu is used by %llu prepared list(s) or "
+                               "request(s): release them before deregistering",
+                               ixl_mem_name(type), (unsigned long long)d->addr,
+                               (unsigned long long)d->len,
+                               (unsigned long long)atomic_load(&g->users));
+        }
+        for (size_t j = 0; rc == IXL_OK && j < i; j++)
+            if (descs[j].addr == d->addr && descs[j].len == d->len && descs[j].dev == d->dev)
+                rc = IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                                   "descriptors %zu and %zu name the same region", j, i);
+    }
+    for (size_t i = 0; rc == IXL_OK && i < n; i++) {
+        const struct ixl_reg_desc *d = &descs[i];
+        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        for (unsigned b = 0; b < agent->n_backends; b++) {
+            if (!(g->backend_mask & mask & (1u << b)))
+                continue;
+            ixl_registry_remove_backend(agent->registry, g, b);
+            unregister_one(agent, g, b);
+        }
+        if (g->backend_mask == 0) {
+            ixl_registry_remove(agent->registry, g);
+            free(g);
+        }
+    }
+    ixl_registry_commit(agent->registry);
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
+/* Deregisters everything left (agent destroy; agent->lock held for writing). */
+void ixl_mem_fini(struct ixl_agent *agent)
+{
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        struct rindex *x = &agent->registry->all[t];
+        for (size_t i = 0; i < x->n; i++) {
+            struct region *g = x->v[i];
+            for (unsigned b = 0; b < agent->n_backends; b++)
+                if (g->backend_mask & (1u << b))
+                    unregister_one(agent, g, b);
+        }
+    }
+    for (size_t i = 0; i < agent->n_allocs; i++) {
+        struct ixl_alloc *a = &agent->allocs[i];
+        a->backend->plugin->ops.free_mem(a->backend->engine, a->addr, a->len);
+    }
+    free(agent->allocs);
+    agent->allocs = NULL;
+    agent->n_allocs = 0;
+}
+
+/* ---- queries and allocation --------------------------------------------------------------- */
+
+ixl_status ixl_mem_query(struct ixl_agent *agent, enum ixl_mem type,
+                         const struct ixl_reg_desc *descs, size_t n, struct ixl_backend *backend,
+                         struct ixl_mem_query *out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if ((unsigned)type >= IXL_MEM_COUNT || (n > 0 && (descs == NULL || out == NULL)) ||
+        (backend && backend->agent != agent))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_mem_query: bad arguments");
+    pthread_rwlock_rdlock(&agent->lock);
+    int rc = IXL_ERR_NOT_SUPPORTED;
+    for (unsigned b = 0; b < agent->n_backends; b++) {
+        struct ixl_backend *be = agent->backends[b];
+        if ((backend && be != backend) || !(be->mem_mask & IXL_MEM_BIT(type)) ||
+            !be->plugin->has[IXL_OPT_QUERY_MEM])
+            continue;
+        rc = be->plugin->ops.query_mem(be->engine, type, descs, n, out);
+        if (rc != IXL_ERR_NOT_SUPPORTED)
+            break;
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    if (rc == IXL_ERR_NOT_SUPPORTED)
+        IXL_AGENT_QUIET(agent, rc, "no backend of agent '%s' answers queries about %s memory",
+                        agent->name, ixl_mem_name(type));
+    return rc;
+}
+
+ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, size_t len,
+                         struct ixl_backend *backend, void **out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if ((unsigned)type >= IXL_MEM_COUNT || len == 0 || out == NULL ||
+        (backend && backend->agent != agent))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_mem_alloc: bad arguments");
+    pthread_rwlock_wrlock(&agent->lock);
+    int rc = IXL_ERR_NOT_SUPPORTED;
+    if (agent->n_allocs == agent->cap_allocs) {
+        size_t cap = agent->cap_allocs ? agent->cap_allocs * 2 : 8;
+        struct ixl_alloc *v = realloc(agent->allocs, cap * sizeof(*v));
+        if (v == NULL) {
+            pthread_rwlock_unlock(&agent->lock);
+            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        }
+        agent->allocs = v;
+        agent->cap_allocs = cap;
+    }
+    for (unsigned b = 0; b < agent->n_backends; b++) {
+        struct ixl_backend *be = agent->backends[b];
+        if ((backend && be != backend) || !(be->mem_mask & IXL_MEM_BIT(type)) ||
+            !be->plugin->has[IXL_OPT_ALLOC_MEM])
+            continue;
+        void *p = NULL;
+        rc = be->plugin->ops.alloc_mem(be->engine, type, len, &p);
+        if (rc == IXL_OK) {
+            agent->allocs[agent->n_allocs++] = (struct ixl_alloc){p, len, be};
+            *out = p;
+            break;
+        }
+        if (rc != IXL_ERR_NOT_SUPPORTED)
+            break;
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    if (rc == IXL_ERR_NOT_SUPPORTED)
+        IXL_AGENT_QUIET(agent, rc, "no backend of agent '%s' allocates %s memory", agent->name,
+                        ixl_mem_name(type));
+    return rc;
+}
+
+ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (addr == NULL)
+        return IXL_OK;
+    pthread_rwlock_wrlock(&agent->lock);
+    int rc = IXL_ERR_NOT_FOUND;
+    for (size_t i = 0; i < agent->n_allocs; i++) {
+        struct ixl_alloc a = agent->allocs[i];
+        if (a.addr != addr)
+            continue;
+        /* Memory still registered would leave regions pointing at unmapped pages. */
+        for (int t = 0; t < IXL_MEM_COUNT && rc == IXL_ERR_NOT_FOUND; t++) {
+            struct rindex *x = &agent->registry->all[t];
+            for (size_t j = 0; j < x->n; j++) {
+                struct region *g = x->v[j];
+                if (g->addr < (uintptr_t)addr + a.len && (uintptr_t)addr < g->addr + g->len &&
+                    (t == IXL_MEM_DRAM || t == IXL_MEM_VRAM)) {
+                    rc = IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
+                                       "memory at %p is still registered: deregister it first",
+                                       addr);
+                    break;
+                }
+            }
+        }
+        if (rc == IXL_ERR_BUSY)
+            break;
+        rc = a.backend->plugin->ops.free_mem(a.backend->engine, a.addr, a.len);
+        agent->allocs[i] = agent->allocs[--agent->n_allocs];
+        break;
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    if (rc == IXL_ERR_NOT_FOUND)
+        IXL_AGENT_ERR(agent, rc, "%p was not allocated by ixl_mem_alloc() of agent '%s'", addr,
+                      agent->name);
+    return rc;
+}

@@ -1,0 +1,525 @@
+/* Metadata: the local agent's blob, loading remote agents, invalidation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "serdes/codec.h"
+#include "util/log.h"
+
+/* ---- the remote table ---------------------------------------------------------------------- */
+
+struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name)
+{
+    struct ixl_remote_table *t = agent->remotes;
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i]->name, name) == 0)
+            return t->v[i];
+    return NULL;
+}
+
+void ixl_remote_get(struct remote *r)
+{
+    atomic_fetch_add(&r->refs, 1);
+}
+
+/* Unloads every region's metadata and frees the remote (agent->lock held for writing, since
+ * unload_md is serialized with the other metadata methods). */
+static void remote_free(struct remote *r)
+{
+    struct ixl_agent *agent = r->agent;
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        struct rindex *x = &r->regs->all[t];
+        for (size_t i = 0; i < x->n; i++) {
+            struct region *g = x->v[i];
+            for (unsigned b = 0; b < agent->n_backends; b++)
+                if (g->backend_mask & (1u << b))
+                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine,
+                                                              g->md[b]);
+        }
+    }
+    ixl_registry_free(r->regs);
+    free(r);
+}
+
+void ixl_remote_put(struct remote *r, int locked)
+{
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    if (locked) {
+        remote_free(r);
+        return;
+    }
+    struct ixl_agent *agent = r->agent;
+    pthread_rwlock_wrlock(&agent->lock);
+    remote_free(r);
+    pthread_rwlock_unlock(&agent->lock);
+}
+
+/* Takes r out of the table: disconnects its backends, marks its requests stale, drops the
+ * table's reference (agent->lock held for writing). */
+static void remote_drop(struct ixl_agent *agent, struct remote *r)
+{
+    struct ixl_remote_table *t = agent->remotes;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->v[i] == r) {
+            t->v[i] = t->v[--t->n];
+            break;
+        }
+    }
+    atomic_store(&r->valid, 0);
+    for (unsigned b = 0; b < agent->n_backends; b++)
+        if (r->conn_mask & (1u << b))
+            agent->backends[b]->plugin->ops.disconnect(agent->backends[b]->engine, r->name);
+    ixl_remote_put(r, 1);
+}
+
+void ixl_remotes_fini(struct ixl_agent *agent)
+{
+    while (agent->remotes->n > 0)
+        remote_drop(agent, agent->remotes->v[agent->remotes->n - 1]);
+    free(agent->remotes->v);
+    agent->remotes->v = NULL;
+}
+
+/* ---- the local agent's metadata ------------------------------------------------------------ */
+
+static int want_backend(const struct ixl_md_params *p, const struct ixl_backend *b)
+{
+    if (!(b->caps & IXL_CAP_REMOTE))
+        return 0; /* local-only backends have nothing a peer could use */
+    if (p == NULL || !(p->field_mask & IXL_MD_F_BACKENDS))
+        return 1;
+    for (size_t i = 0; i < p->n_backends; i++)
+        if (p->backends[i] == b)
+            return 1;
+    return 0;
+}
+
+/* Appends the region entries of g for the chosen backends. */
+static int encode_region(struct ixl_agent *agent, struct ixl_wbuf *w, const struct region *g,
+                         const unsigned *wire_index, uint32_t chosen, uint32_t *count)
+{
+    for (unsigned b = 0; b < agent->n_backends; b++) {
+        if (!(chosen & g->backend_mask & (1u << b)))
+            continue;
+        const void *pub = NULL;
+        size_t len = 0;
+        struct ixl_backend *be = agent->backends[b];
+        int rc = be->plugin->ops.get_public_data(be->engine, g->md[b], &pub, &len);
+        if (rc != IXL_OK)
+            return IXL_AGENT_ERR(agent, rc, "backend %s: no public data for region 0x%llx: %s",
+                                 be->plugin->info.name, (unsigned long long)g->addr,
+                                 ixl_strerror(rc));
+        ixl_md_encode_region(w, wire_index[b], g->type, g->addr, g->reg_len ? g->reg_len : g->len,
+                             g->dev, pub, len);
+        (*count)++;
+    }
+    return IXL_OK;
+}
+
+ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *params, void **out,
+                      size_t *out_len)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (out == NULL || out_len == NULL ||
+        (params && (params->field_mask & IXL_MD_F_REGIONS) && params->regions == NULL))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_get: bad arguments");
+    uint64_t m = params ? params->field_mask : 0;
+    int conn = (m & IXL_MD_F_CONN_INFO) ? params->conn_info : 1;
+    int partial = (m & IXL_MD_F_REGIONS) != 0;
+    const char *label = (m & IXL_MD_F_LABEL) ? params->label : NULL;
+    if (label && strlen(label) > UINT16_MAX)
+        return IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE, "label longer than 65535 bytes");
+
+    struct ixl_wbuf w = {0};
+    pthread_rwlock_rdlock(&agent->lock);
+    uint16_t flags = (uint16_t)((conn ? IXL_MDF_CONN : 0) | (partial ? IXL_MDF_PARTIAL : 0) |
+                                (label ? IXL_MDF_LABEL : 0));
+    ixl_md_encode_header(&w, flags, agent->incarnation, agent->name);
+    unsigned wire_index[IXL_MAX_BACKENDS];
+    uint32_t chosen = 0;
+    uint16_t nb = 0;
+    size_t at_nb = ixl_md_encode_count16(&w);
+    for (unsigned b = 0; b < agent->n_backends; b++) {
+        struct ixl_backend *be = agent->backends[b];
+        if (!want_backend(params, be))
+            continue;
+        chosen |= 1u << b;
+        wire_index[b] = nb++;
+        ixl_md_encode_backend(&w, be->plugin->info.name, conn ? be->conn_info : NULL,
+                              conn ? be->conn_len : 0);
+    }
+    ixl_md_patch_count16(&w, at_nb, nb);
+
+    uint32_t nr = 0;
+    size_t at_nr = ixl_md_encode_count32(&w);
+    int rc = IXL_OK;
+    if (!partial) {
+        for (int t = 0; t < IXL_MEM_COUNT && rc == IXL_OK; t++) {
+            const struct rindex *x = &agent->registry->all[t];
+            for (size_t i = 0; i < x->n && rc == IXL_OK; i++)
+                rc = encode_region(agent, &w, x->v[i], wire_index, chosen, &nr);
+        }
+    } else {
+        /* The regions covering each descriptor, each region once. */
+        const struct ixl_dlist *l = params->regions;
+        struct region **seen = NULL;
+        size_t n_seen = 0;
+        for (size_t r = 0; r < l->n_runs && rc == IXL_OK; r++) {
+            const struct ixl_run *run = &l->runs[r];
+            for (uint64_t k = 0; k < run->count && rc == IXL_OK; k++) {
+                uint64_t addr = run->addr + k * run->stride;
+                struct region *g = NULL;
+                for (unsigned b = 0; b < agent->n_backends && g == NULL; b++)
+                    if (chosen & (1u << b))
+                        g = ixl_registry_cover(agent->registry, l->type, b, run->dev, addr,
+                                               run->len);
+                if (g == NULL) {
+                    rc = IXL_AGENT_ERR(agent, IXL_ERR_NOT_REGISTERED,
+                                       "partial metadata: descriptor %llu (addr 0x%llx, len "
+                                       "%llu) is not inside a region registered with a "
+                                       "backend that supports remote transfers",
+                                       (unsigned long long)(l->first[r] + k),
+                                       (unsigned long long)addr, (unsigned long long)run->len);
+                    break;
+                }
+                size_t j;
+                for (j = 0; j < n_seen && seen[j] != g; j++)
+                    ;
+                if (j < n_seen)
+                    continue;
+                struct region **s = realloc(seen, (n_seen + 1) * sizeof(*s));
+                if (s == NULL) {
+                    rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+                    break;
+                }
+                seen = s;
+                seen[n_seen++] = g;
+                rc = encode_region(agent, &w, g, wire_index, chosen, &nr);
+            }
+        }
+        free(seen);
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    ixl_md_patch_count32(&w, at_nr, nr);
+    if (label) {
+        ixl_wb_u16(&w, (uint16_t)strlen(label));
+        ixl_wb_bytes(&w, label, strlen(label));
+    }
+    if (rc == IXL_OK && w.failed)
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    if (rc != IXL_OK) {
+        free(w.data);
+        return rc;
+    }
+    *out = w.data;
+    *out_len = w.len;
+    return IXL_OK;
+}
+
+/* ---- loading a remote agent's metadata ------------------------------------------------------ */
+
+static struct ixl_backend *local_counterpart(struct ixl_agent *agent, const struct ixl_md_backend *b)
+{
+    for (unsigned i = 0; i < agent->n_backends; i++) {
+        struct ixl_backend *be = agent->backends[i];
+        const char *n = be->plugin->info.name;
+        if ((be->caps & IXL_CAP_REMOTE) && strlen(n) == b->name_len &&
+            memcmp(n, b->name, b->name_len) == 0)
+            return be;
+    }
+    return NULL;
+}
+
+static int table_add(struct ixl_agent *agent, struct remote *r)
+{
+    struct ixl_remote_table *t = agent->remotes;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 8;
+        struct remote **v = realloc(t->v, cap * sizeof(*v));
+        if (v == NULL)
+            return IXL_ERR_NO_MEMORY;
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n++] = r;
+    return IXL_OK;
+}
+
+/* Loads the regions of a decoded blob into r. New region metadata goes into fresh region
+ * structs first; only when every load succeeded are they indexed, so a failure leaves r as it
+ * was. */
+static int load_regions(struct ixl_agent *agent, struct remote *r, const struct ixl_md_decoded *md,
+                        struct ixl_backend *const *map, size_t *skipped)
+{
+    struct region **made = calloc(md->n_regions ? md->n_regions : 1, sizeof(*made));
+    if (made == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    int rc = IXL_OK;
+    size_t n_made = 0;
+    for (size_t i = 0; i < md->n_regions; i++) {
+        const struct ixl_md_region *e = &md->regions[i];
+        struct ixl_backend *be = map[e->backend];
+        if (be == NULL || !(r->conn_mask & (1u << be->slot)) ||
+            !(be->mem_mask & IXL_MEM_BIT(e->type))) {
+            (*skipped)++;
+            continue;
+        }
+        struct region *old = ixl_registry_exact(r->regs, e->type, e->addr, e->len, e->dev);
+        if (old && (old->backend_mask & (1u << be->slot)))
+            continue; /* already loaded (an incremental update may resend a region) */
+        struct region *g = calloc(1, sizeof(*g));
+        if (g == NULL) {
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        g->type = e->type;
+        g->addr = e->addr;
+        g->len = e->len;
+        g->reg_len = e->len;
+        g->dev = e->dev;
+        made[n_made++] = g;
+        struct ixl_reg_desc d = {e->addr, e->len, e->dev, NULL, 0};
+        ixl_err_clear(agent->id);
+        rc = be->plugin->ops.load_remote_md(be->engine, r->name, e->type, &d, e->pub, e->pub_len,
+                                            &g->md[be->slot]);
+        if (rc != IXL_OK) {
+            if (ixl_err_get(agent->id)[0] == '\0')
+                IXL_AGENT_ERR(agent, rc,
+                              "backend %s refused region %zu of agent '%s' (0x%llx+%llu): %s",
+                              be->plugin->info.name, i, r->name, (unsigned long long)e->addr,
+                              (unsigned long long)e->len, ixl_strerror(rc));
+            break;
+        }
+        g->backend_mask = 1u << be->slot;
+    }
+    for (size_t i = 0; rc == IXL_OK && i < n_made; i++) {
+        unsigned b = (unsigned)__builtin_ctz(made[i]->backend_mask);
+        rc = ixl_registry_add(r->regs, made[i]);
+        if (rc == IXL_OK && (rc = ixl_registry_add_backend(r->regs, made[i], b)) != IXL_OK)
+            ixl_registry_remove(r->regs, made[i]);
+        if (rc != IXL_OK) {
+            for (size_t j = 0; j < i; j++) {
+                ixl_registry_remove_backend(r->regs, made[j],
+                                            (unsigned)__builtin_ctz(made[j]->backend_mask));
+                ixl_registry_remove(r->regs, made[j]);
+            }
+            IXL_AGENT_ERR(agent, rc, "out of memory while indexing remote regions");
+        }
+    }
+    if (rc != IXL_OK) {
+        for (size_t i = 0; i < n_made; i++) {
+            struct region *g = made[i];
+            for (unsigned b = 0; b < agent->n_backends; b++)
+                if (g->backend_mask & (1u << b))
+                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine,
+                                                              g->md[b]);
+            free(g);
+        }
+    }
+    ixl_registry_commit(r->regs);
+    free(made);
+    return rc;
+}
+
+ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, char *name_out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (blob == NULL && len > 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_load: NULL blob");
+    struct ixl_md_decoded md;
+    char why[256];
+    int rc = ixl_md_decode(blob, len, &md, why, sizeof(why));
+    if (rc != IXL_OK)
+        return IXL_AGENT_ERR(agent, rc, "%s", rc == IXL_ERR_MALFORMED ? why : "out of memory");
+    if (strcmp(md.name, agent->name) == 0) {
+        ixl_md_decoded_free(&md);
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "metadata of agent '%s' is this agent's own: transfers to itself "
+                             "need no metadata (use its own name as the remote)",
+                             agent->name);
+    }
+
+    struct ixl_backend **map = NULL;
+    pthread_rwlock_wrlock(&agent->lock);
+    struct remote *r = ixl_remote_find(agent, md.name);
+    struct remote *fresh = NULL;
+    if (r != NULL && md.incarnation < r->incarnation) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_STALE,
+                           "metadata of agent '%s' comes from an older instance (incarnation "
+                           "%llx, loaded %llx): ignored",
+                           md.name, (unsigned long long)md.incarnation,
+                           (unsigned long long)r->incarnation);
+        goto unlock;
+    }
+    if (r == NULL || md.incarnation > r->incarnation) {
+        fresh = calloc(1, sizeof(*fresh));
+        if (fresh == NULL || (fresh->regs = ixl_registry_create()) == NULL) {
+            free(fresh);
+            fresh = NULL;
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+            goto unlock;
+        }
+        fresh->agent = agent;
+        snprintf(fresh->name, sizeof(fresh->name), "%s", md.name);
+        fresh->incarnation = md.incarnation;
+        atomic_init(&fresh->refs, 1);
+        atomic_init(&fresh->valid, 1);
+        if (r != NULL) {
+            /* The agent restarted: its old entry goes (its requests fail with STALE). */
+            ixl_log_write(IXL_LOG_INFO, "agent %s: remote %s restarted; replacing its metadata",
+                          agent->name, md.name);
+            remote_drop(agent, r);
+        }
+        r = fresh;
+    }
+
+    /* Connection info: each backend both sides have. */
+    map = calloc(md.n_backends ? md.n_backends : 1, sizeof(*map));
+    size_t common = 0, skipped = 0;
+    if (map == NULL) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        goto drop_fresh;
+    }
+    for (size_t i = 0; i < md.n_backends; i++) {
+        map[i] = local_counterpart(agent, &md.backends[i]);
+        if (map[i] == NULL)
+            continue;
+        common++;
+        if (md.backends[i].conn_len == 0)
+            continue;
+        struct ixl_backend *be = map[i];
+        ixl_err_clear(agent->id);
+        rc = be->plugin->ops.load_remote_conn_info(be->engine, r->name, md.backends[i].conn,
+                                                   md.backends[i].conn_len);
+        if (rc != IXL_OK) {
+            if (ixl_err_get(agent->id)[0] == '\0')
+                IXL_AGENT_ERR(agent, rc, "backend %s refused the connection info of agent '%s': %s",
+                              be->plugin->info.name, r->name, ixl_strerror(rc));
+            goto drop_fresh;
+        }
+        r->conn_mask |= 1u << be->slot;
+    }
+    rc = load_regions(agent, r, &md, map, &skipped);
+    if (rc != IXL_OK)
+        goto drop_fresh;
+    if (fresh != NULL && (rc = table_add(agent, fresh)) != IXL_OK) {
+        IXL_AGENT_ERR(agent, rc, "out of memory");
+        goto drop_fresh;
+    }
+    if (common == 0)
+        ixl_log_write(IXL_LOG_WARN,
+                      "agent %s: remote %s shares no backend that supports remote transfers; "
+                      "no transfer to it is possible",
+                      agent->name, md.name);
+    else if (skipped)
+        ixl_log_write(IXL_LOG_DEBUG, "agent %s: %zu region(s) of %s skipped (no common backend)",
+                      agent->name, skipped, md.name);
+    if (name_out)
+        snprintf(name_out, IXL_NAME_MAX, "%s", md.name);
+    goto unlock;
+
+drop_fresh:
+    if (fresh != NULL) {
+        for (unsigned b = 0; b < agent->n_backends; b++)
+            if (fresh->conn_mask & (1u << b))
+                agent->backends[b]->plugin->ops.disconnect(agent->backends[b]->engine,
+                                                           fresh->name);
+        ixl_remote_put(fresh, 1);
+    }
+unlock:
+    pthread_rwlock_unlock(&agent->lock);
+    free(map);
+    ixl_md_decoded_free(&md);
+    if (rc == IXL_OK)
+        ixl_agent_wake(agent);
+    return rc;
+}
+
+ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (remote == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_remote_invalidate: NULL name");
+    pthread_rwlock_wrlock(&agent->lock);
+    struct remote *r = ixl_remote_find(agent, remote);
+    int rc = IXL_OK;
+    if (r == NULL)
+        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
+                             remote);
+    else
+        remote_drop(agent, r);
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
+ixl_status ixl_remote_check(struct ixl_agent *agent, const char *remote,
+                            const struct ixl_dlist *descs)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (remote == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_remote_check: NULL name");
+    pthread_rwlock_rdlock(&agent->lock);
+    struct remote *r = ixl_remote_find(agent, remote);
+    int rc = IXL_OK;
+    if (r == NULL) {
+        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
+                             remote);
+    } else if (descs != NULL) {
+        for (size_t i = 0; i < descs->n_runs && rc == IXL_OK; i++) {
+            const struct ixl_run *run = &descs->runs[i];
+            for (uint64_t k = 0; k < run->count && rc == IXL_OK; k++) {
+                uint64_t addr = run->addr + k * run->stride;
+                struct region *g = NULL;
+                for (unsigned b = 0; b < agent->n_backends && g == NULL; b++)
+                    g = ixl_registry_cover(r->regs, descs->type, b, run->dev, addr, run->len);
+                if (g == NULL)
+                    rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND,
+                                         "descriptor %llu is not in a region loaded for '%s'",
+                                         (unsigned long long)(descs->first[i] + k), remote);
+            }
+        }
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
+ixl_status ixl_remote_connect(struct ixl_agent *agent, const char *remote)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (remote == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_remote_connect: NULL name");
+    pthread_rwlock_rdlock(&agent->lock);
+    struct remote *r = ixl_remote_find(agent, remote);
+    int rc = IXL_OK;
+    if (r == NULL) {
+        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
+                             remote);
+    } else {
+        for (unsigned b = 0; b < agent->n_backends && rc == IXL_OK; b++) {
+            if (!(r->conn_mask & (1u << b)))
+                continue;
+            struct ixl_backend *be = agent->backends[b];
+            ixl_err_clear(agent->id);
+            rc = be->plugin->ops.connect(be->engine, remote);
+            if (rc == IXL_ERR_NOT_SUPPORTED)
+                rc = IXL_OK; /* connects lazily */
+            else if (rc != IXL_OK && ixl_err_get(agent->id)[0] == '\0')
+                IXL_AGENT_ERR(agent, rc, "backend %s could not connect to '%s': %s",
+                              be->plugin->info.name, remote, ixl_strerror(rc));
+        }
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}

@@ -1,0 +1,765 @@
+/* Prepared lists and transfer requests: checks, backend choice, post / status / wait /
+ * release. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* ---- prepared lists ------------------------------------------------------------------------ */
+
+static void prep_free(struct ixl_prep *p)
+{
+    if (p == NULL)
+        return;
+    ixl_regions_unuse(p->regions, p->n_regions);
+    free(p->regions);
+    for (int b = 0; b < IXL_MAX_BACKENDS; b++) {
+        free(p->per[b].seg_start);
+        free(p->per[b].segs);
+    }
+    if (p->remote)
+        ixl_remote_put(p->remote, 0);
+    ixl_dlist_destroy(p->list);
+    free(p);
+}
+
+static int push_region(struct ixl_prep *p, struct region *g, size_t *cap)
+{
+    /* Consecutive segments mostly share a region: check the last few before appending. */
+    for (size_t i = p->n_regions; i > 0 && i + 4 > p->n_regions; i--)
+        if (p->regions[i - 1] == g)
+            return IXL_OK;
+    if (p->n_regions == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        struct region **v = realloc(p->regions, c * sizeof(*v));
+        if (v == NULL)
+            return IXL_ERR_NO_MEMORY;
+        p->regions = v;
+        *cap = c;
+    }
+    p->regions[p->n_regions++] = g;
+    return IXL_OK;
+}
+
+/* Splits every run of the list into segments lying in one region of backend b. Returns
+ * IXL_ERR_NOT_REGISTERED with *bad the first uncovered descriptor. Cost: one lookup per
+ * region change, not per descriptor. */
+static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsigned b,
+                        int target_local, uint64_t *bad, size_t *region_cap)
+{
+    const struct ixl_dlist *l = p->list;
+    struct prep_backend *pb = &p->per[b];
+    size_t cap = l->n_runs + 4;
+    pb->seg_start = malloc((l->n_runs + 1) * sizeof(*pb->seg_start));
+    pb->segs = malloc(cap * sizeof(*pb->segs));
+    if (pb->seg_start == NULL || pb->segs == NULL)
+        return IXL_ERR_NO_MEMORY;
+    pb->n_segs = 0;
+    for (size_t r = 0; r < l->n_runs; r++) {
+        const struct ixl_run *run = &l->runs[r];
+        pb->seg_start[r] = pb->n_segs;
+        uint64_t e = 0;
+        while (e < run->count) {
+            uint64_t addr = run->addr + e * run->stride;
+            struct region *g = ixl_registry_cover(reg, l->type, b, run->dev, addr, run->len);
+            struct ixl_md *md = g ? (target_local ? g->tmd[b] : g->md[b]) : NULL;
+            if (md == NULL) {
+                *bad = l->first[r] + e;
+                return IXL_ERR_NOT_REGISTERED;
+            }
+            uint64_t last = run->count - 1;
+            if (run->stride > 0) {
+                /* The last element k with addr(k) + len <= region end. */
+                uint64_t room = g->addr + g->len - run->addr - run->len;
+                uint64_t k = room / run->stride;
+                if (k < last)
+                    last = k;
+            }
+            if (pb->n_segs == cap) {
+                cap *= 2;
+                struct prep_seg *s = realloc(pb->segs, cap * sizeof(*s));
+                if (s == NULL)
+                    return IXL_ERR_NO_MEMORY;
+                pb->segs = s;
+            }
+            pb->segs[pb->n_segs++] = (struct prep_seg){e, last - e + 1, md, g};
+            if (!p->remote && push_region(p, g, region_cap) != IXL_OK)
+                return IXL_ERR_NO_MEMORY;
+            e = last + 1;
+        }
+    }
+    pb->seg_start[l->n_runs] = pb->n_segs;
+    return IXL_OK;
+}
+
+static int in_list(struct ixl_backend *const *list, size_t n, const struct ixl_backend *b)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == b)
+            return 1;
+    return 0;
+}
+
+/* Builds a prepared list (agent->lock held for reading). remote NULL: the initiator side. */
+static int prep_build(struct ixl_agent *agent, const char *remote, const struct ixl_dlist *list,
+                      struct ixl_backend *const *only, size_t n_only, struct ixl_prep **out,
+                      const char *side)
+{
+    struct ixl_prep *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    p->agent = agent;
+    p->initiator = remote == NULL;
+    p->loopback = remote != NULL && strcmp(remote, agent->name) == 0;
+    int rc = IXL_OK;
+    const struct ixl_registry *reg = agent->registry;
+    if (remote != NULL && !p->loopback) {
+        p->remote = ixl_remote_find(agent, remote);
+        if (p->remote == NULL) {
+            free(p);
+            return IXL_AGENT_ERR(agent, IXL_ERR_NOT_FOUND,
+                                 "metadata for remote agent '%s' not found (load it with "
+                                 "ixl_md_load, or use this agent's own name '%s' for loopback "
+                                 "and storage)",
+                                 remote, agent->name);
+        }
+        ixl_remote_get(p->remote);
+        reg = p->remote->regs;
+    }
+    p->list = NULL;
+    rc = ixl_dlist_create(list->type, list->n_runs, &p->list);
+    if (rc == IXL_OK)
+        rc = ixl_dlist_append_runs(p->list, list->runs, list->n_runs);
+    if (rc != IXL_OK) {
+        prep_free(p);
+        return IXL_AGENT_ERR(agent, rc, "out of memory");
+    }
+
+    size_t region_cap = 0;
+    uint64_t first_bad = UINT64_MAX;
+    struct ixl_backend *bad_backend = NULL;
+    int typed = 0;
+    for (unsigned b = 0; b < agent->n_backends; b++) {
+        struct ixl_backend *be = agent->backends[b];
+        if (only && !in_list(only, n_only, be))
+            continue;
+        if (!(be->mem_mask & IXL_MEM_BIT(list->type)))
+            continue;
+        if (p->loopback && !(be->caps & IXL_CAP_LOCAL))
+            continue;
+        if (p->remote && !((be->caps & IXL_CAP_REMOTE) && (p->remote->conn_mask & (1u << b))))
+            continue;
+        typed = 1;
+        uint64_t bad = 0;
+        size_t keep_regions = p->n_regions;
+        rc = prep_backend(p, reg, b, p->loopback, &bad, &region_cap);
+        if (rc == IXL_OK) {
+            p->valid_mask |= 1u << b;
+            continue;
+        }
+        free(p->per[b].seg_start);
+        free(p->per[b].segs);
+        memset(&p->per[b], 0, sizeof(p->per[b]));
+        p->n_regions = keep_regions;
+        if (rc != IXL_ERR_NOT_REGISTERED) {
+            prep_free(p);
+            return IXL_AGENT_ERR(agent, rc, "out of memory");
+        }
+        if (bad_backend == NULL || bad < first_bad) {
+            first_bad = bad;
+            bad_backend = be;
+        }
+    }
+    if (p->valid_mask == 0) {
+        if (!typed) {
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_BACKEND,
+                               "no backend of agent '%s' can serve the %s list (%s memory%s%s)",
+                               agent->name, side, ixl_mem_name(list->type),
+                               p->remote ? ", remote agent " : (p->loopback ? ", loopback" : ""),
+                               p->remote ? p->remote->name : "");
+        } else {
+            struct ixl_desc d = {0};
+            ixl_dlist_get(list, first_bad, &d);
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_NOT_REGISTERED,
+                               "descriptor %llu of the %s list (addr 0x%llx, len %llu, dev %llu) "
+                               "is not inside a %s region %s%s%s with backend %s",
+                               (unsigned long long)first_bad, side, (unsigned long long)d.addr,
+                               (unsigned long long)d.len, (unsigned long long)d.dev,
+                               ixl_mem_name(list->type),
+                               p->remote ? "loaded for agent '" : "registered by agent '",
+                               p->remote ? p->remote->name : agent->name, "'",
+                               bad_backend->plugin->info.name);
+        }
+        prep_free(p);
+        return rc;
+    }
+    for (size_t i = 0; i < p->n_regions; i++)
+        atomic_fetch_add(&p->regions[i]->users, 1);
+    *out = p;
+    return IXL_OK;
+}
+
+ixl_status ixl_prep_create(struct ixl_agent *agent, const char *remote,
+                           const struct ixl_dlist *list, const struct ixl_prep_params *params,
+                           struct ixl_prep **out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (list == NULL || out == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_prep_create: NULL list or out");
+    int use = params && (params->field_mask & IXL_PREP_F_BACKENDS) && params->n_backends;
+    pthread_rwlock_rdlock(&agent->lock);
+    struct ixl_prep *p = NULL;
+    int rc = prep_build(agent, remote, list, use ? params->backends : NULL,
+                        use ? params->n_backends : 0, &p, remote ? "target" : "local");
+    pthread_rwlock_unlock(&agent->lock);
+    if (rc != IXL_OK)
+        return rc;
+    ixl_agent_track_prep(agent, p);
+    *out = p;
+    return IXL_OK;
+}
+
+void ixl_prep_destroy(struct ixl_prep *prep)
+{
+    if (prep == NULL)
+        return;
+    ixl_agent_untrack_prep(prep->agent, prep);
+    prep_free(prep);
+}
+
+uint64_t ixl_prep_count(const struct ixl_prep *prep)
+{
+    return prep ? ixl_dlist_count(prep->list) : 0;
+}
+
+/* ---- building a request -------------------------------------------------------------------- */
+
+/* Walks a prepared list by descriptor index, caching the current run and segment: consecutive
+ * indices cost O(1), random ones a binary search over runs and segments. */
+struct cursor {
+    const struct ixl_prep *p;
+    const struct prep_backend *pb;
+    size_t run;
+    size_t seg;
+};
+
+static void cursor_init(struct cursor *c, const struct ixl_prep *p, unsigned b)
+{
+    c->p = p;
+    c->pb = &p->per[b];
+    c->run = 0;
+    c->seg = 0;
+}
+
+static inline void cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out)
+{
+    const struct ixl_dlist *l = c->p->list;
+    if (!(idx >= l->first[c->run] && idx < l->first[c->run + 1])) {
+        c->run = ixl_dlist_find_run(l, idx);
+        c->seg = c->pb->seg_start[c->run];
+    }
+    const struct ixl_run *run = &l->runs[c->run];
+    uint64_t e = idx - l->first[c->run];
+    const struct prep_seg *segs = c->pb->segs;
+    size_t lo = c->pb->seg_start[c->run], hi = c->pb->seg_start[c->run + 1];
+    if (!(c->seg >= lo && c->seg < hi && e >= segs[c->seg].first &&
+          e - segs[c->seg].first < segs[c->seg].count)) {
+        while (hi - lo > 1) { /* the last segment with first <= e */
+            size_t mid = lo + (hi - lo) / 2;
+            if (segs[mid].first <= e)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        c->seg = lo;
+    }
+    out->addr = run->addr + e * run->stride;
+    out->len = run->len;
+    out->dev = run->dev;
+    out->md = segs[c->seg].md;
+}
+
+static void xfer_free(struct ixl_xfer *x)
+{
+    if (x == NULL)
+        return;
+    ixl_regions_unuse(x->regions, x->n_regions);
+    free(x->regions);
+    if (x->remote)
+        ixl_remote_put(x->remote, 0);
+    free(x->ldesc);
+    free(x->rdesc);
+    free(x->notif);
+    free(x);
+}
+
+/* Chooses the backend: the first (in preference or creation order) that both lists can use and
+ * that can notify when a notification is asked for. */
+static int choose_backend(struct ixl_agent *agent, const struct ixl_prep *l,
+                          const struct ixl_prep *r, const struct ixl_xfer_params *params,
+                          int notif, struct ixl_backend **out)
+{
+    uint32_t both = l->valid_mask & r->valid_mask;
+    struct ixl_backend *const *pref = NULL;
+    size_t n_pref = 0;
+    if (params && (params->field_mask & IXL_XFER_F_BACKENDS) && params->n_backends) {
+        pref = params->backends;
+        n_pref = params->n_backends;
+    }
+    struct ixl_backend *no_notif = NULL;
+    size_t n = pref ? n_pref : agent->n_backends;
+    for (size_t i = 0; i < n; i++) {
+        struct ixl_backend *b = pref ? pref[i] : agent->backends[i];
+        if (b == NULL || b->agent != agent || !(both & (1u << b->slot)))
+            continue;
+        if (notif && !(b->caps & IXL_CAP_NOTIF)) {
+            if (no_notif == NULL)
+                no_notif = b;
+            continue;
+        }
+        *out = b;
+        return IXL_OK;
+    }
+    if (no_notif)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NOTIF_UNSUPPORTED,
+                             "backend %s does not support notifications: omit the notification "
+                             "or choose a backend that has them",
+                             no_notif->plugin->info.name);
+    return IXL_AGENT_ERR(agent, IXL_ERR_NO_BACKEND,
+                         "no backend can serve both lists (%s local, %s remote%s): each list's "
+                         "descriptors must lie in regions of one common backend",
+                         ixl_mem_name(l->list->type), ixl_mem_name(r->list->type),
+                         pref ? ", among the preferred backends" : "");
+}
+
+/* Makes the request from index arrays (NULL = 0, 1, 2, ...) into two prepared lists
+ * (agent->lock held for reading). */
+static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
+                      const int64_t *li, const struct ixl_prep *rp, const int64_t *ri, size_t n,
+                      const struct ixl_xfer_params *params, struct ixl_xfer **out)
+{
+    int notif = params && (params->field_mask & IXL_XFER_F_NOTIF) && params->notif_len > 0;
+    if (notif && params->notif == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "notif_len > 0 with a NULL notif");
+    if (notif && params->notif_len > agent->params.notif_max)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NOTIF_TOO_LARGE,
+                             "notification of %zu bytes exceeds the maximum of %zu",
+                             params->notif_len, agent->params.notif_max);
+    if (rp->remote && !atomic_load(&rp->remote->valid))
+        return IXL_AGENT_ERR(agent, IXL_ERR_STALE,
+                             "remote agent '%s' was invalidated or reloaded after the target "
+                             "list was prepared: prepare it again",
+                             rp->remote->name);
+    struct ixl_backend *be = NULL;
+    int rc = choose_backend(agent, lp, rp, params, notif, &be);
+    if (rc != IXL_OK)
+        return rc;
+    unsigned b = be->slot;
+
+    struct ixl_xfer *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    x->agent = agent;
+    x->backend = be;
+    x->op = op;
+    x->ldesc = malloc((n ? n : 1) * sizeof(*x->ldesc));
+    x->rdesc = malloc((n ? n : 1) * sizeof(*x->rdesc));
+    if (x->ldesc == NULL || x->rdesc == NULL) {
+        xfer_free(x);
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    }
+    uint64_t lcount = ixl_dlist_count(lp->list), rcount = ixl_dlist_count(rp->list);
+    int merge = !(params && (params->field_mask & IXL_XFER_F_NO_MERGE) && params->no_merge);
+    struct cursor lc, rc_;
+    cursor_init(&lc, lp, b);
+    cursor_init(&rc_, rp, b);
+    size_t m = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t a = li ? li[i] : (int64_t)i, c = ri ? ri[i] : (int64_t)i;
+        if (a < 0 || (uint64_t)a >= lcount || c < 0 || (uint64_t)c >= rcount) {
+            xfer_free(x);
+            return IXL_AGENT_ERR(agent, IXL_ERR_INDEX,
+                                 "index pair %zu (%lld, %lld) is outside the prepared lists "
+                                 "(%llu local, %llu remote descriptors)",
+                                 i, (long long)a, (long long)c, (unsigned long long)lcount,
+                                 (unsigned long long)rcount);
+        }
+        struct ixl_xfer_desc ld, rd;
+        cursor_get(&lc, (uint64_t)a, &ld);
+        cursor_get(&rc_, (uint64_t)c, &rd);
+        if (ld.len != rd.len) {
+            xfer_free(x);
+            return IXL_AGENT_ERR(agent, IXL_ERR_MISMATCH,
+                                 "descriptor pair %zu: local length %llu, remote length %llu "
+                                 "(each pair must have equal lengths)",
+                                 i, (unsigned long long)ld.len, (unsigned long long)rd.len);
+        }
+        bytes += ld.len;
+        if (merge && m > 0) {
+            struct ixl_xfer_desc *pl = &x->ldesc[m - 1], *pr = &x->rdesc[m - 1];
+            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr &&
+                pl->md == ld.md && pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
+                pl->len += ld.len;
+                pr->len += rd.len;
+                continue;
+            }
+        }
+        x->ldesc[m] = ld;
+        x->rdesc[m] = rd;
+        m++;
+    }
+    x->n = m;
+    x->bytes = bytes;
+    x->lside = (struct ixl_xfer_side){lp->list->type, m, x->ldesc};
+    x->rside = (struct ixl_xfer_side){rp->list->type, m, x->rdesc};
+    if (notif) {
+        x->notif = malloc(params->notif_len);
+        if (x->notif == NULL) {
+            xfer_free(x);
+            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        }
+        memcpy(x->notif, params->notif, params->notif_len);
+        x->notif_len = params->notif_len;
+    }
+    /* The request keeps its regions from being deregistered, and the remote's metadata
+     * loaded, until it is released. */
+    size_t nreg = lp->n_regions + (rp->remote ? 0 : rp->n_regions);
+    x->regions = malloc((nreg ? nreg : 1) * sizeof(*x->regions));
+    if (x->regions == NULL) {
+        xfer_free(x);
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    }
+    memcpy(x->regions, lp->regions, lp->n_regions * sizeof(*x->regions));
+    if (!rp->remote)
+        memcpy(x->regions + lp->n_regions, rp->regions, rp->n_regions * sizeof(*x->regions));
+    x->n_regions = nreg;
+    for (size_t i = 0; i < nreg; i++)
+        atomic_fetch_add(&x->regions[i]->users, 1);
+    if (rp->remote) {
+        x->remote = rp->remote;
+        ixl_remote_get(x->remote);
+    }
+
+    struct ixl_xfer_opts opts = {sizeof(opts), x->notif, x->notif_len};
+    const char *target = rp->remote ? rp->remote->name : agent->name;
+    ixl_err_clear(agent->id);
+    rc = be->plugin->ops.prep_xfer(be->engine, op, &x->lside, &x->rside, target, &opts, &x->req);
+    if (rc != IXL_OK) {
+        x->req = NULL;
+        if (ixl_err_get(agent->id)[0] == '\0')
+            IXL_AGENT_ERR(agent, rc, "backend %s could not prepare the request: %s",
+                          be->plugin->info.name, ixl_strerror(rc));
+        xfer_free(x);
+        return rc;
+    }
+    *out = x;
+    return IXL_OK;
+}
+
+static int check_op(struct ixl_agent *agent, enum ixl_op op)
+{
+    if (op != IXL_OP_READ && op != IXL_OP_WRITE)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "operation %d is neither READ nor WRITE",
+                             (int)op);
+    return IXL_OK;
+}
+
+ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op, const struct ixl_dlist *local,
+                           const struct ixl_dlist *remote, const char *remote_agent,
+                           const struct ixl_xfer_params *params, struct ixl_xfer **out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (local == NULL || remote == NULL || remote_agent == NULL || out == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_xfer_create: NULL list, remote agent name or out");
+    int rc = check_op(agent, op);
+    if (rc != IXL_OK)
+        return rc;
+    uint64_t n = ixl_dlist_count(local);
+    if (n != ixl_dlist_count(remote))
+        return IXL_AGENT_ERR(agent, IXL_ERR_MISMATCH,
+                             "the local list has %llu descriptors, the remote list %llu",
+                             (unsigned long long)n, (unsigned long long)ixl_dlist_count(remote));
+    if (n == 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "empty descriptor lists");
+    int use = params && (params->field_mask & IXL_XFER_F_BACKENDS) && params->n_backends;
+    struct ixl_backend *const *only = use ? params->backends : NULL;
+    size_t n_only = use ? params->n_backends : 0;
+
+    pthread_rwlock_rdlock(&agent->lock);
+    struct ixl_prep *lp = NULL, *rp = NULL;
+    struct ixl_xfer *x = NULL;
+    rc = prep_build(agent, NULL, local, only, n_only, &lp, "local");
+    if (rc == IXL_OK)
+        rc = prep_build(agent, remote_agent, remote, only, n_only, &rp, "remote");
+    if (rc == IXL_OK)
+        rc = xfer_build(agent, op, lp, NULL, rp, NULL, (size_t)n, params, &x);
+    pthread_rwlock_unlock(&agent->lock);
+    /* The temporary lists' references go; the request holds its own. */
+    prep_free(lp);
+    prep_free(rp);
+    if (rc != IXL_OK)
+        return rc;
+    ixl_agent_track_xfer(agent, x);
+    *out = x;
+    return IXL_OK;
+}
+
+ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
+                                   const struct ixl_prep *local, const int64_t *local_idx,
+                                   const struct ixl_prep *remote, const int64_t *remote_idx,
+                                   size_t n, const struct ixl_xfer_params *params,
+                                   struct ixl_xfer **out)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (local == NULL || remote == NULL || local_idx == NULL || remote_idx == NULL ||
+        out == NULL || n == 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_xfer_create_prepped: NULL list, index array or out, or n = 0");
+    if (local->agent != agent || remote->agent != agent)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "a prepared list belongs to another agent");
+    if (!local->initiator || remote->initiator)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "the local list must be prepared with remote NULL and the remote "
+                             "list with a remote agent's name (or this agent's own)");
+    int rc = check_op(agent, op);
+    if (rc != IXL_OK)
+        return rc;
+    pthread_rwlock_rdlock(&agent->lock);
+    struct ixl_xfer *x = NULL;
+    rc = xfer_build(agent, op, local, local_idx, remote, remote_idx, n, params, &x);
+    pthread_rwlock_unlock(&agent->lock);
+    if (rc != IXL_OK)
+        return rc;
+    ixl_agent_track_xfer(agent, x);
+    *out = x;
+    return IXL_OK;
+}
+
+/* ---- post / status / wait / release -------------------------------------------------------- */
+
+static void finish(struct ixl_xfer *x, int rc)
+{
+    struct ixl_agent *agent = x->agent;
+    if (rc == IXL_OK) {
+        x->state = XFER_DONE;
+        x->xfer_ns = ixl_now_ns() - x->post_start_ns;
+        x->done_count++;
+        atomic_fetch_add(&agent->st_completed, 1);
+        atomic_fetch_add(&agent->st_bytes, x->bytes);
+        if (x->backend->plugin->has[IXL_OPT_REQ_INFO]) {
+            struct ixl_req_info info = {{0}};
+            if (x->backend->plugin->ops.req_info(x->backend->engine, x->req, &info) == IXL_OK) {
+                info.path[sizeof(info.path) - 1] = '\0';
+                memcpy(x->path, info.path, sizeof(x->path));
+            }
+        }
+    } else {
+        x->state = XFER_ERROR;
+        x->status = rc;
+        atomic_fetch_add(&agent->st_failed, 1);
+    }
+}
+
+ixl_status ixl_xfer_post(struct ixl_xfer *x)
+{
+    if (x == NULL)
+        return IXL_ERR_INVALID_ARG;
+    struct ixl_agent *agent = x->agent;
+    ixl_err_clear(agent->id);
+    if (x->canceling)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NOT_ALLOWED,
+                             "the request is being canceled: release it again");
+    if (x->state == XFER_INFLIGHT) {
+        int st = ixl_xfer_status(x);
+        if (st == IXL_IN_PROGRESS)
+            return IXL_AGENT_ERR(agent, IXL_ERR_REPOST_ACTIVE,
+                                 "the request is still in flight: wait for it before posting "
+                                 "it again");
+    }
+    if (x->remote && !atomic_load(&x->remote->valid))
+        return IXL_AGENT_ERR(agent, IXL_ERR_STALE,
+                             "remote agent '%s' was invalidated or reloaded after this request "
+                             "was made: make a new request",
+                             x->remote->name);
+    const struct ixl_plugin *p = x->backend->plugin;
+    struct ixl_xfer_opts opts = {sizeof(opts), x->notif, x->notif_len};
+    uint64_t t0 = ixl_now_ns();
+    x->post_start_ns = t0;
+    x->post_count++;
+    atomic_fetch_add(&agent->st_posted, 1);
+    x->state = XFER_INFLIGHT;
+    int rc = p->ops.post_xfer(x->backend->engine, x->req, &opts);
+    x->post_ns = ixl_now_ns() - t0;
+    if (rc == IXL_IN_PROGRESS)
+        return rc;
+    if (rc != IXL_OK && ixl_err_get(agent->id)[0] == '\0')
+        IXL_AGENT_ERR(agent, rc, "backend %s failed to post the request: %s", p->info.name,
+                      ixl_strerror(rc));
+    finish(x, rc);
+    return rc;
+}
+
+ixl_status ixl_xfer_status(struct ixl_xfer *x)
+{
+    if (x == NULL)
+        return IXL_ERR_INVALID_ARG;
+    switch (x->state) {
+    case XFER_IDLE:
+        return IXL_ERR_NOT_POSTED;
+    case XFER_DONE:
+        return IXL_OK;
+    case XFER_ERROR:
+        return x->status;
+    case XFER_INFLIGHT:
+        break;
+    }
+    int rc = x->backend->plugin->ops.check_xfer(x->backend->engine, x->req);
+    if (rc == IXL_IN_PROGRESS)
+        return rc;
+    if (rc != IXL_OK && ixl_err_get(x->agent->id)[0] == '\0')
+        IXL_AGENT_ERR(x->agent, rc, "request on backend %s failed: %s",
+                      x->backend->plugin->info.name, ixl_strerror(rc));
+    finish(x, rc);
+    return rc;
+}
+
+ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
+{
+    if (x == NULL)
+        return IXL_ERR_INVALID_ARG;
+    struct ixl_agent *agent = x->agent;
+    uint64_t deadline = timeout_ms >= 0 ? ixl_now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+    /* Backends that need progress() and have no thread driving it are polled every
+     * millisecond; the others wake us through the host's signal(), with a coarse timer as a
+     * safety net. */
+    int slice = (x->backend->caps & IXL_CAP_PROGRESS) && !agent->params.progress_thread ? 1 : 20;
+    for (;;) {
+        uint64_t gen = ixl_agent_wake_gen(agent);
+        int rc = ixl_xfer_status(x);
+        if (rc != IXL_IN_PROGRESS)
+            return rc;
+        if (x->backend->caps & IXL_CAP_PROGRESS)
+            x->backend->plugin->ops.progress(x->backend->engine);
+        int wait = slice;
+        if (timeout_ms >= 0) {
+            uint64_t now = ixl_now_ns();
+            if (now >= deadline)
+                return IXL_AGENT_QUIET(agent, IXL_ERR_TIMEOUT,
+                                       "the request did not finish within %d ms", timeout_ms);
+            uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
+            if (left_ms < (uint64_t)wait)
+                wait = (int)left_ms;
+        }
+        ixl_agent_wait_wake(agent, gen, wait);
+    }
+}
+
+ixl_status ixl_xfer_release(struct ixl_xfer *x)
+{
+    if (x == NULL)
+        return IXL_OK;
+    struct ixl_agent *agent = x->agent;
+    ixl_err_clear(agent->id);
+    if (x->req != NULL) {
+        int rc = x->backend->plugin->ops.release_req(x->backend->engine, x->req);
+        if (rc != IXL_OK) {
+            x->canceling = 1;
+            if (x->state == XFER_INFLIGHT) {
+                x->state = XFER_ERROR;
+                x->status = IXL_ERR_CANCELED;
+            }
+            if (ixl_err_get(agent->id)[0] == '\0')
+                IXL_AGENT_QUIET(agent, rc,
+                                "backend %s could not stop the request yet: release it again",
+                                x->backend->plugin->info.name);
+            return rc;
+        }
+    }
+    ixl_agent_untrack_xfer(agent, x);
+    xfer_free(x);
+    return IXL_OK;
+}
+
+ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
+{
+    if (x == NULL)
+        return IXL_ERR_INVALID_ARG;
+    struct ixl_agent *agent = x->agent;
+    ixl_err_clear(agent->id);
+    if (len > 0 && msg == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "len > 0 with a NULL message");
+    if (x->state == XFER_INFLIGHT && ixl_xfer_status(x) == IXL_IN_PROGRESS)
+        return IXL_AGENT_ERR(agent, IXL_ERR_REPOST_ACTIVE,
+                             "the notification of a request in flight cannot change");
+    if (len > agent->params.notif_max)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NOTIF_TOO_LARGE,
+                             "notification of %zu bytes exceeds the maximum of %zu", len,
+                             agent->params.notif_max);
+    if (len > 0 && !(x->backend->caps & IXL_CAP_NOTIF))
+        return IXL_AGENT_ERR(agent, IXL_ERR_NOTIF_UNSUPPORTED,
+                             "backend %s does not support notifications",
+                             x->backend->plugin->info.name);
+    void *copy = NULL;
+    if (len > 0) {
+        copy = malloc(len);
+        if (copy == NULL)
+            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        memcpy(copy, msg, len);
+    }
+    free(x->notif);
+    x->notif = copy;
+    x->notif_len = len;
+    return IXL_OK;
+}
+
+ixl_status ixl_xfer_telemetry(struct ixl_xfer *x, struct ixl_xfer_telemetry *out)
+{
+    if (x == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    if (!x->agent->params.telemetry)
+        return IXL_AGENT_QUIET(x->agent, IXL_ERR_NO_TELEMETRY,
+                               "telemetry is off for agent '%s'", x->agent->name);
+    if (x->done_count == 0)
+        return IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_POSTED, "the request has not completed yet");
+    out->post_us = x->post_ns / 1000u;
+    out->xfer_us = x->xfer_ns / 1000u;
+    out->bytes = x->bytes;
+    out->desc_count = x->n;
+    out->post_count = x->post_count;
+    return IXL_OK;
+}
+
+ixl_status ixl_xfer_info(struct ixl_xfer *x, struct ixl_xfer_info *out)
+{
+    if (x == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    out->backend = x->backend->plugin->info.name;
+    out->path = x->path;
+    out->desc_count = x->n;
+    out->bytes = x->bytes;
+    return IXL_OK;
+}
+
+ixl_status ixl_xfer_estimate(struct ixl_xfer *x, struct ixl_cost *out)
+{
+    if (x == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(x->agent->id);
+    const struct ixl_plugin *p = x->backend->plugin;
+    if (!p->has[IXL_OPT_ESTIMATE])
+        return IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_SUPPORTED,
+                               "backend %s gives no cost estimates", p->info.name);
+    return p->ops.estimate_xfer_cost(x->backend->engine, x->req, out);
+}
