@@ -1,0 +1,541 @@
+/* Transfers end to end through the in-memory TEST plugin: loopback and between two agents,
+ * READ and WRITE, notifications, in-flight states, prepared lists and index requests, merging,
+ * telemetry, errors that name what is wrong, the release contract, deregistration refusals. */
+#include <poll.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define SZ (1 << 20)
+
+static unsigned char *src, *dst, *other;
+static uint32_t pattern_seed = 1;
+
+static void fill(unsigned char *p, size_t n)
+{
+    uint32_t x = pattern_seed++ * 2654435761u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (unsigned char)(x >> 16);
+    }
+}
+
+static struct ixl_dlist *list1(uint64_t addr, uint64_t len)
+{
+    struct ixl_dlist *l;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &l), IXL_OK);
+    struct ixl_desc d = {addr, len, 0};
+    CHECK_RC(ixl_dlist_add(l, &d, 1), IXL_OK);
+    return l;
+}
+
+static struct ixl_agent *make_agent(const char *name, const char *backends)
+{
+    struct ixl_agent_params p = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = backends};
+    struct ixl_agent *a;
+    CHECK_RC(ixl_agent_create(name, &p, &a), IXL_OK);
+    return a;
+}
+
+static void reg(struct ixl_agent *a, void *p, size_t n)
+{
+    struct ixl_reg_desc d = {(uintptr_t)p, n, 0, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+}
+
+static int dereg(struct ixl_agent *a, void *p, size_t n)
+{
+    struct ixl_reg_desc d = {(uintptr_t)p, n, 0, NULL, 0};
+    return ixl_mem_deregister(a, IXL_MEM_DRAM, &d, 1, NULL);
+}
+
+static void load_into(struct ixl_agent *to, struct ixl_agent *from)
+{
+    void *blob;
+    size_t len;
+    CHECK_RC(ixl_md_get(from, NULL, &blob, &len), IXL_OK);
+    char name[IXL_NAME_MAX];
+    CHECK_RC(ixl_md_load(to, blob, len, name), IXL_OK);
+    CHECK(strcmp(name, ixl_agent_name(from)) == 0);
+    ixl_free(blob);
+}
+
+static struct ixl_notif_batch *drain_until(struct ixl_agent *a, size_t want, int ms)
+{
+    struct ixl_notif_batch *all = NULL;
+    for (int t = 0; t < ms; t++) {
+        struct ixl_notif_batch *b = NULL;
+        CHECK_RC(ixl_notif_drain(a, &b), IXL_OK);
+        if (b) {
+            CHECK(all == NULL); /* the tests below expect one batch */
+            all = b;
+        }
+        if (all && all->count >= want)
+            break;
+        usleep(1000);
+    }
+    return all;
+}
+
+static void test_loopback(void)
+{
+    struct ixl_agent *a = make_agent("loop", "TEST");
+    reg(a, src, SZ);
+    reg(a, dst, SZ);
+    struct ixl_dlist *l = list1((uintptr_t)src, SZ), *r = list1((uintptr_t)dst, SZ);
+    for (int op = 0; op < 2; op++) {
+        fill(src, SZ);
+        fill(dst, SZ);
+        struct ixl_xfer *x;
+        /* WRITE local into remote; READ remote into local: swap the lists for READ so data
+         * always goes src -> dst. */
+        if (op == 0)
+            CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "loop", NULL, &x), IXL_OK);
+        else
+            CHECK_RC(ixl_xfer_create(a, IXL_OP_READ, r, l, "loop", NULL, &x), IXL_OK);
+        CHECK_RC(ixl_xfer_status(x), IXL_ERR_NOT_POSTED);
+        int rc = ixl_xfer_post(x);
+        CHECK(rc == IXL_OK || rc == IXL_IN_PROGRESS);
+        CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+        CHECK(memcmp(src, dst, SZ) == 0);
+        struct ixl_xfer_telemetry t;
+        CHECK_RC(ixl_xfer_telemetry(x, &t), IXL_OK);
+        CHECK(t.bytes == SZ && t.desc_count == 1 && t.post_count == 1);
+        struct ixl_xfer_info info;
+        CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+        CHECK(strcmp(info.backend, "TEST") == 0 && info.bytes == SZ);
+        CHECK(info.path[0] != '\0');
+        struct ixl_cost cost;
+        CHECK_RC(ixl_xfer_estimate(x, &cost), IXL_OK);
+        CHECK(cost.method == IXL_COST_ANALYTICAL);
+        /* Deregistering a region a request still uses is refused. */
+        CHECK_RC(dereg(a, dst, SZ), IXL_ERR_BUSY);
+        CHECK_STR_HAS(ixl_agent_last_error(a), "release them");
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    }
+    /* Errors that say what is wrong. */
+    struct ixl_xfer *x = NULL;
+    struct ixl_dlist *half = list1((uintptr_t)dst, SZ / 2);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, half, "loop", NULL, &x), IXL_ERR_MISMATCH);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "descriptor pair 0");
+    struct ixl_dlist *two;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 2, &two), IXL_OK);
+    struct ixl_desc dd[2] = {{(uintptr_t)dst, 64, 0}, {(uintptr_t)other, 64, 0}};
+    CHECK_RC(ixl_dlist_add(two, dd, 2), IXL_OK);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, two, "loop", NULL, &x), IXL_ERR_MISMATCH);
+    struct ixl_dlist *l2;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 2, &l2), IXL_OK);
+    struct ixl_desc sd[2] = {{(uintptr_t)src, 64, 0}, {(uintptr_t)src + 64, 64, 0}};
+    CHECK_RC(ixl_dlist_add(l2, sd, 2), IXL_OK);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l2, two, "loop", NULL, &x), IXL_ERR_NOT_REGISTERED);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "descriptor 1 of the remote list");
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "nobody", NULL, &x), IXL_ERR_NOT_FOUND);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "metadata for remote agent 'nobody' not found");
+    CHECK_RC(ixl_xfer_create(a, (enum ixl_op)7, l, r, "loop", NULL, &x), IXL_ERR_INVALID_ARG);
+    char big[IXL_NOTIF_MAX_DEFAULT + 1];
+    struct ixl_xfer_params p = {
+        .field_mask = IXL_XFER_F_NOTIF, .notif = big, .notif_len = sizeof(big)};
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "loop", &p, &x), IXL_ERR_NOTIF_TOO_LARGE);
+    /* A descriptor that overruns its region by one byte. */
+    struct ixl_dlist *over = list1((uintptr_t)src + 1, SZ);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, over, r, "loop", NULL, &x), IXL_ERR_NOT_REGISTERED);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "descriptor 0 of the local list");
+    CHECK(x == NULL);
+    ixl_dlist_destroy(over);
+    ixl_dlist_destroy(l2);
+    ixl_dlist_destroy(two);
+    ixl_dlist_destroy(half);
+
+    /* Loopback notification. */
+    p.notif = "self";
+    p.notif_len = 4;
+    fill(src, SZ);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "loop", &p, &x), IXL_OK);
+    int rc = ixl_xfer_post(x);
+    CHECK(rc == IXL_OK || rc == IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    struct ixl_notif_batch *nb = drain_until(a, 1, 5000);
+    CHECK(nb && nb->count == 1 && strcmp(nb->items[0].agent, "loop") == 0);
+    CHECK(nb->items[0].len == 4 && memcmp(nb->items[0].msg, "self", 4) == 0);
+    ixl_free(nb);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    CHECK_RC(dereg(a, dst, SZ), IXL_OK);
+    CHECK_RC(dereg(a, dst, SZ), IXL_ERR_NOT_FOUND);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a); /* src is still registered: destroy deregisters it */
+}
+
+static void test_two_agents_async(void)
+{
+    /* The target side: TEST with a delay so requests are really in flight. */
+    struct ixl_agent *b = make_agent("B", "");
+    struct ixl_kv slow[] = {{"delay_us", "20000"}};
+    CHECK_RC(ixl_backend_create(b, "TEST", slow, 1, NULL), IXL_OK);
+    struct ixl_agent *a = make_agent("A", "");
+    CHECK_RC(ixl_backend_create(a, "TEST", slow, 1, NULL), IXL_OK);
+    reg(a, src, SZ);
+    reg(b, dst, SZ);
+    load_into(a, b);
+    CHECK_RC(ixl_remote_check(a, "B", NULL), IXL_OK);
+    CHECK_RC(ixl_remote_connect(a, "B"), IXL_OK);
+
+    struct ixl_dlist *l = list1((uintptr_t)src, SZ), *r = list1((uintptr_t)dst, SZ);
+    CHECK_RC(ixl_remote_check(a, "B", r), IXL_OK);
+    CHECK_RC(ixl_remote_check(a, "B", l), IXL_ERR_NOT_FOUND);
+    struct ixl_xfer_params p = {.field_mask = IXL_XFER_F_NOTIF, .notif = "done-1", .notif_len = 6};
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "B", &p, &x), IXL_OK);
+    fill(src, SZ);
+    memset(dst, 0xee, SZ);
+    int fd;
+    CHECK_RC(ixl_agent_fd(a, &fd), IXL_OK);
+    CHECK_RC(ixl_agent_progress(a), IXL_OK); /* clears the fd */
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_REPOST_ACTIVE);
+    CHECK_RC(ixl_xfer_set_notif(x, "x", 1), IXL_ERR_REPOST_ACTIVE);
+    /* The fd becomes readable when the request completes. */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    CHECK(poll(&pfd, 1, 10000) == 1);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(src, dst, SZ) == 0);
+    /* The notification arrives after the data (the contract), exactly once. */
+    struct ixl_notif_batch *nb = drain_until(b, 1, 5000);
+    CHECK(nb && nb->count == 1 && strcmp(nb->items[0].agent, "A") == 0);
+    CHECK(memcmp(nb->items[0].msg, "done-1", 6) == 0);
+    ixl_free(nb);
+
+    /* Post again with a new notification and a fresh pattern; then a timeout wait. */
+    fill(src, SZ);
+    CHECK_RC(ixl_xfer_set_notif(x, "done-2", 6), IXL_OK);
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_wait(x, 0), IXL_ERR_TIMEOUT);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(src, dst, SZ) == 0);
+    nb = drain_until(b, 1, 5000);
+    CHECK(nb && nb->count == 1 && memcmp(nb->items[0].msg, "done-2", 6) == 0);
+    ixl_free(nb);
+    struct ixl_xfer_telemetry t;
+    CHECK_RC(ixl_xfer_telemetry(x, &t), IXL_OK);
+    CHECK(t.post_count == 2 && t.bytes == SZ && t.xfer_us >= 10000);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* READ back into a poisoned buffer. */
+    memset(other, 0x5a, SZ);
+    struct ixl_dlist *o = list1((uintptr_t)other, SZ);
+    reg(a, other, SZ);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_READ, o, r, "B", NULL, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(other, dst, SZ) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* Standalone notifications, and one to an unknown agent. */
+    CHECK_RC(ixl_notif_send(a, "B", "ping", 4, NULL), IXL_OK);
+    CHECK_RC(ixl_notif_send(a, "nobody", "ping", 4, NULL), IXL_ERR_NOT_FOUND);
+    nb = drain_until(b, 1, 5000);
+    CHECK(nb && nb->count == 1 && memcmp(nb->items[0].msg, "ping", 4) == 0);
+    ixl_free(nb);
+
+    /* Release while in flight: after IXL_OK nothing lands and no notification comes. */
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "B", &p, &x), IXL_OK);
+    memset(dst, 0x11, SZ);
+    fill(src, SZ);
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    usleep(60000);
+    for (size_t i = 0; i < SZ; i += 4096)
+        CHECK(dst[i] == 0x11);
+    struct ixl_notif_batch *none = NULL;
+    CHECK_RC(ixl_notif_drain(b, &none), IXL_OK);
+    CHECK(none == NULL);
+
+    /* Invalidate: requests made before are refused at post, even after a reload. */
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "B", NULL, &x), IXL_OK);
+    CHECK_RC(ixl_remote_invalidate(a, "B"), IXL_OK);
+    CHECK_RC(ixl_remote_invalidate(a, "B"), IXL_ERR_NOT_FOUND);
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_STALE);
+    load_into(a, b);
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_STALE);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "make a new request");
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "B", NULL, &x), IXL_OK);
+    fill(src, SZ);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(src, dst, SZ) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    struct ixl_agent_stats st;
+    CHECK_RC(ixl_agent_stats(a, &st), IXL_OK);
+    CHECK(st.completed >= 4 && st.notifs_sent == 1);
+    ixl_dlist_destroy(o);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a);
+    ixl_agent_destroy(b);
+}
+
+static void test_release_busy_and_fail(void)
+{
+    struct ixl_agent *a = make_agent("R", "");
+    struct ixl_kv opts[] = {{"delay_us", "30000"}, {"release_busy", "2"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", opts, 2, NULL), IXL_OK);
+    reg(a, src, SZ);
+    reg(a, dst, SZ);
+    struct ixl_dlist *l = list1((uintptr_t)src, SZ), *r = list1((uintptr_t)dst, SZ);
+    struct ixl_xfer_params p = {.field_mask = IXL_XFER_F_NOTIF, .notif = "n", .notif_len = 1};
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "R", &p, &x), IXL_OK);
+    memset(dst, 0x22, SZ);
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_release(x), IXL_ERR_BUSY);
+    CHECK_RC(ixl_xfer_status(x), IXL_ERR_CANCELED);
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_NOT_ALLOWED);
+    CHECK_RC(ixl_xfer_release(x), IXL_ERR_BUSY);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    usleep(60000);
+    CHECK(dst[0] == 0x22 && dst[SZ - 1] == 0x22);
+    struct ixl_notif_batch *none = NULL;
+    CHECK_RC(ixl_notif_drain(a, &none), IXL_OK);
+    CHECK(none == NULL);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a);
+
+    /* A backend that fails posts: the error and its text reach the caller. */
+    a = make_agent("F", "");
+    struct ixl_kv fail[] = {{"fail_post", "-402"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", fail, 1, NULL), IXL_OK);
+    reg(a, src, SZ);
+    reg(a, dst, SZ);
+    l = list1((uintptr_t)src, SZ);
+    r = list1((uintptr_t)dst, SZ);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "F", NULL, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_IO);
+    CHECK(ixl_agent_last_error(a)[0] != '\0');
+    CHECK_RC(ixl_xfer_status(x), IXL_ERR_IO);
+    struct ixl_agent_stats st;
+    CHECK_RC(ixl_agent_stats(a, &st), IXL_OK);
+    CHECK(st.failed == 1 && st.completed == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a);
+}
+
+static void test_prepped(void)
+{
+    struct ixl_agent *a = make_agent("P", "TEST");
+    struct ixl_agent *b = make_agent("Q", "TEST");
+    reg(a, src, SZ);
+    reg(b, dst, SZ);
+    load_into(a, b);
+    /* 4 "layers" of 64 blocks of 1 KiB: local blocks contiguous, remote blocks strided. */
+    enum { LAYERS = 4, BLOCKS = 64, BL = 1024 };
+    struct ixl_run lr[LAYERS], rr[LAYERS];
+    for (int i = 0; i < LAYERS; i++) {
+        lr[i] = (struct ixl_run){(uintptr_t)src + (uint64_t)i * BLOCKS * BL, BL, BL, BLOCKS, 0};
+        rr[i] =
+            (struct ixl_run){(uintptr_t)dst + (uint64_t)i * BLOCKS * 2 * BL, BL, 2 * BL, BLOCKS, 0};
+    }
+    struct ixl_dlist *ll, *rl;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, LAYERS, &ll), IXL_OK);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, LAYERS, &rl), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(ll, lr, LAYERS), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(rl, rr, LAYERS), IXL_OK);
+    struct ixl_prep *lp, *rp;
+    CHECK_RC(ixl_prep_create(a, NULL, ll, NULL, &lp), IXL_OK);
+    CHECK_RC(ixl_prep_create(a, "Q", rl, NULL, &rp), IXL_OK);
+    CHECK(ixl_prep_count(lp) == LAYERS * BLOCKS);
+    /* The regions a prepared list covers cannot be deregistered. */
+    CHECK_RC(dereg(a, src, SZ), IXL_ERR_BUSY);
+
+    /* Consecutive indices on the local side merge; the remote side is strided, so pairs
+     * merge only where both sides are adjacent: here none. */
+    int64_t li[BLOCKS], ri[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++) {
+        li[i] = i;
+        ri[i] = BLOCKS + i; /* layer 1 on the remote side */
+    }
+    fill(src, SZ);
+    memset(dst, 0, SZ);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, BLOCKS, NULL, &x), IXL_OK);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    for (int i = 0; i < BLOCKS; i++)
+        CHECK(memcmp(src + (size_t)i * BL, dst + (size_t)(BLOCKS + i) * 2 * BL, BL) == 0);
+    struct ixl_xfer_info info;
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.desc_count == BLOCKS && info.bytes == (uint64_t)BLOCKS * BL);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* Both sides contiguous: a local prepared list against itself merges to 1 descriptor. */
+    struct ixl_prep *self;
+    CHECK_RC(ixl_prep_create(a, "P", ll, NULL, &self), IXL_OK);
+    int64_t lo[BLOCKS], hi[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++) {
+        lo[i] = i;
+        hi[i] = 2 * BLOCKS + i;
+    }
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, lo, self, hi, BLOCKS, NULL, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.desc_count == 1);
+    fill(src, BLOCKS * BL);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(src, src + 2 * BLOCKS * BL, BLOCKS * BL) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    struct ixl_xfer_params nm = {.field_mask = IXL_XFER_F_NO_MERGE, .no_merge = true};
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, lo, self, hi, BLOCKS, &nm, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.desc_count == BLOCKS);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* Random indices, READ into the local side. */
+    srand(7);
+    int64_t rl_idx[100], rr_idx[100];
+    for (int i = 0; i < 100; i++) {
+        rl_idx[i] = i; /* distinct local targets */
+        rr_idx[i] = rand() % (LAYERS * BLOCKS);
+    }
+    fill(dst, SZ);
+    memset(src, 0, SZ);
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_READ, lp, rl_idx, rp, rr_idx, 100, NULL, &x),
+             IXL_OK);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    for (int i = 0; i < 100; i++) {
+        int64_t k = rr_idx[i];
+        const unsigned char *from =
+            dst + (size_t)(k / BLOCKS) * BLOCKS * 2 * BL + (size_t)(k % BLOCKS) * 2 * BL;
+        CHECK(memcmp(src + (size_t)i * BL, from, BL) == 0);
+    }
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* Bad indices name the pair; wrong sides are refused. */
+    int64_t bad[2] = {0, LAYERS * BLOCKS};
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_READ, lp, li, rp, bad, 2, NULL, &x), IXL_ERR_INDEX);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "index pair 1");
+    bad[1] = -1;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_READ, lp, bad, rp, li, 2, NULL, &x), IXL_ERR_INDEX);
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_READ, rp, li, lp, li, 2, NULL, &x),
+             IXL_ERR_INVALID_ARG);
+
+    /* A prepared target list of a remote that was reloaded is stale. */
+    CHECK_RC(ixl_remote_invalidate(a, "Q"), IXL_OK);
+    load_into(a, b);
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, BLOCKS, NULL, &x),
+             IXL_ERR_STALE);
+    ixl_prep_destroy(rp);
+    CHECK_RC(ixl_prep_create(a, "Q", rl, NULL, &rp), IXL_OK);
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, BLOCKS, NULL, &x), IXL_OK);
+    /* Requests outlive the lists they were made from. */
+    ixl_prep_destroy(rp);
+    fill(src, SZ);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(src, dst + (size_t)BLOCKS * 2 * BL, BL) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* An unregistered run is named at prepare time. */
+    struct ixl_dlist *badl;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &badl), IXL_OK);
+    struct ixl_run outside = {(uintptr_t)src + SZ - 4 * BL, BL, BL, 8, 0};
+    CHECK_RC(ixl_dlist_add_runs(badl, &outside, 1), IXL_OK);
+    struct ixl_prep *bp = NULL;
+    CHECK_RC(ixl_prep_create(a, NULL, badl, NULL, &bp), IXL_ERR_NOT_REGISTERED);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "descriptor 4 of the local list");
+    ixl_dlist_destroy(badl);
+
+    ixl_prep_destroy(lp);
+    ixl_prep_destroy(self);
+    CHECK_RC(dereg(a, src, SZ), IXL_OK);
+    ixl_dlist_destroy(ll);
+    ixl_dlist_destroy(rl);
+    ixl_agent_destroy(a);
+    ixl_agent_destroy(b);
+}
+
+static void test_backend_choice(void)
+{
+    /* TEST only takes VRAM here, TESTB takes DRAM: a DRAM transfer must go to TESTB. */
+    struct ixl_agent *a = make_agent("C", "");
+    struct ixl_backend *t, *tb;
+    struct ixl_kv vram[] = {{"mems", "VRAM"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", vram, 1, &t), IXL_OK);
+    CHECK_RC(ixl_backend_create(a, "TESTB", NULL, 0, &tb), IXL_OK);
+    reg(a, src, SZ);
+    reg(a, dst, SZ);
+    struct ixl_dlist *l = list1((uintptr_t)src, SZ), *r = list1((uintptr_t)dst, SZ);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "C", NULL, &x), IXL_OK);
+    struct ixl_xfer_info info;
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(strcmp(info.backend, "TESTB") == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    /* A preference list naming only a backend that cannot serve the request. */
+    struct ixl_xfer_params p = {.field_mask = IXL_XFER_F_BACKENDS, .backends = &t, .n_backends = 1};
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "C", &p, &x), IXL_ERR_NO_BACKEND);
+    p.backends = &tb;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "C", &p, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    /* Registering with a chosen backend that lacks the memory type. */
+    struct ixl_reg_desc d = {(uintptr_t)other, 4096, 0, NULL, 0};
+    struct ixl_reg_params rp = {.field_mask = IXL_REG_F_BACKENDS, .backends = &t, .n_backends = 1};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, &rp), IXL_ERR_BAD_MEM_TYPE);
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_OBJ, &d, 1, NULL), IXL_ERR_NO_BACKEND);
+    /* Nested and overlapping registrations: a descriptor inside the inner one works, and the
+     * same region twice is refused. */
+    struct ixl_reg_desc nest[2] = {{(uintptr_t)src + 4096, 8192, 0, NULL, 0},
+                                   {(uintptr_t)src + 8192, SZ - 8192, 0, NULL, 0}};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, nest, 2, NULL), IXL_OK);
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, nest, 1, NULL), IXL_ERR_EXISTS);
+    struct ixl_reg_desc dup[2] = {{(uintptr_t)other, 64, 0, NULL, 0},
+                                  {(uintptr_t)other, 64, 0, NULL, 0}};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, dup, 2, NULL), IXL_ERR_EXISTS);
+    CHECK_RC(dereg(a, other, 64), IXL_ERR_NOT_FOUND); /* all or nothing */
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, nest, 2, NULL), IXL_OK);
+    /* Memory the backend allocates, and queries. */
+    void *mem = NULL;
+    CHECK_RC(ixl_mem_alloc(a, IXL_MEM_DRAM, 1 << 16, NULL, &mem), IXL_OK);
+    reg(a, mem, 1 << 16);
+    CHECK_RC(ixl_mem_free(a, mem), IXL_ERR_BUSY);
+    CHECK_RC(dereg(a, mem, 1 << 16), IXL_OK);
+    CHECK_RC(ixl_mem_free(a, mem), IXL_OK);
+    CHECK_RC(ixl_mem_free(a, mem), IXL_ERR_NOT_FOUND);
+    struct ixl_mem_query q;
+    char path[] = "mode:/proc/self/status";
+    struct ixl_reg_desc fq = {0, 0, IXL_DEV_NONE, path, sizeof(path) - 1};
+    CHECK_RC(ixl_mem_query(a, IXL_MEM_FILE, &fq, 1, NULL, &q), IXL_OK);
+    CHECK(q.exists);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a);
+}
+
+int main(void)
+{
+    if (getenv("IXL_TEST_PLUGIN_DIR") == NULL)
+        skip(0, "IXL_TEST_PLUGIN_DIR is not set (run through ctest)");
+    ixl_log_set_level(IXL_LOG_NONE);
+    src = malloc(SZ);
+    dst = malloc(SZ);
+    other = malloc(SZ);
+    CHECK(src && dst && other);
+    test_loopback();
+    test_two_agents_async();
+    test_release_busy_and_fail();
+    test_prepped();
+    test_backend_choice();
+    free(src);
+    free(dst);
+    free(other);
+    printf("ok\n");
+    return 0;
+}
