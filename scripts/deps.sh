@@ -4,7 +4,7 @@
 set -eu
 goal=${1:-build}
 
-pkgs="cmake make gcc pkg-config"
+pkgs="cmake make gcc libc6-dev pkg-config"
 case "$goal" in
 test) pkgs="$pkgs clang clang-format libclang-rt-14-dev" ;;
 run) ;;

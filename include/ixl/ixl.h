@@ -365,8 +365,12 @@ IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_param
  * (the agent restarted) replaces the old entry, whose requests then fail with IXL_ERR_STALE;
  * a blob of an older incarnation is IXL_ERR_STALE. name_out (may be NULL) receives the remote
  * agent's name; it must hold IXL_NAME_MAX bytes.
+ * Regions of a backend whose connection info was never loaded for that agent are skipped
+ * (send connection info first, or with them). An agent with no backend in common is still
+ * loaded (IXL_OK, with a warning in the log); transfers to it fail with IXL_ERR_NO_BACKEND.
  * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_INVALID_ARG (the agent's own metadata),
- * IXL_ERR_NO_BACKEND (no backend in common: the entry is still loaded, with a warning).
+ * or a backend's refusal of the connection info or a region's public data; on error nothing
+ * of the blob's regions is loaded.
  */
 IXL_API ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len,
                                char *name_out);
