@@ -193,6 +193,11 @@ static void test_two_agents_async(void)
     int fd;
     CHECK_RC(ixl_agent_fd(a, &fd), IXL_OK);
     CHECK_RC(ixl_agent_progress(a), IXL_OK); /* clears the fd */
+    int bfd;
+    CHECK_RC(ixl_agent_fd(b, &bfd), IXL_OK);
+    CHECK_RC(ixl_agent_progress(b), IXL_OK);
+    struct pollfd bp = {.fd = bfd, .events = POLLIN};
+    CHECK(poll(&bp, 1, 0) == 0);
     CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
     CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
     CHECK_RC(ixl_xfer_post(x), IXL_ERR_REPOST_ACTIVE);
@@ -202,7 +207,9 @@ static void test_two_agents_async(void)
     CHECK(poll(&pfd, 1, 10000) == 1);
     CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
     CHECK(memcmp(src, dst, SZ) == 0);
-    /* The notification arrives after the data (the contract), exactly once. */
+    /* The target's fd became readable when the notification arrived, which is after the data
+     * (the contract), exactly once. */
+    CHECK(poll(&bp, 1, 10000) == 1);
     struct ixl_notif_batch *nb = drain_until(b, 1, 5000);
     CHECK(nb && nb->count == 1 && strcmp(nb->items[0].agent, "A") == 0);
     CHECK(memcmp(nb->items[0].msg, "done-1", 6) == 0);
