@@ -3,6 +3,10 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
+# make fuzz: seconds each libFuzzer target runs, and its build (clang, ASan+UBSan).
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TARGETS = md dlist
 
 .PHONY: all deps deps-test build run test test-plain test-asan test-tsan format-check format \
         fuzz clean install
@@ -40,6 +44,15 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) --timeout 120 -L threaded
 
+# libFuzzer targets (tests/fuzz), FUZZ_SECONDS each, over a copy of the corpus in $(FUZZ_BUILD).
+# Only the fuzz binaries and the plugins they load are built there. `make test` replays the
+# corpus through ctest (fuzz_*_replay) in every build.
+fuzz: deps-test
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DIXL_FUZZ=ON -DIXL_SANITIZE=address,undefined \
+		$(CMAKE_FLAGS) >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	sh tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 format-check:
 	@sh scripts/format.sh check
 
@@ -50,4 +63,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz $(FUZZ_BUILD)

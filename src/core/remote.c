@@ -5,6 +5,8 @@
 
 #include "core/internal.h"
 #include "serdes/codec.h"
+
+_Static_assert(IXL_MD_MAX_BACKENDS >= IXL_MAX_BACKENDS, "blobs must fit every backend");
 #include "util/log.h"
 
 /* ---- the remote table ---------------------------------------------------------------------- */
@@ -418,7 +420,9 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
                       "no transfer to it is possible",
                       agent->name, md.name);
     else if (skipped)
-        ixl_log_write(IXL_LOG_DEBUG, "agent %s: %zu region(s) of %s skipped (no common backend)",
+        ixl_log_write(IXL_LOG_WARN,
+                      "agent %s: %zu region(s) of %s skipped: no common backend, or no "
+                      "connection info loaded for it yet (send it first, or with the regions)",
                       agent->name, skipped, md.name);
     if (name_out)
         snprintf(name_out, IXL_NAME_MAX, "%s", md.name);

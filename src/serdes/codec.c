@@ -241,6 +241,9 @@ int ixl_md_decode(const void *buf, size_t len, struct ixl_md_decoded *out, char 
     size_t nb = ixl_rb_u16(&r);
     if (r.failed || nb > r.left / BACKEND_MIN_BYTES)
         return malformed(why, cap, "backend count exceeds the bytes left");
+    /* No agent holds more backends; the bound also keeps the duplicate check below cheap. */
+    if (nb > IXL_MD_MAX_BACKENDS)
+        return malformed(why, cap, "more backends than an agent can hold");
     out->backends = calloc(nb ? nb : 1, sizeof(*out->backends));
     if (out->backends == NULL)
         return IXL_ERR_NO_MEMORY;

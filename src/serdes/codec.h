@@ -24,6 +24,8 @@
 
 #define IXL_MD_VERSION 1
 #define IXL_DLIST_VERSION 1
+/* The most backends a metadata blob may list: an agent holds at most this many. */
+#define IXL_MD_MAX_BACKENDS 16
 
 enum ixl_md_flags {
     IXL_MDF_CONN = 1u << 0,    /* carries connection info */
