@@ -17,8 +17,8 @@ struct remote {
     char name[IXL_NAME_MAX];
     uint64_t incarnation;
     _Atomic int refs;
-    _Atomic int valid;   /* 0 once invalidated or replaced: its requests fail with STALE */
-    uint32_t conn_mask;  /* backend slots whose connection info was loaded */
+    _Atomic int valid;  /* 0 once invalidated or replaced: its requests fail with STALE */
+    uint32_t conn_mask; /* backend slots whose connection info was loaded */
     struct ixl_registry *regs;
 };
 

@@ -183,8 +183,8 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
             g->tmd[b] = NULL;
             p->ops.deregister_mem(be->engine, g->md[b]);
             g->md[b] = NULL;
-            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s",
-                                 p->info.name, ixl_strerror(rc));
+            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s", p->info.name,
+                                 ixl_strerror(rc));
         }
     }
     g->backend_mask |= 1u << b;
@@ -249,13 +249,13 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
                 regs[j]->dev == d->dev)
                 g = regs[j];
         if (g != NULL && (g->backend_mask & mask)) {
-            rc = IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS,
-                                 "%s region 0x%llx+%llu (dev %llu) is already registered with "
-                                 "backend %s",
-                                 ixl_mem_name(type), (unsigned long long)d->addr,
-                                 (unsigned long long)d->len, (unsigned long long)d->dev,
-                                 agent->backends[__builtin_ctz(g->backend_mask & mask)]
-                                     ->plugin->info.name);
+            rc = IXL_AGENT_QUIET(
+                agent, IXL_ERR_EXISTS,
+                "%s region 0x%llx+%llu (dev %llu) is already registered with "
+                "backend %s",
+                ixl_mem_name(type), (unsigned long long)d->addr, (unsigned long long)d->len,
+                (unsigned long long)d->dev,
+                agent->backends[__builtin_ctz(g->backend_mask & mask)]->plugin->info.name);
             goto undo;
         }
         if (g == NULL) {
@@ -350,11 +350,10 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         const struct ixl_reg_desc *d = &descs[i];
         struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
         if (g == NULL || !(g->backend_mask & mask)) {
-            rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND,
-                                 "%s region 0x%llx+%llu (dev %llu) is not registered%s",
-                                 ixl_mem_name(type), (unsigned long long)d->addr,
-                                 (unsigned long long)d->len, (unsigned long long)d->dev,
-                                 use_list ? " with these backends" : "");
+            rc = IXL_AGENT_QUIET(
+                agent, IXL_ERR_NOT_FOUND, "%s region 0x%llx+%llu (dev %llu) is not registered%s",
+                ixl_mem_name(type), (unsigned long long)d->addr, (unsigned long long)d->len,
+                (unsigned long long)d->dev, use_list ? " with these backends" : "");
         } else if (atomic_load(&g->users) > 0) {
             rc = IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
                                "%s region 0x%llx+%llu is used by %llu prepared list(s) or "

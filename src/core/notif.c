@@ -162,8 +162,8 @@ ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, const voi
         if (be == NULL)
             rc = IXL_AGENT_ERR(agent, backend ? IXL_ERR_NOTIF_UNSUPPORTED : IXL_ERR_NO_BACKEND,
                                "no backend %s%sshared with '%s' supports notifications",
-                               backend ? backend->plugin->info.name : "",
-                               backend ? " " : "", remote);
+                               backend ? backend->plugin->info.name : "", backend ? " " : "",
+                               remote);
     }
     pthread_rwlock_unlock(&agent->lock);
     if (rc != IXL_OK)

@@ -36,8 +36,7 @@ static void remote_free(struct remote *r)
             struct region *g = x->v[i];
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
-                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine,
-                                                              g->md[b]);
+                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine, g->md[b]);
         }
     }
     ixl_registry_free(r->regs);
@@ -224,7 +223,8 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
 
 /* ---- loading a remote agent's metadata ------------------------------------------------------ */
 
-static struct ixl_backend *local_counterpart(struct ixl_agent *agent, const struct ixl_md_backend *b)
+static struct ixl_backend *local_counterpart(struct ixl_agent *agent,
+                                             const struct ixl_md_backend *b)
 {
     for (unsigned i = 0; i < agent->n_backends; i++) {
         struct ixl_backend *be = agent->backends[i];
@@ -317,8 +317,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
             struct region *g = made[i];
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
-                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine,
-                                                              g->md[b]);
+                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine, g->md[b]);
             free(g);
         }
     }
@@ -432,8 +431,7 @@ drop_fresh:
     if (fresh != NULL) {
         for (unsigned b = 0; b < agent->n_backends; b++)
             if (fresh->conn_mask & (1u << b))
-                agent->backends[b]->plugin->ops.disconnect(agent->backends[b]->engine,
-                                                           fresh->name);
+                agent->backends[b]->plugin->ops.disconnect(agent->backends[b]->engine, fresh->name);
         ixl_remote_put(fresh, 1);
     }
 unlock:

@@ -183,15 +183,14 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
         } else {
             struct ixl_desc d = {0};
             ixl_dlist_get(list, first_bad, &d);
-            rc = IXL_AGENT_ERR(agent, IXL_ERR_NOT_REGISTERED,
-                               "descriptor %llu of the %s list (addr 0x%llx, len %llu, dev %llu) "
-                               "is not inside a %s region %s%s%s with backend %s",
-                               (unsigned long long)first_bad, side, (unsigned long long)d.addr,
-                               (unsigned long long)d.len, (unsigned long long)d.dev,
-                               ixl_mem_name(list->type),
-                               p->remote ? "loaded for agent '" : "registered by agent '",
-                               p->remote ? p->remote->name : agent->name, "'",
-                               bad_backend->plugin->info.name);
+            rc = IXL_AGENT_ERR(
+                agent, IXL_ERR_NOT_REGISTERED,
+                "descriptor %llu of the %s list (addr 0x%llx, len %llu, dev %llu) "
+                "is not inside a %s region %s%s%s with backend %s",
+                (unsigned long long)first_bad, side, (unsigned long long)d.addr,
+                (unsigned long long)d.len, (unsigned long long)d.dev, ixl_mem_name(list->type),
+                p->remote ? "loaded for agent '" : "registered by agent '",
+                p->remote ? p->remote->name : agent->name, "'", bad_backend->plugin->info.name);
         }
         prep_free(p);
         return rc;
@@ -301,8 +300,8 @@ static void xfer_free(struct ixl_xfer *x)
 /* Chooses the backend: the first (in preference or creation order) that both lists can use and
  * that can notify when a notification is asked for. */
 static int choose_backend(struct ixl_agent *agent, const struct ixl_prep *l,
-                          const struct ixl_prep *r, const struct ixl_xfer_params *params,
-                          int notif, struct ixl_backend **out)
+                          const struct ixl_prep *r, const struct ixl_xfer_params *params, int notif,
+                          struct ixl_backend **out)
 {
     uint32_t both = l->valid_mask & r->valid_mask;
     struct ixl_backend *const *pref = NULL;
@@ -403,8 +402,8 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
         bytes += ld.len;
         if (merge && m > 0) {
             struct ixl_xfer_desc *pl = &x->ldesc[m - 1], *pr = &x->rdesc[m - 1];
-            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr &&
-                pl->md == ld.md && pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
+            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
+                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
                 pl->len += ld.len;
                 pr->len += rd.len;
                 continue;
@@ -522,8 +521,8 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
     if (agent == NULL)
         return IXL_ERR_INVALID_ARG;
     ixl_err_clear(agent->id);
-    if (local == NULL || remote == NULL || local_idx == NULL || remote_idx == NULL ||
-        out == NULL || n == 0)
+    if (local == NULL || remote == NULL || local_idx == NULL || remote_idx == NULL || out == NULL ||
+        n == 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "ixl_xfer_create_prepped: NULL list, index array or out, or n = 0");
     if (local->agent != agent || remote->agent != agent)
@@ -729,8 +728,8 @@ ixl_status ixl_xfer_telemetry(struct ixl_xfer *x, struct ixl_xfer_telemetry *out
     if (x == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
     if (!x->agent->params.telemetry)
-        return IXL_AGENT_QUIET(x->agent, IXL_ERR_NO_TELEMETRY,
-                               "telemetry is off for agent '%s'", x->agent->name);
+        return IXL_AGENT_QUIET(x->agent, IXL_ERR_NO_TELEMETRY, "telemetry is off for agent '%s'",
+                               x->agent->name);
     if (x->done_count == 0)
         return IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_POSTED, "the request has not completed yet");
     out->post_us = x->post_ns / 1000u;
