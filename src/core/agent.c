@@ -480,6 +480,7 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     pthread_rwlock_init(&agent->lock, NULL);
     pthread_mutex_init(&agent->notif_lock, NULL);
     pthread_mutex_init(&agent->objs_lock, NULL);
+    pthread_mutex_init(&agent->pool_lock, NULL);
     pthread_mutex_init(&agent->wake_lock, NULL);
     pthread_mutex_init(&agent->progress_lock, NULL);
     pthread_condattr_t ca;
@@ -550,6 +551,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     pthread_mutex_destroy(&agent->wake_lock);
     pthread_mutex_destroy(&agent->notif_lock);
     pthread_mutex_destroy(&agent->objs_lock);
+    pthread_mutex_destroy(&agent->pool_lock);
     pthread_rwlock_destroy(&agent->lock);
     free(agent);
 }

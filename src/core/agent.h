@@ -42,6 +42,7 @@ struct ixl_registry;
 struct ixl_remote_table;
 struct ixl_xfer;
 struct ixl_prep;
+struct desc_block;
 
 struct ixl_alloc {
     void *addr;
@@ -76,6 +77,11 @@ struct ixl_agent {
     pthread_mutex_t objs_lock;
     struct ixl_xfer *xfers;
     struct ixl_prep *preps;
+
+    /* Descriptor arrays of released requests, for reuse (src/core/xfer.c). */
+#define IXL_DESC_POOL 4
+    pthread_mutex_t pool_lock;
+    struct desc_block *desc_pool[IXL_DESC_POOL];
 
     /* Memory from ixl_mem_alloc(), under lock. */
     struct ixl_alloc *allocs;

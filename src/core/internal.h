@@ -50,11 +50,12 @@ struct prep_backend {
 
 struct ixl_prep {
     struct ixl_agent *agent;
-    int initiator;         /* 1: the initiator's local side; 0: a target side */
-    int loopback;          /* target side on this agent itself */
-    struct remote *remote; /* target side of another agent (holds a reference) */
-    struct ixl_dlist *list;
-    uint32_t valid_mask; /* backends that can serve every descriptor */
+    int initiator;          /* 1: the initiator's local side; 0: a target side */
+    int loopback;           /* target side on this agent itself */
+    struct remote *remote;  /* target side of another agent (holds a reference) */
+    struct ixl_dlist *list; /* the user's runs, consecutive progressions merged */
+    uint64_t uniform;       /* every run's count when they all have the same, else 0 */
+    uint32_t valid_mask;    /* backends that can serve every descriptor */
     struct prep_backend per[IXL_MAX_BACKENDS];
     struct region **regions; /* local regions used (each holds one "users" count) */
     size_t n_regions;
@@ -95,6 +96,7 @@ void ixl_agent_untrack_prep(struct ixl_agent *agent, struct ixl_prep *p);
 void ixl_regions_unuse(struct region **v, size_t n);
 
 /* Teardown helpers called by ixl_agent_hooks_fini(). */
+void ixl_desc_pool_fini(struct ixl_agent *agent);
 void ixl_remotes_fini(struct ixl_agent *agent);
 void ixl_mem_fini(struct ixl_agent *agent);
 

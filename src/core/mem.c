@@ -105,6 +105,7 @@ void ixl_agent_hooks_fini(struct ixl_agent *agent)
             break;
         ixl_prep_destroy(p);
     }
+    ixl_desc_pool_fini(agent);
     pthread_rwlock_wrlock(&agent->lock);
     ixl_remotes_fini(agent);
     ixl_mem_fini(agent);
@@ -191,6 +192,42 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
     return IXL_OK;
 }
 
+static int cmp_desc_idx(const void *a, const void *b, void *ctx)
+{
+    const struct ixl_reg_desc *d = ctx;
+    const struct ixl_reg_desc *x = &d[*(const size_t *)a], *y = &d[*(const size_t *)b];
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return 0;
+}
+
+/* Finds two descriptors of one call that name the same region, by sorting (O(n log n)). */
+static int find_dup(const struct ixl_reg_desc *d, size_t n, size_t *first, size_t *second)
+{
+    if (n < 2)
+        return 0;
+    size_t *idx = malloc(n * sizeof(*idx));
+    if (idx == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    qsort_r(idx, n, sizeof(*idx), cmp_desc_idx, (void *)d);
+    int found = 0;
+    for (size_t i = 1; i < n && !found; i++) {
+        if (cmp_desc_idx(&idx[i - 1], &idx[i], (void *)d) == 0) {
+            *first = idx[i - 1] < idx[i] ? idx[i - 1] : idx[i];
+            *second = idx[i - 1] < idx[i] ? idx[i] : idx[i - 1];
+            found = 1;
+        }
+    }
+    free(idx);
+    return found;
+}
+
 static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const struct ixl_reg_desc *d,
                           size_t i)
 {
@@ -222,6 +259,13 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         if (rc != IXL_OK)
             return rc;
     }
+    size_t d1, d2;
+    int dup = find_dup(descs, n, &d1, &d2);
+    if (dup < 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    if (dup)
+        return IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS,
+                               "registration descriptors %zu and %zu name the same region", d1, d2);
     int use_list = params && (params->field_mask & IXL_REG_F_BACKENDS);
     pthread_rwlock_wrlock(&agent->lock);
     uint32_t mask;
@@ -243,11 +287,6 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
     for (i = 0; i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
         struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
-        /* A duplicate within this call is found among the regions it made so far. */
-        for (size_t j = 0; g == NULL && j < i; j++)
-            if (fresh[j] && regs[j]->addr == d->addr && regs[j]->reg_len == d->len &&
-                regs[j]->dev == d->dev)
-                g = regs[j];
         if (g != NULL && (g->backend_mask & mask)) {
             rc = IXL_AGENT_QUIET(
                 agent, IXL_ERR_EXISTS,
@@ -362,11 +401,14 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
                                (unsigned long long)d->len,
                                (unsigned long long)atomic_load(&g->users));
         }
-        for (size_t j = 0; rc == IXL_OK && j < i; j++)
-            if (descs[j].addr == d->addr && descs[j].len == d->len && descs[j].dev == d->dev)
-                rc = IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
-                                   "descriptors %zu and %zu name the same region", j, i);
     }
+    size_t d1, d2;
+    int dup = rc == IXL_OK ? find_dup(descs, n, &d1, &d2) : 0;
+    if (dup < 0)
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    else if (dup)
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                           "descriptors %zu and %zu name the same region", d1, d2);
     for (size_t i = 0; rc == IXL_OK && i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
         struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);

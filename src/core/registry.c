@@ -136,7 +136,9 @@ static void rindex_commit(struct rindex *x)
 
 static void rindex_remove(struct rindex *x, struct region *g)
 {
-    rindex_commit(x);
+    /* The search needs the order, not best[]: that is rebuilt once, at the writer's commit. */
+    if (x->sorted != x->n)
+        rindex_commit(x);
     size_t pos = lower_bound(x, g->dev, g->addr, g->len);
     while (pos < x->n && x->v[pos] != g && cmp_key(x->v[pos], g->dev, g->addr, g->len) == 0)
         pos++;
@@ -206,4 +208,15 @@ void ixl_registry_remove(struct ixl_registry *r, struct region *g)
 void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
     rindex_remove(&r->by_backend[g->type][b], g);
+}
+
+uint64_t ixl_region_last_covered(const struct region *g, const struct ixl_run *run)
+{
+    uint64_t last = run->count - 1;
+    if (run->stride == 0)
+        return last;
+    /* Element k is covered while addr + k * stride + len <= the region's end. */
+    uint64_t room = g->addr + g->len - run->addr - run->len;
+    uint64_t k = room / run->stride;
+    return k < last ? k : last;
 }

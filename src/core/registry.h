@@ -64,6 +64,10 @@ void ixl_registry_remove(struct ixl_registry *r, struct region *g);
 void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsigned b);
 void ixl_registry_commit(struct ixl_registry *r);
 
+/* The last element of run that g still covers (g covers an element at or before it): walks over
+ * runs then cost one lookup per region change, not one per descriptor. */
+uint64_t ixl_region_last_covered(const struct region *g, const struct ixl_run *run);
+
 /* The covered length of a registration: len, or for storage types with len 0 the rest of the
  * address space. */
 uint64_t ixl_region_span(enum ixl_mem type, uint64_t addr, uint64_t len);

@@ -165,13 +165,14 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
                 rc = encode_region(agent, &w, x->v[i], wire_index, chosen, &nr);
         }
     } else {
-        /* The regions covering each descriptor, each region once. */
+        /* The regions covering each descriptor, each region once; one lookup per region
+         * change along each run. */
         const struct ixl_dlist *l = params->regions;
         struct region **seen = NULL;
         size_t n_seen = 0;
         for (size_t r = 0; r < l->n_runs && rc == IXL_OK; r++) {
             const struct ixl_run *run = &l->runs[r];
-            for (uint64_t k = 0; k < run->count && rc == IXL_OK; k++) {
+            for (uint64_t k = 0; k < run->count && rc == IXL_OK;) {
                 uint64_t addr = run->addr + k * run->stride;
                 struct region *g = NULL;
                 for (unsigned b = 0; b < agent->n_backends && g == NULL; b++)
@@ -187,17 +188,18 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
                                        (unsigned long long)addr, (unsigned long long)run->len);
                     break;
                 }
+                k = ixl_region_last_covered(g, run) + 1;
                 size_t j;
                 for (j = 0; j < n_seen && seen[j] != g; j++)
                     ;
                 if (j < n_seen)
                     continue;
-                struct region **s = realloc(seen, (n_seen + 1) * sizeof(*s));
-                if (s == NULL) {
+                struct region **sn = realloc(seen, (n_seen + 1) * sizeof(*sn));
+                if (sn == NULL) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                     break;
                 }
-                seen = s;
+                seen = sn;
                 seen[n_seen++] = g;
                 rc = encode_region(agent, &w, g, wire_index, chosen, &nr);
             }
@@ -479,7 +481,7 @@ ixl_status ixl_remote_check(struct ixl_agent *agent, const char *remote,
     } else if (descs != NULL) {
         for (size_t i = 0; i < descs->n_runs && rc == IXL_OK; i++) {
             const struct ixl_run *run = &descs->runs[i];
-            for (uint64_t k = 0; k < run->count && rc == IXL_OK; k++) {
+            for (uint64_t k = 0; k < run->count && rc == IXL_OK;) {
                 uint64_t addr = run->addr + k * run->stride;
                 struct region *g = NULL;
                 for (unsigned b = 0; b < agent->n_backends && g == NULL; b++)
@@ -488,6 +490,8 @@ ixl_status ixl_remote_check(struct ixl_agent *agent, const char *remote,
                     rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND,
                                          "descriptor %llu is not in a region loaded for '%s'",
                                          (unsigned long long)(descs->first[i] + k), remote);
+                else
+                    k = ixl_region_last_covered(g, run) + 1;
             }
         }
     }

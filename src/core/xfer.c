@@ -70,14 +70,7 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
                 *bad = l->first[r] + e;
                 return IXL_ERR_NOT_REGISTERED;
             }
-            uint64_t last = run->count - 1;
-            if (run->stride > 0) {
-                /* The last element k with addr(k) + len <= region end. */
-                uint64_t room = g->addr + g->len - run->addr - run->len;
-                uint64_t k = room / run->stride;
-                if (k < last)
-                    last = k;
-            }
+            uint64_t last = ixl_region_last_covered(g, run);
             if (pb->n_segs == cap) {
                 cap *= 2;
                 struct prep_seg *s = realloc(pb->segs, cap * sizeof(*s));
@@ -101,6 +94,63 @@ static int in_list(struct ixl_backend *const *list, size_t n, const struct ixl_b
         if (list[i] == b)
             return 1;
     return 0;
+}
+
+/* Whether run r continues the arithmetic progression of run t (same length and device, next
+ * address where t's stride says): then they become one run with the same descriptor indices. A
+ * list of single descriptors laid out at a fixed stride so costs one run, not one per block. */
+static int extend_run(struct ixl_run *t, const struct ixl_run *r)
+{
+    if (t->len != r->len || t->dev != r->dev || r->addr <= t->addr)
+        return 0;
+    uint64_t gap = r->addr - t->addr, count;
+    if (__builtin_add_overflow(t->count, r->count, &count))
+        return 0;
+    if (t->count == 1) {
+        /* t's stride is free: it is whatever gets to r, if r itself agrees. */
+        if (r->count > 1 && r->stride != gap)
+            return 0;
+        t->stride = gap;
+        t->count = count;
+        return 1;
+    }
+    uint64_t next;
+    if (__builtin_mul_overflow(t->count, t->stride, &next) || next != gap ||
+        (r->count > 1 && r->stride != t->stride))
+        return 0;
+    t->count = count;
+    return 1;
+}
+
+static int copy_merged(const struct ixl_dlist *src, struct ixl_dlist **out)
+{
+    struct ixl_run *runs = malloc((src->n_runs ? src->n_runs : 1) * sizeof(*runs));
+    if (runs == NULL)
+        return IXL_ERR_NO_MEMORY;
+    size_t n = 0;
+    for (size_t i = 0; i < src->n_runs; i++)
+        if (n == 0 || !extend_run(&runs[n - 1], &src->runs[i]))
+            runs[n++] = src->runs[i];
+    struct ixl_dlist *l = NULL;
+    int rc = ixl_dlist_create(src->type, n, &l);
+    if (rc == IXL_OK && (rc = ixl_dlist_append_runs(l, runs, n)) != IXL_OK) {
+        ixl_dlist_destroy(l);
+        l = NULL;
+    }
+    free(runs);
+    *out = l;
+    return rc;
+}
+
+/* The count every run has, or 0: with it, an index's run is a division, not a search. */
+static uint64_t uniform_count(const struct ixl_dlist *l)
+{
+    if (l->n_runs < 2)
+        return 0;
+    for (size_t i = 1; i < l->n_runs; i++)
+        if (l->runs[i].count != l->runs[0].count)
+            return 0;
+    return l->runs[0].count;
 }
 
 /* Builds a prepared list (agent->lock held for reading). remote NULL: the initiator side. */
@@ -130,9 +180,9 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
         reg = p->remote->regs;
     }
     p->list = NULL;
-    rc = ixl_dlist_create(list->type, list->n_runs, &p->list);
+    rc = copy_merged(list, &p->list);
     if (rc == IXL_OK)
-        rc = ixl_dlist_append_runs(p->list, list->runs, list->n_runs);
+        p->uniform = uniform_count(p->list);
     if (rc != IXL_OK) {
         prep_free(p);
         return IXL_AGENT_ERR(agent, rc, "out of memory");
@@ -239,7 +289,8 @@ uint64_t ixl_prep_count(const struct ixl_prep *prep)
 /* ---- building a request -------------------------------------------------------------------- */
 
 /* Walks a prepared list by descriptor index, caching the current run and segment: consecutive
- * indices cost O(1), random ones a binary search over runs and segments. */
+ * indices cost O(1), random ones a division (uniform runs) or a binary search, then a search
+ * over the run's segments (usually one). */
 struct cursor {
     const struct ixl_prep *p;
     const struct prep_backend *pb;
@@ -255,11 +306,17 @@ static void cursor_init(struct cursor *c, const struct ixl_prep *p, unsigned b)
     c->seg = 0;
 }
 
-static inline void cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out)
+/* Fills out for descriptor idx and returns how many descriptors from idx on lie in the same
+ * segment (>= 1), with their stride in *stride. */
+static inline __attribute__((always_inline)) uint64_t
+cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out, uint64_t *stride)
 {
     const struct ixl_dlist *l = c->p->list;
     if (!(idx >= l->first[c->run] && idx < l->first[c->run + 1])) {
-        c->run = ixl_dlist_find_run(l, idx);
+        if (c->p->uniform)
+            c->run = (size_t)(idx / c->p->uniform);
+        else
+            c->run = ixl_dlist_find_run(l, idx);
         c->seg = c->pb->seg_start[c->run];
     }
     const struct ixl_run *run = &l->runs[c->run];
@@ -277,10 +334,77 @@ static inline void cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_de
         }
         c->seg = lo;
     }
+    const struct prep_seg *sg = &segs[c->seg];
     out->addr = run->addr + e * run->stride;
     out->len = run->len;
     out->dev = run->dev;
-    out->md = segs[c->seg].md;
+    out->md = sg->md;
+    *stride = run->stride;
+    return sg->first + sg->count - e;
+}
+
+/* Descriptor arrays of finished requests, kept for the next ones: a 10^5-descriptor request
+ * needs 6 MB of them, and returning that to the OS at every release makes the next request
+ * fault it all in again. A few blocks per agent, under their own lock. */
+struct desc_block {
+    size_t cap; /* descriptors per side */
+    struct ixl_xfer_desc d[];
+};
+
+static struct ixl_xfer_desc *desc_take(struct ixl_agent *agent, size_t n)
+{
+    struct desc_block *blk = NULL;
+    pthread_mutex_lock(&agent->pool_lock);
+    for (int i = 0; i < IXL_DESC_POOL; i++) {
+        struct desc_block *c = agent->desc_pool[i];
+        if (c && c->cap >= n && (blk == NULL || c->cap < blk->cap))
+            blk = c;
+    }
+    for (int i = 0; blk && i < IXL_DESC_POOL; i++)
+        if (agent->desc_pool[i] == blk)
+            agent->desc_pool[i] = NULL;
+    pthread_mutex_unlock(&agent->pool_lock);
+    if (blk == NULL) {
+        blk = malloc(sizeof(*blk) + 2 * n * sizeof(blk->d[0]));
+        if (blk == NULL)
+            return NULL;
+        blk->cap = n;
+    }
+    return blk->d;
+}
+
+static void desc_give(struct ixl_agent *agent, struct ixl_xfer_desc *d)
+{
+    if (d == NULL)
+        return;
+    struct desc_block *blk = (struct desc_block *)((char *)d - offsetof(struct desc_block, d));
+    pthread_mutex_lock(&agent->pool_lock);
+    /* Keep the larger blocks: they serve every smaller request too. */
+    int slot = -1;
+    for (int i = 0; i < IXL_DESC_POOL; i++) {
+        struct desc_block *c = agent->desc_pool[i];
+        if (c == NULL) {
+            slot = i;
+            break;
+        }
+        if (c->cap < blk->cap && (slot < 0 || c->cap < agent->desc_pool[slot]->cap))
+            slot = i;
+    }
+    if (slot >= 0) {
+        struct desc_block *old = agent->desc_pool[slot];
+        agent->desc_pool[slot] = blk;
+        blk = old;
+    }
+    pthread_mutex_unlock(&agent->pool_lock);
+    free(blk);
+}
+
+void ixl_desc_pool_fini(struct ixl_agent *agent)
+{
+    for (int i = 0; i < IXL_DESC_POOL; i++) {
+        free(agent->desc_pool[i]);
+        agent->desc_pool[i] = NULL;
+    }
 }
 
 static void xfer_free(struct ixl_xfer *x)
@@ -291,8 +415,7 @@ static void xfer_free(struct ixl_xfer *x)
     free(x->regions);
     if (x->remote)
         ixl_remote_put(x->remote, 0);
-    free(x->ldesc);
-    free(x->rdesc);
+    desc_give(x->agent, x->ldesc);
     free(x->notif);
     free(x);
 }
@@ -366,9 +489,13 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     x->agent = agent;
     x->backend = be;
     x->op = op;
-    x->ldesc = malloc((n ? n : 1) * sizeof(*x->ldesc));
-    x->rdesc = malloc((n ? n : 1) * sizeof(*x->rdesc));
-    if (x->ldesc == NULL || x->rdesc == NULL) {
+    x->ldesc = desc_take(agent, n ? n : 1);
+    x->rdesc =
+        x->ldesc
+            ? x->ldesc +
+                  (((struct desc_block *)((char *)x->ldesc - offsetof(struct desc_block, d)))->cap)
+            : NULL;
+    if (x->ldesc == NULL) {
         xfer_free(x);
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     }
@@ -379,7 +506,7 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     cursor_init(&rc_, rp, b);
     size_t m = 0;
     uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         int64_t a = li ? li[i] : (int64_t)i, c = ri ? ri[i] : (int64_t)i;
         if (a < 0 || (uint64_t)a >= lcount || c < 0 || (uint64_t)c >= rcount) {
             xfer_free(x);
@@ -390,8 +517,9 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
                                  (unsigned long long)rcount);
         }
         struct ixl_xfer_desc ld, rd;
-        cursor_get(&lc, (uint64_t)a, &ld);
-        cursor_get(&rc_, (uint64_t)c, &rd);
+        uint64_t lstride, rstride;
+        uint64_t lleft = cursor_get(&lc, (uint64_t)a, &ld, &lstride);
+        uint64_t rleft = cursor_get(&rc_, (uint64_t)c, &rd, &rstride);
         if (ld.len != rd.len) {
             xfer_free(x);
             return IXL_AGENT_ERR(agent, IXL_ERR_MISMATCH,
@@ -399,19 +527,46 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
                                  "(each pair must have equal lengths)",
                                  i, (unsigned long long)ld.len, (unsigned long long)rd.len);
         }
-        bytes += ld.len;
-        if (merge && m > 0) {
-            struct ixl_xfer_desc *pl = &x->ldesc[m - 1], *pr = &x->rdesc[m - 1];
-            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
-                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
-                pl->len += ld.len;
-                pr->len += rd.len;
-                continue;
-            }
+        /* The pairs after i that continue both index sequences inside both segments: the
+         * common case of consecutive blocks, handled without a lookup each. */
+        uint64_t k = 1, kmax = lleft < rleft ? lleft : rleft;
+        if (kmax > n - i)
+            kmax = n - i;
+        if (li && ri)
+            while (k < kmax && li[i + k] == a + (int64_t)k && ri[i + k] == c + (int64_t)k)
+                k++;
+        else if (li || ri)
+            while (k < kmax && (li ? li[i + k] == a + (int64_t)k : ri[i + k] == c + (int64_t)k))
+                k++;
+        else
+            k = kmax;
+        uint64_t pairs = k;
+        bytes += k * ld.len;
+        if (merge && lstride == ld.len && rstride == rd.len) {
+            /* Contiguous on both sides: k pairs are one descriptor. */
+            ld.len *= k;
+            rd.len *= k;
+            k = 1;
         }
-        x->ldesc[m] = ld;
-        x->rdesc[m] = rd;
-        m++;
+        for (uint64_t j = 0; j < k; j++) {
+            if (merge && m > 0) {
+                struct ixl_xfer_desc *pl = &x->ldesc[m - 1], *pr = &x->rdesc[m - 1];
+                if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr &&
+                    pl->md == ld.md && pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
+                    pl->len += ld.len;
+                    pr->len += rd.len;
+                    ld.addr += lstride;
+                    rd.addr += rstride;
+                    continue;
+                }
+            }
+            x->ldesc[m] = ld;
+            x->rdesc[m] = rd;
+            m++;
+            ld.addr += lstride;
+            rd.addr += rstride;
+        }
+        i += (size_t)pairs;
     }
     x->n = m;
     x->bytes = bytes;

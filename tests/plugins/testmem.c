@@ -104,11 +104,6 @@ struct tm_conn {
 };
 
 /* One pair of a request, with what it needs of the target's metadata copied at prep. */
-struct tm_pair {
-    uint64_t laddr, raddr, len;
-    uint64_t rkey, rinst;
-};
-
 enum tm_req_state { TM_IDLE, TM_QUEUED, TM_RUNNING, TM_DONE };
 
 struct tm_req {
@@ -116,7 +111,9 @@ struct tm_req {
     enum ixl_mem ltype, rtype;
     char remote[IXL_NAME_MAX];
     size_t n;
-    struct tm_pair *pairs; /* allocated once at prep: posts allocate nothing per pair */
+    /* The core's descriptor arrays, borrowed until release_req (the ABI's promise): nothing
+     * is copied per pair, so preparing a 10^5-descriptor request costs one pass. */
+    const struct ixl_xfer_desc *ld, *rd;
     uint64_t total;
     void *notif; /* NULL: none */
     size_t notif_len;
@@ -545,29 +542,42 @@ static int tm_execute(struct tm_engine *e, struct tm_req *r, int check_epoch,
     /* Check every pair against the target's registry first, so that a refused request writes
      * nothing; keep the registry locked while copying so a deregistration waits for us. */
     pthread_mutex_lock(&t->reg_lock);
+    const struct ixl_md *last_md = NULL;
+    const struct tm_region *g = NULL;
+    uint64_t rkey = 0, rinst = 0;
     for (size_t i = 0; i < r->n && rc == IXL_OK; i++) {
-        const struct tm_pair *p = &r->pairs[i];
-        if (p->rinst != t->inst) {
+        const struct ixl_xfer_desc *rd = &r->rd[i];
+        if (rd->md != last_md) {
+            if (tm_target_md(e, rd->md, &rkey, &rinst) != IXL_OK) {
+                rc = IXL_ERR_REMOTE_REFUSED;
+                break;
+            }
+            last_md = rd->md;
+            g = NULL;
+        }
+        if (rinst != t->inst) {
             rc = IXL_ERR_REMOTE_DISCONNECT;
             break;
         }
-        const struct tm_region *g = t->regions;
-        while (g && g->key != p->rkey)
-            g = g->next;
-        if (g == NULL || g->type != r->rtype || !tm_covers(g->addr, g->len, p->raddr, p->len))
+        if (g == NULL || g->key != rkey) {
+            g = t->regions;
+            while (g && g->key != rkey)
+                g = g->next;
+        }
+        if (g == NULL || g->type != r->rtype || !tm_covers(g->addr, g->len, rd->addr, rd->len))
             rc = IXL_ERR_REMOTE_REFUSED;
     }
     if (rc == IXL_OK) {
         for (size_t i = 0; i < r->n; i++) {
-            const struct tm_pair *p = &r->pairs[i];
-            if (p->len == 0)
+            uint64_t len = r->ld[i].len;
+            if (len == 0)
                 continue;
-            void *l = (void *)(uintptr_t)p->laddr;
-            void *rm = (void *)(uintptr_t)p->raddr;
+            void *l = (void *)(uintptr_t)r->ld[i].addr;
+            void *rm = (void *)(uintptr_t)r->rd[i].addr;
             if (r->op == IXL_OP_READ)
-                memmove(l, rm, p->len);
+                memmove(l, rm, len);
             else
-                memmove(rm, l, p->len);
+                memmove(rm, l, len);
         }
     }
     pthread_mutex_unlock(&t->reg_lock);
@@ -652,7 +662,6 @@ static void tm_free_engine(struct tm_engine *e)
     while (e->reqs) {
         struct tm_req *r = e->reqs;
         e->reqs = r->next;
-        free(r->pairs);
         free(r->notif);
         free(r);
     }
@@ -1146,44 +1155,38 @@ static int tm_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ix
     if (r == NULL)
         return tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: out of memory", TESTMEM_NAME);
     r->n = local->count;
-    if (r->n > 0) {
-        r->pairs = calloc(r->n, sizeof(*r->pairs));
-        if (r->pairs == NULL) {
-            rc = tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: out of memory", TESTMEM_NAME);
-            goto fail_req;
-        }
-    }
+    r->ld = local->descs;
+    r->rd = remote->descs;
+    const struct ixl_md *last_md = NULL; /* consecutive pairs mostly share the target region */
     for (size_t i = 0; i < r->n; i++) {
         const struct ixl_xfer_desc *ld = &local->descs[i], *rd = &remote->descs[i];
-        struct tm_pair *p = &r->pairs[i];
         if (ld->len != rd->len) {
             rc = tm_error(e->host, IXL_ERR_MISMATCH,
                           "%s: pair %zu: local length %" PRIu64 ", remote %" PRIu64, TESTMEM_NAME,
                           i, ld->len, rd->len);
-            goto fail_pairs;
+            goto fail_req;
         }
         const struct tm_region *lg = (const struct tm_region *)ld->md;
         if (lg == NULL || lg->magic != TM_REGION_MAGIC ||
             !tm_covers(lg->addr, lg->len, ld->addr, ld->len)) {
             rc = tm_error(e->host, IXL_ERR_NOT_REGISTERED,
                           "%s: local descriptor %zu lies outside its region", TESTMEM_NAME, i);
-            goto fail_pairs;
+            goto fail_req;
         }
-        if (tm_target_md(e, rd->md, &p->rkey, &p->rinst) != IXL_OK) {
+        uint64_t key, inst;
+        if (rd->md != last_md && tm_target_md(e, rd->md, &key, &inst) != IXL_OK) {
             rc = tm_error(e->host, IXL_ERR_INVALID_ARG,
                           "%s: remote descriptor %zu has no loaded metadata", TESTMEM_NAME, i);
-            goto fail_pairs;
+            goto fail_req;
         }
-        p->laddr = ld->addr;
-        p->raddr = rd->addr;
-        p->len = ld->len;
+        last_md = rd->md;
         r->total += ld->len;
     }
     if (msg != NULL) {
         r->notif = tm_dup_notif(msg, msg_len);
         if (r->notif == NULL) {
             rc = tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: out of memory", TESTMEM_NAME);
-            goto fail_pairs;
+            goto fail_req;
         }
         r->notif_len = msg_len;
     }
@@ -1201,8 +1204,6 @@ static int tm_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ix
     *out = (struct ixl_req *)r;
     return IXL_OK;
 
-fail_pairs:
-    free(r->pairs);
 fail_req:
     free(r);
     return rc;
@@ -1372,7 +1373,6 @@ static int tm_release_req(struct ixl_engine *base, struct ixl_req *req)
     if (r->next)
         r->next->prev = r->prev;
     pthread_mutex_unlock(&e->lock);
-    free(r->pairs);
     free(r->notif);
     free(r);
     return IXL_OK;
