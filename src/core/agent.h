@@ -1,12 +1,13 @@
 /*
  * The agent's internal state. Lock order (take left before right, never the reverse):
  *
- *   agent->lock (rwlock: registry, remotes, backends list)  ->  agent->notif_lock
- *   agent->lock  ->  agent->wake_lock
+ *   agent->notif_lock  ->  agent->lock (rwlock: registry, remotes, backends list)
+ *   agent->lock  ->  agent->wake_lock, agent->pool_lock, agent->objs_lock
+ *   xfer->lock  ->  (backend calls only; never an agent lock)
  *
- * Requests (struct ixl_xfer) are not protected by agent->lock once created: the API contract
- * says one request is driven by one thread at a time; what they share with the agent (regions,
- * remotes) is reference counted.
+ * Requests (struct ixl_xfer) are not protected by agent->lock once created: one thread posts
+ * a request while others may ask its status (xfer->lock); what requests share with the agent
+ * (regions, remotes) is reference counted.
  */
 #ifndef IXL_CORE_AGENT_H
 #define IXL_CORE_AGENT_H

@@ -65,6 +65,9 @@ struct ixl_prep {
 enum xfer_state { XFER_IDLE, XFER_INFLIGHT, XFER_DONE, XFER_ERROR };
 
 struct ixl_xfer {
+    /* One thread posts a request, but others may ask its status or wait on it at the same
+     * time (the API contract): post, status, set_notif and telemetry hold this lock. */
+    pthread_mutex_t lock;
     struct ixl_agent *agent;
     struct ixl_backend *backend;
     enum ixl_op op;

@@ -417,6 +417,7 @@ static void xfer_free(struct ixl_xfer *x)
         ixl_remote_put(x->remote, 0);
     desc_give(x->agent, x->ldesc);
     free(x->notif);
+    pthread_mutex_destroy(&x->lock);
     free(x);
 }
 
@@ -486,6 +487,7 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     struct ixl_xfer *x = calloc(1, sizeof(*x));
     if (x == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    pthread_mutex_init(&x->lock, NULL);
     x->agent = agent;
     x->backend = be;
     x->op = op;
@@ -726,22 +728,38 @@ static void finish(struct ixl_xfer *x, int rc)
     }
 }
 
-ixl_status ixl_xfer_post(struct ixl_xfer *x)
+static int status_locked(struct ixl_xfer *x)
 {
-    if (x == NULL)
-        return IXL_ERR_INVALID_ARG;
+    switch (x->state) {
+    case XFER_IDLE:
+        return IXL_ERR_NOT_POSTED;
+    case XFER_DONE:
+        return IXL_OK;
+    case XFER_ERROR:
+        return x->status;
+    case XFER_INFLIGHT:
+        break;
+    }
+    int rc = x->backend->plugin->ops.check_xfer(x->backend->engine, x->req);
+    if (rc == IXL_IN_PROGRESS)
+        return rc;
+    if (rc != IXL_OK && ixl_err_get(x->agent->id)[0] == '\0')
+        IXL_AGENT_ERR(x->agent, rc, "request on backend %s failed: %s",
+                      x->backend->plugin->info.name, ixl_strerror(rc));
+    finish(x, rc);
+    return rc;
+}
+
+static int post_locked(struct ixl_xfer *x)
+{
     struct ixl_agent *agent = x->agent;
-    ixl_err_clear(agent->id);
     if (x->canceling)
         return IXL_AGENT_ERR(agent, IXL_ERR_NOT_ALLOWED,
                              "the request is being canceled: release it again");
-    if (x->state == XFER_INFLIGHT) {
-        int st = ixl_xfer_status(x);
-        if (st == IXL_IN_PROGRESS)
-            return IXL_AGENT_ERR(agent, IXL_ERR_REPOST_ACTIVE,
-                                 "the request is still in flight: wait for it before posting "
-                                 "it again");
-    }
+    if (x->state == XFER_INFLIGHT && status_locked(x) == IXL_IN_PROGRESS)
+        return IXL_AGENT_ERR(agent, IXL_ERR_REPOST_ACTIVE,
+                             "the request is still in flight: wait for it before posting "
+                             "it again");
     if (x->remote && !atomic_load(&x->remote->valid))
         return IXL_AGENT_ERR(agent, IXL_ERR_STALE,
                              "remote agent '%s' was invalidated or reloaded after this request "
@@ -765,27 +783,24 @@ ixl_status ixl_xfer_post(struct ixl_xfer *x)
     return rc;
 }
 
+ixl_status ixl_xfer_post(struct ixl_xfer *x)
+{
+    if (x == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(x->agent->id);
+    pthread_mutex_lock(&x->lock);
+    int rc = post_locked(x);
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
 ixl_status ixl_xfer_status(struct ixl_xfer *x)
 {
     if (x == NULL)
         return IXL_ERR_INVALID_ARG;
-    switch (x->state) {
-    case XFER_IDLE:
-        return IXL_ERR_NOT_POSTED;
-    case XFER_DONE:
-        return IXL_OK;
-    case XFER_ERROR:
-        return x->status;
-    case XFER_INFLIGHT:
-        break;
-    }
-    int rc = x->backend->plugin->ops.check_xfer(x->backend->engine, x->req);
-    if (rc == IXL_IN_PROGRESS)
-        return rc;
-    if (rc != IXL_OK && ixl_err_get(x->agent->id)[0] == '\0')
-        IXL_AGENT_ERR(x->agent, rc, "request on backend %s failed: %s",
-                      x->backend->plugin->info.name, ixl_strerror(rc));
-    finish(x, rc);
+    pthread_mutex_lock(&x->lock);
+    int rc = status_locked(x);
+    pthread_mutex_unlock(&x->lock);
     return rc;
 }
 
@@ -827,13 +842,17 @@ ixl_status ixl_xfer_release(struct ixl_xfer *x)
     struct ixl_agent *agent = x->agent;
     ixl_err_clear(agent->id);
     if (x->req != NULL) {
+        pthread_mutex_lock(&x->lock);
         int rc = x->backend->plugin->ops.release_req(x->backend->engine, x->req);
+        pthread_mutex_unlock(&x->lock);
         if (rc != IXL_OK) {
+            pthread_mutex_lock(&x->lock);
             x->canceling = 1;
             if (x->state == XFER_INFLIGHT) {
                 x->state = XFER_ERROR;
                 x->status = IXL_ERR_CANCELED;
             }
+            pthread_mutex_unlock(&x->lock);
             if (ixl_err_get(agent->id)[0] == '\0')
                 IXL_AGENT_QUIET(agent, rc,
                                 "backend %s could not stop the request yet: release it again",
@@ -854,7 +873,10 @@ ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
     ixl_err_clear(agent->id);
     if (len > 0 && msg == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "len > 0 with a NULL message");
-    if (x->state == XFER_INFLIGHT && ixl_xfer_status(x) == IXL_IN_PROGRESS)
+    pthread_mutex_lock(&x->lock);
+    int busy = x->state == XFER_INFLIGHT && status_locked(x) == IXL_IN_PROGRESS;
+    pthread_mutex_unlock(&x->lock);
+    if (busy)
         return IXL_AGENT_ERR(agent, IXL_ERR_REPOST_ACTIVE,
                              "the notification of a request in flight cannot change");
     if (len > agent->params.notif_max)
@@ -872,9 +894,11 @@ ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
             return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
         memcpy(copy, msg, len);
     }
+    pthread_mutex_lock(&x->lock);
     free(x->notif);
     x->notif = copy;
     x->notif_len = len;
+    pthread_mutex_unlock(&x->lock);
     return IXL_OK;
 }
 
@@ -885,24 +909,31 @@ ixl_status ixl_xfer_telemetry(struct ixl_xfer *x, struct ixl_xfer_telemetry *out
     if (!x->agent->params.telemetry)
         return IXL_AGENT_QUIET(x->agent, IXL_ERR_NO_TELEMETRY, "telemetry is off for agent '%s'",
                                x->agent->name);
-    if (x->done_count == 0)
-        return IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_POSTED, "the request has not completed yet");
-    out->post_us = x->post_ns / 1000u;
-    out->xfer_us = x->xfer_ns / 1000u;
-    out->bytes = x->bytes;
-    out->desc_count = x->n;
-    out->post_count = x->post_count;
-    return IXL_OK;
+    pthread_mutex_lock(&x->lock);
+    int rc = IXL_OK;
+    if (x->done_count == 0) {
+        rc = IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_POSTED, "the request has not completed yet");
+    } else {
+        out->post_us = x->post_ns / 1000u;
+        out->xfer_us = x->xfer_ns / 1000u;
+        out->bytes = x->bytes;
+        out->desc_count = x->n;
+        out->post_count = x->post_count;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return rc;
 }
 
 ixl_status ixl_xfer_info(struct ixl_xfer *x, struct ixl_xfer_info *out)
 {
     if (x == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
+    pthread_mutex_lock(&x->lock);
     out->backend = x->backend->plugin->info.name;
     out->path = x->path;
     out->desc_count = x->n;
     out->bytes = x->bytes;
+    pthread_mutex_unlock(&x->lock);
     return IXL_OK;
 }
 
