@@ -43,7 +43,9 @@ struct prep_seg {
 };
 
 struct prep_backend {
-    size_t *seg_start; /* n_runs + 1 offsets into segs */
+    size_t *seg_start;  /* n_runs + 1 offsets into segs */
+    uint64_t *seg_step; /* per run: the count of each of its segments when all but the last
+                           have the same (a run across equal regions), else 0 */
     struct prep_seg *segs;
     size_t n_segs;
 };

@@ -18,6 +18,7 @@ static void prep_free(struct ixl_prep *p)
     free(p->regions);
     for (int b = 0; b < IXL_MAX_BACKENDS; b++) {
         free(p->per[b].seg_start);
+        free(p->per[b].seg_step);
         free(p->per[b].segs);
     }
     if (p->remote)
@@ -54,8 +55,9 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
     struct prep_backend *pb = &p->per[b];
     size_t cap = l->n_runs + 4;
     pb->seg_start = malloc((l->n_runs + 1) * sizeof(*pb->seg_start));
+    pb->seg_step = calloc(l->n_runs ? l->n_runs : 1, sizeof(*pb->seg_step));
     pb->segs = malloc(cap * sizeof(*pb->segs));
-    if (pb->seg_start == NULL || pb->segs == NULL)
+    if (pb->seg_start == NULL || pb->seg_step == NULL || pb->segs == NULL)
         return IXL_ERR_NO_MEMORY;
     pb->n_segs = 0;
     for (size_t r = 0; r < l->n_runs; r++) {
@@ -85,6 +87,14 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
         }
     }
     pb->seg_start[l->n_runs] = pb->n_segs;
+    for (size_t r = 0; r < l->n_runs; r++) {
+        size_t lo = pb->seg_start[r], hi = pb->seg_start[r + 1];
+        uint64_t step = pb->segs[lo].count;
+        for (size_t k = lo; step && k + 1 < hi; k++)
+            if (pb->segs[k].count != step)
+                step = 0;
+        pb->seg_step[r] = hi - lo > 1 ? step : 0;
+    }
     return IXL_OK;
 }
 
@@ -211,6 +221,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
             continue;
         }
         free(p->per[b].seg_start);
+        free(p->per[b].seg_step);
         free(p->per[b].segs);
         memset(&p->per[b], 0, sizeof(p->per[b]));
         p->n_regions = keep_regions;
@@ -325,6 +336,13 @@ cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out, uint64_t *
     size_t lo = c->pb->seg_start[c->run], hi = c->pb->seg_start[c->run + 1];
     if (!(c->seg >= lo && c->seg < hi && e >= segs[c->seg].first &&
           e - segs[c->seg].first < segs[c->seg].count)) {
+        uint64_t step = c->pb->seg_step[c->run];
+        if (step) {
+            /* Equal segments: the segment is a division away. */
+            uint64_t k = e / step;
+            lo = lo + k < hi ? lo + (size_t)k : hi - 1;
+            hi = lo + 1;
+        }
         while (hi - lo > 1) { /* the last segment with first <= e */
             size_t mid = lo + (hi - lo) / 2;
             if (segs[mid].first <= e)

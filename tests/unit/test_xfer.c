@@ -526,6 +526,64 @@ static void test_backend_choice(void)
     ixl_agent_destroy(a);
 }
 
+/* One run across several regions (segments): the request still finds each block's region. */
+static void test_run_across_regions(void)
+{
+    struct ixl_agent *a = make_agent("S", "TEST");
+    enum { PARTS = 5, BL = 512 };
+    /* The source buffer as PARTS regions of unequal sizes, the destination as one. */
+    size_t cut[PARTS + 1] = {0, SZ / 8, SZ / 4, SZ / 2, SZ / 2 + SZ / 16, SZ};
+    for (int i = 0; i < PARTS; i++) {
+        struct ixl_reg_desc d = {(uintptr_t)src + cut[i], cut[i + 1] - cut[i], 0, NULL, 0};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+    }
+    reg(a, dst, SZ);
+    struct ixl_run lr = {(uintptr_t)src, BL, BL, SZ / BL, 0};
+    struct ixl_run rr = {(uintptr_t)dst, BL, BL, SZ / BL, 0};
+    struct ixl_dlist *ll, *rl;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &ll), IXL_OK);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &rl), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(ll, &lr, 1), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(rl, &rr, 1), IXL_OK);
+    struct ixl_prep *lp, *rp;
+    CHECK_RC(ixl_prep_create(a, NULL, ll, NULL, &lp), IXL_OK);
+    CHECK_RC(ixl_prep_create(a, "S", rl, NULL, &rp), IXL_OK);
+    enum { N = 1000 };
+    int64_t li[N], ri[N];
+    srand(11);
+    for (int i = 0; i < N; i++) {
+        li[i] = rand() % (SZ / BL);
+        ri[i] = i;
+    }
+    fill(src, SZ);
+    memset(dst, 0, SZ);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, N, NULL, &x), IXL_OK);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    for (int i = 0; i < N; i++)
+        CHECK(memcmp(dst + (size_t)i * BL, src + (size_t)li[i] * BL, BL) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    /* Consecutive indices across a region boundary split there and nowhere else. */
+    enum { W = 200 };
+    for (int i = 0; i < W; i++)
+        li[i] = (int64_t)(cut[3] / BL) - W / 2 + i;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, W, NULL, &x), IXL_OK);
+    struct ixl_xfer_info info;
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.desc_count == 2);
+    fill(src, SZ);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(dst, src + (size_t)li[0] * BL, (size_t)W * BL) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_prep_destroy(lp);
+    ixl_prep_destroy(rp);
+    ixl_dlist_destroy(ll);
+    ixl_dlist_destroy(rl);
+    ixl_agent_destroy(a);
+}
+
 int main(void)
 {
     if (getenv("IXL_TEST_PLUGIN_DIR") == NULL)
@@ -540,6 +598,7 @@ int main(void)
     test_release_busy_and_fail();
     test_prepped();
     test_backend_choice();
+    test_run_across_regions();
     free(src);
     free(dst);
     free(other);
