@@ -1,0 +1,891 @@
+/* NET engine: options, identity, connection info, registration, metadata, allocation,
+ * notifications. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+
+#define CONN_MAGIC "IXLNETC1"
+#define PUB_MAGIC 0x3142554eu /* "NUB1" */
+#define PUB_BYTES NET_PUB_BYTES
+
+uint64_t net_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int net_error(struct net_engine *e, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    e->host->error(e->host->ctx, status, "%s", msg);
+    return status;
+}
+
+static uint64_t random64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = net_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    return v ? v : 1;
+}
+
+static void put(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static const struct ixl_option net_options[] = {
+    {"path", "auto",
+     "data path to peers: auto (same node: mapped memory, then cross-memory attach, then TCP), "
+     "or force shm, cma or tcp"},
+    {"local_paths", "1", "0: same-node peers must use TCP to reach this agent's memory"},
+    {"listen_addr", "0.0.0.0", "address the data listener binds"},
+    {"port", "0", "data listener port (0: any free port)"},
+    {"addrs", "",
+     "addresses advertised to peers, comma-separated IPv4 (default: every "
+     "interface's)"},
+    {"conns", "4", "TCP connections per peer (1-16)"},
+    {"chunk", "1048576", "bytes per TCP frame when a descriptor is split"},
+    {"timeout_ms", "2000", "a peer silent this long with work outstanding is declared dead"},
+    {"heartbeat_ms", "250", "interval of the liveness checks"},
+    {"hugepages", "1", "1: memory from ixl_mem_alloc tries huge pages first"},
+    {"copy_threads", "2", "threads doing same-node copies (1-8)"},
+};
+
+static const char *opt(const struct ixl_engine_init *init, const char *key)
+{
+    for (size_t i = 0; i < init->n_params; i++)
+        if (strcmp(init->params[i].key, key) == 0)
+            return init->params[i].value;
+    for (size_t i = 0; i < sizeof(net_options) / sizeof(net_options[0]); i++)
+        if (strcmp(net_options[i].name, key) == 0)
+            return net_options[i].default_value;
+    return "";
+}
+
+static int opt_u64(struct net_engine *e, const struct ixl_engine_init *init, const char *key,
+                   uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    const char *v = opt(init, key);
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno || x < lo || x > hi)
+        return net_error(e, IXL_ERR_INVALID_ARG,
+                         "option %s='%s': want a number in %" PRIu64 "..%" PRIu64, key, v, lo, hi);
+    *out = x;
+    return IXL_OK;
+}
+
+static int parse_options(struct net_engine *e, const struct ixl_engine_init *init)
+{
+    const char *p = opt(init, "path");
+    if (strcmp(p, "auto") == 0)
+        e->force_path = NET_PATH_AUTO;
+    else if (strcmp(p, "shm") == 0)
+        e->force_path = NET_PATH_SHM;
+    else if (strcmp(p, "cma") == 0)
+        e->force_path = NET_PATH_CMA;
+    else if (strcmp(p, "tcp") == 0)
+        e->force_path = NET_PATH_TCP;
+    else
+        return net_error(e, IXL_ERR_INVALID_ARG, "option path='%s': want auto, shm, cma or tcp", p);
+    uint64_t v;
+    int rc;
+    if ((rc = opt_u64(e, init, "local_paths", 0, 1, &v)) != IXL_OK)
+        return rc;
+    e->local_paths = v;
+    if ((rc = opt_u64(e, init, "port", 0, 65535, &v)) != IXL_OK)
+        return rc;
+    e->port = (uint16_t)v;
+    if ((rc = opt_u64(e, init, "conns", 1, NET_MAX_CONNS, &v)) != IXL_OK)
+        return rc;
+    e->n_conns = (int)v;
+    if ((rc = opt_u64(e, init, "chunk", 4096, 1ull << 30, &e->chunk)) != IXL_OK)
+        return rc;
+    if ((rc = opt_u64(e, init, "timeout_ms", 10, 3600000, &v)) != IXL_OK)
+        return rc;
+    e->timeout_ns = v * 1000000ull;
+    if ((rc = opt_u64(e, init, "heartbeat_ms", 5, 60000, &v)) != IXL_OK)
+        return rc;
+    e->heartbeat_ns = v * 1000000ull;
+    if ((rc = opt_u64(e, init, "hugepages", 0, 1, &v)) != IXL_OK)
+        return rc;
+    e->hugepages = v;
+    if ((rc = opt_u64(e, init, "copy_threads", 1, 8, &v)) != IXL_OK)
+        return rc;
+    e->copy_threads = (int)v;
+    const char *la = opt(init, "listen_addr");
+    struct in_addr tmp;
+    if (inet_pton(AF_INET, la, &tmp) != 1)
+        return net_error(e, IXL_ERR_INVALID_ARG, "option listen_addr='%s': not an IPv4 address",
+                         la);
+    snprintf(e->listen_addr, sizeof(e->listen_addr), "%s", la);
+
+    const char *adv = opt(init, "addrs");
+    while (*adv) {
+        char one[64];
+        const char *comma = strchr(adv, ',');
+        size_t n = comma ? (size_t)(comma - adv) : strlen(adv);
+        if (n == 0 || n >= sizeof(one) || e->n_adv_addrs == NET_MAX_ADDRS)
+            return net_error(e, IXL_ERR_INVALID_ARG, "option addrs: bad list");
+        memcpy(one, adv, n);
+        one[n] = '\0';
+        if (inet_pton(AF_INET, one, &tmp) != 1)
+            return net_error(e, IXL_ERR_INVALID_ARG, "option addrs: '%s' is not IPv4", one);
+        e->adv_addrs[e->n_adv_addrs++] = tmp.s_addr;
+        adv = comma ? comma + 1 : adv + n;
+    }
+    return IXL_OK;
+}
+
+/* ---- identity and connection info ---------------------------------------------------------- */
+
+/* Two agents are on the same node when they run on the same kernel boot and in the same pid
+ * namespace (so a pid means the same process to both): equal IP addresses would not say that. */
+static void host_identity(uint8_t out[24])
+{
+    memset(out, 0, 24);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[64] = {0};
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        int k = 0;
+        for (ssize_t i = 0; i < n && k < 32; i++) {
+            char c = buf[i];
+            int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+            if (v < 0)
+                continue;
+            out[k / 2] |= (uint8_t)(v << ((k & 1) ? 0 : 4));
+            k++;
+        }
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0)
+        put(out + 16, (uint64_t)st.st_ino, 8);
+}
+
+static void collect_addrs(struct net_engine *e)
+{
+    if (e->n_adv_addrs > 0)
+        return;
+    struct in_addr any;
+    inet_pton(AF_INET, e->listen_addr, &any);
+    if (any.s_addr != htonl(INADDR_ANY)) {
+        e->adv_addrs[e->n_adv_addrs++] = any.s_addr;
+        return;
+    }
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) == 0) {
+        /* Non-loopback first: a remote peer tries them in order. */
+        for (int loop = 0; loop < 2; loop++)
+            for (struct ifaddrs *i = ifs; i && e->n_adv_addrs < NET_MAX_ADDRS; i = i->ifa_next) {
+                if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+                    !(i->ifa_flags & IFF_UP))
+                    continue;
+                int is_loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
+                if (is_loop != loop)
+                    continue;
+                e->adv_addrs[e->n_adv_addrs++] =
+                    ((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr;
+            }
+        freeifaddrs(ifs);
+    }
+    if (e->n_adv_addrs == 0)
+        e->adv_addrs[e->n_adv_addrs++] = htonl(INADDR_LOOPBACK);
+}
+
+static void build_conn_info(struct net_engine *e)
+{
+    uint8_t *p = e->conn_info;
+    memcpy(p, CONN_MAGIC, 8);
+    put(p + 8, e->instance, 8);
+    put(p + 16, (uint64_t)getpid(), 4);
+    memcpy(p + 20, e->host_id, 24);
+    p[44] = e->local_paths ? 1 : 0;
+    put(p + 45, (uint64_t)(uintptr_t)&e->probe, 8);
+    put(p + 53, e->port, 2);
+    p[55] = (uint8_t)e->n_adv_addrs;
+    for (int i = 0; i < e->n_adv_addrs; i++)
+        memcpy(p + 56 + 4 * i, &e->adv_addrs[i], 4);
+    e->conn_len = 56 + 4 * (size_t)e->n_adv_addrs;
+}
+
+static int net_get_conn_info(struct ixl_engine *base, const void **info, size_t *len)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    *info = e->conn_info;
+    *len = e->conn_len;
+    return IXL_OK;
+}
+
+static struct net_peer *peer_find(struct net_engine *e, const char *name)
+{
+    for (struct net_peer *p = e->peers; p; p = p->next)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
+
+static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote, const void *info,
+                                     size_t len)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    const uint8_t *b = info;
+    if (len < 56 || memcmp(b, CONN_MAGIC, 8) != 0 || b[55] == 0 || b[55] > NET_MAX_ADDRS ||
+        len != 56 + 4 * (size_t)b[55] || strlen(remote) >= sizeof(((struct net_peer *)0)->name))
+        return net_error(e, IXL_ERR_MALFORMED, "NET connection info of '%s' is malformed", remote);
+    pthread_mutex_lock(&e->lock);
+    struct net_peer *p = peer_find(e, remote);
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL) {
+            pthread_mutex_unlock(&e->lock);
+            return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        }
+        p->e = e;
+        snprintf(p->name, sizeof(p->name), "%s", remote);
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&p->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        p->next = e->peers;
+        e->peers = p;
+    }
+    pthread_mutex_unlock(&e->lock);
+
+    uint64_t instance = get(b + 8, 8);
+    pthread_mutex_lock(&p->lock);
+    int changed = p->loaded && p->instance != instance;
+    pthread_mutex_unlock(&p->lock);
+    if (changed) /* the peer restarted: everything bound for the old instance fails */
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+    pthread_mutex_lock(&p->lock);
+    p->instance = instance;
+    p->pid = (uint32_t)get(b + 16, 4);
+    p->same_host = memcmp(b + 20, e->host_id, 24) == 0;
+    p->peer_allows_local = b[44] & 1;
+    p->probe_addr = get(b + 45, 8);
+    p->port = (uint16_t)get(b + 53, 2);
+    p->n_addrs = b[55];
+    for (int i = 0; i < p->n_addrs; i++)
+        memcpy(&p->addrs[i], b + 56 + 4 * i, 4);
+    if (changed || !p->loaded)
+        p->cma = -1;
+    p->loaded = true;
+    p->closing = 0;
+    pthread_mutex_unlock(&p->lock);
+    return IXL_OK;
+}
+
+static int net_connect(struct ixl_engine *base, const char *remote)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    if (strcmp(remote, e->name) == 0)
+        return IXL_OK; /* loopback needs no connection */
+    pthread_mutex_lock(&e->lock);
+    struct net_peer *p = peer_find(e, remote);
+    pthread_mutex_unlock(&e->lock);
+    if (p == NULL || !p->loaded)
+        return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
+    return net_peer_connect(p);
+}
+
+static int net_disconnect(struct ixl_engine *base, const char *remote)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    pthread_mutex_lock(&e->lock);
+    struct net_peer *p = peer_find(e, remote);
+    pthread_mutex_unlock(&e->lock);
+    if (p == NULL)
+        return IXL_OK;
+    net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+    pthread_mutex_lock(&p->lock);
+    p->loaded = false;
+    pthread_mutex_unlock(&p->lock);
+    return IXL_OK;
+}
+
+/* ---- regions -------------------------------------------------------------------------------- */
+
+static size_t key_slot(uint64_t key, size_t cap)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+}
+
+struct net_region *net_region_find(struct net_engine *e, uint64_t key)
+{
+    if (e->rtab_cap == 0)
+        return NULL;
+    for (struct net_region *g = e->rtab[key_slot(key, e->rtab_cap)]; g; g = g->hnext)
+        if (g->key == key)
+            return g;
+    return NULL;
+}
+
+static int rtab_insert(struct net_engine *e, struct net_region *g)
+{
+    if (e->n_regions + 1 > e->rtab_cap / 2) {
+        size_t cap = e->rtab_cap ? e->rtab_cap * 2 : 256;
+        struct net_region **t = calloc(cap, sizeof(*t));
+        if (t == NULL)
+            return IXL_ERR_NO_MEMORY;
+        for (size_t i = 0; i < e->rtab_cap; i++)
+            for (struct net_region *x = e->rtab[i], *nx; x; x = nx) {
+                nx = x->hnext;
+                size_t s = key_slot(x->key, cap);
+                x->hnext = t[s];
+                t[s] = x;
+            }
+        free(e->rtab);
+        e->rtab = t;
+        e->rtab_cap = cap;
+    }
+    size_t s = key_slot(g->key, e->rtab_cap);
+    g->hnext = e->rtab[s];
+    e->rtab[s] = g;
+    e->n_regions++;
+    return IXL_OK;
+}
+
+static void rtab_remove(struct net_engine *e, struct net_region *g)
+{
+    struct net_region **pp = &e->rtab[key_slot(g->key, e->rtab_cap)];
+    while (*pp && *pp != g)
+        pp = &(*pp)->hnext;
+    if (*pp) {
+        *pp = g->hnext;
+        e->n_regions--;
+    }
+}
+
+static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
+                            const struct ixl_reg_desc *d, struct ixl_md **out)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    if (type != IXL_MEM_DRAM)
+        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
+    if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
+        return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad DRAM region 0x%" PRIx64 "+%" PRIu64,
+                         d->addr, d->len);
+    struct net_region *g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    g->magic = NET_REGION_MAGIC;
+    g->addr = d->addr;
+    g->len = d->len;
+    g->memfd = -1;
+    /* Inside memory NET allocated? Then same-node peers can map it. */
+    pthread_mutex_lock(&e->lock);
+    for (struct net_alloc *a = e->allocs; a; a = a->next) {
+        uint64_t base_addr = (uintptr_t)a->addr;
+        if (d->addr >= base_addr && d->addr + d->len <= base_addr + a->len) {
+            g->memfd = a->fd;
+            g->memfd_off = d->addr - base_addr;
+            g->memfd_size = a->len;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    pthread_rwlock_wrlock(&e->regions_lock);
+    do
+        g->key = random64();
+    while (net_region_find(e, g->key) != NULL);
+    int rc = rtab_insert(e, g);
+    pthread_rwlock_unlock(&e->regions_lock);
+    if (rc != IXL_OK) {
+        free(g);
+        return net_error(e, rc, "out of memory");
+    }
+    /* The public data: the network path needs the key, the mapped path the memfd. */
+    put(g->pub, PUB_MAGIC, 4);
+    put(g->pub + 4, g->key, 8);
+    put(g->pub + 12, g->addr, 8);
+    put(g->pub + 20, g->len, 8);
+    put(g->pub + 28, (uint32_t)g->memfd, 4);
+    put(g->pub + 32, g->memfd_off, 8);
+    put(g->pub + 40, g->memfd_size, 8);
+    *out = (struct ixl_md *)g;
+    return IXL_OK;
+}
+
+static int net_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_region *g = (struct net_region *)md;
+    /* Taking the lock for writing waits for TCP frames copying into or out of the region. */
+    pthread_rwlock_wrlock(&e->regions_lock);
+    rtab_remove(e, g);
+    pthread_rwlock_unlock(&e->regions_lock);
+    g->magic = 0;
+    free(g);
+    return IXL_OK;
+}
+
+static int net_get_public_data(struct ixl_engine *base, const struct ixl_md *md, const void **data,
+                               size_t *len)
+{
+    (void)base;
+    const struct net_region *g = (const struct net_region *)md;
+    *data = g->pub;
+    *len = PUB_BYTES;
+    return IXL_OK;
+}
+
+static struct net_rmd *rmd_new(void)
+{
+    struct net_rmd *m = calloc(1, sizeof(*m));
+    if (m) {
+        m->magic = NET_RMD_MAGIC;
+        m->memfd = -1;
+        pthread_mutex_init(&m->map_lock, NULL);
+    }
+    return m;
+}
+
+static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum ixl_mem type,
+                              const struct ixl_reg_desc *d, const void *data, size_t len,
+                              struct ixl_md **out)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    const uint8_t *b = data;
+    if (type != IXL_MEM_DRAM || len != PUB_BYTES || get(b, 4) != PUB_MAGIC)
+        return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", remote);
+    struct net_rmd *m = rmd_new();
+    if (m == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    m->key = get(b + 4, 8);
+    m->addr = get(b + 12, 8);
+    m->len = get(b + 20, 8);
+    m->memfd = (int32_t)(uint32_t)get(b + 28, 4);
+    m->memfd_off = get(b + 32, 8);
+    m->memfd_size = get(b + 40, 8);
+    if (m->addr != d->addr || m->len != d->len || m->len == 0 || m->len > UINT64_MAX - m->addr ||
+        (m->memfd >= 0 &&
+         (m->memfd_off > m->memfd_size || m->len > m->memfd_size - m->memfd_off))) {
+        free(m);
+        return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' disagrees with its region",
+                         remote);
+    }
+    pthread_mutex_lock(&e->lock);
+    struct net_peer *p = peer_find(e, remote);
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&e->lock);
+    if (p == NULL) {
+        free(m);
+        return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
+    }
+    m->peer = p;
+    *out = (struct ixl_md *)m;
+    return IXL_OK;
+}
+
+static int net_load_local_md(struct ixl_engine *base, struct ixl_md *md, struct ixl_md **out)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_region *g = (struct net_region *)md;
+    struct net_rmd *m = rmd_new();
+    if (m == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    m->key = g->key;
+    m->addr = g->addr;
+    m->len = g->len;
+    m->local = g;
+    *out = (struct ixl_md *)m;
+    return IXL_OK;
+}
+
+static int net_unload_md(struct ixl_engine *base, struct ixl_md *md)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_rmd *m = (struct net_rmd *)md;
+    if (m->map)
+        munmap(m->map, m->map_len);
+    if (m->peer) {
+        pthread_mutex_lock(&e->lock);
+        m->peer->refs--;
+        pthread_mutex_unlock(&e->lock);
+    }
+    pthread_mutex_destroy(&m->map_lock);
+    m->magic = 0;
+    free(m);
+    return IXL_OK;
+}
+
+/* Maps the owner's memfd through /proc/<pid>/fd: the same rights cross-memory attach needs
+ * (ptrace access to the peer), and only the memory the peer allocated through ixl. */
+void *net_rmd_map(struct net_rmd *m)
+{
+    if (m->peer == NULL || m->memfd < 0)
+        return NULL;
+    pthread_mutex_lock(&m->map_lock);
+    if (!m->map_tried) {
+        m->map_tried = 1;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%u/fd/%d", m->peer->pid, m->memfd);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size >= m->memfd_size) {
+            long page = sysconf(_SC_PAGESIZE);
+            uint64_t off = m->memfd_off & ~((uint64_t)page - 1);
+            size_t len = (size_t)(m->memfd_off - off + m->len);
+            void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+            if (p != MAP_FAILED) {
+                m->map = p;
+                m->map_len = len;
+                m->map_off = m->memfd_off - off;
+            } else if (st.st_blksize > page) {
+                /* Huge pages: the offset must be huge-page aligned. */
+                off = m->memfd_off & ~((uint64_t)st.st_blksize - 1);
+                len = (size_t)(m->memfd_off - off + m->len);
+                len = (len + (size_t)st.st_blksize - 1) & ~((size_t)st.st_blksize - 1);
+                p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+                if (p != MAP_FAILED) {
+                    m->map = p;
+                    m->map_len = len;
+                    m->map_off = m->memfd_off - off;
+                }
+            }
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    void *r = m->map ? (char *)m->map + m->map_off : NULL;
+    pthread_mutex_unlock(&m->map_lock);
+    return r;
+}
+
+/* ---- allocation ------------------------------------------------------------------------------ */
+
+static int net_alloc_mem(struct ixl_engine *base, enum ixl_mem type, size_t len, void **out)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    if (type != IXL_MEM_DRAM)
+        return IXL_ERR_NOT_SUPPORTED;
+    int fd = -1;
+    size_t maplen = len;
+    void *p = MAP_FAILED;
+    if (e->hugepages) {
+        fd = memfd_create("ixl-net", MFD_CLOEXEC | MFD_HUGETLB);
+        if (fd >= 0) {
+            size_t huge = 2u << 20;
+            maplen = (len + huge - 1) & ~(huge - 1);
+            if (ftruncate(fd, (off_t)maplen) == 0)
+                p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+            if (p == MAP_FAILED) { /* no huge pages reserved */
+                close(fd);
+                fd = -1;
+            }
+        }
+    }
+    if (p == MAP_FAILED) {
+        maplen = len;
+        fd = memfd_create("ixl-net", MFD_CLOEXEC);
+        if (fd < 0)
+            return net_error(e, IXL_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+        if (ftruncate(fd, (off_t)maplen) != 0) {
+            int err = errno;
+            close(fd);
+            return net_error(e, IXL_ERR_NO_MEMORY, "ftruncate of %zu bytes: %s", maplen,
+                             strerror(err));
+        }
+        p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            close(fd);
+            return net_error(e, IXL_ERR_NO_MEMORY, "mmap of %zu bytes: %s", maplen, strerror(err));
+        }
+        madvise(p, maplen, MADV_HUGEPAGE);
+    }
+    struct net_alloc *a = calloc(1, sizeof(*a));
+    if (a == NULL) {
+        munmap(p, maplen);
+        close(fd);
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    }
+    a->addr = p;
+    a->len = maplen;
+    a->fd = fd;
+    pthread_mutex_lock(&e->lock);
+    a->next = e->allocs;
+    e->allocs = a;
+    pthread_mutex_unlock(&e->lock);
+    *out = p;
+    return IXL_OK;
+}
+
+static int net_free_mem(struct ixl_engine *base, void *addr, size_t len)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    (void)len;
+    pthread_mutex_lock(&e->lock);
+    struct net_alloc **pp = &e->allocs;
+    while (*pp && (*pp)->addr != addr)
+        pp = &(*pp)->next;
+    struct net_alloc *a = *pp;
+    if (a)
+        *pp = a->next;
+    pthread_mutex_unlock(&e->lock);
+    if (a == NULL)
+        return net_error(e, IXL_ERR_NOT_FOUND, "NET did not allocate %p", addr);
+    munmap(a->addr, a->len);
+    close(a->fd);
+    free(a);
+    return IXL_OK;
+}
+
+/* ---- notifications ----------------------------------------------------------------------- */
+
+void net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len)
+{
+    struct net_notif *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return;
+    n->agent = strdup(agent);
+    n->msg = malloc(len ? len : 1);
+    if (n->agent == NULL || n->msg == NULL) {
+        free(n->agent);
+        free(n->msg);
+        free(n);
+        return;
+    }
+    if (len)
+        memcpy(n->msg, msg, len);
+    n->len = len;
+    pthread_mutex_lock(&e->notif_lock);
+    if (e->notif_tail)
+        e->notif_tail->next = n;
+    else
+        e->notif_head = n;
+    e->notif_tail = n;
+    pthread_mutex_unlock(&e->notif_lock);
+    e->host->signal(e->host->ctx);
+}
+
+static int net_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void *ctx)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    pthread_mutex_lock(&e->notif_lock);
+    struct net_notif *n = e->notif_head;
+    e->notif_head = e->notif_tail = NULL;
+    pthread_mutex_unlock(&e->notif_lock);
+    while (n) {
+        struct net_notif *next = n->next;
+        sink(ctx, n->agent, n->msg, n->len);
+        free(n->agent);
+        free(n->msg);
+        free(n);
+        n = next;
+    }
+    return IXL_OK;
+}
+
+static int net_gen_notif(struct ixl_engine *base, const char *remote, const void *msg, size_t len)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    if (len > e->notif_max)
+        return net_error(e, IXL_ERR_NOTIF_TOO_LARGE, "notification of %zu bytes over %zu", len,
+                         e->notif_max);
+    if (strcmp(remote, e->name) == 0) {
+        net_notif_push(e, e->name, msg, len);
+        return IXL_OK;
+    }
+    pthread_mutex_lock(&e->lock);
+    struct net_peer *p = peer_find(e, remote);
+    pthread_mutex_unlock(&e->lock);
+    if (p == NULL || !p->loaded)
+        return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
+    return net_send_notif(p, msg, len);
+}
+
+static int net_progress(struct ixl_engine *base)
+{
+    (void)base; /* NET's own threads move everything */
+    return IXL_OK;
+}
+
+/* ---- create / destroy ---------------------------------------------------------------------- */
+
+static void net_destroy_engine(struct ixl_engine *base);
+
+static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engine **out)
+{
+    struct net_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return IXL_ERR_NO_MEMORY;
+    e->host = init->host;
+    e->listen_fd = -1;
+    snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
+    e->notif_max = init->notif_max;
+    e->instance = random64();
+    e->probe = e->instance;
+    e->next_serial = 1;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_rwlock_init(&e->regions_lock, NULL);
+    pthread_mutex_init(&e->reqs_lock, NULL);
+    pthread_cond_init(&e->reqs_cond, NULL);
+    pthread_mutex_init(&e->notif_lock, NULL);
+    pthread_mutex_init(&e->work_lock, NULL);
+    pthread_cond_init(&e->work_cond, NULL);
+    int rc = parse_options(e, init);
+    if (rc == IXL_OK) {
+        host_identity(e->host_id);
+        rc = net_listen_start(e);
+    }
+    if (rc == IXL_OK) {
+        collect_addrs(e);
+        build_conn_info(e);
+        rc = net_workers_start(e);
+    }
+    if (rc == IXL_OK && pthread_create(&e->watchdog, NULL, net_watchdog_main, e) != 0)
+        rc = net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its watchdog thread");
+    else if (rc == IXL_OK)
+        e->watchdog_started = true;
+    if (rc != IXL_OK) {
+        net_destroy_engine(&e->base);
+        return rc;
+    }
+    e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS;
+    e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
+    *out = &e->base;
+    return IXL_OK;
+}
+
+static void net_destroy_engine(struct ixl_engine *base)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    atomic_store(&e->stopping, 1);
+    if (e->watchdog_started)
+        pthread_join(e->watchdog, NULL);
+    net_listen_stop(e);
+    pthread_mutex_lock(&e->lock);
+    struct net_peer *peers = e->peers;
+    e->peers = NULL;
+    pthread_mutex_unlock(&e->lock);
+    for (struct net_peer *p = peers; p; p = p->next) {
+        pthread_mutex_lock(&p->lock);
+        p->closing = 1;
+        p->loaded = false;
+        pthread_mutex_unlock(&p->lock);
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+    }
+    net_workers_stop(e);
+    for (struct net_peer *p = peers; p; p = p->next)
+        net_peer_bury(p);
+    while (peers) {
+        struct net_peer *n = peers->next;
+        free(peers->q);
+        free(peers->grave);
+        pthread_mutex_destroy(&peers->lock);
+        pthread_cond_destroy(&peers->cond);
+        free(peers);
+        peers = n;
+    }
+    for (struct net_alloc *a = e->allocs, *n; a; a = n) {
+        n = a->next;
+        munmap(a->addr, a->len);
+        close(a->fd);
+        free(a);
+    }
+    struct net_notif *nn = e->notif_head;
+    while (nn) {
+        struct net_notif *next = nn->next;
+        free(nn->agent);
+        free(nn->msg);
+        free(nn);
+        nn = next;
+    }
+    free(e->rtab);
+    free(e->qtab);
+    free(e->work);
+    pthread_cond_destroy(&e->work_cond);
+    pthread_mutex_destroy(&e->work_lock);
+    pthread_mutex_destroy(&e->notif_lock);
+    pthread_cond_destroy(&e->reqs_cond);
+    pthread_mutex_destroy(&e->reqs_lock);
+    pthread_rwlock_destroy(&e->regions_lock);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+static const struct ixl_engine_ops net_ops = {
+    .size = sizeof(struct ixl_engine_ops),
+    .connect = net_connect,
+    .disconnect = net_disconnect,
+    .get_conn_info = net_get_conn_info,
+    .load_remote_conn_info = net_load_remote_conn_info,
+    .register_mem = net_register_mem,
+    .deregister_mem = net_deregister_mem,
+    .get_public_data = net_get_public_data,
+    .load_remote_md = net_load_remote_md,
+    .load_local_md = net_load_local_md,
+    .unload_md = net_unload_md,
+    .prep_xfer = net_prep_xfer,
+    .estimate_xfer_cost = net_estimate,
+    .post_xfer = net_post_xfer,
+    .check_xfer = net_check_xfer,
+    .release_req = net_release_req,
+    .get_notifs = net_get_notifs,
+    .gen_notif = net_gen_notif,
+    .progress = net_progress,
+    .alloc_mem = net_alloc_mem,
+    .free_mem = net_free_mem,
+    .req_info = net_req_info,
+};
+
+static const struct ixl_plugin_desc net_desc = {
+    .abi_major = IXL_PLUGIN_ABI_MAJOR,
+    .abi_minor = IXL_PLUGIN_ABI_MINOR,
+    .size = sizeof(struct ixl_plugin_desc),
+    .name = "NET",
+    .version = "1.0",
+    .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS,
+    .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM),
+    .options = net_options,
+    .n_options = sizeof(net_options) / sizeof(net_options[0]),
+    .create_engine = net_create_engine,
+    .destroy_engine = net_destroy_engine,
+    .ops = &net_ops,
+};
+
+static const struct ixl_plugin_desc *net_entry(void)
+{
+    return &net_desc;
+}
+
+IXL_PLUGIN_EXPORT(net_entry)

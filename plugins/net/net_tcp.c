@@ -1,0 +1,790 @@
+/* NET over TCP: the listener and the target's server threads; the initiator's connections with
+ * their sender and receiver threads; notifications; the watchdog. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "net.h"
+
+/* ---- socket helpers -------------------------------------------------------------------------- */
+
+static int recv_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = recv(fd, p, len, MSG_WAITALL);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+        } else if (n == 0) {
+            return -1;
+        } else if (errno != EINTR) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int discard(int fd, uint64_t len)
+{
+    char scratch[16384];
+    while (len > 0) {
+        size_t n = len < sizeof(scratch) ? (size_t)len : sizeof(scratch);
+        if (recv_all(fd, scratch, n) != 0)
+            return -1;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Writes every byte of iov[0..n), advancing over partial writes. iov is modified. */
+static int writev_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        int batch = n < IOV_MAX ? n : IOV_MAX;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)batch};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0 && w > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+static void tune(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- target side ------------------------------------------------------------------------------
+ */
+
+/* Responses are gathered and sent when the request stream has nothing more waiting, so a burst
+ * of small frames costs a few system calls. Data of READ responses points into registered
+ * memory: the regions' read lock is held until the batch is sent. */
+#define OUT_MAX 128
+
+struct out_batch {
+    int fd;
+    struct iovec iov[2 * OUT_MAX];
+    uint8_t hdr[OUT_MAX][NET_HDR_BYTES];
+    int n_iov, n_hdr;
+    int locked;
+    struct net_engine *e;
+};
+
+static int out_flush(struct out_batch *o)
+{
+    int rc = 0;
+    if (o->n_iov > 0)
+        rc = writev_all(o->fd, o->iov, o->n_iov);
+    o->n_iov = o->n_hdr = 0;
+    if (o->locked) {
+        pthread_rwlock_unlock(&o->e->regions_lock);
+        o->locked = 0;
+    }
+    return rc;
+}
+
+static int out_add(struct out_batch *o, const struct net_hdr *h, const void *data, size_t len)
+{
+    if (o->n_hdr == OUT_MAX && out_flush(o) != 0)
+        return -1;
+    net_hdr_encode(h, o->hdr[o->n_hdr]);
+    o->iov[o->n_iov++] = (struct iovec){o->hdr[o->n_hdr++], NET_HDR_BYTES};
+    if (len > 0)
+        o->iov[o->n_iov++] = (struct iovec){(void *)data, len};
+    return 0;
+}
+
+static int input_pending(int fd)
+{
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* The region of key that holds [addr, addr + len), or NULL (regions_lock held). */
+static struct net_region *check_range(struct net_engine *e, uint64_t key, uint64_t addr,
+                                      uint64_t len)
+{
+    struct net_region *g = net_region_find(e, key);
+    if (g == NULL || len == 0 || addr < g->addr || addr - g->addr > g->len ||
+        len > g->len - (addr - g->addr))
+        return NULL;
+    return g;
+}
+
+void net_serve_fd(struct net_engine *e, int fd)
+{
+    uint8_t raw[NET_HDR_BYTES];
+    struct net_hdr h;
+    struct net_hello hello;
+    uint8_t hb[NET_HELLO_MAX];
+    /* A client has timeout_ms to say who it is. */
+    struct timeval tv = {(time_t)(e->timeout_ns / 1000000000u),
+                         (suseconds_t)(e->timeout_ns % 1000000000u / 1000u)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (recv_all(fd, raw, sizeof(raw)) != 0 || net_hdr_decode(raw, &h) != 0 || h.op != NET_HELLO ||
+        recv_all(fd, hb, (size_t)h.len) != 0 || net_hello_decode(hb, (size_t)h.len, &hello) != 0)
+        return;
+    struct net_hdr ack = {.op = NET_HELLO_ACK, .req = h.req};
+    if (hello.to_instance != e->instance)
+        ack.status = IXL_ERR_STALE; /* metadata of an earlier instance of this agent */
+    net_hdr_encode(&ack, raw);
+    if (send(fd, raw, sizeof(raw), MSG_NOSIGNAL) != (ssize_t)sizeof(raw) || ack.status != 0)
+        return;
+    struct timeval none = {0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+    tune(fd);
+
+    struct out_batch *o = calloc(1, sizeof(*o));
+    if (o == NULL)
+        return;
+    o->fd = fd;
+    o->e = e;
+    for (;;) {
+        if (o->n_iov > 0 && !input_pending(fd) && out_flush(o) != 0)
+            break;
+        if (recv_all(fd, raw, sizeof(raw)) != 0 || net_hdr_decode(raw, &h) != 0)
+            break;
+        struct net_hdr r = {.req = h.req, .chunk = h.chunk};
+        if (h.op == NET_WRITE) {
+            r.op = NET_WRITE_ACK;
+            if (o->locked) { /* a write must not wait behind our own read lock */
+                if (out_flush(o) != 0)
+                    break;
+            }
+            pthread_rwlock_rdlock(&e->regions_lock);
+            struct net_region *g = check_range(e, h.key, h.addr, h.len);
+            int rc;
+            if (g != NULL) {
+                rc = recv_all(fd, (void *)(uintptr_t)h.addr, (size_t)h.len);
+                pthread_rwlock_unlock(&e->regions_lock);
+            } else {
+                pthread_rwlock_unlock(&e->regions_lock);
+                r.status = IXL_ERR_REMOTE_REFUSED;
+                rc = discard(fd, h.len);
+            }
+            if (rc != 0 || out_add(o, &r, NULL, 0) != 0)
+                break;
+        } else if (h.op == NET_READ) {
+            r.op = NET_READ_DATA;
+            if (!o->locked) {
+                pthread_rwlock_rdlock(&e->regions_lock);
+                o->locked = 1;
+            }
+            struct net_region *g = check_range(e, h.key, h.addr, h.len);
+            if (g == NULL)
+                r.status = IXL_ERR_REMOTE_REFUSED;
+            else
+                r.len = h.len;
+            if (out_add(o, &r, g ? (void *)(uintptr_t)h.addr : NULL, g ? (size_t)h.len : 0) != 0)
+                break;
+        } else if (h.op == NET_NOTIF) {
+            if (h.len > e->notif_max)
+                break; /* a peer that breaks the documented maximum is cut off */
+            void *msg = malloc(h.len ? (size_t)h.len : 1);
+            if (msg == NULL || recv_all(fd, msg, (size_t)h.len) != 0) {
+                free(msg);
+                break;
+            }
+            net_notif_push(e, hello.name, msg, (size_t)h.len);
+            free(msg);
+        } else if (h.op == NET_PING) {
+            r.op = NET_PONG;
+            if (out_add(o, &r, NULL, 0) != 0)
+                break;
+        } else {
+            break; /* a frame a target never receives */
+        }
+    }
+    if (o->locked) {
+        pthread_rwlock_unlock(&e->regions_lock);
+        o->locked = 0;
+    }
+    free(o);
+}
+
+static void *server_main(void *arg)
+{
+    struct net_server_conn *s = arg;
+    net_serve_fd(s->e, s->fd);
+    shutdown(s->fd, SHUT_RDWR);
+    atomic_store(&s->done, 1);
+    return NULL;
+}
+
+/* Joins server threads that finished (e->lock held). */
+static void reap_servers(struct net_engine *e, int all)
+{
+    struct net_server_conn **pp = &e->servers;
+    while (*pp) {
+        struct net_server_conn *s = *pp;
+        if (all || atomic_load(&s->done)) {
+            *pp = s->next;
+            if (all)
+                shutdown(s->fd, SHUT_RDWR);
+            pthread_join(s->thread, NULL);
+            close(s->fd);
+            free(s);
+        } else {
+            pp = &s->next;
+        }
+    }
+}
+
+static void *acceptor_main(void *arg)
+{
+    struct net_engine *e = arg;
+    for (;;) {
+        int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (atomic_load(&e->stopping)) {
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
+                if (errno == EMFILE || errno == ENFILE)
+                    usleep(10000);
+                continue;
+            }
+            break;
+        }
+        struct net_server_conn *s = calloc(1, sizeof(*s));
+        if (s == NULL) {
+            close(fd);
+            continue;
+        }
+        s->e = e;
+        s->fd = fd;
+        pthread_mutex_lock(&e->lock);
+        reap_servers(e, 0);
+        if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
+            pthread_mutex_unlock(&e->lock);
+            close(fd);
+            free(s);
+            continue;
+        }
+        s->next = e->servers;
+        e->servers = s;
+        pthread_mutex_unlock(&e->lock);
+    }
+    return NULL;
+}
+
+int net_listen_start(struct net_engine *e)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return net_error(e, IXL_ERR_SYSTEM, "NET: socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->port)};
+    inet_pton(AF_INET, e->listen_addr, &sa.sin_addr);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 512) != 0) {
+        int err = errno;
+        close(fd);
+        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s", e->listen_addr,
+                         e->port, strerror(err));
+    }
+    socklen_t sl = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    e->port = ntohs(sa.sin_port);
+    e->listen_fd = fd;
+    if (pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0)
+        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its acceptor thread");
+    e->acceptor_started = true;
+    return IXL_OK;
+}
+
+void net_listen_stop(struct net_engine *e)
+{
+    if (e->listen_fd >= 0) {
+        shutdown(e->listen_fd, SHUT_RDWR);
+        if (e->acceptor_started)
+            pthread_join(e->acceptor, NULL);
+        close(e->listen_fd);
+        e->listen_fd = -1;
+    }
+    pthread_mutex_lock(&e->lock);
+    reap_servers(e, 1);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- initiator side: connections ----------------------------------------------------------- */
+
+static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->port)};
+    sa.sin_addr.s_addr = addr;
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t el = sizeof(err);
+        if (poll(&pfd, 1, timeout_ms) == 1 &&
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+            rc = 0;
+    }
+    if (rc != 0) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/* Says who we are and waits for the target's answer (timeout_ms). */
+static int hello(struct net_peer *p, int fd)
+{
+    struct net_engine *e = p->e;
+    struct net_hello hl = {.from_instance = e->instance, .to_instance = p->instance};
+    snprintf(hl.name, sizeof(hl.name), "%s", e->name);
+    uint8_t payload[NET_HELLO_MAX], raw[NET_HDR_BYTES];
+    size_t plen = net_hello_encode(&hl, payload, sizeof(payload));
+    struct net_hdr h = {.op = NET_HELLO, .len = plen};
+    net_hdr_encode(&h, raw);
+    struct iovec iov[2] = {{raw, sizeof(raw)}, {payload, plen}};
+    struct timeval tv = {(time_t)(e->timeout_ns / 1000000000u),
+                         (suseconds_t)(e->timeout_ns % 1000000000u / 1000u)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    if (writev_all(fd, iov, 2) != 0 || recv_all(fd, raw, sizeof(raw)) != 0 ||
+        net_hdr_decode(raw, &h) != 0 || h.op != NET_HELLO_ACK)
+        return IXL_ERR_REMOTE_DISCONNECT;
+    if (h.status != 0)
+        return h.status == IXL_ERR_STALE ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED;
+    struct timeval none = {0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+    return IXL_OK;
+}
+
+static void conn_fail(struct net_conn *c)
+{
+    if (atomic_exchange(&c->dead, 1) == 0)
+        shutdown(c->fd, SHUT_RDWR);
+}
+
+#define SEND_BATCH 64
+#define SEND_BYTES (8u << 20)
+
+static void *sender_main(void *arg)
+{
+    struct net_conn *c = arg;
+    struct net_peer *p = c->peer;
+    struct net_engine *e = p->e;
+    struct net_item items[SEND_BATCH];
+    uint8_t hdrs[SEND_BATCH][NET_HDR_BYTES];
+    struct iovec iov[2 * SEND_BATCH];
+    struct net_req *busy[SEND_BATCH];
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        while (p->q_len == 0 && !p->closing && !atomic_load(&c->dead))
+            pthread_cond_wait(&p->cond, &p->lock);
+        if (p->closing || atomic_load(&c->dead)) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        int n = 0;
+        uint64_t bytes = 0;
+        while (p->q_len > 0 && n < SEND_BATCH && bytes < SEND_BYTES) {
+            items[n] = p->q[p->q_head];
+            p->q_head = (p->q_head + 1) % p->q_cap;
+            p->q_len--;
+            n++;
+            bytes += 64 * 1024; /* a rough cost per frame keeps batches balanced */
+        }
+        pthread_mutex_unlock(&p->lock);
+
+        int n_iov = 0, n_busy = 0;
+        for (int i = 0; i < n; i++) {
+            struct net_req *r = net_req_get_busy(e, items[i].serial);
+            if (r == NULL)
+                continue; /* released or failed meanwhile */
+            busy[n_busy++] = r;
+            const struct net_chunk *ch = &r->chunks[items[i].chunk];
+            struct net_hdr h = {.op = r->op == IXL_OP_WRITE ? NET_WRITE : NET_READ,
+                                .chunk = items[i].chunk,
+                                .req = items[i].serial,
+                                .addr = ch->raddr,
+                                .len = ch->len,
+                                .key = ch->key};
+            net_hdr_encode(&h, hdrs[i]);
+            iov[n_iov++] = (struct iovec){hdrs[i], NET_HDR_BYTES};
+            if (r->op == IXL_OP_WRITE)
+                iov[n_iov++] = (struct iovec){(void *)(uintptr_t)ch->laddr, (size_t)ch->len};
+        }
+        int rc = 0;
+        if (n_iov > 0) {
+            atomic_fetch_add(&c->outstanding, (uint64_t)n_busy);
+            pthread_mutex_lock(&c->send_lock);
+            rc = writev_all(c->fd, iov, n_iov);
+            pthread_mutex_unlock(&c->send_lock);
+            atomic_store(&c->last_tx_ns, net_now_ns());
+        }
+        for (int i = 0; i < n_busy; i++)
+            net_req_unbusy(e, busy[i]);
+        if (rc != 0) {
+            conn_fail(c);
+            net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void *receiver_main(void *arg)
+{
+    struct net_conn *c = arg;
+    struct net_peer *p = c->peer;
+    struct net_engine *e = p->e;
+    uint8_t raw[NET_HDR_BYTES];
+    struct net_hdr h;
+    for (;;) {
+        if (recv_all(c->fd, raw, sizeof(raw)) != 0 || net_hdr_decode(raw, &h) != 0)
+            break;
+        atomic_store(&c->last_rx_ns, net_now_ns());
+        if (h.op == NET_PONG)
+            continue;
+        if (h.op != NET_WRITE_ACK && h.op != NET_READ_DATA)
+            break; /* protocol error */
+        atomic_fetch_sub(&c->outstanding, 1);
+        int status = h.status;
+        if (h.op == NET_READ_DATA && h.len > 0) {
+            struct net_req *r = net_req_get_busy(e, h.req);
+            int rc;
+            if (r != NULL && h.chunk < r->n_chunks && r->chunks[h.chunk].len == h.len &&
+                status == 0) {
+                rc = recv_all(c->fd, (void *)(uintptr_t)r->chunks[h.chunk].laddr, (size_t)h.len);
+            } else {
+                rc = discard(c->fd, h.len); /* released meanwhile, or nonsense */
+                if (r != NULL && status == 0)
+                    status = IXL_ERR_PROTOCOL;
+            }
+            if (r != NULL)
+                net_req_unbusy(e, r);
+            if (rc != 0)
+                break;
+            atomic_store(&c->last_rx_ns, net_now_ns());
+        }
+        net_req_chunk_done(e, h.req, status);
+    }
+    conn_fail(c);
+    net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+    return NULL;
+}
+
+/* Joins the threads of torn-down connections (never from one of them). */
+void net_peer_bury(struct net_peer *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int n = p->n_grave;
+    struct net_conn **g = p->grave;
+    p->grave = NULL;
+    p->n_grave = p->cap_grave = 0;
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < n; i++) {
+        if (g[i]->threads) {
+            pthread_join(g[i]->sender, NULL);
+            pthread_join(g[i]->receiver, NULL);
+        }
+        close(g[i]->fd);
+        pthread_mutex_destroy(&g[i]->send_lock);
+        free(g[i]);
+    }
+    free(g);
+}
+
+int net_peer_connect(struct net_peer *p)
+{
+    struct net_engine *e = p->e;
+    pthread_mutex_lock(&p->lock);
+    while (p->connecting)
+        pthread_cond_wait(&p->cond, &p->lock);
+    if (p->n_conns > 0) {
+        pthread_mutex_unlock(&p->lock);
+        return IXL_OK;
+    }
+    if (!p->loaded || atomic_load(&e->stopping)) {
+        pthread_mutex_unlock(&p->lock);
+        return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: '%s' is disconnected", p->name);
+    }
+    p->connecting = 1;
+    p->closing = 0;
+    uint32_t addrs[NET_MAX_ADDRS];
+    int n_addrs = p->n_addrs;
+    memcpy(addrs, p->addrs, sizeof(addrs));
+    bool same = p->same_host;
+    pthread_mutex_unlock(&p->lock);
+    net_peer_bury(p);
+
+    if (same) { /* the loopback address first: no trip through a real interface */
+        for (int i = 1; i < n_addrs; i++) {
+            if (addrs[i] == htonl(INADDR_LOOPBACK)) {
+                uint32_t t = addrs[0];
+                addrs[0] = addrs[i];
+                addrs[i] = t;
+            }
+        }
+    }
+    int timeout_ms = (int)(e->timeout_ns / 1000000u);
+    struct net_conn *made[NET_MAX_CONNS];
+    int n_made = 0, rc = IXL_OK;
+    uint32_t good = 0;
+    int have_good = 0;
+    for (int k = 0; k < e->n_conns && rc == IXL_OK; k++) {
+        int fd = -1;
+        rc = IXL_ERR_UNREACHABLE;
+        for (int i = 0; i < n_addrs; i++) {
+            uint32_t a = have_good ? good : addrs[i];
+            fd = connect_one(p, a, timeout_ms);
+            if (fd >= 0) {
+                rc = hello(p, fd);
+                if (rc == IXL_OK) {
+                    good = a;
+                    have_good = 1;
+                    break;
+                }
+                close(fd);
+                fd = -1;
+                if (rc == IXL_ERR_REMOTE_REFUSED)
+                    break;
+            }
+            if (have_good)
+                break;
+        }
+        if (fd < 0)
+            break;
+        tune(fd);
+        struct net_conn *c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            rc = IXL_ERR_NO_MEMORY;
+            break;
+        }
+        c->peer = p;
+        c->fd = fd;
+        c->index = k;
+        pthread_mutex_init(&c->send_lock, NULL);
+        atomic_store(&c->last_rx_ns, net_now_ns());
+        atomic_store(&c->last_tx_ns, net_now_ns());
+        made[n_made++] = c;
+    }
+    pthread_mutex_lock(&p->lock);
+    if (rc == IXL_OK) {
+        for (int i = 0; i < n_made; i++) {
+            struct net_conn *c = made[i];
+            if (pthread_create(&c->sender, NULL, sender_main, c) == 0) {
+                if (pthread_create(&c->receiver, NULL, receiver_main, c) == 0) {
+                    c->threads = true;
+                } else {
+                    conn_fail(c);
+                    p->closing = 1;
+                    pthread_cond_broadcast(&p->cond);
+                    pthread_mutex_unlock(&p->lock);
+                    pthread_join(c->sender, NULL);
+                    pthread_mutex_lock(&p->lock);
+                    p->closing = 0;
+                    rc = IXL_ERR_SYSTEM;
+                }
+            } else {
+                rc = IXL_ERR_SYSTEM;
+            }
+            p->conns[p->n_conns++] = c;
+        }
+    } else {
+        for (int i = 0; i < n_made; i++) {
+            close(made[i]->fd);
+            pthread_mutex_destroy(&made[i]->send_lock);
+            free(made[i]);
+        }
+    }
+    p->connecting = 0;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    if (rc != IXL_OK) {
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+        char addr[INET_ADDRSTRLEN] = "?";
+        if (n_addrs > 0)
+            inet_ntop(AF_INET, &addrs[0], addr, sizeof(addr));
+        return net_error(e, rc == IXL_ERR_UNREACHABLE ? IXL_ERR_UNREACHABLE : rc,
+                         "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s", p->name,
+                         addr, p->port, n_addrs - 1,
+                         rc == IXL_ERR_REMOTE_DISCONNECT ? "it does not answer as the instance "
+                                                           "its metadata names"
+                                                         : "no answer");
+    }
+    return IXL_OK;
+}
+
+void net_peer_teardown(struct net_peer *p, int status)
+{
+    struct net_engine *e = p->e;
+    pthread_mutex_lock(&p->lock);
+    p->gen++;
+    for (int i = 0; i < p->n_conns; i++) {
+        conn_fail(p->conns[i]);
+        if (p->n_grave == p->cap_grave) {
+            int cap = p->cap_grave ? p->cap_grave * 2 : 8;
+            struct net_conn **g = realloc(p->grave, (size_t)cap * sizeof(*g));
+            if (g == NULL)
+                continue; /* leaks the connection rather than joining from a worker */
+            p->grave = g;
+            p->cap_grave = cap;
+        }
+        p->grave[p->n_grave++] = p->conns[i];
+    }
+    p->n_conns = 0;
+    p->q_len = 0; /* queued frames belong to requests failed below */
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    net_fail_peer_reqs(e, p, status);
+}
+
+int net_peer_enqueue(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n)
+{
+    (void)r;
+    pthread_mutex_lock(&p->lock);
+    if (p->n_conns == 0) {
+        pthread_mutex_unlock(&p->lock);
+        return IXL_ERR_REMOTE_DISCONNECT;
+    }
+    if (p->q_len + n > p->q_cap) {
+        size_t cap = p->q_cap ? p->q_cap : 1024;
+        while (cap < p->q_len + n)
+            cap *= 2;
+        struct net_item *q = malloc(cap * sizeof(*q));
+        if (q == NULL) {
+            pthread_mutex_unlock(&p->lock);
+            return IXL_ERR_NO_MEMORY;
+        }
+        for (size_t i = 0; i < p->q_len; i++)
+            q[i] = p->q[(p->q_head + i) % p->q_cap];
+        free(p->q);
+        p->q = q;
+        p->q_cap = cap;
+        p->q_head = 0;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        p->q[(p->q_head + p->q_len++) % p->q_cap] = (struct net_item){serial, i, NI_FRAME};
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return IXL_OK;
+}
+
+int net_send_notif(struct net_peer *p, const void *msg, size_t len)
+{
+    int rc = net_peer_connect(p);
+    if (rc != IXL_OK)
+        return rc;
+    pthread_mutex_lock(&p->lock);
+    struct net_conn *c = p->n_conns > 0 ? p->conns[0] : NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (c == NULL)
+        return IXL_ERR_REMOTE_DISCONNECT;
+    uint8_t raw[NET_HDR_BYTES];
+    struct net_hdr h = {.op = NET_NOTIF, .len = len};
+    net_hdr_encode(&h, raw);
+    struct iovec iov[2] = {{raw, sizeof(raw)}, {(void *)msg, len}};
+    pthread_mutex_lock(&c->send_lock);
+    rc = writev_all(c->fd, iov, len ? 2 : 1);
+    pthread_mutex_unlock(&c->send_lock);
+    if (rc != 0) {
+        conn_fail(c);
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+        return net_error(p->e, IXL_ERR_REMOTE_DISCONNECT,
+                         "NET: the connection to '%s' broke while sending a notification", p->name);
+    }
+    return IXL_OK;
+}
+
+/* ---- watchdog ----------------------------------------------------------------------------------
+ */
+
+void *net_watchdog_main(void *arg)
+{
+    struct net_engine *e = arg;
+    while (!atomic_load(&e->stopping)) {
+        struct timespec ts = {(time_t)(e->heartbeat_ns / 1000000000u),
+                              (long)(e->heartbeat_ns % 1000000000u)};
+        /* Sleep in short steps so destroy does not wait a whole period. */
+        uint64_t slept = 0;
+        while (slept < e->heartbeat_ns && !atomic_load(&e->stopping)) {
+            struct timespec step = {0, 5000000};
+            nanosleep(&step, NULL);
+            slept += 5000000;
+        }
+        (void)ts;
+        uint64_t now = net_now_ns();
+        struct net_peer *dead[64];
+        int n_dead = 0;
+        pthread_mutex_lock(&e->lock);
+        reap_servers(e, 0);
+        for (struct net_peer *p = e->peers; p; p = p->next) {
+            pthread_mutex_lock(&p->lock);
+            int silent = 0;
+            for (int i = 0; i < p->n_conns; i++) {
+                struct net_conn *c = p->conns[i];
+                if (atomic_load(&c->outstanding) == 0)
+                    continue;
+                uint64_t rx = atomic_load(&c->last_rx_ns);
+                if (now > rx && now - rx > e->timeout_ns) {
+                    silent = 1;
+                    break;
+                }
+                /* Ask for a sign of life when the answers are slow to come. */
+                uint64_t tx = atomic_load(&c->last_tx_ns);
+                if (now - rx > e->heartbeat_ns && now - tx > e->heartbeat_ns &&
+                    pthread_mutex_trylock(&c->send_lock) == 0) {
+                    uint8_t raw[NET_HDR_BYTES];
+                    struct net_hdr h = {.op = NET_PING};
+                    net_hdr_encode(&h, raw);
+                    if (send(c->fd, raw, sizeof(raw), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                        (ssize_t)sizeof(raw))
+                        atomic_store(&c->last_tx_ns, now);
+                    pthread_mutex_unlock(&c->send_lock);
+                }
+            }
+            pthread_mutex_unlock(&p->lock);
+            if (silent && n_dead < 64)
+                dead[n_dead++] = p;
+        }
+        pthread_mutex_unlock(&e->lock);
+        for (int i = 0; i < n_dead; i++) {
+            e->host->log(e->host->ctx, IXL_LOG_WARN,
+                         "NET: '%s' was silent for more than %llu ms with work outstanding: "
+                         "disconnecting",
+                         dead[i]->name, (unsigned long long)(e->timeout_ns / 1000000u));
+            net_peer_teardown(dead[i], IXL_ERR_REMOTE_DISCONNECT);
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,56 @@
+/*
+ * NET's wire format. Every frame starts with a 48-byte little-endian header; HELLO, WRITE,
+ * READ_DATA and NOTIF carry `len` payload bytes after it. Everything that arrives is untrusted:
+ * net_hdr_decode() checks the fixed fields, and the target checks every READ/WRITE against its
+ * registered regions and their keys before a byte moves.
+ *
+ *   u32 magic "IXLN"  u8 version  u8 op  u16 flags
+ *   i32 status        u32 chunk
+ *   u64 req           u64 addr    u64 len   u64 key
+ */
+#ifndef IXL_NET_WIRE_H
+#define IXL_NET_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NET_MAGIC 0x4e4c5849u /* "IXLN" read as little-endian u32 */
+#define NET_WIRE_VERSION 1
+#define NET_HDR_BYTES 48
+#define NET_HELLO_MAX 512 /* a HELLO payload: two instances and an agent name */
+
+enum net_op {
+    NET_HELLO = 1,     /* initiator -> target: who I am, which instance I expect */
+    NET_HELLO_ACK = 2, /* status: OK or why not */
+    NET_WRITE = 3,     /* + len bytes to place at addr (region key) */
+    NET_WRITE_ACK = 4, /* status of one WRITE frame */
+    NET_READ = 5,      /* asks for len bytes at addr (region key) */
+    NET_READ_DATA = 6, /* status, then len bytes when status is OK */
+    NET_NOTIF = 7,     /* + len bytes: a notification for the target's user */
+    NET_PING = 8,
+    NET_PONG = 9,
+    NET_OP_MAX = 9
+};
+
+struct net_hdr {
+    uint8_t op;
+    uint16_t flags;
+    int32_t status;
+    uint32_t chunk;
+    uint64_t req, addr, len, key;
+};
+
+void net_hdr_encode(const struct net_hdr *h, uint8_t out[NET_HDR_BYTES]);
+/* 0, or -1 when the bytes are not a frame header this version understands. */
+int net_hdr_decode(const uint8_t in[NET_HDR_BYTES], struct net_hdr *h);
+
+/* The HELLO payload. */
+struct net_hello {
+    uint64_t from_instance;
+    uint64_t to_instance; /* the target instance the initiator's metadata names */
+    char name[256];
+};
+size_t net_hello_encode(const struct net_hello *h, uint8_t *out, size_t cap);
+int net_hello_decode(const uint8_t *in, size_t len, struct net_hello *h);
+
+#endif

@@ -1,0 +1,640 @@
+/* NET requests: path choice, the request table, same-node and loopback copies on worker
+ * threads, completion and notifications, release. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+
+#define INLINE_BYTES (256u * 1024u) /* same-node copies this small run in post itself */
+#define SPLIT_BYTES (4u << 20)      /* copies this large are shared among the workers */
+
+static const char *path_name(enum net_path p)
+{
+    switch (p) {
+    case NET_PATH_SHM:
+        return "shm";
+    case NET_PATH_CMA:
+        return "cma";
+    case NET_PATH_TCP:
+        return "tcp";
+    case NET_PATH_LOCAL:
+        return "local";
+    case NET_PATH_AUTO:
+        break;
+    }
+    return "auto";
+}
+
+/* ---- the request table ---------------------------------------------------------------------- */
+
+static size_t qslot(uint64_t serial, size_t cap)
+{
+    return (size_t)(serial * 0x9e3779b97f4a7c15ull >> 24) & (cap - 1);
+}
+
+static struct net_req *qfind(struct net_engine *e, uint64_t serial)
+{
+    if (e->qtab_cap == 0 || serial == 0)
+        return NULL;
+    for (struct net_req *r = e->qtab[qslot(serial, e->qtab_cap)]; r; r = r->tnext)
+        if (r->serial == serial)
+            return r;
+    return NULL;
+}
+
+static void qremove(struct net_engine *e, struct net_req *r)
+{
+    if (r->serial == 0 || e->qtab_cap == 0)
+        return;
+    struct net_req **pp = &e->qtab[qslot(r->serial, e->qtab_cap)];
+    while (*pp && *pp != r)
+        pp = &(*pp)->tnext;
+    if (*pp)
+        *pp = r->tnext;
+    r->serial = 0;
+}
+
+/* Gives r a new serial and files it (reqs_lock held). */
+static int qinsert(struct net_engine *e, struct net_req *r)
+{
+    static const size_t first_cap = 1024;
+    if (e->qtab_cap == 0) {
+        e->qtab = calloc(first_cap, sizeof(*e->qtab));
+        if (e->qtab == NULL)
+            return IXL_ERR_NO_MEMORY;
+        e->qtab_cap = first_cap;
+    }
+    r->serial = e->next_serial++;
+    size_t s = qslot(r->serial, e->qtab_cap);
+    r->tnext = e->qtab[s];
+    e->qtab[s] = r;
+    return IXL_OK;
+}
+
+struct net_req *net_req_get_busy(struct net_engine *e, uint64_t serial)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = qfind(e, serial);
+    if (r != NULL && (r->state != NR_RUNNING || r->canceled))
+        r = NULL;
+    if (r != NULL)
+        r->busy++;
+    pthread_mutex_unlock(&e->reqs_lock);
+    return r;
+}
+
+void net_req_unbusy(struct net_engine *e, struct net_req *r)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    if (--r->busy == 0)
+        pthread_cond_broadcast(&e->reqs_cond);
+    pthread_mutex_unlock(&e->reqs_lock);
+}
+
+static void work_push(struct net_engine *e, struct net_item it)
+{
+    pthread_mutex_lock(&e->work_lock);
+    if (e->work_len == e->work_cap) {
+        size_t cap = e->work_cap ? e->work_cap * 2 : 64;
+        struct net_item *w = malloc(cap * sizeof(*w));
+        if (w == NULL) {
+            pthread_mutex_unlock(&e->work_lock);
+            return; /* the request stays running; its release still works */
+        }
+        for (size_t i = 0; i < e->work_len; i++)
+            w[i] = e->work[(e->work_head + i) % e->work_cap];
+        free(e->work);
+        e->work = w;
+        e->work_cap = cap;
+        e->work_head = 0;
+    }
+    e->work[(e->work_head + e->work_len++) % e->work_cap] = it;
+    pthread_cond_signal(&e->work_cond);
+    pthread_mutex_unlock(&e->work_lock);
+}
+
+/* The last part of r finished (reqs_lock held). Returns 1 when the user should be woken. */
+static int complete_locked(struct net_engine *e, struct net_req *r, int *push_loopback_notif)
+{
+    if (r->status != IXL_OK) {
+        r->state = NR_ERROR;
+        return 1;
+    }
+    if (r->notif != NULL && r->peer != NULL) {
+        /* The data is in place at the target: now its notification, from a worker (the
+         * receiver threads must not block on a connection). */
+        work_push(e, (struct net_item){r->serial, 0, NI_NOTIF});
+        return 0;
+    }
+    if (r->notif != NULL)
+        *push_loopback_notif = 1;
+    r->state = NR_DONE;
+    return 1;
+}
+
+static void finish_part(struct net_engine *e, uint64_t serial, int status)
+{
+    int wake = 0, loop_notif = 0;
+    void *msg = NULL;
+    size_t len = 0;
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = qfind(e, serial);
+    if (r != NULL && r->state == NR_RUNNING) {
+        if (status != IXL_OK && r->status == IXL_OK)
+            r->status = status;
+        if (r->pending > 0 && --r->pending == 0)
+            wake = complete_locked(e, r, &loop_notif);
+        if (loop_notif && !r->canceled) {
+            msg = malloc(r->notif_len ? r->notif_len : 1);
+            if (msg) {
+                memcpy(msg, r->notif, r->notif_len);
+                len = r->notif_len;
+            }
+        }
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (msg) {
+        net_notif_push(e, e->name, msg, len);
+        free(msg);
+    }
+    if (wake)
+        e->host->signal(e->host->ctx);
+}
+
+void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status)
+{
+    finish_part(e, serial, status);
+}
+
+void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status)
+{
+    int woke = 0;
+    pthread_mutex_lock(&e->reqs_lock);
+    for (size_t i = 0; i < e->qtab_cap; i++)
+        for (struct net_req *r = e->qtab[i]; r; r = r->tnext)
+            if (r->peer == p && r->state == NR_RUNNING && r->path == NET_PATH_TCP) {
+                r->state = NR_ERROR;
+                r->status = status;
+                r->pending = 0;
+                woke = 1;
+            }
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (woke)
+        e->host->signal(e->host->ctx);
+}
+
+/* ---- same-node copies ---------------------------------------------------------------------- */
+
+static int canceled(struct net_engine *e, struct net_req *r)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    int c = r->canceled;
+    pthread_mutex_unlock(&e->reqs_lock);
+    return c;
+}
+
+/* The target address of descriptor i in this process: the mapping (shm) or the address
+ * itself (loopback). */
+static char *target_ptr(const struct net_req *r, size_t i)
+{
+    const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
+    if (r->path == NET_PATH_LOCAL)
+        return (char *)(uintptr_t)r->rd[i].addr;
+    return (char *)m->map + m->map_off + (r->rd[i].addr - m->addr);
+}
+
+/* Copies bytes [from, to) of the request (its descriptors laid end to end). */
+static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, uint64_t to)
+{
+    uint64_t pos = 0;
+    struct iovec liov[64], riov[64];
+    int n_iov = 0;
+    for (size_t i = 0; i < r->n && pos < to; i++) {
+        uint64_t len = r->ld[i].len;
+        uint64_t a = pos > from ? pos : from, b = pos + len < to ? pos + len : to;
+        pos += len;
+        if (a >= b)
+            continue;
+        uint64_t off = a - (pos - len), n = b - a;
+        char *l = (char *)(uintptr_t)r->ld[i].addr + off;
+        if (r->path == NET_PATH_CMA) {
+            liov[n_iov] = (struct iovec){l, (size_t)n};
+            riov[n_iov] = (struct iovec){(void *)(uintptr_t)(r->rd[i].addr + off), (size_t)n};
+            if (++n_iov < 64 && i + 1 < r->n && pos < to)
+                continue;
+        } else {
+            char *t = target_ptr(r, i) + off;
+            /* Large copies in 8 MiB steps, so a release waits at most one step. */
+            for (uint64_t done = 0; done < n;) {
+                size_t step = (size_t)(n - done < (8u << 20) ? n - done : (8u << 20));
+                if (r->op == IXL_OP_WRITE)
+                    memmove(t + done, l + done, step);
+                else
+                    memmove(l + done, t + done, step);
+                done += step;
+                if (done < n && canceled(e, r))
+                    return IXL_ERR_CANCELED;
+            }
+            continue;
+        }
+        /* Cross-memory attach: one system call per batch, continued after partial copies. */
+        int k = 0;
+        while (k < n_iov) {
+            ssize_t w =
+                r->op == IXL_OP_WRITE
+                    ? process_vm_writev((pid_t)r->peer->pid, &liov[k], (unsigned long)(n_iov - k),
+                                        &riov[k], (unsigned long)(n_iov - k), 0)
+                    : process_vm_readv((pid_t)r->peer->pid, &liov[k], (unsigned long)(n_iov - k),
+                                       &riov[k], (unsigned long)(n_iov - k), 0);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                return errno == ESRCH ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED;
+            }
+            if (w == 0)
+                return IXL_ERR_REMOTE_REFUSED;
+            size_t left = (size_t)w;
+            while (k < n_iov && left >= liov[k].iov_len) {
+                left -= liov[k].iov_len;
+                k++;
+            }
+            if (k < n_iov && left > 0) {
+                liov[k].iov_base = (char *)liov[k].iov_base + left;
+                liov[k].iov_len -= left;
+                riov[k].iov_base = (char *)riov[k].iov_base + left;
+                riov[k].iov_len -= left;
+            }
+        }
+        n_iov = 0;
+        if (canceled(e, r))
+            return IXL_ERR_CANCELED;
+    }
+    return IXL_OK;
+}
+
+static uint64_t total_bytes(const struct net_req *r)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < r->n; i++)
+        t += r->ld[i].len;
+    return t;
+}
+
+static void do_copy(struct net_engine *e, const struct net_item *it)
+{
+    struct net_req *r = net_req_get_busy(e, it->serial);
+    if (r == NULL)
+        return;
+    uint64_t total = total_bytes(r);
+    uint32_t parts = (uint32_t)r->n_chunks; /* for copies: the number of parts */
+    uint64_t from = total / parts * it->chunk;
+    uint64_t to = it->chunk + 1 == parts ? total : total / parts * (it->chunk + 1);
+    int rc = copy_range(e, r, from, to);
+    net_req_unbusy(e, r);
+    finish_part(e, it->serial, rc);
+}
+
+static void do_notif(struct net_engine *e, const struct net_item *it)
+{
+    struct net_req *r = net_req_get_busy(e, it->serial);
+    if (r == NULL)
+        return; /* released: its notification is never delivered */
+    int rc = net_send_notif(r->peer, r->notif, r->notif_len);
+    net_req_unbusy(e, r);
+    pthread_mutex_lock(&e->reqs_lock);
+    r = qfind(e, it->serial);
+    if (r != NULL && r->state == NR_RUNNING) {
+        r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
+        r->status = rc;
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    e->host->signal(e->host->ctx);
+}
+
+static void *worker_main(void *arg)
+{
+    struct net_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->work_lock);
+        while (e->work_len == 0 && !atomic_load(&e->stopping))
+            pthread_cond_wait(&e->work_cond, &e->work_lock);
+        if (e->work_len == 0) {
+            pthread_mutex_unlock(&e->work_lock);
+            break;
+        }
+        struct net_item it = e->work[e->work_head];
+        e->work_head = (e->work_head + 1) % e->work_cap;
+        e->work_len--;
+        pthread_mutex_unlock(&e->work_lock);
+        if (it.kind == NI_COPY)
+            do_copy(e, &it);
+        else if (it.kind == NI_NOTIF)
+            do_notif(e, &it);
+    }
+    return NULL;
+}
+
+int net_workers_start(struct net_engine *e)
+{
+    for (int i = 0; i < e->copy_threads; i++) {
+        if (pthread_create(&e->workers[i], NULL, worker_main, e) != 0)
+            return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its copy threads");
+        e->n_workers++;
+    }
+    return IXL_OK;
+}
+
+void net_workers_stop(struct net_engine *e)
+{
+    pthread_mutex_lock(&e->work_lock);
+    pthread_cond_broadcast(&e->work_cond);
+    pthread_mutex_unlock(&e->work_lock);
+    for (int i = 0; i < e->n_workers; i++)
+        pthread_join(e->workers[i], NULL);
+    e->n_workers = 0;
+}
+
+/* ---- path choice ----------------------------------------------------------------------------- */
+
+/* Whether cross-memory attach reaches the peer: read its probe word once and compare it with
+ * the instance its connection info announced. Refusals (EPERM under a seccomp filter or
+ * ptrace restrictions, ENOSYS) make NET fall back by itself. */
+static int probe_cma(struct net_engine *e, struct net_peer *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->cma < 0) {
+        uint64_t v = 0;
+        struct iovec l = {&v, sizeof(v)}, r = {(void *)(uintptr_t)p->probe_addr, sizeof(v)};
+        ssize_t n = process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
+        int err = errno;
+        p->cma = n == (ssize_t)sizeof(v) && v == p->instance;
+        if (!p->cma)
+            e->host->log(e->host->ctx, IXL_LOG_INFO,
+                         "NET: cross-memory attach to '%s' (pid %u) unavailable (%s); using "
+                         "another path",
+                         p->name, p->pid, n < 0 ? strerror(err) : "probe mismatch");
+    }
+    int ok = p->cma;
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+static int build_chunks(struct net_engine *e, struct net_req *r)
+{
+    uint64_t count = 0;
+    for (size_t i = 0; i < r->n; i++)
+        count += (r->ld[i].len + e->chunk - 1) / e->chunk;
+    if (count > UINT32_MAX)
+        return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
+    free(r->chunks);
+    r->chunks = malloc((count ? count : 1) * sizeof(*r->chunks));
+    if (r->chunks == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    uint32_t k = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
+        for (uint64_t off = 0; off < r->ld[i].len; off += e->chunk) {
+            uint64_t len = r->ld[i].len - off < e->chunk ? r->ld[i].len - off : e->chunk;
+            r->chunks[k++] =
+                (struct net_chunk){r->ld[i].addr + off, r->rd[i].addr + off, len, m->key};
+        }
+    }
+    r->n_chunks = k;
+    return IXL_OK;
+}
+
+int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,
+                  const struct ixl_xfer_side *remote, const char *remote_agent,
+                  const struct ixl_xfer_opts *opts, struct ixl_req **out)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    if (local->type != IXL_MEM_DRAM || remote->type != IXL_MEM_DRAM)
+        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
+    struct net_req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    r->e = e;
+    r->op = op;
+    r->ld = local->descs;
+    r->rd = remote->descs;
+    r->n = local->count;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
+        if (m == NULL || m->magic != NET_RMD_MAGIC) {
+            free(r);
+            return net_error(e, IXL_ERR_INVALID_ARG, "NET: descriptor %zu has no target metadata",
+                             i);
+        }
+    }
+    int rc = IXL_OK;
+    if (strcmp(remote_agent, e->name) == 0) {
+        r->path = NET_PATH_LOCAL;
+    } else {
+        pthread_mutex_lock(&e->lock);
+        struct net_peer *p = e->peers;
+        while (p && strcmp(p->name, remote_agent) != 0)
+            p = p->next;
+        pthread_mutex_unlock(&e->lock);
+        if (p == NULL || !p->loaded) {
+            free(r);
+            return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'",
+                             remote_agent);
+        }
+        r->peer = p;
+        int local_ok = p->same_host && p->peer_allows_local;
+        int shm_ok = 0, cma_ok = 0;
+        if (local_ok && (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_SHM)) {
+            shm_ok = 1;
+            for (size_t i = 0; i < r->n && shm_ok; i++)
+                shm_ok = net_rmd_map((struct net_rmd *)r->rd[i].md) != NULL;
+        }
+        if (local_ok && !shm_ok &&
+            (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_CMA))
+            cma_ok = probe_cma(e, p);
+        if (shm_ok)
+            r->path = NET_PATH_SHM;
+        else if (cma_ok)
+            r->path = NET_PATH_CMA;
+        else
+            r->path = NET_PATH_TCP;
+        if (e->force_path != NET_PATH_AUTO && r->path != e->force_path) {
+            const char *why = !p->same_host           ? "the peer is on another node"
+                              : !p->peer_allows_local ? "the peer switched its same-node paths off"
+                              : e->force_path == NET_PATH_SHM
+                                  ? "the target memory was not allocated with ixl_mem_alloc (or "
+                                    "cannot be mapped)"
+                                  : "the kernel refuses cross-memory attach to it";
+            free(r);
+            return net_error(e, IXL_ERR_NOT_SUPPORTED, "NET: path=%s is forced but %s",
+                             path_name(e->force_path), why);
+        }
+        if (r->path == NET_PATH_TCP)
+            rc = build_chunks(e, r);
+    }
+    if (rc == IXL_OK && opts && opts->notif) {
+        r->notif = malloc(opts->notif_len ? opts->notif_len : 1);
+        if (r->notif == NULL)
+            rc = net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        else {
+            memcpy(r->notif, opts->notif, opts->notif_len);
+            r->notif_len = opts->notif_len;
+        }
+    }
+    if (rc != IXL_OK) {
+        free(r->chunks);
+        free(r);
+        return rc;
+    }
+    *out = (struct ixl_req *)r;
+    return IXL_OK;
+}
+
+static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
+{
+    if (opts == NULL)
+        return IXL_OK;
+    if (opts->notif == r->notif && opts->notif_len == r->notif_len)
+        return IXL_OK;
+    void *copy = NULL;
+    if (opts->notif) {
+        copy = malloc(opts->notif_len ? opts->notif_len : 1);
+        if (copy == NULL)
+            return IXL_ERR_NO_MEMORY;
+        memcpy(copy, opts->notif, opts->notif_len);
+    }
+    free(r->notif);
+    r->notif = copy;
+    r->notif_len = opts->notif ? opts->notif_len : 0;
+    return IXL_OK;
+}
+
+int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl_xfer_opts *opts)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_req *r = (struct net_req *)req;
+    if (set_notif(r, opts) != IXL_OK)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    uint64_t total = total_bytes(r);
+    if (r->path == NET_PATH_TCP) {
+        int rc = net_peer_connect(r->peer);
+        if (rc != IXL_OK)
+            return rc;
+    }
+    if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
+        /* Small same-node copies: no thread hop. */
+        pthread_mutex_lock(&e->reqs_lock);
+        qremove(e, r);
+        r->state = NR_RUNNING;
+        r->status = IXL_OK;
+        pthread_mutex_unlock(&e->reqs_lock);
+        r->n_chunks = 1;
+        int rc = copy_range(e, r, 0, total);
+        if (rc == IXL_OK && r->notif != NULL) {
+            if (r->peer)
+                rc = net_send_notif(r->peer, r->notif, r->notif_len);
+            else
+                net_notif_push(e, e->name, r->notif, r->notif_len);
+        }
+        r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
+        r->status = rc;
+        return rc;
+    }
+    pthread_mutex_lock(&e->reqs_lock);
+    qremove(e, r);
+    int rc = qinsert(e, r);
+    uint64_t serial = r->serial;
+    if (rc == IXL_OK) {
+        r->state = NR_RUNNING;
+        r->status = IXL_OK;
+        r->canceled = false;
+        if (r->path != NET_PATH_TCP)
+            r->n_chunks = total >= SPLIT_BYTES ? (uint32_t)e->copy_threads : 1;
+        r->pending = r->n_chunks;
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (rc != IXL_OK)
+        return net_error(e, rc, "out of memory");
+    if (r->pending == 0) {
+        finish_part(e, serial, IXL_OK);
+        return IXL_IN_PROGRESS;
+    }
+    if (r->path == NET_PATH_TCP) {
+        rc = net_peer_enqueue(r->peer, r, serial, r->n_chunks);
+        if (rc != IXL_OK) {
+            pthread_mutex_lock(&e->reqs_lock);
+            r->state = NR_ERROR;
+            r->status = rc;
+            pthread_mutex_unlock(&e->reqs_lock);
+            return net_error(e, rc, "NET: '%s' disconnected", r->peer->name);
+        }
+    } else {
+        for (uint32_t k = 0; k < r->n_chunks; k++)
+            work_push(e, (struct net_item){serial, k, NI_COPY});
+    }
+    return IXL_IN_PROGRESS;
+}
+
+int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_req *r = (struct net_req *)req;
+    pthread_mutex_lock(&e->reqs_lock);
+    int rc = r->state == NR_DONE    ? IXL_OK
+             : r->state == NR_ERROR ? r->status
+             : r->canceled          ? IXL_ERR_CANCELED
+                                    : IXL_IN_PROGRESS;
+    pthread_mutex_unlock(&e->reqs_lock);
+    return rc;
+}
+
+int net_release_req(struct ixl_engine *base, struct ixl_req *req)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_req *r = (struct net_req *)req;
+    pthread_mutex_lock(&e->reqs_lock);
+    r->canceled = true;
+    /* Out of the table: no thread can start touching the user's buffers for it any more. */
+    qremove(e, r);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2;
+    while (r->busy > 0)
+        if (pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &ts) != 0)
+            break;
+    int busy = r->busy;
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (busy > 0)
+        return net_error(e, IXL_ERR_BUSY, "NET: a copy of the request is still running");
+    free(r->chunks);
+    free(r->notif);
+    free(r);
+    return IXL_OK;
+}
+
+int net_estimate(struct ixl_engine *base, struct ixl_req *req, struct ixl_cost *out)
+{
+    (void)base;
+    struct net_req *r = (struct net_req *)req;
+    /* Rough figures of the machines NET was measured on (GB/s = bytes per ns). */
+    double gbps = r->path == NET_PATH_TCP ? 3.0 : r->path == NET_PATH_CMA ? 5.0 : 8.0;
+    double us = (double)total_bytes(r) / (gbps * 1000.0) + (r->path == NET_PATH_TCP ? 60 : 2);
+    out->duration_us = (uint64_t)us;
+    out->error_margin_us = (uint64_t)(us / 2);
+    out->method = IXL_COST_ANALYTICAL;
+    return IXL_OK;
+}
+
+int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out)
+{
+    (void)base;
+    struct net_req *r = (struct net_req *)req;
+    snprintf(out->path, sizeof(out->path), "%s", path_name(r->path));
+    return IXL_OK;
+}
