@@ -125,8 +125,9 @@ IXL_API ixl_status ixl_dlist_deserialize(const void *buf, size_t len, struct ixl
 /* ------------------------------------------------------------------------------------------ */
 
 /**
- * A log sink. Called from any thread, possibly concurrently; msg is one line without a
- * trailing newline, borrowed for the call. The default sink writes to stderr.
+ * A log sink. Called from any thread, one call at a time; msg is one line without a trailing
+ * newline, borrowed for the call. The sink must not call ixl functions (ixl may hold its own
+ * locks while it logs). The default sink writes to stderr.
  */
 typedef void (*ixl_log_fn)(void *ctx, enum ixl_log_level level, const char *msg);
 
@@ -370,7 +371,9 @@ IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_param
  * loaded (IXL_OK, with a warning in the log); transfers to it fail with IXL_ERR_NO_BACKEND.
  * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_INVALID_ARG (the agent's own metadata),
  * or a backend's refusal of the connection info or a region's public data; on error nothing
- * of the blob's regions is loaded.
+ * of the blob's regions is loaded. One exception: when a backend accepted a restarted agent's
+ * new connection info before another part of its blob was refused, the old entry is gone too
+ * (that backend no longer reaches the old instance).
  */
 IXL_API ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len,
                                char *name_out);

@@ -240,7 +240,8 @@ struct ixl_plugin_desc {
 
     /** Creates an engine. On failure returns an error and explains through init->host. */
     int (*create_engine)(const struct ixl_engine_init *init, struct ixl_engine **out);
-    /** Destroys an engine; everything registered or loaded has been released before. */
+    /** Destroys an engine; everything registered or loaded has been released before, and
+     *  every request too, except those whose release_req kept failing: destroy frees them. */
     void (*destroy_engine)(struct ixl_engine *e);
 
     const struct ixl_engine_ops *ops;

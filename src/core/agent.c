@@ -465,6 +465,7 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
         return IXL_ERR_NO_MEMORY;
     int rc = IXL_ERR_SYSTEM;
     agent->id = atomic_fetch_add(&next_agent_id, 1);
+    agent->event_fd = -1;
     snprintf(agent->name, sizeof(agent->name), "%s", name);
     /* Incarnations grow with time (a restarted agent's is larger than its predecessor's), with
      * random low bits so two instances started in the same microsecond still differ. */
@@ -543,7 +544,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     ixl_agent_hooks_fini(agent);
     for (unsigned i = agent->n_backends; i-- > 0;)
         backend_free(agent->backends[i]);
-    if (agent->event_fd > 0)
+    if (agent->event_fd >= 0)
         close(agent->event_fd);
     pthread_cond_destroy(&agent->progress_cond);
     pthread_cond_destroy(&agent->wake_cond);

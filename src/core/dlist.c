@@ -7,9 +7,13 @@ static int reserve(struct ixl_dlist *l, size_t need)
 {
     if (need <= l->cap)
         return IXL_OK;
+    /* Both arrays must stay addressable: refuse sizes whose byte counts would wrap. */
+    size_t limit = SIZE_MAX / sizeof(struct ixl_run) / 2 - 1;
+    if (need > limit)
+        return IXL_ERR_NO_MEMORY;
     size_t cap = l->cap ? l->cap * 2 : 16;
     while (cap < need)
-        cap *= 2;
+        cap = cap > limit / 2 ? limit : cap * 2;
     struct ixl_run *r = realloc(l->runs, cap * sizeof(*r));
     if (r == NULL)
         return IXL_ERR_NO_MEMORY;
@@ -87,6 +91,8 @@ ixl_status ixl_dlist_add(struct ixl_dlist *list, const struct ixl_desc *descs, s
     if (reserve(list, list->n_runs + n) != IXL_OK)
         return IXL_ERR_NO_MEMORY;
     uint64_t total = list->first[list->n_runs];
+    if (n > UINT64_MAX - total)
+        return IXL_ERR_TOO_LARGE;
     struct ixl_run *out = list->runs + list->n_runs;
     uint64_t *first = list->first + list->n_runs + 1;
     for (size_t i = 0; i < n; i++) {

@@ -27,6 +27,9 @@ struct ixl_remote_table {
     size_t n, cap;
 };
 
+/* The most descriptors one request may have before merging. */
+#define IXL_XFER_MAX_DESCS ((uint64_t)1 << 32)
+
 /* Finds a valid remote by name (agent->lock held). */
 struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name);
 void ixl_remote_get(struct remote *r);
@@ -61,6 +64,7 @@ struct ixl_prep {
     struct prep_backend per[IXL_MAX_BACKENDS];
     struct region **regions; /* local regions used (each holds one "users" count) */
     size_t n_regions;
+    int counted;                  /* the users counts were taken */
     struct ixl_prep *next, *prev; /* the agent's list of live prepared lists */
 };
 
@@ -96,6 +100,9 @@ void ixl_agent_track_xfer(struct ixl_agent *agent, struct ixl_xfer *x);
 void ixl_agent_untrack_xfer(struct ixl_agent *agent, struct ixl_xfer *x);
 void ixl_agent_track_prep(struct ixl_agent *agent, struct ixl_prep *p);
 void ixl_agent_untrack_prep(struct ixl_agent *agent, struct ixl_prep *p);
+
+/* Forgets a request whose backend could not release it (agent destroy only). */
+void ixl_xfer_abandon(struct ixl_xfer *x);
 
 /* Releases local region references taken by a prepared list or request. */
 void ixl_regions_unuse(struct region **v, size_t n);

@@ -6,6 +6,7 @@
 #include "core/hooks.h"
 #include "core/internal.h"
 #include "util/log.h"
+#include "util/time.h"
 
 int ixl_agent_hooks_init(struct ixl_agent *agent)
 {
@@ -75,26 +76,26 @@ void ixl_agent_hooks_fini(struct ixl_agent *agent)
         free(agent->remotes);
         return;
     }
-    /* Requests first (they use regions and remotes), then prepared lists. */
+    /* Requests first (they use regions and remotes), then prepared lists. A backend that
+     * cannot stop a request gets 5 s in all; its requests are then abandoned (the engine's
+     * destroy frees what it still holds). */
+    uint64_t deadline = ixl_now_ns() + 5000000000ull;
     for (;;) {
         pthread_mutex_lock(&agent->objs_lock);
         struct ixl_xfer *x = agent->xfers;
         pthread_mutex_unlock(&agent->objs_lock);
         if (x == NULL)
             break;
-        int rc = IXL_ERR_BUSY;
-        for (int tries = 0; tries < 5000 && rc != IXL_OK; tries++) {
+        int rc = ixl_xfer_release(x);
+        while (rc != IXL_OK && ixl_now_ns() < deadline) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
             rc = ixl_xfer_release(x);
-            if (rc != IXL_OK) {
-                struct timespec ts = {0, 1000000};
-                nanosleep(&ts, NULL);
-            }
         }
         if (rc != IXL_OK) {
-            ixl_log_write(IXL_LOG_ERROR,
-                          "agent %s: a request could not be canceled in 5 s; leaking it",
+            ixl_log_write(IXL_LOG_ERROR, "agent %s: a request could not be canceled; abandoning it",
                           agent->name);
-            ixl_agent_untrack_xfer(agent, x);
+            ixl_xfer_abandon(x);
         }
     }
     for (;;) {
@@ -123,6 +124,8 @@ static int pick_backends(struct ixl_agent *agent, enum ixl_mem type,
                          struct ixl_backend *const *list, size_t n, uint32_t *mask)
 {
     uint32_t m = 0;
+    if (list == NULL && n > 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "%zu backends given as a NULL array", n);
     if (list != NULL && n > 0) {
         for (size_t i = 0; i < n; i++) {
             struct ixl_backend *b = list[i];

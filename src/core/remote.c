@@ -57,9 +57,11 @@ void ixl_remote_put(struct remote *r, int locked)
     pthread_rwlock_unlock(&agent->lock);
 }
 
-/* Takes r out of the table: disconnects its backends, marks its requests stale, drops the
- * table's reference (agent->lock held for writing). */
-static void remote_drop(struct ixl_agent *agent, struct remote *r)
+/* Takes r out of the table, marks its requests stale, drops the table's reference; with
+ * disconnect, also disconnects its backends (agent->lock held for writing). A remote replaced
+ * by a restarted instance is not disconnected: the backends key connections by name, and the
+ * new instance's connection info already replaced the old one. */
+static void remote_retire(struct ixl_agent *agent, struct remote *r, int disconnect)
 {
     struct ixl_remote_table *t = agent->remotes;
     for (size_t i = 0; i < t->n; i++) {
@@ -69,10 +71,15 @@ static void remote_drop(struct ixl_agent *agent, struct remote *r)
         }
     }
     atomic_store(&r->valid, 0);
-    for (unsigned b = 0; b < agent->n_backends; b++)
+    for (unsigned b = 0; disconnect && b < agent->n_backends; b++)
         if (r->conn_mask & (1u << b))
             agent->backends[b]->plugin->ops.disconnect(agent->backends[b]->engine, r->name);
     ixl_remote_put(r, 1);
+}
+
+static void remote_drop(struct ixl_agent *agent, struct remote *r)
+{
+    remote_retire(agent, r, 1);
 }
 
 void ixl_remotes_fini(struct ixl_agent *agent)
@@ -126,7 +133,9 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
         return IXL_ERR_INVALID_ARG;
     ixl_err_clear(agent->id);
     if (out == NULL || out_len == NULL ||
-        (params && (params->field_mask & IXL_MD_F_REGIONS) && params->regions == NULL))
+        (params && (params->field_mask & IXL_MD_F_REGIONS) && params->regions == NULL) ||
+        (params && (params->field_mask & IXL_MD_F_BACKENDS) && params->n_backends > 0 &&
+         params->backends == NULL))
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_get: bad arguments");
     uint64_t m = params ? params->field_mask : 0;
     int conn = (m & IXL_MD_F_CONN_INFO) ? params->conn_info : 1;
@@ -253,44 +262,90 @@ static int table_add(struct ixl_agent *agent, struct remote *r)
     return IXL_OK;
 }
 
-/* Loads the regions of a decoded blob into r. New region metadata goes into fresh region
- * structs first; only when every load succeeded are they indexed, so a failure leaves r as it
- * was. */
+static int cmp_entry(const void *a, const void *b, void *ctx)
+{
+    const struct ixl_md_region *v = ctx;
+    const struct ixl_md_region *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
+    if (x->type != y->type)
+        return x->type < y->type ? -1 : 1;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return 0;
+}
+
+/* Metadata one call attached to a region, so a failure can take it back. */
+struct attach {
+    struct region *g;
+    unsigned slot;
+    int fresh; /* g was made by this call */
+};
+
+/* Loads the regions of a decoded blob into r. Entries are sorted so that those naming one
+ * region (one per backend, or repeated) meet: one region struct carries every backend's
+ * metadata, and a region loaded before gains only the backends it lacked. Nothing is indexed
+ * until every load succeeded, so a failure leaves r as it was. */
 static int load_regions(struct ixl_agent *agent, struct remote *r, const struct ixl_md_decoded *md,
                         struct ixl_backend *const *map, size_t *skipped)
 {
-    struct region **made = calloc(md->n_regions ? md->n_regions : 1, sizeof(*made));
-    if (made == NULL)
+    size_t n = md->n_regions;
+    size_t *order = malloc((n ? n : 1) * sizeof(*order));
+    struct attach *done = malloc((n ? n : 1) * sizeof(*done));
+    if (order == NULL || done == NULL) {
+        free(order);
+        free(done);
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    int rc = IXL_OK;
-    size_t n_made = 0;
-    for (size_t i = 0; i < md->n_regions; i++) {
+    }
+    size_t n_order = 0, n_done = 0;
+    for (size_t i = 0; i < n; i++) {
         const struct ixl_md_region *e = &md->regions[i];
         struct ixl_backend *be = map[e->backend];
         if (be == NULL || !(r->conn_mask & (1u << be->slot)) ||
-            !(be->mem_mask & IXL_MEM_BIT(e->type))) {
+            !(be->mem_mask & IXL_MEM_BIT(e->type)))
             (*skipped)++;
-            continue;
+        else
+            order[n_order++] = i;
+    }
+    qsort_r(order, n_order, sizeof(*order), cmp_entry, (void *)md->regions);
+    int rc = IXL_OK;
+    struct region *g = NULL;
+    int g_fresh = 0;
+    for (size_t k = 0; k < n_order && rc == IXL_OK; k++) {
+        size_t i = order[k];
+        const struct ixl_md_region *e = &md->regions[i];
+        struct ixl_backend *be = map[e->backend];
+        if (k == 0 || cmp_entry(&order[k - 1], &order[k], (void *)md->regions) != 0) {
+            g = ixl_registry_exact(r->regs, e->type, e->addr, e->len, e->dev);
+            g_fresh = g == NULL;
+            if (g == NULL) {
+                g = calloc(1, sizeof(*g));
+                if (g == NULL) {
+                    rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+                    break;
+                }
+                g->type = e->type;
+                g->addr = e->addr;
+                g->len = e->len;
+                g->reg_len = e->len;
+                g->dev = e->dev;
+            }
         }
-        struct region *old = ixl_registry_exact(r->regs, e->type, e->addr, e->len, e->dev);
-        if (old && (old->backend_mask & (1u << be->slot)))
+        if (g->backend_mask & (1u << be->slot)) {
+            if (g_fresh && g->backend_mask == 0)
+                free(g);
             continue; /* already loaded (an incremental update may resend a region) */
-        struct region *g = calloc(1, sizeof(*g));
-        if (g == NULL) {
-            rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-            break;
         }
-        g->type = e->type;
-        g->addr = e->addr;
-        g->len = e->len;
-        g->reg_len = e->len;
-        g->dev = e->dev;
-        made[n_made++] = g;
         struct ixl_reg_desc d = {e->addr, e->len, e->dev, NULL, 0};
         ixl_err_clear(agent->id);
         rc = be->plugin->ops.load_remote_md(be->engine, r->name, e->type, &d, e->pub, e->pub_len,
                                             &g->md[be->slot]);
         if (rc != IXL_OK) {
+            g->md[be->slot] = NULL;
+            if (g_fresh && g->backend_mask == 0)
+                free(g);
             if (ixl_err_get(agent->id)[0] == '\0')
                 IXL_AGENT_ERR(agent, rc,
                               "backend %s refused region %zu of agent '%s' (0x%llx+%llu): %s",
@@ -298,33 +353,43 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
                               (unsigned long long)e->len, ixl_strerror(rc));
             break;
         }
-        g->backend_mask = 1u << be->slot;
+        g->backend_mask |= 1u << be->slot;
+        done[n_done++] = (struct attach){g, be->slot, g_fresh};
     }
-    for (size_t i = 0; rc == IXL_OK && i < n_made; i++) {
-        unsigned b = (unsigned)__builtin_ctz(made[i]->backend_mask);
-        rc = ixl_registry_add(r->regs, made[i]);
-        if (rc == IXL_OK && (rc = ixl_registry_add_backend(r->regs, made[i], b)) != IXL_OK)
-            ixl_registry_remove(r->regs, made[i]);
-        if (rc != IXL_OK) {
-            for (size_t j = 0; j < i; j++) {
-                ixl_registry_remove_backend(r->regs, made[j],
-                                            (unsigned)__builtin_ctz(made[j]->backend_mask));
-                ixl_registry_remove(r->regs, made[j]);
-            }
-            IXL_AGENT_ERR(agent, rc, "out of memory while indexing remote regions");
+    /* Index: each fresh region once in "all", each attachment in its backend's index. */
+    size_t indexed = 0;
+    for (; rc == IXL_OK && indexed < n_done; indexed++) {
+        struct attach *t = &done[indexed];
+        int first_of_fresh = t->fresh && (indexed == 0 || done[indexed - 1].g != t->g);
+        if (first_of_fresh && (rc = ixl_registry_add(r->regs, t->g)) != IXL_OK)
+            break;
+        if ((rc = ixl_registry_add_backend(r->regs, t->g, t->slot)) != IXL_OK) {
+            if (first_of_fresh)
+                ixl_registry_remove(r->regs, t->g);
+            break;
         }
     }
     if (rc != IXL_OK) {
-        for (size_t i = 0; i < n_made; i++) {
-            struct region *g = made[i];
-            for (unsigned b = 0; b < agent->n_backends; b++)
-                if (g->backend_mask & (1u << b))
-                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine, g->md[b]);
-            free(g);
+        if (rc == IXL_ERR_NO_MEMORY && ixl_err_get(agent->id)[0] == '\0')
+            IXL_AGENT_ERR(agent, rc, "out of memory while indexing remote regions");
+        for (size_t j = n_done; j-- > 0;) {
+            struct attach *t = &done[j];
+            if (j < indexed) {
+                ixl_registry_remove_backend(r->regs, t->g, t->slot);
+                if (t->fresh && (j == 0 || done[j - 1].g != t->g))
+                    ixl_registry_remove(r->regs, t->g);
+            }
+            struct ixl_backend *be = agent->backends[t->slot];
+            be->plugin->ops.unload_md(be->engine, t->g->md[t->slot]);
+            t->g->md[t->slot] = NULL;
+            t->g->backend_mask &= ~(1u << t->slot);
+            if (t->fresh && t->g->backend_mask == 0)
+                free(t->g);
         }
     }
     ixl_registry_commit(r->regs);
-    free(made);
+    free(order);
+    free(done);
     return rc;
 }
 
@@ -351,7 +416,7 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
     struct ixl_backend **map = NULL;
     pthread_rwlock_wrlock(&agent->lock);
     struct remote *r = ixl_remote_find(agent, md.name);
-    struct remote *fresh = NULL;
+    struct remote *fresh = NULL, *old = NULL;
     if (r != NULL && md.incarnation < r->incarnation) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_STALE,
                            "metadata of agent '%s' comes from an older instance (incarnation "
@@ -373,12 +438,9 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
         fresh->incarnation = md.incarnation;
         atomic_init(&fresh->refs, 1);
         atomic_init(&fresh->valid, 1);
-        if (r != NULL) {
-            /* The agent restarted: its old entry goes (its requests fail with STALE). */
-            ixl_log_write(IXL_LOG_INFO, "agent %s: remote %s restarted; replacing its metadata",
-                          agent->name, md.name);
-            remote_drop(agent, r);
-        }
+        /* A restarted agent: its old entry goes once the new one is loaded (its requests then
+         * fail with STALE). */
+        old = r;
         r = fresh;
     }
 
@@ -411,6 +473,12 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
     rc = load_regions(agent, r, &md, map, &skipped);
     if (rc != IXL_OK)
         goto drop_fresh;
+    if (old != NULL) {
+        ixl_log_write(IXL_LOG_INFO, "agent %s: remote %s restarted; its metadata replaced",
+                      agent->name, md.name);
+        remote_retire(agent, old, 0);
+        old = NULL;
+    }
     if (fresh != NULL && (rc = table_add(agent, fresh)) != IXL_OK) {
         IXL_AGENT_ERR(agent, rc, "out of memory");
         goto drop_fresh;
@@ -431,6 +499,10 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
 
 drop_fresh:
     if (fresh != NULL) {
+        /* Backends that took the new connection info no longer reach the old instance: then
+         * the old entry cannot stay either. Otherwise it stays as it was. */
+        if (old != NULL && fresh->conn_mask != 0)
+            remote_retire(agent, old, 0);
         for (unsigned b = 0; b < agent->n_backends; b++)
             if (fresh->conn_mask & (1u << b))
                 agent->backends[b]->plugin->ops.disconnect(agent->backends[b]->engine, fresh->name);

@@ -14,7 +14,8 @@ static void prep_free(struct ixl_prep *p)
 {
     if (p == NULL)
         return;
-    ixl_regions_unuse(p->regions, p->n_regions);
+    if (p->counted)
+        ixl_regions_unuse(p->regions, p->n_regions);
     free(p->regions);
     for (int b = 0; b < IXL_MAX_BACKENDS; b++) {
         free(p->per[b].seg_start);
@@ -258,6 +259,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
     }
     for (size_t i = 0; i < p->n_regions; i++)
         atomic_fetch_add(&p->regions[i]->users, 1);
+    p->counted = 1;
     *out = p;
     return IXL_OK;
 }
@@ -272,6 +274,8 @@ ixl_status ixl_prep_create(struct ixl_agent *agent, const char *remote,
     if (list == NULL || out == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_prep_create: NULL list or out");
     int use = params && (params->field_mask & IXL_PREP_F_BACKENDS) && params->n_backends;
+    if (use && params->backends == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "backends given as a NULL array");
     pthread_rwlock_rdlock(&agent->lock);
     struct ixl_prep *p = NULL;
     int rc = prep_build(agent, remote, list, use ? params->backends : NULL,
@@ -369,8 +373,12 @@ struct desc_block {
     struct ixl_xfer_desc d[];
 };
 
+#define DESC_FIRST ((size_t)1 << 18)
+
 static struct ixl_xfer_desc *desc_take(struct ixl_agent *agent, size_t n)
 {
+    if (n > (SIZE_MAX - sizeof(struct desc_block)) / (2 * sizeof(struct ixl_xfer_desc)))
+        return NULL;
     struct desc_block *blk = NULL;
     pthread_mutex_lock(&agent->pool_lock);
     for (int i = 0; i < IXL_DESC_POOL; i++) {
@@ -415,6 +423,28 @@ static void desc_give(struct ixl_agent *agent, struct ixl_xfer_desc *d)
     }
     pthread_mutex_unlock(&agent->pool_lock);
     free(blk);
+}
+
+static size_t desc_cap(const struct ixl_xfer_desc *d)
+{
+    return ((const struct desc_block *)((const char *)d - offsetof(struct desc_block, d)))->cap;
+}
+
+/* Moves x's m descriptor pairs into a block twice as large (at most want). */
+static int desc_grow(struct ixl_xfer *x, size_t m, size_t want)
+{
+    size_t cap = desc_cap(x->ldesc);
+    size_t ncap = cap * 2 < want ? cap * 2 : want;
+    struct ixl_xfer_desc *d = desc_take(x->agent, ncap);
+    if (d == NULL)
+        return IXL_ERR_NO_MEMORY;
+    ncap = desc_cap(d);
+    memcpy(d, x->ldesc, m * sizeof(*d));
+    memcpy(d + ncap, x->rdesc, m * sizeof(*d));
+    desc_give(x->agent, x->ldesc);
+    x->ldesc = d;
+    x->rdesc = d + ncap;
+    return IXL_OK;
 }
 
 void ixl_desc_pool_fini(struct ixl_agent *agent)
@@ -509,12 +539,10 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     x->agent = agent;
     x->backend = be;
     x->op = op;
-    x->ldesc = desc_take(agent, n ? n : 1);
-    x->rdesc =
-        x->ldesc
-            ? x->ldesc +
-                  (((struct desc_block *)((char *)x->ldesc - offsetof(struct desc_block, d)))->cap)
-            : NULL;
+    /* Sized for the pairs before merging, up to a first step; grown while building when a
+     * request merges less than that. */
+    x->ldesc = desc_take(agent, n < DESC_FIRST ? (n ? n : 1) : DESC_FIRST);
+    x->rdesc = x->ldesc ? x->ldesc + desc_cap(x->ldesc) : NULL;
     if (x->ldesc == NULL) {
         xfer_free(x);
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
@@ -580,6 +608,10 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
                     continue;
                 }
             }
+            if (m == desc_cap(x->ldesc) && desc_grow(x, m, n) != IXL_OK) {
+                xfer_free(x);
+                return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+            }
             x->ldesc[m] = ld;
             x->rdesc[m] = rd;
             m++;
@@ -636,8 +668,10 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     return IXL_OK;
 }
 
-static int check_op(struct ixl_agent *agent, enum ixl_op op)
+static int check_op(struct ixl_agent *agent, enum ixl_op op, const struct ixl_xfer_params *p)
 {
+    if (p && (p->field_mask & IXL_XFER_F_BACKENDS) && p->n_backends > 0 && p->backends == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "backends given as a NULL array");
     if (op != IXL_OP_READ && op != IXL_OP_WRITE)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "operation %d is neither READ nor WRITE",
                              (int)op);
@@ -654,7 +688,7 @@ ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op, const struct
     if (local == NULL || remote == NULL || remote_agent == NULL || out == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "ixl_xfer_create: NULL list, remote agent name or out");
-    int rc = check_op(agent, op);
+    int rc = check_op(agent, op, params);
     if (rc != IXL_OK)
         return rc;
     uint64_t n = ixl_dlist_count(local);
@@ -664,6 +698,11 @@ ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op, const struct
                              (unsigned long long)n, (unsigned long long)ixl_dlist_count(remote));
     if (n == 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "empty descriptor lists");
+    if (n > IXL_XFER_MAX_DESCS)
+        return IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE,
+                             "a request of %llu descriptors is over the limit of %llu (use a "
+                             "prepared list and index arrays, or larger descriptors)",
+                             (unsigned long long)n, (unsigned long long)IXL_XFER_MAX_DESCS);
     int use = params && (params->field_mask & IXL_XFER_F_BACKENDS) && params->n_backends;
     struct ixl_backend *const *only = use ? params->backends : NULL;
     size_t n_only = use ? params->n_backends : 0;
@@ -707,7 +746,7 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "the local list must be prepared with remote NULL and the remote "
                              "list with a remote agent's name (or this agent's own)");
-    int rc = check_op(agent, op);
+    int rc = check_op(agent, op, params);
     if (rc != IXL_OK)
         return rc;
     pthread_rwlock_rdlock(&agent->lock);
@@ -883,6 +922,12 @@ ixl_status ixl_xfer_release(struct ixl_xfer *x)
     return IXL_OK;
 }
 
+void ixl_xfer_abandon(struct ixl_xfer *x)
+{
+    ixl_agent_untrack_xfer(x->agent, x);
+    xfer_free(x);
+}
+
 ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
 {
     if (x == NULL)
@@ -891,12 +936,6 @@ ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
     ixl_err_clear(agent->id);
     if (len > 0 && msg == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "len > 0 with a NULL message");
-    pthread_mutex_lock(&x->lock);
-    int busy = x->state == XFER_INFLIGHT && status_locked(x) == IXL_IN_PROGRESS;
-    pthread_mutex_unlock(&x->lock);
-    if (busy)
-        return IXL_AGENT_ERR(agent, IXL_ERR_REPOST_ACTIVE,
-                             "the notification of a request in flight cannot change");
     if (len > agent->params.notif_max)
         return IXL_AGENT_ERR(agent, IXL_ERR_NOTIF_TOO_LARGE,
                              "notification of %zu bytes exceeds the maximum of %zu", len,
@@ -913,10 +952,24 @@ ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
         memcpy(copy, msg, len);
     }
     pthread_mutex_lock(&x->lock);
-    free(x->notif);
-    x->notif = copy;
-    x->notif_len = len;
+    int rc = IXL_OK;
+    /* The backend borrows the message until the request is posted again or released. */
+    if (x->canceling)
+        rc = IXL_ERR_NOT_ALLOWED;
+    else if (x->state == XFER_INFLIGHT && status_locked(x) == IXL_IN_PROGRESS)
+        rc = IXL_ERR_REPOST_ACTIVE;
+    if (rc == IXL_OK) {
+        free(x->notif);
+        x->notif = copy;
+        x->notif_len = len;
+        copy = NULL;
+    }
     pthread_mutex_unlock(&x->lock);
+    free(copy);
+    if (rc == IXL_ERR_NOT_ALLOWED)
+        return IXL_AGENT_ERR(agent, rc, "the request is being canceled: release it again");
+    if (rc == IXL_ERR_REPOST_ACTIVE)
+        return IXL_AGENT_ERR(agent, rc, "the notification of a request in flight cannot change");
     return IXL_OK;
 }
 

@@ -179,6 +179,40 @@ int main(void)
     CHECK_RC(ixl_xfer_create(f, IXL_OP_READ, l, r2, "A", NULL, &x), IXL_ERR_NO_BACKEND);
     CHECK_RC(ixl_notif_send(f, "A", "x", 1, NULL), IXL_ERR_NO_BACKEND);
 
+    /* A newer instance's blob whose connection info the backend refuses: the load fails and
+     * the loaded entry stays as it was. */
+    {
+        unsigned char *bad = malloc(fresh_len);
+        CHECK(bad != NULL);
+        memcpy(bad, fresh, fresh_len);
+        uint64_t inc;
+        memcpy(&inc, bad + 8, 8); /* little-endian incarnation after magic, version, flags */
+        inc += 1;
+        memcpy(bad + 8, &inc, 8);
+        /* The first backend's connection info starts after the name and the backend name. */
+        size_t nlen = (size_t)bad[16] | (size_t)bad[17] << 8;
+        size_t at = 18 + nlen + 2;       /* backend count */
+        size_t blen = bad[at];           /* backend name length */
+        size_t conn = at + 1 + blen + 4; /* its connection info */
+        bad[conn] ^= 0xff;
+        CHECK(ixl_md_load(e, bad, fresh_len, NULL) < 0);
+        CHECK_RC(check1(e, "A", bufs[2], SZ), IXL_OK);
+        free(bad);
+    }
+
+    /* Hostile sizes and arrays at the API boundary. */
+    struct ixl_dlist *huge = NULL;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, (size_t)1 << 62, &huge), IXL_ERR_NO_MEMORY);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &huge), IXL_OK);
+    struct ixl_run zero_stride = {(uintptr_t)bufs[3], 1, 0, (uint64_t)1 << 58, 0};
+    CHECK_RC(ixl_dlist_add_runs(huge, &zero_stride, 1), IXL_OK);
+    CHECK_RC(ixl_xfer_create(e, IXL_OP_WRITE, huge, huge, "E", NULL, &x), IXL_ERR_TOO_LARGE);
+    ixl_dlist_destroy(huge);
+    struct ixl_xfer_params nullb = {.field_mask = IXL_XFER_F_BACKENDS, .n_backends = 2};
+    CHECK_RC(ixl_xfer_create(e, IXL_OP_READ, l, r2, "A", &nullb, &x), IXL_ERR_INVALID_ARG);
+    struct ixl_reg_params nullr = {.field_mask = IXL_REG_F_BACKENDS, .n_backends = 1};
+    CHECK_RC(ixl_mem_register(e, IXL_MEM_DRAM, &r3, 1, &nullr), IXL_ERR_INVALID_ARG);
+
     ixl_free(fresh);
     ixl_free(full);
     ixl_dlist_destroy(l);
