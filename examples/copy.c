@@ -1,5 +1,5 @@
 /* The README's example: copy a buffer inside one agent through its default backends
- * (IXL_BACKENDS), then check the copy. Run: IXL_BACKENDS=<plugin> ./example_copy */
+ * (IXL_BACKENDS, NET unless set otherwise), then check the copy. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
