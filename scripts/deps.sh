@@ -6,7 +6,7 @@ goal=${1:-build}
 
 pkgs="cmake make gcc libc6-dev pkg-config"
 case "$goal" in
-test) pkgs="$pkgs clang clang-format libclang-rt-14-dev" ;;
+test) pkgs="$pkgs clang clang-format libclang-rt-14-dev iproute2" ;;
 run) ;;
 esac
 

@@ -1,0 +1,288 @@
+#!/bin/bash
+# NET backend bandwidth against its baselines, measured side by side in one run.
+#
+# For each size (1, 64, 256 MiB) it runs ROUNDS (5) interleaved rounds; each round runs, in
+# order, memcpy (1 thread), raw process_vm_writev, raw TCP loopback, ucx_perftest ucp_put_bw
+# with UCX_TLS=shm and with UCX_TLS=tcp, and NET's three paths (shm = the target's memory
+# mapped, cma = process_vm_writev, tcp), so that drift on this shared machine hits every
+# figure alike. It prints the medians (GB/s = 10^9 B/s) and the ratios of medians against the
+# targets at 64 and 256 MiB:
+#   NET shm >= 0.9 x memcpy and >= 0.9 x UCX shm; NET cma >= 0.9 x process_vm_writev;
+#   NET tcp >= 0.8 x raw TCP; NET tcp / UCX tcp is reported without a target.
+#
+# The two-process runs come from bench/net_driver (see its header). UCX is skipped, with a
+# note, when ucx_perftest is missing and cannot be installed (apt-get, as root only); the NET
+# rows read "unavailable" while libixl has no NET plugin. The environment may set BUILD_DIR
+# (default build), ROUNDS (default 5), SIZES (default "1M 64M 256M"; K/M/G suffixes) and
+# NET_OPTS, more NET options for both sides of every NET run (e.g. "copy_threads=1 conns=1"
+# for a like-for-like comparison with the one-thread, one-stream baselines). Where others
+# rebuild build/ while this runs, give it a BUILD_DIR of its own: a libixl replaced mid-run
+# makes later runs measure other code.
+# Exit status: 0, or 1 when a driver run failed for any reason but NET's absence (a transfer
+# error, a data mismatch in NET's read-back check); a MISS of a target or a failed
+# ucx_perftest (reported as "failed") does not fail the run.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+rounds=${ROUNDS:-5}
+sizes=${SIZES:-1M 64M 256M}
+net_opts=${NET_OPTS:-}
+timeout_s=120 # per command: a hung peer must not hang the benchmark
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$build" >/dev/null || exit 1
+fi
+driver=$build/bench/net_driver
+if ! cmake --build "$build" -j"$(nproc)" --target net_driver ixl-info >"$build/net_build.log" 2>&1
+then
+    # libixl (with the NET plugin in it) may be mid-edit: a driver built earlier still
+    # measures the baselines, but say so loudly.
+    if [ -x "$driver" ]; then
+        echo "net.sh: WARNING: the build failed (see $build/net_build.log); using the" \
+            "net_driver and libixl built earlier" >&2
+    else
+        tail -n 20 "$build/net_build.log" >&2
+        echo "net.sh: the build failed (cmake --build $build --target net_driver)" >&2
+        exit 1
+    fi
+fi
+
+cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
+echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "machine: $(uname -n), $(nproc) CPUs, ${cpu:-unknown CPU}, kernel $(uname -r)"
+if grep -q '^flags.* hypervisor' /proc/cpuinfo; then
+    echo "         (a virtual machine: timings vary more from run to run)"
+fi
+echo "build:   $build (CMAKE_BUILD_TYPE=${type:-RelWithDebInfo, the default})"
+# The NET sources may be uncommitted: a digest ties the numbers to what was built.
+net_src=$(cat "$root"/plugins/net/*.[ch] 2>/dev/null | sha256sum | cut -c1-12)
+echo "source:  $(git -C "$root" describe --always --dirty 2>/dev/null || echo "not a git tree")," \
+    "plugins/net digest ${net_src}"
+echo "ixl:     $("$build/tools/ixl-info" 2>/dev/null | grep -m1 '^plugins')" \
+    "$("$build/tools/ixl-info" 2>/dev/null | sed -n 's/^  \([A-Za-z0-9_]*\) .*version.*/\1/p' |
+        tr '\n' ' ')"
+
+# --- UCX ------------------------------------------------------------------------------------
+ucx=yes
+if ! command -v ucx_perftest >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "ucx:     ucx_perftest missing; installing ucx-utils with apt-get"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq ucx-utils >/dev/null 2>&1 ||
+            { apt-get update -qq >/dev/null 2>&1 &&
+                apt-get install -y -qq ucx-utils >/dev/null 2>&1; }
+    fi
+    command -v ucx_perftest >/dev/null 2>&1 || ucx=no
+fi
+if [ $ucx = yes ]; then
+    echo "ucx:     $(ucx_info -v 2>/dev/null | sed -n 's/^# *Version */ucx_perftest /p' | head -n 1)"
+else
+    echo "ucx:     SKIPPED (ucx_perftest not found; install ucx-utils as root)"
+fi
+
+# --- NET ------------------------------------------------------------------------------------
+# shellcheck disable=SC2086 # NET_OPTS is a list of words
+"$driver" ixl auto 4K 1 $net_opts >/dev/null 2>"$build/net_probe.err"
+case $? in
+0) net=yes ;;
+77) net=no ;;
+*) net=yes ;; # present but failing: run it anyway so each path says what fails
+esac
+if [ $net = yes ]; then
+    echo "NET:     present; extra options: ${net_opts:-none}"
+else
+    echo "NET:     unavailable ($(sed -n 's/.*net_driver: //p' "$build/net_probe.err" | head -n 1))"
+fi
+echo
+
+# --- Runs -----------------------------------------------------------------------------------
+bytes() { # 64M -> 67108864
+    case $1 in
+    *[kK]) echo $((${1%?} << 10)) ;;
+    *[mM]) echo $((${1%?} << 20)) ;;
+    *[gG]) echo $((${1%?} << 30)) ;;
+    *) echo "$1" ;;
+    esac
+}
+
+# Iterations per run: enough for ~0.1-0.5 s of copying at the slowest raw path.
+iters_for() {
+    local b=$1
+    if [ "$b" -le $((4 << 20)) ]; then
+        echo 200
+    elif [ "$b" -le $((64 << 20)) ]; then
+        echo 20
+    else
+        echo 8
+    fi
+}
+
+results=$(mktemp)
+failures=0
+port=$((20000 + $$ % 20000))
+trap 'rm -f "$results"' EXIT
+
+record() { # size mode value [used-path]
+    echo "$1 $2 $3 ${4:--}" >>"$results"
+}
+
+run_driver() { # label size iters args...
+    local label=$1 size=$2 iters=$3 out rc g used
+    shift 3
+    out=$(timeout "$timeout_s" "$driver" "$@" 2>"$results.err")
+    rc=$?
+    g=$(echo "$out" | sed -n 's/^RESULT .*gbps=\([0-9.]*\).*/\1/p')
+    used=$(echo "$out" | sed -n 's/^RESULT .* used=\([^ ]*\).*/\1/p')
+    if [ $rc -eq 0 ] && [ -n "$g" ]; then
+        record "$size" "$label" "$g" "$used"
+    elif [ $rc -eq 77 ]; then
+        record "$size" "$label" NA unavailable
+    else
+        record "$size" "$label" NA failed
+        failures=$((failures + 1))
+        echo "  $label at $size: failed (status $rc): $(tail -n 1 "$results.err")" >&2
+    fi
+}
+
+# ucx_perftest ucp_put_bw: a server in the background and a client; the client's final CSV
+# line has the overall bandwidth in MB/s (2^20 B/s) in field 6.
+run_ucx() { # label tls size iters warmup
+    local label=$1 tls=$2 size=$3 iters=$4 warm=$5 out g spid
+    local -a env=(UCX_TLS="$tls" UCX_WARN_UNUSED_ENV_VARS=n)
+    # With tcp, keep UCX on the loopback device, like the raw TCP baseline.
+    [ "$tls" = tcp ] && env+=(UCX_NET_DEVICES=lo)
+    port=$((port + 1))
+    env "${env[@]}" timeout "$timeout_s" ucx_perftest -t ucp_put_bw -s "$size" -n "$iters" \
+        -w "$warm" -p "$port" >/dev/null 2>&1 &
+    spid=$!
+    for _ in $(seq 50); do # wait for the server's listener, at most 5 s
+        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    out=$(env "${env[@]}" timeout "$timeout_s" ucx_perftest 127.0.0.1 -t ucp_put_bw -s "$size" \
+        -n "$iters" -w "$warm" -p "$port" -f -v 2>"$results.err" | tail -n 1)
+    wait "$spid" 2>/dev/null
+    g=$(echo "$out" | awk -F, 'NF >= 6 && $6 + 0 > 0 { printf "%.3f", $6 * 1048576 / 1e9 }')
+    if [ -n "$g" ]; then
+        record "$size" "$label" "$g"
+    else
+        record "$size" "$label" NA failed
+        echo "  $label at $size: ucx_perftest failed: $(tail -n 1 "$results.err")" >&2
+    fi
+}
+
+modes="memcpy pvm tcp ucx-shm ucx-tcp net-shm net-cma net-tcp"
+start=$(date +%s)
+for s in $sizes; do
+    b=$(bytes "$s")
+    n=$(iters_for "$b")
+    # UCX 1.13's put over tcp runs at tens of MB/s here (10 s per 256 MiB): one iteration
+    # without warm-up per run for large sizes keeps the script within minutes. No target
+    # rests on it.
+    if [ "$b" -gt $((4 << 20)) ]; then
+        ucx_tcp_n=1 ucx_tcp_w=0
+    else
+        ucx_tcp_n=20 ucx_tcp_w=2
+    fi
+    echo "size $s: $rounds rounds of $n iterations (UCX tcp: $ucx_tcp_n)" >&2
+    for _ in $(seq "$rounds"); do
+        run_driver memcpy "$b" "$n" memcpy "$b" "$n"
+        run_driver pvm "$b" "$n" pvm "$b" "$n"
+        run_driver tcp "$b" "$n" tcp "$b" "$n"
+        if [ $ucx = yes ]; then
+            run_ucx ucx-shm shm "$b" "$n" 2
+            run_ucx ucx-tcp tcp "$b" "$ucx_tcp_n" "$ucx_tcp_w"
+        else
+            record "$b" ucx-shm NA skipped
+            record "$b" ucx-tcp NA skipped
+        fi
+        for p in shm cma tcp; do
+            if [ $net = yes ]; then
+                # shellcheck disable=SC2086
+                run_driver net-$p "$b" "$n" ixl $p "$b" "$n" $net_opts
+            else
+                record "$b" net-$p NA unavailable
+            fi
+        done
+    done
+done
+echo "($(($(date +%s) - start)) s of runs)" >&2
+echo
+
+# --- Report ---------------------------------------------------------------------------------
+# Medians (and the spread) of each (size, mode); the ratio table is built from the medians.
+awk -v modes="$modes" -v sizes_h="$sizes" -v rounds="$rounds" '
+function median(key,    n, i, j, t, a) {
+    n = cnt[key]
+    for (i = 1; i <= n; i++) a[i] = val[key, i]
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    lo[key] = a[1]; hi[key] = a[n]
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+    key = $1 SUBSEP $2
+    if ($3 != "NA") { cnt[key]++; val[key, cnt[key]] = $3 } else why[key] = $4
+    if ($4 != "-" && $3 != "NA") used[key] = used[key] (index(" " used[key] " ", " " $4 " ") ? "" : " " $4)
+    if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 }
+}
+END {
+    nm = split(modes, m, " ")
+    split(sizes_h, sh, " ")
+    for (i = 1; i <= ns; i++) for (k = 1; k <= nm; k++) {
+        key = order[i] SUBSEP m[k]
+        med[key] = cnt[key] ? median(key) : -1
+    }
+    printf "GB/s, median of %d interleaved runs [min-max]\n", rounds
+    printf "%-9s", "mode"
+    for (i = 1; i <= ns; i++) printf "  %23s", sh[i] " (" order[i] " B)"
+    printf "\n"
+    for (k = 1; k <= nm; k++) {
+        printf "%-9s", m[k]
+        for (i = 1; i <= ns; i++) {
+            key = order[i] SUBSEP m[k]
+            if (med[key] < 0) cell = (key in why ? why[key] : "-")
+            else cell = sprintf("%6.2f [%5.2f-%5.2f]%s", med[key], lo[key], hi[key], cnt[key] < rounds ? "*" : " ")
+            if (cnt[key] && cnt[key] < rounds) partial = 1
+            printf "  %23s", cell
+        }
+        printf "\n"
+    }
+    if (partial) printf "* fewer than %d runs succeeded: the median is of those that did\n", rounds
+    # A NET run on another path than the one forced is a finding in itself.
+    for (i = 1; i <= ns; i++) for (k = 1; k <= nm; k++) {
+        key = order[i] SUBSEP m[k]
+        if (m[k] ~ /^net-/ && (key in used)) {
+            want = substr(m[k], 5)
+            if (used[key] != " " want)
+                printf "note: %s at %s reported path(s)%s\n", m[k], sh[i], used[key]
+        }
+    }
+    printf "\nratios of medians (targets apply at 64 MiB and above)\n"
+    nr = split("net-shm/memcpy:0.9 net-shm/ucx-shm:0.9 net-cma/pvm:0.9 net-tcp/tcp:0.8 net-tcp/ucx-tcp:0", rs, " ")
+    printf "%-17s %-6s", "ratio", "target"
+    for (i = 1; i <= ns; i++) printf "  %-13s", sh[i]
+    printf "\n"
+    for (r = 1; r <= nr; r++) {
+        split(rs[r], pt, ":"); split(pt[1], ab, "/"); target = pt[2] + 0
+        printf "%-17s %-6s", pt[1], (target > 0 ? ">=" target : "-")
+        for (i = 1; i <= ns; i++) {
+            a = med[order[i] SUBSEP ab[1]]; b = med[order[i] SUBSEP ab[2]]
+            if (a < 0 || b <= 0) { printf "  %-13s", "n/a"; continue }
+            q = a / b
+            verdict = ""
+            if (target > 0 && order[i] + 0 >= 64 * 1048576) verdict = q >= target ? " PASS" : " MISS"
+            if (cnt[order[i] SUBSEP ab[1]] < rounds || cnt[order[i] SUBSEP ab[2]] < rounds) verdict = verdict "*"
+            printf "  %-13s", sprintf("%.2f%s", q, verdict)
+        }
+        printf "\n"
+    }
+}' "$results"
+
+if [ $failures -gt 0 ]; then
+    echo
+    echo "$failures run(s) failed (see the messages above)"
+    exit 1
+fi
+exit 0
