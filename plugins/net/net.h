@@ -89,7 +89,9 @@ struct net_peer {
     uint16_t port;
     uint32_t addrs[NET_MAX_ADDRS];
     int n_addrs;
-    int cma; /* -1 unknown, 0 refused, 1 works (probed once) */
+    size_t notif_max; /* the largest notification it accepts */
+    int cma;          /* -1 unknown, 0 refused, 1 works (probed once) */
+    int pidfd;        /* the peer process, for liveness before cross-memory attach; -1 if none */
 
     pthread_mutex_t lock;
     pthread_cond_t cond; /* queue has items, or the connection set changed */
@@ -246,7 +248,8 @@ void net_req_unbusy(struct net_engine *e, struct net_req *r);
  * last. */
 void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status);
 void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status);
-void *net_rmd_map(struct net_rmd *m); /* same-node mapping of a remote region, or NULL */
+void *net_rmd_map(struct net_rmd *m);   /* same-node mapping of a remote region, or NULL */
+int net_peer_alive(struct net_peer *p); /* 0 once the peer's process is known to be gone */
 
 /* The request methods of the ops table (net_xfer.c). */
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,

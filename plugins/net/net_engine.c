@@ -240,7 +240,9 @@ static void build_conn_info(struct net_engine *e)
     p[55] = (uint8_t)e->n_adv_addrs;
     for (int i = 0; i < e->n_adv_addrs; i++)
         memcpy(p + 56 + 4 * i, &e->adv_addrs[i], 4);
-    e->conn_len = 56 + 4 * (size_t)e->n_adv_addrs;
+    size_t at = 56 + 4 * (size_t)e->n_adv_addrs;
+    put(p + at, e->notif_max > UINT32_MAX ? UINT32_MAX : e->notif_max, 4);
+    e->conn_len = at + 4;
 }
 
 static int net_get_conn_info(struct ixl_engine *base, const void **info, size_t *len)
@@ -265,7 +267,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     struct net_engine *e = (struct net_engine *)base;
     const uint8_t *b = info;
     if (len < 56 || memcmp(b, CONN_MAGIC, 8) != 0 || b[55] == 0 || b[55] > NET_MAX_ADDRS ||
-        len != 56 + 4 * (size_t)b[55] || strlen(remote) >= sizeof(((struct net_peer *)0)->name))
+        len != 56 + 4 * (size_t)b[55] + 4 || strlen(remote) >= sizeof(((struct net_peer *)0)->name))
         return net_error(e, IXL_ERR_MALFORMED, "NET connection info of '%s' is malformed", remote);
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = peer_find(e, remote);
@@ -276,6 +278,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
             return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
         }
         p->e = e;
+        p->pidfd = -1;
         snprintf(p->name, sizeof(p->name), "%s", remote);
         pthread_mutex_init(&p->lock, NULL);
         pthread_condattr_t ca;
@@ -304,8 +307,13 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     p->n_addrs = b[55];
     for (int i = 0; i < p->n_addrs; i++)
         memcpy(&p->addrs[i], b + 56 + 4 * i, 4);
-    if (changed || !p->loaded)
+    p->notif_max = (size_t)get(b + 56 + 4 * (size_t)p->n_addrs, 4);
+    if (changed || !p->loaded) {
         p->cma = -1;
+        if (p->pidfd >= 0)
+            close(p->pidfd);
+        p->pidfd = -1;
+    }
     p->loaded = true;
     p->closing = 0;
     pthread_mutex_unlock(&p->lock);
@@ -811,6 +819,8 @@ static void net_destroy_engine(struct ixl_engine *base)
         struct net_peer *n = peers->next;
         free(peers->q);
         free(peers->grave);
+        if (peers->pidfd >= 0)
+            close(peers->pidfd);
         pthread_mutex_destroy(&peers->lock);
         pthread_cond_destroy(&peers->cond);
         free(peers);

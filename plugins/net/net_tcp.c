@@ -19,46 +19,91 @@
 
 /* ---- socket helpers -------------------------------------------------------------------------- */
 
-static int recv_all(int fd, void *buf, size_t len)
+/* How long a frame may go without any byte moving (target side), set per thread from the
+ * engine's timeout_ms; 0 = no limit. */
+static _Thread_local uint64_t idle_limit_ns;
+
+/* Waits until fd is ready for events, the deadline (ns, 0 = none) passes, or nothing happened
+ * for idle_limit_ns. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        int ms = -1;
+        if (deadline) {
+            uint64_t now = net_now_ns();
+            if (now >= deadline)
+                return -1;
+            uint64_t until = deadline;
+            if (idle_limit_ns && now + idle_limit_ns < until)
+                until = now + idle_limit_ns;
+            ms = (int)((until - now + 999999u) / 1000000u);
+        }
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, ms);
+        if (n > 0)
+            return 0;
+        if (n == 0 || errno != EINTR)
+            return -1; /* past the deadline, or idle for too long */
+    }
+}
+
+/* Receives exactly len bytes, or fails at EOF, on error, or when the deadline (0 = none)
+ * passes. */
+static int recv_until(int fd, void *buf, size_t len, uint64_t deadline)
 {
     char *p = buf;
     while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_WAITALL);
+        if (deadline && wait_fd(fd, POLLIN, deadline) != 0)
+            return -1;
+        ssize_t n = recv(fd, p, len, deadline ? MSG_DONTWAIT : MSG_WAITALL);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
         } else if (n == 0) {
             return -1;
-        } else if (errno != EINTR) {
-            return -1;
+        } else if (errno != EINTR && !(errno == EAGAIN && deadline)) {
+            return -1; /* without a deadline, EAGAIN is SO_RCVTIMEO running out */
         }
     }
     return 0;
 }
 
-static int discard(int fd, uint64_t len)
+static int recv_all(int fd, void *buf, size_t len)
+{
+    return recv_until(fd, buf, len, 0);
+}
+
+static int discard_until(int fd, uint64_t len, uint64_t deadline)
 {
     char scratch[16384];
     while (len > 0) {
         size_t n = len < sizeof(scratch) ? (size_t)len : sizeof(scratch);
-        if (recv_all(fd, scratch, n) != 0)
+        if (recv_until(fd, scratch, n, deadline) != 0)
             return -1;
         len -= n;
     }
     return 0;
 }
 
-/* Writes every byte of iov[0..n), advancing over partial writes. iov is modified. */
-static int writev_all(int fd, struct iovec *iov, int n)
+static int discard(int fd, uint64_t len)
+{
+    return discard_until(fd, len, 0);
+}
+
+/* Writes every byte of iov[0..n), advancing over partial writes (iov is modified); fails when
+ * the deadline (0 = none) passes. */
+static int writev_until(int fd, struct iovec *iov, int n, uint64_t deadline)
 {
     while (n > 0) {
+        if (deadline && wait_fd(fd, POLLOUT, deadline) != 0)
+            return -1;
         int batch = n < IOV_MAX ? n : IOV_MAX;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)batch};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
         if (w < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR || (errno == EAGAIN && deadline))
                 continue;
-            return -1;
+            return -1; /* without a deadline, EAGAIN is SO_SNDTIMEO running out */
         }
         while (n > 0 && (size_t)w >= iov->iov_len) {
             w -= (ssize_t)iov->iov_len;
@@ -71,6 +116,22 @@ static int writev_all(int fd, struct iovec *iov, int n)
         }
     }
     return 0;
+}
+
+static int writev_all(int fd, struct iovec *iov, int n)
+{
+    return writev_until(fd, iov, n, 0);
+}
+
+/* The target side gives a frame timeout_ms plus 100 ns per byte (a floor of 10 MB/s): a peer
+ * that stops or drips in the middle of a frame is cut, since the frame may hold the regions'
+ * lock, and deregistration waits for it. */
+#define SERVE_NS_PER_BYTE 100u
+#define SERVE_MAX_FRAME ((uint64_t)1 << 30)
+
+static uint64_t frame_deadline(const struct net_engine *e, uint64_t len)
+{
+    return net_now_ns() + e->timeout_ns + len * SERVE_NS_PER_BYTE;
 }
 
 static void tune(int fd)
@@ -92,6 +153,7 @@ struct out_batch {
     struct iovec iov[2 * OUT_MAX];
     uint8_t hdr[OUT_MAX][NET_HDR_BYTES];
     int n_iov, n_hdr;
+    uint64_t bytes;
     int locked;
     struct net_engine *e;
 };
@@ -100,7 +162,8 @@ static int out_flush(struct out_batch *o)
 {
     int rc = 0;
     if (o->n_iov > 0)
-        rc = writev_all(o->fd, o->iov, o->n_iov);
+        rc = writev_until(o->fd, o->iov, o->n_iov, frame_deadline(o->e, o->bytes));
+    o->bytes = 0;
     o->n_iov = o->n_hdr = 0;
     if (o->locked) {
         pthread_rwlock_unlock(&o->e->regions_lock);
@@ -117,6 +180,7 @@ static int out_add(struct out_batch *o, const struct net_hdr *h, const void *dat
     o->iov[o->n_iov++] = (struct iovec){o->hdr[o->n_hdr++], NET_HDR_BYTES};
     if (len > 0)
         o->iov[o->n_iov++] = (struct iovec){(void *)data, len};
+    o->bytes += NET_HDR_BYTES + len;
     return 0;
 }
 
@@ -143,21 +207,20 @@ void net_serve_fd(struct net_engine *e, int fd)
     struct net_hdr h;
     struct net_hello hello;
     uint8_t hb[NET_HELLO_MAX];
-    /* A client has timeout_ms to say who it is. */
-    struct timeval tv = {(time_t)(e->timeout_ns / 1000000000u),
-                         (suseconds_t)(e->timeout_ns % 1000000000u / 1000u)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (recv_all(fd, raw, sizeof(raw)) != 0 || net_hdr_decode(raw, &h) != 0 || h.op != NET_HELLO ||
-        recv_all(fd, hb, (size_t)h.len) != 0 || net_hello_decode(hb, (size_t)h.len, &hello) != 0)
+    /* A client has timeout_ms in all to say who it is, and may never stall a frame longer. */
+    idle_limit_ns = e->timeout_ns;
+    uint64_t hello_by = net_now_ns() + e->timeout_ns;
+    if (recv_until(fd, raw, sizeof(raw), hello_by) != 0 || net_hdr_decode(raw, &h) != 0 ||
+        h.op != NET_HELLO || recv_until(fd, hb, (size_t)h.len, hello_by) != 0 ||
+        net_hello_decode(hb, (size_t)h.len, &hello) != 0)
         return;
     struct net_hdr ack = {.op = NET_HELLO_ACK, .req = h.req};
     if (hello.to_instance != e->instance)
         ack.status = IXL_ERR_STALE; /* metadata of an earlier instance of this agent */
     net_hdr_encode(&ack, raw);
-    if (send(fd, raw, sizeof(raw), MSG_NOSIGNAL) != (ssize_t)sizeof(raw) || ack.status != 0)
+    struct iovec ackv = {raw, sizeof(raw)};
+    if (writev_until(fd, &ackv, 1, hello_by) != 0 || ack.status != 0)
         return;
-    struct timeval none = {0, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
     tune(fd);
 
     struct out_batch *o = calloc(1, sizeof(*o));
@@ -168,8 +231,15 @@ void net_serve_fd(struct net_engine *e, int fd)
     for (;;) {
         if (o->n_iov > 0 && !input_pending(fd) && out_flush(o) != 0)
             break;
-        if (recv_all(fd, raw, sizeof(raw)) != 0 || net_hdr_decode(raw, &h) != 0)
+        /* Idle between frames for as long as the peer likes; within a frame, a deadline. */
+        if (wait_fd(fd, POLLIN, 0) != 0 ||
+            recv_until(fd, raw, sizeof(raw), frame_deadline(e, 0)) != 0 ||
+            net_hdr_decode(raw, &h) != 0 ||
+            ((h.op == NET_WRITE || h.op == NET_NOTIF) && h.len > SERVE_MAX_FRAME)) {
+            out_flush(o); /* answers to the frames before a bad one still go */
             break;
+        }
+        uint64_t by = frame_deadline(e, h.op == NET_WRITE || h.op == NET_NOTIF ? h.len : 0);
         struct net_hdr r = {.req = h.req, .chunk = h.chunk};
         if (h.op == NET_WRITE) {
             r.op = NET_WRITE_ACK;
@@ -181,12 +251,12 @@ void net_serve_fd(struct net_engine *e, int fd)
             struct net_region *g = check_range(e, h.key, h.addr, h.len);
             int rc;
             if (g != NULL) {
-                rc = recv_all(fd, (void *)(uintptr_t)h.addr, (size_t)h.len);
+                rc = recv_until(fd, (void *)(uintptr_t)h.addr, (size_t)h.len, by);
                 pthread_rwlock_unlock(&e->regions_lock);
             } else {
                 pthread_rwlock_unlock(&e->regions_lock);
                 r.status = IXL_ERR_REMOTE_REFUSED;
-                rc = discard(fd, h.len);
+                rc = discard_until(fd, h.len, by);
             }
             if (rc != 0 || out_add(o, &r, NULL, 0) != 0)
                 break;
@@ -207,7 +277,7 @@ void net_serve_fd(struct net_engine *e, int fd)
             if (h.len > e->notif_max)
                 break; /* a peer that breaks the documented maximum is cut off */
             void *msg = malloc(h.len ? (size_t)h.len : 1);
-            if (msg == NULL || recv_all(fd, msg, (size_t)h.len) != 0) {
+            if (msg == NULL || recv_until(fd, msg, (size_t)h.len, by) != 0) {
                 free(msg);
                 break;
             }
@@ -218,6 +288,7 @@ void net_serve_fd(struct net_engine *e, int fd)
             if (out_add(o, &r, NULL, 0) != 0)
                 break;
         } else {
+            out_flush(o);
             break; /* a frame a target never receives */
         }
     }
@@ -361,8 +432,9 @@ static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
     return fd;
 }
 
-/* Says who we are and waits for the target's answer (timeout_ms). */
-static int hello(struct net_peer *p, int fd)
+/* Says who we are and waits for the target's answer until the deadline. IXL_ERR_TIMEOUT when
+ * it does not answer (a stopped process still gets connections accepted by its kernel). */
+static int hello(struct net_peer *p, int fd, uint64_t deadline)
 {
     struct net_engine *e = p->e;
     struct net_hello hl = {.from_instance = e->instance, .to_instance = p->instance};
@@ -372,18 +444,12 @@ static int hello(struct net_peer *p, int fd)
     struct net_hdr h = {.op = NET_HELLO, .len = plen};
     net_hdr_encode(&h, raw);
     struct iovec iov[2] = {{raw, sizeof(raw)}, {payload, plen}};
-    struct timeval tv = {(time_t)(e->timeout_ns / 1000000000u),
-                         (suseconds_t)(e->timeout_ns % 1000000000u / 1000u)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    if (writev_all(fd, iov, 2) != 0 || recv_all(fd, raw, sizeof(raw)) != 0 ||
-        net_hdr_decode(raw, &h) != 0 || h.op != NET_HELLO_ACK)
+    if (writev_until(fd, iov, 2, deadline) != 0 || recv_until(fd, raw, sizeof(raw), deadline) != 0)
+        return net_now_ns() >= deadline ? IXL_ERR_TIMEOUT : IXL_ERR_REMOTE_DISCONNECT;
+    if (net_hdr_decode(raw, &h) != 0 || h.op != NET_HELLO_ACK)
         return IXL_ERR_REMOTE_DISCONNECT;
     if (h.status != 0)
         return h.status == IXL_ERR_STALE ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED;
-    struct timeval none = {0, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
     return IXL_OK;
 }
 
@@ -444,7 +510,10 @@ static void *sender_main(void *arg)
         }
         int rc = 0;
         if (n_iov > 0) {
-            atomic_fetch_add(&c->outstanding, (uint64_t)n_busy);
+            /* Silence is counted from the moment answers are owed, not from the last answer
+             * of an earlier burst. */
+            if (atomic_fetch_add(&c->outstanding, (uint64_t)n_busy) == 0)
+                atomic_store(&c->last_rx_ns, net_now_ns());
             pthread_mutex_lock(&c->send_lock);
             rc = writev_all(c->fd, iov, n_iov);
             pthread_mutex_unlock(&c->send_lock);
@@ -555,7 +624,8 @@ int net_peer_connect(struct net_peer *p)
             }
         }
     }
-    int timeout_ms = (int)(e->timeout_ns / 1000000u);
+    /* One deadline for the whole attempt, whatever the number of addresses and connections. */
+    uint64_t deadline = net_now_ns() + e->timeout_ns;
     struct net_conn *made[NET_MAX_CONNS];
     int n_made = 0, rc = IXL_OK;
     uint32_t good = 0;
@@ -565,9 +635,12 @@ int net_peer_connect(struct net_peer *p)
         rc = IXL_ERR_UNREACHABLE;
         for (int i = 0; i < n_addrs; i++) {
             uint32_t a = have_good ? good : addrs[i];
-            fd = connect_one(p, a, timeout_ms);
+            uint64_t now = net_now_ns();
+            if (now >= deadline)
+                break;
+            fd = connect_one(p, a, (int)((deadline - now + 999999u) / 1000000u));
             if (fd >= 0) {
-                rc = hello(p, fd);
+                rc = hello(p, fd, deadline);
                 if (rc == IXL_OK) {
                     good = a;
                     have_good = 1;
@@ -575,8 +648,8 @@ int net_peer_connect(struct net_peer *p)
                 }
                 close(fd);
                 fd = -1;
-                if (rc == IXL_ERR_REMOTE_REFUSED)
-                    break;
+                if (rc == IXL_ERR_REMOTE_REFUSED || rc == IXL_ERR_TIMEOUT)
+                    break; /* reached the peer, which refused or does not answer */
             }
             if (have_good)
                 break;
@@ -635,12 +708,16 @@ int net_peer_connect(struct net_peer *p)
         char addr[INET_ADDRSTRLEN] = "?";
         if (n_addrs > 0)
             inet_ntop(AF_INET, &addrs[0], addr, sizeof(addr));
-        return net_error(e, rc == IXL_ERR_UNREACHABLE ? IXL_ERR_UNREACHABLE : rc,
-                         "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s", p->name,
-                         addr, p->port, n_addrs - 1,
-                         rc == IXL_ERR_REMOTE_DISCONNECT ? "it does not answer as the instance "
-                                                           "its metadata names"
-                                                         : "no answer");
+        /* A peer that cannot be reached is, to its requests, a peer that went away. */
+        return net_error(
+            e, rc == IXL_ERR_NO_MEMORY || rc == IXL_ERR_SYSTEM ? rc : IXL_ERR_REMOTE_DISCONNECT,
+            "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s", p->name, addr,
+            p->port, n_addrs - 1,
+            rc == IXL_ERR_REMOTE_DISCONNECT ? "it does not answer as the instance "
+                                              "its metadata names"
+            : rc == IXL_ERR_REMOTE_REFUSED  ? "it refused the connection"
+            : rc == IXL_ERR_TIMEOUT         ? "it accepted but did not answer"
+                                            : "no answer");
     }
     return IXL_OK;
 }
@@ -710,12 +787,17 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
     pthread_mutex_unlock(&p->lock);
     if (c == NULL)
         return IXL_ERR_REMOTE_DISCONNECT;
+    if (len > p->notif_max)
+        return net_error(p->e, IXL_ERR_NOTIF_TOO_LARGE,
+                         "NET: '%s' accepts notifications of at most %zu bytes, not %zu", p->name,
+                         p->notif_max, len);
     uint8_t raw[NET_HDR_BYTES];
     struct net_hdr h = {.op = NET_NOTIF, .len = len};
     net_hdr_encode(&h, raw);
     struct iovec iov[2] = {{raw, sizeof(raw)}, {(void *)msg, len}};
+    /* Bounded: a stopped peer whose socket buffer is full must not hold the caller. */
     pthread_mutex_lock(&c->send_lock);
-    rc = writev_all(c->fd, iov, len ? 2 : 1);
+    rc = writev_until(c->fd, iov, len ? 2 : 1, net_now_ns() + p->e->timeout_ns);
     pthread_mutex_unlock(&c->send_lock);
     if (rc != 0) {
         conn_fail(c);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -248,6 +250,8 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             continue;
         }
         /* Cross-memory attach: one system call per batch, continued after partial copies. */
+        if (!net_peer_alive(r->peer))
+            return IXL_ERR_REMOTE_DISCONNECT;
         int k = 0;
         while (k < n_iov) {
             ssize_t w =
@@ -366,6 +370,17 @@ void net_workers_stop(struct net_engine *e)
 
 /* ---- path choice ----------------------------------------------------------------------------- */
 
+int net_peer_alive(struct net_peer *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int fd = p->pidfd;
+    pthread_mutex_unlock(&p->lock);
+    if (fd < 0)
+        return 1; /* no pidfd (old kernel): the connection check stands alone */
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
+}
+
 /* Whether cross-memory attach reaches the peer: read its probe word once and compare it with
  * the instance its connection info announced. Refusals (EPERM under a seccomp filter or
  * ptrace restrictions, ENOSYS) make NET fall back by itself. */
@@ -378,6 +393,11 @@ static int probe_cma(struct net_engine *e, struct net_peer *p)
         ssize_t n = process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
         int err = errno;
         p->cma = n == (ssize_t)sizeof(v) && v == p->instance;
+        if (p->cma && p->pidfd < 0) {
+            /* Held while the peer is used: its readiness says the process exited, so a
+             * recycled pid is never written to. */
+            p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
+        }
         if (!p->cma)
             e->host->log(e->host->ctx, IXL_LOG_INFO,
                          "NET: cross-memory attach to '%s' (pid %u) unavailable (%s); using "
@@ -525,8 +545,14 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     if (set_notif(r, opts) != IXL_OK)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     uint64_t total = total_bytes(r);
-    if (r->path == NET_PATH_TCP) {
+    if (r->peer != NULL) {
+        /* Every path keeps a connection to the peer (its notifications travel there): a peer
+         * that died is found here, even when the data would go through a mapping that
+         * outlives it. */
         int rc = net_peer_connect(r->peer);
+        if (rc == IXL_OK && r->path == NET_PATH_CMA && !net_peer_alive(r->peer))
+            rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited",
+                           r->peer->pid, r->peer->name);
         if (rc != IXL_OK)
             return rc;
     }
@@ -605,12 +631,29 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
     r->canceled = true;
     /* Out of the table: no thread can start touching the user's buffers for it any more. */
     qremove(e, r);
+    /* A copy or a frame already touching the user's buffers finishes first. A frame stuck on
+     * a peer that stopped reading does not: after a short wait the connection is cut (the
+     * peer's other requests fail as they would at the watchdog's verdict), which frees it. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;
+    ts.tv_nsec += 200000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
     while (r->busy > 0)
         if (pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &ts) != 0)
             break;
+    if (r->busy > 0 && r->path == NET_PATH_TCP && r->peer != NULL) {
+        pthread_mutex_unlock(&e->reqs_lock);
+        net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT);
+        pthread_mutex_lock(&e->reqs_lock);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 2;
+        while (r->busy > 0)
+            if (pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &ts) != 0)
+                break;
+    }
     int busy = r->busy;
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0)
