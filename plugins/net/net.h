@@ -134,7 +134,8 @@ struct net_req {
     uint64_t pending;
     int busy; /* threads copying into/out of the user's buffers right now */
     bool canceled;
-    struct net_req *tnext; /* serial hash chain */
+    struct net_req *tnext;         /* serial hash chain */
+    struct net_req *anext, *aprev; /* every request of the engine, for destroy */
 };
 
 struct net_notif {
@@ -205,6 +206,7 @@ struct net_engine {
     struct net_req **qtab;
     size_t qtab_cap;
     uint64_t next_serial;
+    struct net_req *all_reqs; /* requests not released (destroy frees what is left) */
 
     pthread_mutex_t notif_lock;
     struct net_notif *notif_head, *notif_tail;
@@ -260,6 +262,7 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req);
 int net_release_req(struct ixl_engine *base, struct ixl_req *req);
 int net_estimate(struct ixl_engine *base, struct ixl_req *req, struct ixl_cost *out);
 int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out);
-void net_peer_bury(struct net_peer *p); /* joins torn-down connections' threads */
+void net_peer_bury(struct net_peer *p);       /* joins torn-down connections' threads */
+void net_reqs_free_all(struct net_engine *e); /* destroy: requests whose release failed */
 
 #endif

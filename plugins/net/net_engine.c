@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -595,6 +596,12 @@ void *net_rmd_map(struct net_rmd *m)
     }
     void *r = m->map ? (char *)m->map + m->map_off : NULL;
     pthread_mutex_unlock(&m->map_lock);
+    if (r != NULL) { /* the fd opened: the pid is the peer's; watch it from now on */
+        pthread_mutex_lock(&m->peer->lock);
+        if (m->peer->pidfd < 0)
+            m->peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m->peer->pid, 0);
+        pthread_mutex_unlock(&m->peer->lock);
+    }
     return r;
 }
 
@@ -815,6 +822,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     net_workers_stop(e);
     for (struct net_peer *p = peers; p; p = p->next)
         net_peer_bury(p);
+    net_reqs_free_all(e); /* only requests whose release kept failing are left */
     while (peers) {
         struct net_peer *n = peers->next;
         free(peers->q);

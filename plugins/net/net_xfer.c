@@ -515,8 +515,35 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         free(r);
         return rc;
     }
+    pthread_mutex_lock(&e->reqs_lock);
+    r->anext = e->all_reqs;
+    if (e->all_reqs)
+        e->all_reqs->aprev = r;
+    e->all_reqs = r;
+    pthread_mutex_unlock(&e->reqs_lock);
     *out = (struct ixl_req *)r;
     return IXL_OK;
+}
+
+static void unlink_req(struct net_engine *e, struct net_req *r)
+{
+    if (r->aprev)
+        r->aprev->anext = r->anext;
+    else
+        e->all_reqs = r->anext;
+    if (r->anext)
+        r->anext->aprev = r->aprev;
+}
+
+void net_reqs_free_all(struct net_engine *e)
+{
+    while (e->all_reqs) {
+        struct net_req *r = e->all_reqs;
+        unlink_req(e, r);
+        free(r->chunks);
+        free(r->notif);
+        free(r);
+    }
 }
 
 static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
@@ -550,7 +577,8 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
          * that died is found here, even when the data would go through a mapping that
          * outlives it. */
         int rc = net_peer_connect(r->peer);
-        if (rc == IXL_OK && r->path == NET_PATH_CMA && !net_peer_alive(r->peer))
+        if (rc == IXL_OK && (r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) &&
+            !net_peer_alive(r->peer))
             rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited",
                            r->peer->pid, r->peer->name);
         if (rc != IXL_OK)
@@ -655,6 +683,8 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
                 break;
     }
     int busy = r->busy;
+    if (busy == 0)
+        unlink_req(e, r);
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0)
         return net_error(e, IXL_ERR_BUSY, "NET: a copy of the request is still running");

@@ -664,6 +664,14 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
         xfer_free(x);
         return rc;
     }
+    /* The path is known once prepared; a post may refine it (read again at completion). */
+    if (be->plugin->has[IXL_OPT_REQ_INFO]) {
+        struct ixl_req_info info = {{0}};
+        if (be->plugin->ops.req_info(be->engine, x->req, &info) == IXL_OK) {
+            info.path[sizeof(info.path) - 1] = '\0';
+            memcpy(x->path, info.path, sizeof(x->path));
+        }
+    }
     *out = x;
     return IXL_OK;
 }
