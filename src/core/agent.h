@@ -45,6 +45,12 @@ struct ixl_xfer;
 struct ixl_prep;
 struct desc_block;
 
+/* A link in one of the agent's lists of live objects. */
+struct ixl_node {
+    struct ixl_node *next, *prev;
+    void *owner;
+};
+
 struct ixl_alloc {
     void *addr;
     size_t len;
@@ -76,8 +82,8 @@ struct ixl_agent {
 
     /* Live requests and prepared lists, released by destroy if the user did not. */
     pthread_mutex_t objs_lock;
-    struct ixl_xfer *xfers;
-    struct ixl_prep *preps;
+    struct ixl_node *xfers;
+    struct ixl_node *preps;
 
     /* Descriptor arrays of released requests, for reuse (src/core/xfer.c). */
 #define IXL_DESC_POOL 4

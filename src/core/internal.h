@@ -64,8 +64,8 @@ struct ixl_prep {
     struct prep_backend per[IXL_MAX_BACKENDS];
     struct region **regions; /* local regions used (each holds one "users" count) */
     size_t n_regions;
-    int counted;                  /* the users counts were taken */
-    struct ixl_prep *next, *prev; /* the agent's list of live prepared lists */
+    int counted;          /* the users counts were taken */
+    struct ixl_node node; /* in the agent's list of live prepared lists */
 };
 
 enum xfer_state { XFER_IDLE, XFER_INFLIGHT, XFER_DONE, XFER_ERROR };
@@ -92,7 +92,7 @@ struct ixl_xfer {
     uint64_t bytes;
     uint64_t post_start_ns, post_ns, xfer_ns, post_count, done_count;
     char path[32];
-    struct ixl_xfer *next, *prev; /* the agent's list of live requests */
+    struct ixl_node node; /* in the agent's list of live requests */
 };
 
 /* The agent's lists of live objects (for destroy), under agent->objs_lock. */

@@ -17,49 +17,61 @@ int ixl_agent_hooks_init(struct ixl_agent *agent)
     return IXL_OK;
 }
 
+/* The agent's lists of live requests and prepared lists (objs_lock held). */
+static void node_push(struct ixl_node **head, struct ixl_node *n, void *owner)
+{
+    n->owner = owner;
+    n->prev = NULL;
+    n->next = *head;
+    if (*head)
+        (*head)->prev = n;
+    *head = n;
+}
+
+static void node_remove(struct ixl_node **head, struct ixl_node *n)
+{
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        *head = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+}
+
+/* The owner of the first node, or NULL. */
+static void *node_first(struct ixl_agent *agent, struct ixl_node **head)
+{
+    pthread_mutex_lock(&agent->objs_lock);
+    void *owner = *head ? (*head)->owner : NULL;
+    pthread_mutex_unlock(&agent->objs_lock);
+    return owner;
+}
+
 void ixl_agent_track_xfer(struct ixl_agent *agent, struct ixl_xfer *x)
 {
     pthread_mutex_lock(&agent->objs_lock);
-    x->prev = NULL;
-    x->next = agent->xfers;
-    if (agent->xfers)
-        agent->xfers->prev = x;
-    agent->xfers = x;
+    node_push(&agent->xfers, &x->node, x);
     pthread_mutex_unlock(&agent->objs_lock);
 }
 
 void ixl_agent_untrack_xfer(struct ixl_agent *agent, struct ixl_xfer *x)
 {
     pthread_mutex_lock(&agent->objs_lock);
-    if (x->prev)
-        x->prev->next = x->next;
-    else
-        agent->xfers = x->next;
-    if (x->next)
-        x->next->prev = x->prev;
+    node_remove(&agent->xfers, &x->node);
     pthread_mutex_unlock(&agent->objs_lock);
 }
 
 void ixl_agent_track_prep(struct ixl_agent *agent, struct ixl_prep *p)
 {
     pthread_mutex_lock(&agent->objs_lock);
-    p->prev = NULL;
-    p->next = agent->preps;
-    if (agent->preps)
-        agent->preps->prev = p;
-    agent->preps = p;
+    node_push(&agent->preps, &p->node, p);
     pthread_mutex_unlock(&agent->objs_lock);
 }
 
 void ixl_agent_untrack_prep(struct ixl_agent *agent, struct ixl_prep *p)
 {
     pthread_mutex_lock(&agent->objs_lock);
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        agent->preps = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
+    node_remove(&agent->preps, &p->node);
     pthread_mutex_unlock(&agent->objs_lock);
 }
 
@@ -81,9 +93,7 @@ void ixl_agent_hooks_fini(struct ixl_agent *agent)
      * destroy frees what it still holds). */
     uint64_t deadline = ixl_now_ns() + 5000000000ull;
     for (;;) {
-        pthread_mutex_lock(&agent->objs_lock);
-        struct ixl_xfer *x = agent->xfers;
-        pthread_mutex_unlock(&agent->objs_lock);
+        struct ixl_xfer *x = node_first(agent, &agent->xfers);
         if (x == NULL)
             break;
         int rc = ixl_xfer_release(x);
@@ -99,9 +109,7 @@ void ixl_agent_hooks_fini(struct ixl_agent *agent)
         }
     }
     for (;;) {
-        pthread_mutex_lock(&agent->objs_lock);
-        struct ixl_prep *p = agent->preps;
-        pthread_mutex_unlock(&agent->objs_lock);
+        struct ixl_prep *p = node_first(agent, &agent->preps);
         if (p == NULL)
             break;
         ixl_prep_destroy(p);
