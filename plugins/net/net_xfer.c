@@ -14,7 +14,7 @@
 
 #include "net.h"
 
-#define INLINE_BYTES (256u * 1024u) /* same-node copies this small run in post itself */
+#define INLINE_BYTES (1024u * 1024u) /* same-node copies this small run in post itself */
 #define SPLIT_BYTES (4u << 20)      /* copies this large are shared among the workers */
 #define COPY_STEP ((uint64_t)1 << 30)
 
