@@ -10,17 +10,20 @@
 #   NET shm >= 0.9 x memcpy and >= 0.9 x UCX shm; NET cma >= 0.9 x process_vm_writev;
 #   NET tcp >= 0.8 x raw TCP; NET tcp / UCX tcp is reported without a target.
 #
-# The two-process runs come from bench/net_driver (see its header). UCX is skipped, with a
-# note, when ucx_perftest is missing and cannot be installed (apt-get, as root only); the NET
-# rows read "unavailable" while libixl has no NET plugin. The environment may set BUILD_DIR
+# The raw baselines come from bench/net_driver (see its header); the NET runs from ixlbench
+# (tools/ixlbench, docs/ixlbench.md) in two processes, a target and an initiator, WRITE of one
+# SIZE block per request (made once and posted again: --reuse), one warm-up iteration, the
+# path forced on the initiator, a data check after every iteration (outside the timing). UCX
+# is skipped, with a note, when ucx_perftest is missing and cannot be installed (apt-get, as
+# root only); the NET rows read "unavailable" while libixl has no NET plugin. The environment may set BUILD_DIR
 # (default build), ROUNDS (default 5), SIZES (default "1M 64M 256M"; K/M/G suffixes) and
 # NET_OPTS, more NET options for both sides of every NET run (e.g. "copy_threads=1 conns=1"
 # for a like-for-like comparison with the one-thread, one-stream baselines). Where others
 # rebuild build/ while this runs, give it a BUILD_DIR of its own: a libixl replaced mid-run
 # makes later runs measure other code.
-# Exit status: 0, or 1 when a driver run failed for any reason but NET's absence (a transfer
-# error, a data mismatch in NET's read-back check); a MISS of a target or a failed
-# ucx_perftest (reported as "failed") does not fail the run.
+# Exit status: 0, or 1 when a run failed for any reason but NET's absence (a transfer error, a
+# failed ixlbench data check); a MISS of a target or a failed ucx_perftest (reported as
+# "failed") does not fail the run.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -34,19 +37,25 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$build" >/dev/null || exit 1
 fi
 driver=$build/bench/net_driver
-if ! cmake --build "$build" -j"$(nproc)" --target net_driver ixl-info >"$build/net_build.log" 2>&1
-then
-    # libixl (with the NET plugin in it) may be mid-edit: a driver built earlier still
-    # measures the baselines, but say so loudly.
-    if [ -x "$driver" ]; then
+bench=$build/tools/ixlbench
+if ! cmake --build "$build" -j"$(nproc)" --target net_driver ixlbench ixl-info \
+    >"$build/net_build.log" 2>&1; then
+    # libixl (with the NET plugin in it) may be mid-edit: binaries built earlier still
+    # measure, but say so loudly.
+    if [ -x "$driver" ] && [ -x "$bench" ]; then
         echo "net.sh: WARNING: the build failed (see $build/net_build.log); using the" \
-            "net_driver and libixl built earlier" >&2
+            "net_driver, ixlbench and libixl built earlier" >&2
     else
         tail -n 20 "$build/net_build.log" >&2
-        echo "net.sh: the build failed (cmake --build $build --target net_driver)" >&2
+        echo "net.sh: the build failed (cmake --build $build --target net_driver ixlbench)" >&2
         exit 1
     fi
 fi
+# NET_OPTS, as ixlbench options for the backend of each process.
+ixl_opts=""
+for kv in $net_opts; do
+    ixl_opts="$ixl_opts --opt $kv"
+done
 
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
@@ -83,17 +92,19 @@ else
 fi
 
 # --- NET ------------------------------------------------------------------------------------
-# shellcheck disable=SC2086 # NET_OPTS is a list of words
-"$driver" ixl auto 4K 1 $net_opts >/dev/null 2>"$build/net_probe.err"
+# One small run in one process: 77 means there is no NET backend.
+# shellcheck disable=SC2086 # ixl_opts is a list of words
+"$bench" --block 4K --iters 1 --op write --quiet --no-progress $ixl_opts >/dev/null \
+    2>"$build/net_probe.err"
 case $? in
 0) net=yes ;;
 77) net=no ;;
 *) net=yes ;; # present but failing: run it anyway so each path says what fails
 esac
 if [ $net = yes ]; then
-    echo "NET:     present; extra options: ${net_opts:-none}"
+    echo "NET:     present (measured with ixlbench); extra options: ${net_opts:-none}"
 else
-    echo "NET:     unavailable ($(sed -n 's/.*net_driver: //p' "$build/net_probe.err" | head -n 1))"
+    echo "NET:     unavailable ($(grep -m1 'backend' "$build/net_probe.err"))"
 fi
 echo
 
@@ -122,7 +133,8 @@ iters_for() {
 results=$(mktemp)
 failures=0
 port=$((20000 + $$ % 20000))
-trap 'rm -f "$results"' EXIT
+tpid=""
+trap 'rm -f "$results" "$results".*; [ -n "$tpid" ] && kill "$tpid" 2>/dev/null' EXIT
 
 record() { # size mode value [used-path]
     echo "$1 $2 $3 ${4:--}" >>"$results"
@@ -143,6 +155,38 @@ run_driver() { # label size iters args...
         record "$size" "$label" NA failed
         failures=$((failures + 1))
         echo "  $label at $size: failed (status $rc): $(tail -n 1 "$results.err")" >&2
+    fi
+}
+
+# NET through ixlbench: a target process in the background, an initiator in the foreground;
+# the CSV row gives GB/s (field 14) and the path NET used (field 4).
+run_ixlbench() { # label size iters path
+    local label=$1 size=$2 iters=$3 path=$4 md=$results.md out rc trc g used
+    rm -f "$md"
+    # shellcheck disable=SC2086
+    timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
+        --quiet $ixl_opts 2>"$results.terr" &
+    tpid=$!
+    # shellcheck disable=SC2086
+    out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
+        --block "$size" --iters "$iters" --warmup 1 --max-bytes $((size * iters)) --reuse \
+        --path "$path" --csv --quiet --no-progress $ixl_opts 2>"$results.err")
+    rc=$?
+    [ $rc -ne 0 ] && kill "$tpid" 2>/dev/null
+    wait "$tpid"
+    trc=$?
+    tpid=""
+    g=$(echo "$out" | awk -F, '$1 == "sweep" { print $14 }')
+    used=$(echo "$out" | awk -F, '$1 == "sweep" { print $4 }')
+    if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$g" ]; then
+        record "$size" "$label" "$g" "$used"
+    elif [ $rc -eq 77 ]; then
+        record "$size" "$label" NA unavailable
+    else
+        record "$size" "$label" NA failed
+        failures=$((failures + 1))
+        echo "  $label at $size: failed (initiator $rc, target $trc):" \
+            "$(tail -n 1 "$results.err") $(tail -n 1 "$results.terr")" >&2
     fi
 }
 
@@ -200,8 +244,7 @@ for s in $sizes; do
         fi
         for p in shm cma tcp; do
             if [ $net = yes ]; then
-                # shellcheck disable=SC2086
-                run_driver net-$p "$b" "$n" ixl $p "$b" "$n" $net_opts
+                run_ixlbench net-$p "$b" "$n" $p
             else
                 record "$b" net-$p NA unavailable
             fi

@@ -6,8 +6,9 @@ goal=${1:-build}
 
 pkgs="cmake make gcc libc6-dev pkg-config"
 case "$goal" in
-test) pkgs="$pkgs clang clang-format libclang-rt-14-dev iproute2" ;;
+test) pkgs="$pkgs clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox" ;;
 run) ;;
+plot) pkgs="$pkgs gnuplot-nox" ;; # ixlbench --plot
 esac
 
 missing=""

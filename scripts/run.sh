@@ -1,5 +1,48 @@
 #!/bin/sh
-# The main job. Until a network backend exists it shows what ixl has: ixl-info.
-set -eu
+# The main job (make run): ixlbench between two processes on this machine over the NET
+# backend. A target process serves memory; an initiator process runs the default sweep (4 KiB
+# to 64 MiB, READ and WRITE, a data check on every iteration) and then the KV-cache scenario,
+# and prints both tables. No service, no configuration: the target's metadata travels through
+# a file in a temporary directory. See docs/ixlbench.md.
+#
+# Usage: scripts/run.sh [BUILD_DIR]   (default build). IXLBENCH_ARGS adds initiator options
+# (e.g. IXLBENCH_ARGS="--path tcp"). Exit status: 0 when both processes succeeded and every
+# data check passed, else non-zero.
+set -u
 build=${1:-build}
-"$build/tools/ixl-info"
+bench=$build/tools/ixlbench
+if [ ! -x "$bench" ]; then
+    echo "run.sh: $bench is missing: build first (make build)" >&2
+    exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ixl-run.XXXXXX") || exit 1
+tpid=""
+# shellcheck disable=SC2317 # called by the trap
+cleanup() {
+    if [ -n "$tpid" ] && kill -0 "$tpid" 2>/dev/null; then
+        kill "$tpid" 2>/dev/null
+        wait "$tpid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start=$(date +%s)
+# The target exits when the initiator says "done", or after 5 idle minutes if it never does.
+"$bench" --role target --md-file "$tmp/md" --idle-timeout 300 --quiet &
+tpid=$!
+# shellcheck disable=SC2086 # IXLBENCH_ARGS is a list of words
+"$bench" --role initiator --md-file "$tmp/md" --scenario all ${IXLBENCH_ARGS:-}
+rc=$?
+wait "$tpid"
+trc=$?
+tpid=""
+echo
+echo "make run: $(($(date +%s) - start)) s; initiator exit status $rc, target exit status $trc"
+if [ "$rc" -ne 0 ] || [ "$trc" -ne 0 ]; then
+    echo "make run: FAILED (see the messages above)" >&2
+    [ "$rc" -ne 0 ] && exit "$rc"
+    exit "$trc"
+fi
+exit 0

@@ -1,0 +1,120 @@
+#!/bin/sh
+# ixlbench smoke test (small sizes, data checks on): the two roles in two processes, both in
+# one process (threads, depth, prepared lists), forced TCP, CSV and JSON that parse, the
+# corrupt flag making READ, WRITE and KV checks fail, --plot with and without gnuplot, bad
+# usage. Exit 0 pass, 1 fail, 77 skip (no NET backend in this build).
+set -u
+bench=$1
+case $bench in /*) ;; *) bench=$(pwd)/$bench ;; esac
+py=/usr/bin/python3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_ixlbench.XXXXXX") || exit 1
+tpid=""
+cleanup() {
+    if [ -n "$tpid" ]; then
+        kill "$tpid" 2>/dev/null
+        wait "$tpid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+small="--block 4K --block-max 64K --iters 20 --warmup 2 --no-progress"
+kv="--kv-regions 4 --kv-blocks 64 --kv-req-blocks 32 --kv-iters 2"
+
+# --- two processes ------------------------------------------------------------------------
+"$bench" --role target --md-file "$tmp/md" --idle-timeout 60 --quiet 2>"$tmp/t.err" &
+tpid=$!
+# shellcheck disable=SC2086
+"$bench" --role initiator --md-file "$tmp/md" --scenario all $small $kv --csv="$tmp/a.csv" \
+    >"$tmp/a.out" 2>"$tmp/a.err"
+rc=$?
+if [ $rc -eq 77 ]; then
+    echo "SKIP: no NET backend: $(cat "$tmp/a.err")"
+    exit 77
+fi
+cat "$tmp/a.out"
+[ $rc -eq 0 ] || fail "two-process run exited $rc: $(cat "$tmp/a.err")"
+wait "$tpid" || fail "the target exited $?: $(cat "$tmp/t.err")"
+tpid=""
+[ ! -e "$tmp/md" ] || fail "the target left its metadata file behind"
+grep -q "^READ .* pass$" "$tmp/a.out" || fail "no passing READ row"
+grep -q "^WRITE .* pass$" "$tmp/a.out" || fail "no passing WRITE row"
+grep -q "^random .*32 KiB\|^random " "$tmp/a.out" || fail "no KV random row"
+grep -q "FAIL" "$tmp/a.out" && fail "a check failed in the two-process run"
+grep -q "^ratio random / single" "$tmp/a.out" || fail "no KV ratio"
+# CSV: a header, 5 sizes x 2 ops + 6 KV variants, every line with as many fields, all checked.
+awk -F, 'NR == 1 { n = NF; next } NF != n { print "line " NR ": " NF " fields"; bad = 1 }
+    $1 == "sweep" && $NF != "pass" { print "line " NR ": " $NF; bad = 1 }
+    END { exit bad || NR != 17 }' "$tmp/a.csv" || fail "CSV: $(cat "$tmp/a.csv")"
+grep -q '^kv-random,READ,prep,' "$tmp/a.csv" || fail "CSV has no kv-random row"
+
+# --- one process: threads, depth, prepared lists, JSON --------------------------------------
+# shellcheck disable=SC2086
+"$bench" $small --threads 2 --depth 2 --batch 2 --api prep --json >"$tmp/b.json" \
+    2>"$tmp/b.err" || fail "one-process run: $(cat "$tmp/b.err")"
+if [ -x "$py" ]; then
+    "$py" - "$tmp/b.json" <<'EOF' || fail "JSON: $(cat "$tmp/b.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["status"] == "pass", d["status"]
+rows = d["rows"]
+assert len(rows) == 10, len(rows)
+for r in rows:
+    assert r["check"] == "pass" and r["gbps"] > 0 and r["threads"] == 2 and r["depth"] == 2, r
+    assert r["api"] == "prep" and r["batch"] == 2 and r["latency"]["n"] > 0, r
+EOF
+else
+    grep -q '"status": "pass"' "$tmp/b.json" || fail "JSON status"
+fi
+
+# --- forced TCP, checks off (the window of requests in flight), heap memory at the target ----
+# One connection: under ThreadSanitizer (this test is labeled threaded) the target's data
+# and its control messages then share a server thread; over several connections TSan cannot
+# see that a READ's data left before the next fill (the order runs through sockets).
+# shellcheck disable=SC2086
+"$bench" $small --path tcp --opt conns=1 --threads 2 --depth 2 >"$tmp/c.out" 2>"$tmp/c.err" ||
+    fail "TCP run: $(cat "$tmp/c.err")"
+grep -q "^READ .* tcp .* pass$" "$tmp/c.out" || fail "no TCP READ row: $(cat "$tmp/c.out")"
+grep -q "^WRITE .* tcp .* pass$" "$tmp/c.out" || fail "no TCP WRITE row: $(cat "$tmp/c.out")"
+# shellcheck disable=SC2086
+"$bench" $small --no-check --target-alloc heap --reuse --op read >"$tmp/d.out" 2>"$tmp/d.err" ||
+    fail "--no-check run: $(cat "$tmp/d.err")"
+grep -q "^READ .* off$" "$tmp/d.out" || fail "no unchecked row: $(cat "$tmp/d.out")"
+grep -q " shm " "$tmp/d.out" && fail "memory from mmap went through the mapped path"
+
+# --- the checks can fail ------------------------------------------------------------------
+for args in "--op read" "--op write" "--scenario kv $kv"; do
+    # shellcheck disable=SC2086
+    "$bench" $small $args --corrupt-for-test >"$tmp/e.out" 2>"$tmp/e.err"
+    rc=$?
+    [ $rc -eq 1 ] || fail "--corrupt-for-test $args exited $rc"
+    grep -q "DATA CHECK FAILED" "$tmp/e.err" || fail "--corrupt-for-test $args: no failure named"
+done
+
+# --- plot ---------------------------------------------------------------------------------
+# shellcheck disable=SC2086
+PATH=/nonexistent "$bench" $small --plot "$tmp/p.png" >/dev/null 2>"$tmp/f.err" &&
+    fail "--plot without gnuplot must fail"
+grep -q "gnuplot-nox" "$tmp/f.err" || fail "--plot without gnuplot: no install hint"
+if command -v gnuplot >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    "$bench" $small --plot "$tmp/p.png" >/dev/null 2>"$tmp/g.err" || fail "--plot: $(cat "$tmp/g.err")"
+    [ "$(od -An -c -N4 "$tmp/p.png" | tr -d ' ')" = "211PNG" ] || fail "--plot wrote no PNG"
+else
+    echo "note: gnuplot not installed (apt-get install gnuplot-nox): --plot drawing not tested"
+fi
+
+# --- usage and a missing target -----------------------------------------------------------
+"$bench" --role initiator >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--role initiator without --md-file must be a usage error"
+"$bench" --block 8K --block-max 4K >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--block-max below --block must be a usage error"
+"$bench" --role initiator --md-file "$tmp/none" --wait 1 >/dev/null 2>"$tmp/h.err" &&
+    fail "an initiator without a target must fail"
+grep -q "no target metadata" "$tmp/h.err" || fail "missing target: $(cat "$tmp/h.err")"
+"$bench" --backend NO_SUCH_PLUGIN --block 4K --iters 1 >/dev/null 2>&1
+[ $? -eq 77 ] || fail "a missing backend must exit 77"
+echo ok

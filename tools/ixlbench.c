@@ -1,0 +1,576 @@
+/*
+ * ixlbench - the transfer benchmark of ixl: what nixlbench is to NIXL and ucx_perftest to UCX.
+ *
+ *   ixlbench --role target --md-file F &           # one process serves the memory
+ *   ixlbench --role initiator --md-file F [...]    # another measures against it
+ *   ixlbench [...]                                 # both roles in one process
+ *
+ * Exit status: 0 measured and every data check passed; 1 a failure (a check, a transfer, a
+ * peer); 2 bad usage; 77 the backend is not available. See docs/ixlbench.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ixlbench.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ixlbench [OPTION...]\n"
+            "roles:\n"
+            "  --role both|initiator|target  both (default): two agents in this process;\n"
+            "                        target/initiator: one role each, in two processes\n"
+            "  --md-file PATH        where the target publishes its metadata (required with\n"
+            "                        --role target/initiator; a temporary file with both)\n"
+            "  --name NAME           this process's agent name\n"
+            "  --wait SEC            initiator: wait this long for the metadata file (30)\n"
+            "  --idle-timeout SEC    target: exit after SEC without a message (600; 0: never)\n"
+            "backend:\n"
+            "  --backend NAME        plugin to measure (NET)\n"
+            "  --opt KEY=VALUE       an option of this process's backend (repeatable)\n"
+            "  --target-opt KEY=VALUE  an option of the target's backend in --role both\n"
+            "  --path auto|shm|cma|tcp  shorthand for --opt path=... (NET, initiator side)\n"
+            "  --initiator-mem TYPE, --target-mem TYPE  memory types (DRAM)\n"
+            "  --target-alloc ixl|heap  target memory from ixl_mem_alloc (default; NET can map\n"
+            "                        it: path shm) or from mmap (NET: path cma)\n"
+            "sweep:\n"
+            "  --op read|write|both  operations (both: READ then WRITE; default both)\n"
+            "  --block SIZE          first block size (4K); K/M/G suffixes are binary\n"
+            "  --block-max SIZE      last block size, doubling (64M; --block alone: just it)\n"
+            "  --batch N, --batch-max N  descriptors per request, doubling (1)\n"
+            "  --iters N             timed iterations per row (1000)\n"
+            "  --warmup N            untimed iterations first (10, at most an eighth of iters)\n"
+            "  --max-bytes SIZE      fewer iterations where a row would move more (512M)\n"
+            "  --max-request SIZE    skip rows whose request is larger (1G)\n"
+            "  --threads N           threads on the initiator's agent (1)\n"
+            "  --depth N             requests in flight per thread (1)\n"
+            "  --api plain|prep      descriptor lists (ixl_xfer_create) or prepared lists and\n"
+            "                        index requests (ixl_xfer_create_prepped) (plain)\n"
+            "  --no-check            no data checks (default: a fresh pattern each iteration,\n"
+            "                        poisoned destinations, checked outside the timing)\n"
+            "  --reuse               make each slot's request once and post it again\n"
+            "  --merge               let ixl merge adjacent descriptors (default: no_merge)\n"
+            "scenarios:\n"
+            "  --scenario sweep|kv|all  (sweep)\n"
+            "  --kv-regions N (64), --kv-blocks N per region (512), --kv-block-size SIZE (32K),\n"
+            "  --kv-req-blocks N per region per request (512), --kv-iters N (8),\n"
+            "  --kv-warmup N (1), --kv-variants LIST: of random,sequential,merged,memcpy\n"
+            "                        (all; the single-descriptor baseline always runs)\n"
+            "output:\n"
+            "  --csv[=FILE]          CSV (to stdout in place of the tables, or to FILE)\n"
+            "  --json[=FILE]         JSON (to stdout in place of the tables, or to FILE)\n"
+            "  --plot FILE.png       bandwidth against block size (gnuplot)\n"
+            "  --progress, --no-progress  the progress bar (default: when stderr is a terminal)\n"
+            "  --quiet               no header, no section titles\n"
+            "  --seed N              first pattern seed (1)\n"
+            "  --corrupt-for-test    flip one byte per row before its check (tests only)\n"
+            "  --help, --version\n");
+}
+
+enum {
+    O_ROLE = 256,
+    O_MD,
+    O_NAME,
+    O_WAIT,
+    O_IDLE,
+    O_BACKEND,
+    O_OPT,
+    O_TOPT,
+    O_PATH,
+    O_IMEM,
+    O_TMEM,
+    O_TALLOC,
+    O_OP,
+    O_BLOCK,
+    O_BLOCK_MAX,
+    O_BATCH,
+    O_BATCH_MAX,
+    O_ITERS,
+    O_WARMUP,
+    O_MAX_BYTES,
+    O_MAX_REQ,
+    O_THREADS,
+    O_DEPTH,
+    O_API,
+    O_NO_CHECK,
+    O_CHECK,
+    O_REUSE,
+    O_MERGE,
+    O_SCENARIO,
+    O_KV_REGIONS,
+    O_KV_BLOCKS,
+    O_KV_BSIZE,
+    O_KV_REQ,
+    O_KV_ITERS,
+    O_KV_WARMUP,
+    O_KV_VARIANTS,
+    O_CSV,
+    O_JSON,
+    O_PLOT,
+    O_PROGRESS,
+    O_NO_PROGRESS,
+    O_QUIET,
+    O_SEED,
+    O_CORRUPT,
+    O_HELP,
+    O_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"role", required_argument, NULL, O_ROLE},
+    {"md-file", required_argument, NULL, O_MD},
+    {"name", required_argument, NULL, O_NAME},
+    {"wait", required_argument, NULL, O_WAIT},
+    {"idle-timeout", required_argument, NULL, O_IDLE},
+    {"backend", required_argument, NULL, O_BACKEND},
+    {"opt", required_argument, NULL, O_OPT},
+    {"target-opt", required_argument, NULL, O_TOPT},
+    {"path", required_argument, NULL, O_PATH},
+    {"initiator-mem", required_argument, NULL, O_IMEM},
+    {"target-mem", required_argument, NULL, O_TMEM},
+    {"target-alloc", required_argument, NULL, O_TALLOC},
+    {"op", required_argument, NULL, O_OP},
+    {"block", required_argument, NULL, O_BLOCK},
+    {"block-max", required_argument, NULL, O_BLOCK_MAX},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"batch-max", required_argument, NULL, O_BATCH_MAX},
+    {"iters", required_argument, NULL, O_ITERS},
+    {"warmup", required_argument, NULL, O_WARMUP},
+    {"max-bytes", required_argument, NULL, O_MAX_BYTES},
+    {"max-request", required_argument, NULL, O_MAX_REQ},
+    {"threads", required_argument, NULL, O_THREADS},
+    {"depth", required_argument, NULL, O_DEPTH},
+    {"api", required_argument, NULL, O_API},
+    {"no-check", no_argument, NULL, O_NO_CHECK},
+    {"check", no_argument, NULL, O_CHECK},
+    {"reuse", no_argument, NULL, O_REUSE},
+    {"merge", no_argument, NULL, O_MERGE},
+    {"scenario", required_argument, NULL, O_SCENARIO},
+    {"kv-regions", required_argument, NULL, O_KV_REGIONS},
+    {"kv-blocks", required_argument, NULL, O_KV_BLOCKS},
+    {"kv-block-size", required_argument, NULL, O_KV_BSIZE},
+    {"kv-req-blocks", required_argument, NULL, O_KV_REQ},
+    {"kv-iters", required_argument, NULL, O_KV_ITERS},
+    {"kv-warmup", required_argument, NULL, O_KV_WARMUP},
+    {"kv-variants", required_argument, NULL, O_KV_VARIANTS},
+    {"csv", optional_argument, NULL, O_CSV},
+    {"json", optional_argument, NULL, O_JSON},
+    {"plot", required_argument, NULL, O_PLOT},
+    {"progress", no_argument, NULL, O_PROGRESS},
+    {"no-progress", no_argument, NULL, O_NO_PROGRESS},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"seed", required_argument, NULL, O_SEED},
+    {"corrupt-for-test", no_argument, NULL, O_CORRUPT},
+    {"help", no_argument, NULL, O_HELP},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int bad(const char *opt, const char *arg)
+{
+    fprintf(stderr, "ixlbench: bad value for --%s: '%s' (see --help)\n", opt, arg);
+    return 2;
+}
+
+static int add_kv(struct ixl_kv *kv, size_t *n, char *arg, const char *opt)
+{
+    char *eq = strchr(arg, '=');
+
+    if (eq == NULL || eq == arg)
+        return bad(opt, arg);
+    if (*n == IXB_MAX_OPTS) {
+        fprintf(stderr, "ixlbench: more than %d --%s\n", IXB_MAX_OPTS, opt);
+        return 2;
+    }
+    *eq = '\0';
+    kv[(*n)++] = (struct ixl_kv){arg, eq + 1};
+    return 0;
+}
+
+static int num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v;
+
+    if (ixb_parse_size(arg, &v) != 0 || v < lo || v > hi)
+        return bad(opt, arg);
+    *out = v;
+    return 0;
+}
+
+static int num_u(const char *opt, const char *arg, unsigned lo, unsigned hi, unsigned *out)
+{
+    uint64_t v;
+    int rc = num(opt, arg, lo, hi, &v);
+
+    if (rc == 0)
+        *out = (unsigned)v;
+    return rc;
+}
+
+static int kv_variants(const char *arg, unsigned *out)
+{
+    static const struct {
+        const char *name;
+        unsigned bits;
+    } names[] = {
+        {"random", 1u << IXB_KV_RANDOM},
+        {"sequential", 1u << IXB_KV_SEQUENTIAL},
+        {"merged", 1u << IXB_KV_MERGED},
+        {"single", 1u << IXB_KV_SINGLE},
+        {"memcpy", (1u << IXB_KV_MEMCPY_RANDOM) | (1u << IXB_KV_MEMCPY_SINGLE)},
+        {"all", (1u << IXB_KV_N) - 1},
+    };
+    unsigned bits = 1u << IXB_KV_SINGLE;
+    const char *p = arg;
+
+    while (*p != '\0') {
+        size_t n = strcspn(p, ","), i;
+        for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+            if (strlen(names[i].name) == n && strncmp(p, names[i].name, n) == 0)
+                break;
+        if (i == sizeof(names) / sizeof(names[0]))
+            return bad("kv-variants", arg);
+        bits |= names[i].bits;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    *out = bits;
+    return 0;
+}
+
+static int parse(int argc, char **argv, struct ixb_opts *o)
+{
+    bool block_set = false, block_max_set = false, batch_max_set = false;
+    const char *path = NULL;
+    int c, rc = 0;
+    uint64_t v;
+
+    memset(o, 0, sizeof(*o));
+    o->argc = argc;
+    o->argv = argv;
+    o->backend = "NET";
+    o->init_mem = o->target_mem = IXL_MEM_DRAM;
+    o->op_read = o->op_write = true;
+    o->block_min = 4096;
+    o->block_max = 64u << 20;
+    o->batch_min = o->batch_max = 1;
+    o->iters = 1000;
+    o->warmup = 10;
+    o->max_bytes = 512u << 20;
+    o->max_request = 1u << 30;
+    o->threads = o->depth = 1;
+    o->check = true;
+    o->sweep = true;
+    o->kv_regions = 64;
+    o->kv_blocks = 512;
+    o->kv_block_size = 32u << 10;
+    o->kv_req_blocks = 512;
+    o->kv_iters = 8;
+    o->kv_warmup = 1;
+    o->kv_variants = (1u << IXB_KV_N) - 1;
+    o->seed = 1;
+    o->progress = -1;
+    o->wait_s = 30;
+    o->idle_timeout_s = 600;
+
+    while (rc == 0 && (c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        switch (c) {
+        case O_ROLE:
+            if (strcmp(optarg, "both") == 0)
+                o->role = IXB_ROLE_BOTH;
+            else if (strcmp(optarg, "initiator") == 0)
+                o->role = IXB_ROLE_INITIATOR;
+            else if (strcmp(optarg, "target") == 0)
+                o->role = IXB_ROLE_TARGET;
+            else
+                rc = bad("role", optarg);
+            break;
+        case O_MD:
+            o->md_file = optarg;
+            break;
+        case O_NAME:
+            o->name = optarg;
+            break;
+        case O_WAIT:
+            rc = num("wait", optarg, 0, 86400, &v);
+            o->wait_s = (double)v;
+            break;
+        case O_IDLE:
+            rc = num_u("idle-timeout", optarg, 0, 86400 * 7, &o->idle_timeout_s);
+            break;
+        case O_BACKEND:
+            o->backend = optarg;
+            break;
+        case O_OPT:
+            rc = add_kv(o->opts, &o->n_opts, optarg, "opt");
+            break;
+        case O_TOPT:
+            rc = add_kv(o->topts, &o->n_topts, optarg, "target-opt");
+            break;
+        case O_PATH:
+            path = optarg;
+            break;
+        case O_IMEM:
+            if (ixl_mem_parse(optarg, &o->init_mem) != IXL_OK)
+                rc = bad("initiator-mem", optarg);
+            break;
+        case O_TMEM:
+            if (ixl_mem_parse(optarg, &o->target_mem) != IXL_OK)
+                rc = bad("target-mem", optarg);
+            break;
+        case O_TALLOC:
+            if (strcmp(optarg, "ixl") == 0 || strcmp(optarg, "heap") == 0)
+                o->target_heap = strcmp(optarg, "heap") == 0;
+            else
+                rc = bad("target-alloc", optarg);
+            break;
+        case O_OP:
+            o->op_read = strcmp(optarg, "read") == 0 || strcmp(optarg, "both") == 0;
+            o->op_write = strcmp(optarg, "write") == 0 || strcmp(optarg, "both") == 0;
+            if (!o->op_read && !o->op_write)
+                rc = bad("op", optarg);
+            break;
+        case O_BLOCK:
+            rc = num("block", optarg, 1, 1ull << 40, &o->block_min);
+            block_set = true;
+            break;
+        case O_BLOCK_MAX:
+            rc = num("block-max", optarg, 1, 1ull << 40, &o->block_max);
+            block_max_set = true;
+            break;
+        case O_BATCH:
+            rc = num("batch", optarg, 1, 1u << 24, &o->batch_min);
+            break;
+        case O_BATCH_MAX:
+            rc = num("batch-max", optarg, 1, 1u << 24, &o->batch_max);
+            batch_max_set = true;
+            break;
+        case O_ITERS:
+            rc = num_u("iters", optarg, 1, 100000000, &o->iters);
+            break;
+        case O_WARMUP:
+            rc = num_u("warmup", optarg, 0, 100000000, &o->warmup);
+            break;
+        case O_MAX_BYTES:
+            rc = num("max-bytes", optarg, 1, UINT64_MAX, &o->max_bytes);
+            break;
+        case O_MAX_REQ:
+            rc = num("max-request", optarg, 1, UINT64_MAX, &o->max_request);
+            break;
+        case O_THREADS:
+            rc = num_u("threads", optarg, 1, 256, &o->threads);
+            break;
+        case O_DEPTH:
+            rc = num_u("depth", optarg, 1, 4096, &o->depth);
+            break;
+        case O_API:
+            if (strcmp(optarg, "plain") == 0 || strcmp(optarg, "prep") == 0)
+                o->api = strcmp(optarg, "prep") == 0 ? IXB_API_PREP : IXB_API_PLAIN;
+            else
+                rc = bad("api", optarg);
+            break;
+        case O_NO_CHECK:
+            o->check = false;
+            break;
+        case O_CHECK:
+            o->check = true;
+            break;
+        case O_REUSE:
+            o->reuse = true;
+            break;
+        case O_MERGE:
+            o->merge = true;
+            break;
+        case O_SCENARIO:
+            o->sweep = strcmp(optarg, "sweep") == 0 || strcmp(optarg, "all") == 0;
+            o->kv = strcmp(optarg, "kv") == 0 || strcmp(optarg, "all") == 0;
+            if (!o->sweep && !o->kv)
+                rc = bad("scenario", optarg);
+            break;
+        case O_KV_REGIONS:
+            rc = num_u("kv-regions", optarg, 1, 4000, &o->kv_regions);
+            break;
+        case O_KV_BLOCKS:
+            rc = num("kv-blocks", optarg, 1, 1u << 24, &o->kv_blocks);
+            break;
+        case O_KV_BSIZE:
+            rc = num("kv-block-size", optarg, 1, 1u << 30, &o->kv_block_size);
+            break;
+        case O_KV_REQ:
+            rc = num("kv-req-blocks", optarg, 1, 1u << 24, &o->kv_req_blocks);
+            break;
+        case O_KV_ITERS:
+            rc = num_u("kv-iters", optarg, 1, 1000000, &o->kv_iters);
+            break;
+        case O_KV_WARMUP:
+            rc = num_u("kv-warmup", optarg, 0, 1000000, &o->kv_warmup);
+            break;
+        case O_KV_VARIANTS:
+            rc = kv_variants(optarg, &o->kv_variants);
+            break;
+        case O_CSV:
+            o->csv_file = optarg ? optarg : "-";
+            break;
+        case O_JSON:
+            o->json_file = optarg ? optarg : "-";
+            break;
+        case O_PLOT:
+            o->plot_file = optarg;
+            break;
+        case O_PROGRESS:
+            o->progress = 1;
+            break;
+        case O_NO_PROGRESS:
+            o->progress = 0;
+            break;
+        case O_QUIET:
+            o->quiet = true;
+            break;
+        case O_SEED:
+            rc = num("seed", optarg, 0, UINT64_MAX >> 8, &o->seed);
+            break;
+        case O_CORRUPT:
+            o->corrupt_for_test = true;
+            break;
+        case O_HELP:
+            usage(stdout);
+            exit(0);
+        case O_VERSION:
+            printf("ixlbench (ixl %s)\n", ixl_version());
+            exit(0);
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (rc != 0)
+        return rc;
+    if (optind < argc) {
+        fprintf(stderr, "ixlbench: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    if (block_set && !block_max_set)
+        o->block_max = o->block_min;
+    if (!batch_max_set && o->batch_max < o->batch_min)
+        o->batch_max = o->batch_min;
+    if (o->block_max < o->block_min || o->batch_max < o->batch_min) {
+        fprintf(stderr, "ixlbench: --block-max/--batch-max below --block/--batch\n");
+        return 2;
+    }
+    if (o->kv_req_blocks > o->kv_blocks) {
+        fprintf(stderr, "ixlbench: --kv-req-blocks %" PRIu64 " > --kv-blocks %" PRIu64 "\n",
+                o->kv_req_blocks, o->kv_blocks);
+        return 2;
+    }
+    if (o->role != IXB_ROLE_BOTH && o->md_file == NULL) {
+        fprintf(stderr, "ixlbench: --role %s needs --md-file PATH\n",
+                o->role == IXB_ROLE_TARGET ? "target" : "initiator");
+        return 2;
+    }
+    if (o->csv_file && o->json_file && strcmp(o->csv_file, "-") == 0 &&
+        strcmp(o->json_file, "-") == 0) {
+        fprintf(stderr, "ixlbench: --csv and --json cannot both go to stdout\n");
+        return 2;
+    }
+    if (path != NULL) {
+        if (o->role == IXB_ROLE_TARGET) {
+            fprintf(stderr, "ixlbench: --path applies to the initiator\n");
+            return 2;
+        }
+        if (o->n_opts == IXB_MAX_OPTS) {
+            fprintf(stderr, "ixlbench: too many options\n");
+            return 2;
+        }
+        o->opts[o->n_opts++] = (struct ixl_kv){"path", path};
+    }
+    return 0;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    ixb_target_stop = 1;
+}
+
+struct target_thread {
+    const struct ixb_opts *o;
+    const char *md;
+    int rc;
+};
+
+static void *target_main(void *arg)
+{
+    struct target_thread *t = arg;
+
+    t->rc = ixb_target_run(t->o, t->md, "ixlbench-target", t->o->topts, t->o->n_topts);
+    atomic_store(&ixb_target_gone, 1);
+    return NULL;
+}
+
+static int run_both(struct ixb_opts *o)
+{
+    char dir[] = "/tmp/ixlbench-XXXXXX", md[64];
+    const char *path = o->md_file;
+    struct target_thread tt = {o, NULL, 1};
+    pthread_t tid;
+    int rc;
+
+    if (path == NULL) {
+        if (mkdtemp(dir) == NULL) {
+            perror("ixlbench: mkdtemp");
+            return 1;
+        }
+        snprintf(md, sizeof(md), "%s/md", dir);
+        path = md;
+    }
+    tt.md = path;
+    if (pthread_create(&tid, NULL, target_main, &tt) != 0) {
+        perror("ixlbench: pthread_create");
+        return 1;
+    }
+    rc = ixb_initiator_run(o, path);
+    if (rc != 0)
+        ixb_target_stop = 1; /* no "done" may have reached it */
+    pthread_join(tid, NULL);
+    if (o->md_file == NULL) {
+        unlink(md);
+        rmdir(dir);
+    }
+    if ((rc == 0 && tt.rc != 0) || tt.rc == IXB_EXIT_SKIP)
+        rc = tt.rc;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct ixb_opts o;
+    int rc = parse(argc, argv, &o);
+
+    if (rc != 0)
+        return rc;
+    signal(SIGPIPE, SIG_IGN);
+    if (o.role == IXB_ROLE_TARGET) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        return ixb_target_run(&o, o.md_file, o.name ? o.name : "ixlbench-target", o.opts, o.n_opts);
+    }
+    if (ixb_out_open(&o) != 0)
+        return 1;
+    if (o.role == IXB_ROLE_INITIATOR)
+        rc = ixb_initiator_run(&o, o.md_file);
+    else
+        rc = run_both(&o);
+    if (ixb_out_close(rc) != 0 && rc == 0)
+        rc = 1;
+    return rc;
+}
