@@ -126,6 +126,7 @@ struct net_req {
     uint32_t n_chunks;
     void *notif;
     size_t notif_len;
+    uint64_t bytes; /* total of the descriptors */
 
     /* Per post, under e->reqs_lock. */
     uint64_t serial; /* 0 when not registered in the table */

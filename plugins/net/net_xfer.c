@@ -15,7 +15,7 @@
 #include "net.h"
 
 #define INLINE_BYTES (1024u * 1024u) /* same-node copies this small run in post itself */
-#define SPLIT_BYTES (4u << 20)      /* copies this large are shared among the workers */
+#define SPLIT_BYTES (4u << 20)       /* copies this large are shared among the workers */
 #define COPY_STEP ((uint64_t)1 << 30)
 
 static const char *path_name(enum net_path p)
@@ -213,9 +213,68 @@ static char *target_ptr(const struct net_req *r, size_t i)
     return (char *)m->map + m->map_off + (r->rd[i].addr - m->addr);
 }
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+
+#define NT_PAGE 4096u
+
+/* Copies with non-temporal stores, four pages at a time, interleaved (the idea of glibc's
+ * large-copy loop): for requests much larger than the cache the destination is not worth
+ * caching, and streaming stores skip the read for ownership. memcpy streams only single calls
+ * past a threshold derived from the cache size (190 MiB on the VMs measured), so a request of
+ * many 32 KiB blocks or 16 MiB descriptors would never stream. Callers end with copy_fence(). */
+static void copy_nt(char *d, const char *s, size_t n)
+{
+    while (n > 0 && ((uintptr_t)d & 63)) {
+        *d++ = *s++;
+        n--;
+    }
+    for (; n >= 4 * NT_PAGE; n -= 4 * NT_PAGE, d += 4 * NT_PAGE, s += 4 * NT_PAGE) {
+        for (size_t off = 0; off < NT_PAGE; off += 64) {
+            for (size_t p = 0; p < 4; p++) {
+                const char *sp = s + p * NT_PAGE + off;
+                char *dp = d + p * NT_PAGE + off;
+                __builtin_prefetch(sp + 256);
+                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)sp);
+                __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(sp + 16));
+                __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(sp + 32));
+                __m128i f = _mm_loadu_si128((const __m128i *)(const void *)(sp + 48));
+                _mm_stream_si128((__m128i *)(void *)dp, a);
+                _mm_stream_si128((__m128i *)(void *)(dp + 16), b);
+                _mm_stream_si128((__m128i *)(void *)(dp + 32), c);
+                _mm_stream_si128((__m128i *)(void *)(dp + 48), f);
+            }
+        }
+    }
+    memcpy(d, s, n);
+}
+
+static void copy_fence(void)
+{
+    _mm_sfence();
+}
+#define HAVE_COPY_NT 1
+#else
+#define HAVE_COPY_NT 0
+static void copy_nt(char *d, const char *s, size_t n)
+{
+    memmove(d, s, n);
+}
+
+static void copy_fence(void)
+{
+}
+#endif
+
+/* Requests at least this large stream their stores (a few times a server's last-level cache;
+ * measured here: 16 MiB descriptors 6.6 GB/s with memcpy, 10.3 streamed, as fast as one
+ * 1 GiB memcpy). */
+#define NT_BYTES ((uint64_t)64 << 20)
+
 /* Copies bytes [from, to) of the request (its descriptors laid end to end). */
 static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, uint64_t to)
 {
+    int stream = HAVE_COPY_NT && r->path != NET_PATH_CMA && r->bytes >= NT_BYTES;
     uint64_t pos = 0;
     struct iovec liov[64], riov[64];
     int n_iov = 0;
@@ -239,10 +298,13 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
              * cache: 64 MiB steps measured 7 GB/s where one 256 MiB call gave 10.8 here. */
             for (uint64_t done = 0; done < n;) {
                 size_t step = (size_t)(n - done < COPY_STEP ? n - done : COPY_STEP);
-                if (r->op == IXL_OP_WRITE)
-                    memmove(t + done, l + done, step);
+                char *dst = r->op == IXL_OP_WRITE ? t + done : l + done;
+                const char *src = r->op == IXL_OP_WRITE ? l + done : t + done;
+                /* Copies that may overlap (loopback within one buffer) keep memmove. */
+                if (stream && (dst + step <= src || src + step <= dst))
+                    copy_nt(dst, src, step);
                 else
-                    memmove(l + done, t + done, step);
+                    memmove(dst, src, step);
                 done += step;
                 if (done < n && canceled(e, r))
                     return IXL_ERR_CANCELED;
@@ -283,6 +345,8 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
         if (canceled(e, r))
             return IXL_ERR_CANCELED;
     }
+    if (stream)
+        copy_fence(); /* streamed stores land before the request is declared done */
     return IXL_OK;
 }
 
@@ -456,6 +520,8 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                              i);
         }
     }
+    for (size_t i = 0; i < r->n; i++)
+        r->bytes += r->ld[i].len;
     int rc = IXL_OK;
     if (strcmp(remote_agent, e->name) == 0) {
         r->path = NET_PATH_LOCAL;
