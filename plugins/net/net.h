@@ -8,8 +8,9 @@
  * receiver; copy workers for the same-node paths; a watchdog that fails connections silent for
  * longer than timeout_ms while they have work outstanding.
  *
- * Lock order: e->lock (peers, allocations) -> peer->lock -> conn->send_lock; e->reqs_lock and
- * e->regions_lock are leaves (never held while taking another lock), as is e->notif_lock.
+ * Lock order: e->lock (peers, allocations) -> peer->lock -> conn->send_lock;
+ * e->reqs_lock -> e->work_lock (completion queues a notification); e->regions_lock and
+ * e->notif_lock are leaves.
  */
 #ifndef IXL_NET_H
 #define IXL_NET_H
@@ -77,6 +78,7 @@ struct net_conn {
     _Atomic int dead;
     _Atomic uint64_t last_rx_ns, last_tx_ns;
     _Atomic uint64_t outstanding; /* frames sent and not answered */
+    int users; /* threads outside the sender/receiver using it (notifications), under p->lock */
 };
 
 struct net_peer {
@@ -126,7 +128,9 @@ struct net_req {
     uint32_t n_chunks;
     void *notif;
     size_t notif_len;
-    uint64_t bytes; /* total of the descriptors */
+    uint64_t bytes;    /* total of the descriptors */
+    uint64_t instance; /* the peer instance the request was posted to */
+    uint8_t *answered; /* TCP: per frame, answered in this post */
 
     /* Per post, under e->reqs_lock. */
     uint64_t serial; /* 0 when not registered in the table */
@@ -251,8 +255,12 @@ void net_req_unbusy(struct net_engine *e, struct net_req *r);
  * last. */
 void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status);
 void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status);
-void *net_rmd_map(struct net_rmd *m);   /* same-node mapping of a remote region, or NULL */
-int net_peer_alive(struct net_peer *p); /* 0 once the peer's process is known to be gone */
+void *net_rmd_map(struct net_rmd *m);       /* same-node mapping of a remote region, or NULL */
+int net_peer_alive(struct net_peer *p);     /* 0 once the peer's process is known to be gone */
+int net_peer_same(const struct net_req *r); /* the peer is still the instance posted to */
+/* Matches an answer from peer p with its frame: 1 (marked answered), 0 (no live request:
+ * drain it), -1 (a protocol error). */
+int net_req_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h);
 
 /* The request methods of the ops table (net_xfer.c). */
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,

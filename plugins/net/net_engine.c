@@ -820,6 +820,9 @@ static void net_destroy_engine(struct ixl_engine *base)
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
     }
     net_workers_stop(e);
+    /* A worker may have connected a peer again before it stopped: tear down once more. */
+    for (struct net_peer *p = peers; p; p = p->next)
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
     for (struct net_peer *p = peers; p; p = p->next)
         net_peer_bury(p);
     net_reqs_free_all(e); /* only requests whose release kept failing are left */

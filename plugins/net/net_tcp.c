@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -545,25 +546,31 @@ static void *receiver_main(void *arg)
             continue;
         if (h.op != NET_WRITE_ACK && h.op != NET_READ_DATA)
             break; /* protocol error */
+        if (atomic_load(&c->outstanding) == 0)
+            break; /* an answer nobody asked for */
         atomic_fetch_sub(&c->outstanding, 1);
         int status = h.status;
+        /* The answer must match a frame of a live request sent to this peer: the right op,
+         * an unanswered frame, the length asked for. Answers of released requests are
+         * drained (bounded by the largest frame this engine sends). */
+        int verdict = net_req_answer(e, p, &h);
+        if (verdict < 0)
+            break; /* protocol error: the peer answered something we never asked */
         if (h.op == NET_READ_DATA && h.len > 0) {
-            struct net_req *r = net_req_get_busy(e, h.req);
+            struct net_req *r = verdict == 1 ? net_req_get_busy(e, h.req) : NULL;
             int rc;
-            if (r != NULL && h.chunk < r->n_chunks && r->chunks[h.chunk].len == h.len &&
-                status == 0) {
+            if (r != NULL && status == 0)
                 rc = recv_all(c->fd, (void *)(uintptr_t)r->chunks[h.chunk].laddr, (size_t)h.len);
-            } else {
-                rc = discard(c->fd, h.len); /* released meanwhile, or nonsense */
-                if (r != NULL && status == 0)
-                    status = IXL_ERR_PROTOCOL;
-            }
+            else
+                rc = discard(c->fd, h.len);
             if (r != NULL)
                 net_req_unbusy(e, r);
             if (rc != 0)
                 break;
             atomic_store(&c->last_rx_ns, net_now_ns());
         }
+        if (verdict == 0)
+            continue; /* a released request's answer */
         net_req_chunk_done(e, h.req, status);
     }
     conn_fail(c);
@@ -585,6 +592,11 @@ void net_peer_bury(struct net_peer *p)
             pthread_join(g[i]->sender, NULL);
             pthread_join(g[i]->receiver, NULL);
         }
+        /* A notification being sent on it finishes first (its send is bounded). */
+        pthread_mutex_lock(&p->lock);
+        while (g[i]->users > 0)
+            pthread_cond_wait(&p->cond, &p->lock);
+        pthread_mutex_unlock(&p->lock);
         close(g[i]->fd);
         pthread_mutex_destroy(&g[i]->send_lock);
         free(g[i]);
@@ -672,6 +684,8 @@ int net_peer_connect(struct net_peer *p)
         made[n_made++] = c;
     }
     pthread_mutex_lock(&p->lock);
+    if (rc == IXL_OK && (p->closing || !p->loaded || atomic_load(&e->stopping)))
+        rc = IXL_ERR_REMOTE_DISCONNECT; /* torn down (destroy, disconnect) while dialing */
     if (rc == IXL_OK) {
         for (int i = 0; i < n_made; i++) {
             struct net_conn *c = made[i];
@@ -784,13 +798,20 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
         return rc;
     pthread_mutex_lock(&p->lock);
     struct net_conn *c = p->n_conns > 0 ? p->conns[0] : NULL;
+    if (c != NULL)
+        c->users++; /* keeps it from being freed by a teardown meanwhile */
     pthread_mutex_unlock(&p->lock);
     if (c == NULL)
         return IXL_ERR_REMOTE_DISCONNECT;
-    if (len > p->notif_max)
+    if (len > p->notif_max) {
+        pthread_mutex_lock(&p->lock);
+        c->users--;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
         return net_error(p->e, IXL_ERR_NOTIF_TOO_LARGE,
                          "NET: '%s' accepts notifications of at most %zu bytes, not %zu", p->name,
                          p->notif_max, len);
+    }
     uint8_t raw[NET_HDR_BYTES];
     struct net_hdr h = {.op = NET_NOTIF, .len = len};
     net_hdr_encode(&h, raw);
@@ -799,6 +820,12 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
     pthread_mutex_lock(&c->send_lock);
     rc = writev_until(c->fd, iov, len ? 2 : 1, net_now_ns() + p->e->timeout_ns);
     pthread_mutex_unlock(&c->send_lock);
+    if (rc != 0)
+        conn_fail(c);
+    pthread_mutex_lock(&p->lock);
+    c->users--;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
     if (rc != 0) {
         conn_fail(c);
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
@@ -844,7 +871,13 @@ void *net_watchdog_main(void *arg)
                 }
                 /* Ask for a sign of life when the answers are slow to come. */
                 uint64_t tx = atomic_load(&c->last_tx_ns);
-                if (now - rx > e->heartbeat_ns && now - tx > e->heartbeat_ns &&
+                int queued = 0, sndbuf = 0;
+                socklen_t sl = sizeof(sndbuf);
+                int room = ioctl(c->fd, SIOCOUTQ, &queued) == 0 &&
+                           getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 &&
+                           sndbuf - queued >= 4 * NET_HDR_BYTES;
+                /* Only with room for the whole frame: a partial ping would break the stream. */
+                if (room && now - rx > e->heartbeat_ns && now - tx > e->heartbeat_ns &&
                     pthread_mutex_trylock(&c->send_lock) == 0) {
                     uint8_t raw[NET_HDR_BYTES];
                     struct net_hdr h = {.op = NET_PING};

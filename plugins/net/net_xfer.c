@@ -171,6 +171,28 @@ static void finish_part(struct net_engine *e, uint64_t serial, int status)
         e->host->signal(e->host->ctx);
 }
 
+int net_req_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h)
+{
+    int v = 0;
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = qfind(e, h->req);
+    if (r != NULL && r->path == NET_PATH_TCP && r->state == NR_RUNNING && !r->canceled) {
+        int is_write = h->op == NET_WRITE_ACK;
+        if (r->peer != p || is_write != (r->op == IXL_OP_WRITE) || h->chunk >= r->n_chunks ||
+            r->answered == NULL || r->answered[h->chunk] ||
+            (h->op == NET_READ_DATA && h->status == 0 && h->len != r->chunks[h->chunk].len)) {
+            v = -1;
+        } else {
+            r->answered[h->chunk] = 1;
+            v = 1;
+        }
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (v == 0 && h->op == NET_READ_DATA && h->len > e->chunk)
+        v = -1; /* more than any frame this engine asks for */
+    return v;
+}
+
 void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status)
 {
     finish_part(e, serial, status);
@@ -312,7 +334,7 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             continue;
         }
         /* Cross-memory attach: one system call per batch, continued after partial copies. */
-        if (!net_peer_alive(r->peer))
+        if (!net_peer_same(r))
             return IXL_ERR_REMOTE_DISCONNECT;
         int k = 0;
         while (k < n_iov) {
@@ -434,6 +456,17 @@ void net_workers_stop(struct net_engine *e)
 
 /* ---- path choice ----------------------------------------------------------------------------- */
 
+/* The request's peer is still the process it was posted to: same instance (a restarted peer
+ * reuses the name, maybe even the pid) and alive. */
+int net_peer_same(const struct net_req *r)
+{
+    struct net_peer *p = r->peer;
+    pthread_mutex_lock(&p->lock);
+    int same = p->instance == r->instance && p->loaded;
+    pthread_mutex_unlock(&p->lock);
+    return same && net_peer_alive(p);
+}
+
 int net_peer_alive(struct net_peer *p)
 {
     pthread_mutex_lock(&p->lock);
@@ -481,8 +514,10 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
     if (count > UINT32_MAX)
         return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
     free(r->chunks);
+    free(r->answered);
     r->chunks = malloc((count ? count : 1) * sizeof(*r->chunks));
-    if (r->chunks == NULL)
+    r->answered = calloc(count ? count : 1, 1);
+    if (r->chunks == NULL || r->answered == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     uint32_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
@@ -578,6 +613,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     }
     if (rc != IXL_OK) {
         free(r->chunks);
+        free(r->answered);
         free(r);
         return rc;
     }
@@ -607,6 +643,7 @@ void net_reqs_free_all(struct net_engine *e)
         struct net_req *r = e->all_reqs;
         unlink_req(e, r);
         free(r->chunks);
+        free(r->answered);
         free(r->notif);
         free(r);
     }
@@ -635,8 +672,18 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
+    pthread_mutex_lock(&e->reqs_lock);
+    int busy = r->busy;
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (busy > 0) /* a thread of the last post still touches its buffers */
+        return net_error(e, IXL_ERR_REPOST_ACTIVE, "NET: the last post is still winding down");
     if (set_notif(r, opts) != IXL_OK)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    if (r->peer != NULL) {
+        pthread_mutex_lock(&r->peer->lock);
+        r->instance = r->peer->instance;
+        pthread_mutex_unlock(&r->peer->lock);
+    }
     uint64_t total = total_bytes(r);
     if (r->peer != NULL) {
         /* Every path keeps a connection to the peer (its notifications travel there): a peer
@@ -644,7 +691,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
          * outlives it. */
         int rc = net_peer_connect(r->peer);
         if (rc == IXL_OK && (r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) &&
-            !net_peer_alive(r->peer))
+            !net_peer_same(r))
             rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited",
                            r->peer->pid, r->peer->name);
         if (rc != IXL_OK)
@@ -679,6 +726,8 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         r->canceled = false;
         if (r->path != NET_PATH_TCP)
             r->n_chunks = total >= SPLIT_BYTES ? (uint32_t)e->copy_threads : 1;
+        else
+            memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
     }
     pthread_mutex_unlock(&e->reqs_lock);
@@ -709,10 +758,11 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
     pthread_mutex_lock(&e->reqs_lock);
-    int rc = r->state == NR_DONE    ? IXL_OK
-             : r->state == NR_ERROR ? r->status
-             : r->canceled          ? IXL_ERR_CANCELED
-                                    : IXL_IN_PROGRESS;
+    /* An error is reported once no thread of this post touches its buffers any more. */
+    int rc = r->state == NR_DONE                    ? IXL_OK
+             : r->state == NR_ERROR && r->busy == 0 ? r->status
+             : r->canceled && r->state != NR_ERROR  ? IXL_ERR_CANCELED
+                                                    : IXL_IN_PROGRESS;
     pthread_mutex_unlock(&e->reqs_lock);
     return rc;
 }
@@ -755,6 +805,7 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
     if (busy > 0)
         return net_error(e, IXL_ERR_BUSY, "NET: a copy of the request is still running");
     free(r->chunks);
+    free(r->answered);
     free(r->notif);
     free(r);
     return IXL_OK;
