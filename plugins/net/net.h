@@ -9,7 +9,8 @@
  * longer than timeout_ms while they have work outstanding.
  *
  * Lock order: e->lock (peers, allocations) -> peer->lock -> conn->send_lock;
- * e->reqs_lock -> e->work_lock (completion queues a notification); e->regions_lock and
+ * peer->lock -> e->reqs_lock -> e->work_lock (completion queues a notification);
+ * e->regions_lock and
  * e->notif_lock are leaves.
  */
 #ifndef IXL_NET_H
@@ -131,6 +132,7 @@ struct net_req {
     uint64_t bytes;    /* total of the descriptors */
     uint64_t instance; /* the peer instance the request was posted to */
     uint8_t *answered; /* TCP: per frame, answered in this post */
+    uint64_t gen;      /* TCP: the peer's connection generation this post went to */
 
     /* Per post, under e->reqs_lock. */
     uint64_t serial; /* 0 when not registered in the table */
@@ -254,7 +256,8 @@ void net_req_unbusy(struct net_engine *e, struct net_req *r);
 /* One frame of request serial finished with status; completes the request when it was the
  * last. */
 void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status);
-void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status);
+/* Fails p's TCP requests sent on connections of generation torn or older. */
+void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status, uint64_t torn);
 void *net_rmd_map(struct net_rmd *m);       /* same-node mapping of a remote region, or NULL */
 int net_peer_alive(struct net_peer *p);     /* 0 once the peer's process is known to be gone */
 int net_peer_same(const struct net_req *r); /* the peer is still the instance posted to */

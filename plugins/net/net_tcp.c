@@ -740,7 +740,7 @@ void net_peer_teardown(struct net_peer *p, int status)
 {
     struct net_engine *e = p->e;
     pthread_mutex_lock(&p->lock);
-    p->gen++;
+    uint64_t torn = p->gen++; /* requests enqueued from now on belong to new connections */
     for (int i = 0; i < p->n_conns; i++) {
         conn_fail(p->conns[i]);
         if (p->n_grave == p->cap_grave) {
@@ -757,17 +757,21 @@ void net_peer_teardown(struct net_peer *p, int status)
     p->q_len = 0; /* queued frames belong to requests failed below */
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    net_fail_peer_reqs(e, p, status);
+    net_fail_peer_reqs(e, p, status, torn);
 }
 
 int net_peer_enqueue(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n)
 {
-    (void)r;
     pthread_mutex_lock(&p->lock);
     if (p->n_conns == 0) {
         pthread_mutex_unlock(&p->lock);
         return IXL_ERR_REMOTE_DISCONNECT;
     }
+    /* The generation of the connections the frames go to: a teardown of older ones does not
+     * fail this post. (p->lock -> reqs_lock: reqs_lock never waits for a peer's lock.) */
+    pthread_mutex_lock(&p->e->reqs_lock);
+    r->gen = p->gen;
+    pthread_mutex_unlock(&p->e->reqs_lock);
     if (p->q_len + n > p->q_cap) {
         size_t cap = p->q_cap ? p->q_cap : 1024;
         while (cap < p->q_len + n)

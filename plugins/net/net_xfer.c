@@ -198,13 +198,14 @@ void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status)
     finish_part(e, serial, status);
 }
 
-void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status)
+void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status, uint64_t torn)
 {
     int woke = 0;
     pthread_mutex_lock(&e->reqs_lock);
     for (size_t i = 0; i < e->qtab_cap; i++)
         for (struct net_req *r = e->qtab[i]; r; r = r->tnext)
-            if (r->peer == p && r->state == NR_RUNNING && r->path == NET_PATH_TCP) {
+            if (r->peer == p && r->state == NR_RUNNING && r->path == NET_PATH_TCP &&
+                r->gen <= torn) {
                 r->state = NR_ERROR;
                 r->status = status;
                 r->pending = 0;
