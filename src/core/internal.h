@@ -32,6 +32,8 @@ struct ixl_remote_table {
 
 /* Finds a valid remote by name (agent->lock held). */
 struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name);
+/* The same, or NULL with the "metadata for remote agent 'X' not found" error recorded. */
+struct remote *ixl_remote_require(struct ixl_agent *agent, const char *name);
 void ixl_remote_get(struct remote *r);
 /* Drops a reference; the last one unloads the remote's metadata. locked: the caller holds
  * agent->lock for writing. */

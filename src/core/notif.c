@@ -143,12 +143,11 @@ ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, const voi
                              agent->params.notif_max);
     int self = strcmp(remote, agent->name) == 0;
     pthread_rwlock_rdlock(&agent->lock);
-    struct remote *r = self ? NULL : ixl_remote_find(agent, remote);
+    struct remote *r = self ? NULL : ixl_remote_require(agent, remote);
     struct ixl_backend *be = NULL;
     int rc = IXL_OK;
     if (!self && r == NULL) {
-        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
-                             remote);
+        rc = IXL_ERR_NOT_FOUND;
     } else {
         for (unsigned b = 0; b < agent->n_backends && be == NULL; b++) {
             struct ixl_backend *c = agent->backends[b];

@@ -20,6 +20,14 @@ struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name)
     return NULL;
 }
 
+struct remote *ixl_remote_require(struct ixl_agent *agent, const char *name)
+{
+    struct remote *r = ixl_remote_find(agent, name);
+    if (r == NULL)
+        IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found", name);
+    return r;
+}
+
 void ixl_remote_get(struct remote *r)
 {
     atomic_fetch_add(&r->refs, 1);
@@ -525,11 +533,10 @@ ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote)
     if (remote == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_remote_invalidate: NULL name");
     pthread_rwlock_wrlock(&agent->lock);
-    struct remote *r = ixl_remote_find(agent, remote);
+    struct remote *r = ixl_remote_require(agent, remote);
     int rc = IXL_OK;
     if (r == NULL)
-        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
-                             remote);
+        rc = IXL_ERR_NOT_FOUND;
     else
         remote_drop(agent, r);
     pthread_rwlock_unlock(&agent->lock);
@@ -545,11 +552,10 @@ ixl_status ixl_remote_check(struct ixl_agent *agent, const char *remote,
     if (remote == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_remote_check: NULL name");
     pthread_rwlock_rdlock(&agent->lock);
-    struct remote *r = ixl_remote_find(agent, remote);
+    struct remote *r = ixl_remote_require(agent, remote);
     int rc = IXL_OK;
     if (r == NULL) {
-        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
-                             remote);
+        rc = IXL_ERR_NOT_FOUND;
     } else if (descs != NULL) {
         for (size_t i = 0; i < descs->n_runs && rc == IXL_OK; i++) {
             const struct ixl_run *run = &descs->runs[i];
@@ -579,11 +585,10 @@ ixl_status ixl_remote_connect(struct ixl_agent *agent, const char *remote)
     if (remote == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_remote_connect: NULL name");
     pthread_rwlock_rdlock(&agent->lock);
-    struct remote *r = ixl_remote_find(agent, remote);
+    struct remote *r = ixl_remote_require(agent, remote);
     int rc = IXL_OK;
     if (r == NULL) {
-        rc = IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND, "metadata for remote agent '%s' not found",
-                             remote);
+        rc = IXL_ERR_NOT_FOUND;
     } else {
         for (unsigned b = 0; b < agent->n_backends && rc == IXL_OK; b++) {
             if (!(r->conn_mask & (1u << b)))
