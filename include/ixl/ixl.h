@@ -281,6 +281,7 @@ IXL_API ixl_status ixl_backend_params(const struct ixl_backend *backend, const s
 
 enum ixl_reg_field {
     IXL_REG_F_BACKENDS = 1u << 0,
+    IXL_REG_F_DEVS_OUT = 1u << 1,
 };
 
 struct ixl_reg_params {
@@ -288,13 +289,23 @@ struct ixl_reg_params {
     struct ixl_backend *const *backends; /* register with these only (default: every
                                             backend that supports the memory type) */
     size_t n_backends;
+    /* With IXL_REG_F_DEVS_OUT: n entries written on success with the dev value transfer
+     * descriptors (and ixl_mem_deregister) use for each region: the dev given, or for a
+     * path-mode FILE region (dev IXL_DEV_NONE) the id the agent assigned to it. */
+    uint64_t *devs_out;
 };
+
+/** Path-mode FILE regions get dev ids from IXL_DEV_ASSIGNED_MIN up (never an fd). */
+#define IXL_DEV_ASSIGNED_MIN (1ull << 62)
 
 /**
  * Registers n regions of memory type type with the chosen backends (params NULL: all that
  * support the type). All or nothing: on error nothing stays registered. A region may nest in
  * or overlap another; registering the exact same (addr, len, dev) twice with a backend is
  * IXL_ERR_EXISTS. descs (and their bytes) are borrowed for the call.
+ * FILE in path mode (dev IXL_DEV_NONE, bytes "MODE:PATH", the backend opens the file): each
+ * such descriptor is a new region with a dev id assigned by the agent (>=
+ * IXL_DEV_ASSIGNED_MIN), returned through params->devs_out, which such a call must give.
  * Errors: IXL_ERR_INVALID_ARG, IXL_ERR_NO_BACKEND (no backend takes this type),
  * IXL_ERR_EXISTS, or the backend's error.
  */

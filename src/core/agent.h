@@ -68,6 +68,7 @@ struct ixl_agent {
     struct ixl_backend *backends[IXL_MAX_BACKENDS];
     unsigned n_backends;
     struct ixl_registry *registry;    /* local regions (src/core/registry.c) */
+    uint64_t next_dev;                /* next dev id for a path-mode FILE region (lock held) */
     struct ixl_remote_table *remotes; /* loaded remote agents (src/core/remote.c) */
 
     /* Waking waiters: signal() bumps wake_gen under wake_lock and broadcasts wake_cond for

@@ -216,19 +216,29 @@ static int cmp_desc_idx(const void *a, const void *b, void *ctx)
     return 0;
 }
 
-/* Finds two descriptors of one call that name the same region, by sorting (O(n log n)). */
-static int find_dup(const struct ixl_reg_desc *d, size_t n, size_t *first, size_t *second)
+/* A FILE descriptor in path mode: the backend opens bytes' path; the agent assigns its dev. */
+static int path_mode(enum ixl_mem type, const struct ixl_reg_desc *d)
+{
+    return type == IXL_MEM_FILE && d->dev == IXL_DEV_NONE;
+}
+
+/* Finds two descriptors of one call that name the same region, by sorting (O(n log n)).
+ * Path-mode descriptors always make new regions: they never clash. */
+static int find_dup(enum ixl_mem type, const struct ixl_reg_desc *d, size_t n, size_t *first,
+                    size_t *second)
 {
     if (n < 2)
         return 0;
     size_t *idx = malloc(n * sizeof(*idx));
     if (idx == NULL)
         return -1;
+    size_t m = 0;
     for (size_t i = 0; i < n; i++)
-        idx[i] = i;
-    qsort_r(idx, n, sizeof(*idx), cmp_desc_idx, (void *)d);
+        if (!path_mode(type, &d[i]))
+            idx[m++] = i;
+    qsort_r(idx, m, sizeof(*idx), cmp_desc_idx, (void *)d);
     int found = 0;
-    for (size_t i = 1; i < n && !found; i++) {
+    for (size_t i = 1; i < m && !found; i++) {
         if (cmp_desc_idx(&idx[i - 1], &idx[i], (void *)d) == 0) {
             *first = idx[i - 1] < idx[i] ? idx[i - 1] : idx[i];
             *second = idx[i - 1] < idx[i] ? idx[i] : idx[i - 1];
@@ -245,6 +255,16 @@ static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const stru
     if (d->bytes == NULL && d->bytes_len > 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "registration descriptor %zu has bytes_len but no bytes", i);
+    if (path_mode(type, d) && d->bytes_len == 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "FILE registration descriptor %zu has dev IXL_DEV_NONE (path mode) "
+                             "but no bytes: give \"MODE:PATH\", e.g. \"rw,create:/data/kv.bin\"",
+                             i);
+    if (type == IXL_MEM_FILE && d->dev >= IXL_DEV_ASSIGNED_MIN && d->dev != IXL_DEV_NONE)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "FILE registration descriptor %zu: dev %llu is neither an open fd "
+                             "nor IXL_DEV_NONE (ids from 2^62 are assigned by the agent)",
+                             i, (unsigned long long)d->dev);
     uint64_t span = ixl_region_span(type, d->addr, d->len);
     if (span == 0 || span > UINT64_MAX - d->addr)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
@@ -265,13 +285,23 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
     if ((unsigned)type >= IXL_MEM_COUNT || (descs == NULL && n > 0))
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "ixl_mem_register: bad memory type or NULL descriptors");
+    int want_devs = params && (params->field_mask & IXL_REG_F_DEVS_OUT);
+    if (want_devs && params->devs_out == NULL && n > 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "IXL_REG_F_DEVS_OUT is set but devs_out is NULL");
     for (size_t i = 0; i < n; i++) {
         int rc = check_reg_desc(agent, type, &descs[i], i);
         if (rc != IXL_OK)
             return rc;
+        if (path_mode(type, &descs[i]) && !want_devs)
+            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                                 "FILE registration descriptor %zu is in path mode: set "
+                                 "IXL_REG_F_DEVS_OUT and devs_out to learn the dev id that "
+                                 "transfer descriptors use for it",
+                                 i);
     }
     size_t d1, d2;
-    int dup = find_dup(descs, n, &d1, &d2);
+    int dup = find_dup(type, descs, n, &d1, &d2);
     if (dup < 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     if (dup)
@@ -297,7 +327,9 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
     size_t i;
     for (i = 0; i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
-        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        int by_path = path_mode(type, d);
+        struct region *g =
+            by_path ? NULL : ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
         if (g != NULL && (g->backend_mask & mask)) {
             rc = IXL_AGENT_QUIET(
                 agent, IXL_ERR_EXISTS,
@@ -318,7 +350,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
             g->addr = d->addr;
             g->reg_len = d->len;
             g->len = ixl_region_span(type, d->addr, d->len);
-            g->dev = d->dev;
+            g->dev = by_path ? IXL_DEV_ASSIGNED_MIN + agent->next_dev++ : d->dev;
             fresh[i] = 1;
         }
         regs[i] = g;
@@ -355,6 +387,9 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         goto undo;
     }
     ixl_registry_commit(agent->registry);
+    if (want_devs)
+        for (i = 0; i < n; i++)
+            params->devs_out[i] = regs[i]->dev;
     goto free_tmp;
 
 undo:
@@ -401,9 +436,12 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
         if (g == NULL || !(g->backend_mask & mask)) {
             rc = IXL_AGENT_QUIET(
-                agent, IXL_ERR_NOT_FOUND, "%s region 0x%llx+%llu (dev %llu) is not registered%s",
+                agent, IXL_ERR_NOT_FOUND, "%s region 0x%llx+%llu (dev %llu) is not registered%s%s",
                 ixl_mem_name(type), (unsigned long long)d->addr, (unsigned long long)d->len,
-                (unsigned long long)d->dev, use_list ? " with these backends" : "");
+                (unsigned long long)d->dev, use_list ? " with these backends" : "",
+                path_mode(type, d) ? " (deregister a path-mode region with the dev id that its "
+                                     "registration returned in devs_out)"
+                                   : "");
         } else if (atomic_load(&g->users) > 0) {
             rc = IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
                                "%s region 0x%llx+%llu is used by %llu prepared list(s) or "
@@ -414,7 +452,7 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         }
     }
     size_t d1, d2;
-    int dup = rc == IXL_OK ? find_dup(descs, n, &d1, &d2) : 0;
+    int dup = rc == IXL_OK ? find_dup(type, descs, n, &d1, &d2) : 0;
     if (dup < 0)
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     else if (dup)

@@ -473,9 +473,9 @@ static void xfer_free(struct ixl_xfer *x)
  * that can notify when a notification is asked for. */
 static int choose_backend(struct ixl_agent *agent, const struct ixl_prep *l,
                           const struct ixl_prep *r, const struct ixl_xfer_params *params, int notif,
-                          struct ixl_backend **out)
+                          uint32_t skip, struct ixl_backend **out)
 {
-    uint32_t both = l->valid_mask & r->valid_mask;
+    uint32_t both = l->valid_mask & r->valid_mask & ~skip;
     struct ixl_backend *const *pref = NULL;
     size_t n_pref = 0;
     if (params && (params->field_mask & IXL_XFER_F_BACKENDS) && params->n_backends) {
@@ -509,10 +509,13 @@ static int choose_backend(struct ixl_agent *agent, const struct ixl_prep *l,
 }
 
 /* Makes the request from index arrays (NULL = 0, 1, 2, ...) into two prepared lists
- * (agent->lock held for reading). */
-static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
-                      const int64_t *li, const struct ixl_prep *rp, const int64_t *ri, size_t n,
-                      const struct ixl_xfer_params *params, struct ixl_xfer **out)
+ * (agent->lock held for reading), with the first suitable backend outside *skip; a backend
+ * that refuses the pair of memory types (IXL_ERR_BAD_MEM_TYPE from prep_xfer) is added to
+ * *skip. */
+static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
+                          const int64_t *li, const struct ixl_prep *rp, const int64_t *ri, size_t n,
+                          const struct ixl_xfer_params *params, uint32_t *skip,
+                          struct ixl_xfer **out)
 {
     int notif = params && (params->field_mask & IXL_XFER_F_NOTIF) && params->notif_len > 0;
     if (notif && params->notif == NULL)
@@ -527,7 +530,7 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
                              "list was prepared: prepare it again",
                              rp->remote->name);
     struct ixl_backend *be = NULL;
-    int rc = choose_backend(agent, lp, rp, params, notif, &be);
+    int rc = choose_backend(agent, lp, rp, params, notif, *skip, &be);
     if (rc != IXL_OK)
         return rc;
     unsigned b = be->slot;
@@ -661,6 +664,8 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
         if (ixl_err_get(agent->id)[0] == '\0')
             IXL_AGENT_ERR(agent, rc, "backend %s could not prepare the request: %s",
                           be->plugin->info.name, ixl_strerror(rc));
+        if (rc == IXL_ERR_BAD_MEM_TYPE)
+            *skip |= 1u << b;
         xfer_free(x);
         return rc;
     }
@@ -674,6 +679,34 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     }
     *out = x;
     return IXL_OK;
+}
+
+/* xfer_build_one over the backends, in order, until one takes the pair of memory types. When
+ * none does, the first refusal is the error. */
+static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
+                      const int64_t *li, const struct ixl_prep *rp, const int64_t *ri, size_t n,
+                      const struct ixl_xfer_params *params, struct ixl_xfer **out)
+{
+    uint32_t skip = 0;
+    int rc = xfer_build_one(agent, op, lp, li, rp, ri, n, params, &skip, out);
+    if (rc != IXL_ERR_BAD_MEM_TYPE || skip == 0)
+        return rc;
+    char *first = strdup(ixl_err_get(agent->id));
+    for (;;) {
+        uint32_t before = skip;
+        ixl_err_clear(agent->id);
+        int r = xfer_build_one(agent, op, lp, li, rp, ri, n, params, &skip, out);
+        if (r == IXL_OK || (r != IXL_ERR_BAD_MEM_TYPE && r != IXL_ERR_NO_BACKEND)) {
+            rc = r;
+            break;
+        }
+        if (r == IXL_ERR_NO_BACKEND || skip == before) {
+            IXL_AGENT_QUIET(agent, rc, "%s", first ? first : "no backend takes these memory types");
+            break;
+        }
+    }
+    free(first);
+    return rc;
 }
 
 static int check_op(struct ixl_agent *agent, enum ixl_op op, const struct ixl_xfer_params *p)

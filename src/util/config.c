@@ -19,7 +19,7 @@ static const struct cfg_entry table[IXL_CFG_COUNT] = {
     [IXL_CFG_PLUGIN_DIR] = {"IXL_PLUGIN_DIR", "",
                             "colon-separated directories searched for plugins before the "
                             "installed plugin directory and plugins/ next to libixl.so"},
-    [IXL_CFG_BACKENDS] = {"IXL_BACKENDS", "NET",
+    [IXL_CFG_BACKENDS] = {"IXL_BACKENDS", "NET,POSIX",
                           "backends an agent creates when its params name none "
                           "(comma-separated plugin names)"},
     [IXL_CFG_ETCD_ENDPOINTS] = {"IXL_ETCD_ENDPOINTS", "",
