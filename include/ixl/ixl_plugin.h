@@ -61,7 +61,8 @@ struct ixl_host {
     /**
      * Sets the text the agent reports through ixl_agent_last_error() for the error the
      * calling method is about to return; also logs it at ERROR level unless status is
-     * IXL_ERR_NOT_SUPPORTED.
+     * IXL_ERR_NOT_SUPPORTED or IXL_ERR_BAD_MEM_TYPE (prep_xfer refusing a pair of memory
+     * types: the core then tries the next backend that holds both lists).
      */
     void (*error)(void *ctx, int status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));

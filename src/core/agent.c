@@ -42,7 +42,7 @@ static void host_error(void *ctx, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (status == IXL_ERR_NOT_SUPPORTED)
+    if (status == IXL_ERR_NOT_SUPPORTED || status == IXL_ERR_BAD_MEM_TYPE)
         ixl_err_quiet(b->agent->id, status, "backend %s: %s", b->plugin->info.name, line);
     else
         ixl_err_set(b->agent->id, status, "backend %s: %s", b->plugin->info.name, line);

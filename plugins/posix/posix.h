@@ -1,0 +1,111 @@
+/*
+ * POSIX: the built-in storage backend (DRAM <-> FILE/BLK). See README.md for the contract.
+ *
+ * posix_engine.c holds what both engines share: options, registration, requests and the queue
+ * of I/Os (px_take/px_done). posix_uring.c feeds that queue to io_uring, posix_pool.c to
+ * threads running pread/pwrite.
+ *
+ * Locking: one mutex per engine (e->lock) guards the FIFO of requests with I/O left to start,
+ * every request's progress fields and the engines' slot tables. I/O itself (the kernel's copy
+ * in io_uring_submit, or pread/pwrite) runs without it in the thread pool; io_uring submits
+ * under it (submission is what the ring's single-producer queue needs).
+ */
+#ifndef IXL_POSIX_H
+#define IXL_POSIX_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ixl/ixl_plugin.h>
+
+enum px_kind { PX_URING, PX_THREADS };
+
+/* A registered region: DRAM, or a FILE/BLK with the fd this backend owns. */
+struct px_md {
+    enum ixl_mem type;
+    int fd;              /* -1 for DRAM */
+    bool rd_ok, wr_ok;   /* the open mode allows reading / writing */
+    bool direct;         /* O_DIRECT */
+    uint32_t mem_align;  /* direct I/O: buffer address alignment */
+    uint32_t off_align;  /* direct I/O: file offset and length alignment */
+    uint64_t vol_size;   /* BLK: the volume's size; FILE: 0 (files grow) */
+    char name[256];      /* the path (or "fd N") for messages */
+};
+
+enum px_state { PX_IDLE, PX_RUNNING, PX_DONE, PX_FAILED };
+
+struct px_req {
+    struct px_engine *e;
+    bool to_file; /* the data flows DRAM -> file (else file -> DRAM) */
+    size_t n;
+    const struct ixl_xfer_desc *mem, *file; /* borrowed from the core until release */
+    /* Progress (e->lock): the next byte to start, I/Os in the kernel, the outcome. */
+    size_t next_desc;
+    uint64_t next_off;
+    uint32_t inflight;
+    _Atomic int state; /* enum px_state; read without the lock by check_xfer */
+    int status;
+    bool reported, canceled, queued;
+    char msg[512];
+    struct px_req *qnext; /* FIFO of requests with I/O left to start */
+};
+
+/* One I/O: a chunk of a descriptor, continued after a short read or write. */
+struct px_io {
+    struct px_req *r;
+    uint8_t *buf;
+    const struct px_md *f;
+    uint64_t off;
+    uint32_t len;  /* bytes left */
+    uint32_t done; /* bytes moved so far */
+};
+
+struct px_engine {
+    struct ixl_engine base;
+    const struct ixl_host *host;
+    enum px_kind kind;
+    uint32_t qd;
+    uint64_t chunk;
+    unsigned nthreads;
+    pthread_mutex_t lock;
+    struct px_req *head, *tail; /* FIFO */
+    uint32_t inflight;          /* I/Os in the kernel or in a worker */
+    void *impl;                 /* the engine's own state */
+};
+
+/* ---- posix_engine.c ------------------------------------------------------------------------ */
+
+/* Fills io with the next chunk of the FIFO's first request (e->lock held); false if none. */
+bool px_take(struct px_engine *e, struct px_io *io);
+/* Accounts for a finished I/O (e->lock held): res = bytes moved by this attempt (>= 0) or
+ * -errno. Returns true when io is to be continued (a short transfer: io advanced), false when
+ * it is finished (completed or failed). *finished is set when its request reached its end. */
+bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished);
+/* Fails a request with status and a message (e->lock held); takes it off the FIFO. */
+void px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int px_error(struct px_engine *e, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- posix_uring.c / posix_pool.c: each engine ----------------------------------------------- */
+
+struct px_ops {
+    const char *name;
+    /* Starts the engine: 0, or an error (for io_uring, IXL_ERR_NOT_SUPPORTED when the kernel
+     * refuses it, with the reason in why). */
+    int (*start)(struct px_engine *e, char *why, size_t why_len);
+    void (*stop)(struct px_engine *e);
+    /* A request was queued (e->lock held): start I/O. */
+    void (*kick)(struct px_engine *e);
+    /* Advances completions for a poller (takes e->lock if free; never blocks long). */
+    void (*poll)(struct px_engine *e);
+    /* Waits until r has no I/O in flight, up to ms (e->lock held on entry and return). */
+    bool (*drain)(struct px_engine *e, struct px_req *r, int ms);
+};
+
+extern const struct px_ops px_uring_ops;
+extern const struct px_ops px_pool_ops;
+
+#endif

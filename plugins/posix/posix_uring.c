@@ -1,0 +1,281 @@
+/*
+ * POSIX's io_uring engine: one ring of queue_depth entries per backend.
+ *
+ * Whoever holds e->lock "pumps" the ring: reaps completions, continues short I/Os, fills free
+ * slots from the FIFO of requests and submits. Buffered I/O on a warm page cache completes
+ * inside io_uring_submit; its completions are reaped by the same thread's next round. I/O that
+ * completes asynchronously (direct I/O, cold cache) signals the ring's eventfd, which wakes the
+ * completion thread: it pumps until nothing moves and wakes the agent's waiters when requests
+ * end. Pollers (check_xfer) pump too, when the lock is free, so a polling caller never waits
+ * for a thread hop.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "posix.h"
+
+#ifdef IXL_POSIX_HAVE_URING
+#include <liburing.h>
+
+struct uring {
+    struct io_uring ring;
+    int efd;
+    pthread_t thread;
+    bool thread_started;
+    atomic_bool stop;
+    struct px_io *slots;
+    uint32_t *free_slots;
+    uint32_t nfree;
+};
+
+static void prep_sqe(struct io_uring_sqe *sqe, struct px_io *io)
+{
+    if (io->r->to_file)
+        io_uring_prep_write(sqe, io->f->fd, io->buf, io->len, io->off);
+    else
+        io_uring_prep_read(sqe, io->f->fd, io->buf, io->len, io->off);
+    io_uring_sqe_set_data(sqe, io);
+}
+
+/* One round (e->lock held): reap, continue, fill, submit. Returns whether anything moved;
+ * *finished counts requests that ended. */
+static bool pump(struct px_engine *e, struct uring *u, int *finished)
+{
+    bool moved = false;
+    unsigned queued = 0;
+    struct io_uring_cqe *cqe;
+    while (io_uring_peek_cqe(&u->ring, &cqe) == 0) {
+        struct px_io *io = io_uring_cqe_get_data(cqe);
+        long res = cqe->res;
+        io_uring_cqe_seen(&u->ring, cqe);
+        moved = true;
+        bool fin = false;
+        if (res == -EAGAIN || res == -EINTR || px_done(e, io, res, &fin)) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+            if (sqe != NULL) { /* always: at most queue_depth I/Os exist */
+                prep_sqe(sqe, io);
+                queued++;
+                continue;
+            }
+            px_fail(e, io->r, IXL_ERR_IO, "io_uring submission queue full");
+            px_done(e, io, -EIO, &fin);
+        }
+        u->free_slots[u->nfree++] = (uint32_t)(io - u->slots);
+        if (fin)
+            (*finished)++;
+    }
+    while (u->nfree > 0 && e->head != NULL) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+        if (sqe == NULL)
+            break;
+        struct px_io *io = &u->slots[u->free_slots[--u->nfree]];
+        px_take(e, io);
+        prep_sqe(sqe, io);
+        queued++;
+    }
+    if (queued > 0 || io_uring_sq_ready(&u->ring) > 0) {
+        int rc = io_uring_submit(&u->ring);
+        if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR)
+            e->host->log(e->host->ctx, IXL_LOG_ERROR, "io_uring_submit: %s", strerror(-rc));
+        moved = moved || rc > 0;
+    }
+    return moved;
+}
+
+static void wake_thread(struct uring *u)
+{
+    uint64_t one = 1;
+    ssize_t n = write(u->efd, &one, sizeof(one));
+    (void)n; /* a full counter already wakes it */
+}
+
+static void *completion_main(void *arg)
+{
+    struct px_engine *e = arg;
+    struct uring *u = e->impl;
+    while (!atomic_load(&u->stop)) {
+        struct pollfd p = {.fd = u->efd, .events = POLLIN};
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        uint64_t v;
+        ssize_t n = read(u->efd, &v, sizeof(v));
+        (void)n;
+        for (;;) {
+            int fin = 0;
+            pthread_mutex_lock(&e->lock);
+            bool moved = pump(e, u, &fin);
+            pthread_mutex_unlock(&e->lock);
+            if (fin)
+                e->host->signal(e->host->ctx);
+            if (!moved)
+                break;
+        }
+    }
+    return NULL;
+}
+
+static int uring_start(struct px_engine *e, char *why, size_t why_len)
+{
+    struct uring *u = calloc(1, sizeof(*u));
+    if (u == NULL)
+        return IXL_ERR_NO_MEMORY;
+    u->efd = -1;
+    int rc = io_uring_queue_init(e->qd, &u->ring, 0);
+    if (rc < 0) {
+        snprintf(why, why_len, "io_uring_setup: %s", strerror(-rc));
+        free(u);
+        return rc == -ENOMEM ? IXL_ERR_NO_MEMORY : IXL_ERR_NOT_SUPPORTED;
+    }
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&u->ring);
+    bool ops_ok = probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+                  io_uring_opcode_supported(probe, IORING_OP_WRITE);
+    if (probe)
+        io_uring_free_probe(probe);
+    if (!ops_ok) {
+        snprintf(why, why_len, "the kernel's io_uring lacks READ/WRITE (needs Linux 5.6)");
+        io_uring_queue_exit(&u->ring);
+        free(u);
+        return IXL_ERR_NOT_SUPPORTED;
+    }
+    u->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    u->slots = calloc(e->qd, sizeof(*u->slots));
+    u->free_slots = calloc(e->qd, sizeof(*u->free_slots));
+    if (u->efd < 0 || u->slots == NULL || u->free_slots == NULL ||
+        io_uring_register_eventfd_async(&u->ring, u->efd) != 0) {
+        snprintf(why, why_len, "eventfd or its registration failed");
+        if (u->efd >= 0)
+            close(u->efd);
+        free(u->slots);
+        free(u->free_slots);
+        io_uring_queue_exit(&u->ring);
+        free(u);
+        return IXL_ERR_SYSTEM;
+    }
+    for (uint32_t i = 0; i < e->qd; i++)
+        u->free_slots[u->nfree++] = e->qd - 1 - i;
+    atomic_init(&u->stop, false);
+    e->impl = u;
+    return IXL_OK;
+}
+
+static void uring_stop(struct px_engine *e)
+{
+    struct uring *u = e->impl;
+    if (u == NULL)
+        return;
+    atomic_store(&u->stop, true);
+    if (u->thread_started) {
+        wake_thread(u);
+        pthread_join(u->thread, NULL);
+    }
+    io_uring_queue_exit(&u->ring); /* waits for what is still in the kernel */
+    close(u->efd);
+    free(u->slots);
+    free(u->free_slots);
+    free(u);
+    e->impl = NULL;
+}
+
+static void uring_kick(struct px_engine *e)
+{
+    struct uring *u = e->impl;
+    if (!u->thread_started) {
+        if (pthread_create(&u->thread, NULL, completion_main, e) == 0)
+            u->thread_started = true;
+        else
+            e->host->log(e->host->ctx, IXL_LOG_WARN,
+                         "cannot start the completion thread; requests complete when "
+                         "polled");
+    }
+    int fin = 0;
+    pump(e, u, &fin);
+    /* Completions left for the next round (inline ones): the thread goes on with them, so a
+     * request progresses without a poller. */
+    if (io_uring_cq_ready(&u->ring) > 0)
+        wake_thread(u);
+    if (fin)
+        e->host->signal(e->host->ctx);
+}
+
+static void uring_poll(struct px_engine *e)
+{
+    struct uring *u = e->impl;
+    if (pthread_mutex_trylock(&e->lock) != 0)
+        return; /* someone is pumping: they wake the waiters */
+    int fin = 0;
+    for (int i = 0; i < 4 && pump(e, u, &fin); i++) {
+    }
+    if (io_uring_cq_ready(&u->ring) > 0 || (e->head != NULL && u->nfree > 0))
+        wake_thread(u);
+    pthread_mutex_unlock(&e->lock);
+    if (fin)
+        e->host->signal(e->host->ctx);
+}
+
+static bool uring_drain(struct px_engine *e, struct px_req *r, int ms)
+{
+    struct uring *u = e->impl;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int fin = 0;
+        pump(e, u, &fin);
+        if (fin)
+            e->host->signal(e->host->ctx);
+        if (r->inflight == 0)
+            return true;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >= ms)
+            return false;
+        pthread_mutex_unlock(&e->lock);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&e->lock);
+    }
+}
+
+#else /* built without liburing */
+
+static int uring_start(struct px_engine *e, char *why, size_t why_len)
+{
+    (void)e;
+    snprintf(why, why_len, "ixl was built without liburing (install liburing-dev and rebuild)");
+    return IXL_ERR_NOT_SUPPORTED;
+}
+static void uring_stop(struct px_engine *e)
+{
+    (void)e;
+}
+static void uring_kick(struct px_engine *e)
+{
+    (void)e;
+}
+static void uring_poll(struct px_engine *e)
+{
+    (void)e;
+}
+static bool uring_drain(struct px_engine *e, struct px_req *r, int ms)
+{
+    (void)e;
+    (void)r;
+    (void)ms;
+    return true;
+}
+
+#endif
+
+const struct px_ops px_uring_ops = {
+    .name = "io_uring",
+    .start = uring_start,
+    .stop = uring_stop,
+    .kick = uring_kick,
+    .poll = uring_poll,
+    .drain = uring_drain,
+};
