@@ -25,13 +25,13 @@ enum px_kind { PX_URING, PX_THREADS };
 /* A registered region: DRAM, or a FILE/BLK with the fd this backend owns. */
 struct px_md {
     enum ixl_mem type;
-    int fd;              /* -1 for DRAM */
-    bool rd_ok, wr_ok;   /* the open mode allows reading / writing */
-    bool direct;         /* O_DIRECT */
-    uint32_t mem_align;  /* direct I/O: buffer address alignment */
-    uint32_t off_align;  /* direct I/O: file offset and length alignment */
-    uint64_t vol_size;   /* BLK: the volume's size; FILE: 0 (files grow) */
-    char name[256];      /* the path (or "fd N") for messages */
+    int fd;             /* -1 for DRAM */
+    bool rd_ok, wr_ok;  /* the open mode allows reading / writing */
+    bool direct;        /* O_DIRECT */
+    uint32_t mem_align; /* direct I/O: buffer address alignment */
+    uint32_t off_align; /* direct I/O: file offset and length alignment */
+    uint64_t vol_size;  /* BLK: the volume's size; FILE: 0 (files grow) */
+    char name[256];     /* the path (or "fd N") for messages */
 };
 
 enum px_state { PX_IDLE, PX_RUNNING, PX_DONE, PX_FAILED };

@@ -20,7 +20,7 @@ static const struct ixl_option px_options[] = {
      "auto (io_uring, else a thread pool of pread/pwrite when the kernel refuses io_uring), "
      "io_uring, or threads"},
     {"queue_depth", "64", "I/Os in flight per backend (1-4096)"},
-    {"chunk", "8388608",
+    {"chunk", "67108864",
      "largest single I/O in bytes; larger descriptors are split (4096-1073741824, a multiple "
      "of 4096; K, M, G suffixes accepted)"},
     {"threads", "4", "workers of the thread-pool engine (1-64)"},
@@ -71,8 +71,7 @@ static int opt_size(struct px_engine *e, const struct ixl_engine_init *init, con
     if (*v == '\0' || *v == '-' || *end != '\0' || errno || (x << shift) >> shift != x ||
         (x << shift) < lo || (x << shift) > hi)
         return px_error(e, IXL_ERR_INVALID_ARG,
-                        "option %s='%s': want a number in %" PRIu64 "..%" PRIu64, key, v, lo,
-                        hi);
+                        "option %s='%s': want a number in %" PRIu64 "..%" PRIu64, key, v, lo, hi);
     *out = x << shift;
     return IXL_OK;
 }
@@ -274,8 +273,8 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
     if (fstat(m->fd, &st) != 0)
         return px_error(e, IXL_ERR_SYSTEM, "fstat '%s': %s", m->name, strerror(errno));
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-        return px_error(e, IXL_ERR_INVALID_ARG,
-                        "'%s' is neither a regular file nor a block device", m->name);
+        return px_error(e, IXL_ERR_INVALID_ARG, "'%s' is neither a regular file nor a block device",
+                        m->name);
     if (m->direct)
         dio_align(m, &st);
     if (type == IXL_MEM_BLK) {
@@ -379,8 +378,7 @@ static int px_query(struct ixl_engine *base, enum ixl_mem type, const struct ixl
         if (r != 0 && err != ENOENT && err != ENOTDIR) {
             if (fd >= 0)
                 close(fd);
-            return px_error(e, IXL_ERR_SYSTEM, "query of descriptor %zu: %s", i,
-                            strerror(err));
+            return px_error(e, IXL_ERR_SYSTEM, "query of descriptor %zu: %s", i, strerror(err));
         }
         out[i].exists = r == 0;
         out[i].size = 0;
@@ -405,7 +403,8 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
     struct px_engine *e = (struct px_engine *)base;
     (void)remote_agent;
     if (opts && opts->notif)
-        return px_error(e, IXL_ERR_NOTIF_UNSUPPORTED, "storage backends do not support notifications: omit the notification");
+        return px_error(e, IXL_ERR_NOTIF_UNSUPPORTED,
+                        "storage backends do not support notifications: omit the notification");
     int lfile = local->type != IXL_MEM_DRAM, rfile = remote->type != IXL_MEM_DRAM;
     if (lfile == rfile)
         return px_error(e, IXL_ERR_BAD_MEM_TYPE,
@@ -553,8 +552,8 @@ bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished)
     const char *prep = r->to_file ? "to" : "from";
     if (res < 0) {
         px_fail(e, r, errno_status((int)-res),
-                "%s of %u bytes %s '%s' at offset %" PRIu64 " failed: %s%s", what,
-                io->len, prep, io->f->name, io->off, strerror((int)-res),
+                "%s of %u bytes %s '%s' at offset %" PRIu64 " failed: %s%s", what, io->len, prep,
+                io->f->name, io->off, strerror((int)-res),
                 res == -EINVAL && io->f->direct ? " (direct I/O: check the alignment)" : "");
     } else if (res == 0 && io->len > 0) {
         if (r->to_file) {
@@ -581,7 +580,8 @@ static int px_post(struct ixl_engine *base, struct ixl_req *req, const struct ix
     struct px_engine *e = (struct px_engine *)base;
     struct px_req *r = (struct px_req *)req;
     if (opts && opts->notif)
-        return px_error(e, IXL_ERR_NOTIF_UNSUPPORTED, "storage backends do not support notifications: omit the notification");
+        return px_error(e, IXL_ERR_NOTIF_UNSUPPORTED,
+                        "storage backends do not support notifications: omit the notification");
     pthread_mutex_lock(&e->lock);
     r->next_desc = 0;
     r->next_off = 0;

@@ -32,6 +32,8 @@ static void *worker_main(void *arg)
             break;
         struct px_io io;
         px_take(e, &io);
+        if (e->head != NULL) /* more work: wake one more worker (one at a time, no herd) */
+            pthread_cond_signal(&p->work);
         bool fin;
         for (;;) {
             pthread_mutex_unlock(&e->lock);
@@ -99,7 +101,7 @@ static int pool_start(struct px_engine *e, char *why, size_t why_len)
 static void pool_kick(struct px_engine *e)
 {
     struct pool *p = e->impl;
-    pthread_cond_broadcast(&p->work);
+    pthread_cond_signal(&p->work);
 }
 
 static void pool_poll(struct px_engine *e)

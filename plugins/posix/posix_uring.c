@@ -147,7 +147,7 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
     u->slots = calloc(e->qd, sizeof(*u->slots));
     u->free_slots = calloc(e->qd, sizeof(*u->free_slots));
     if (u->efd < 0 || u->slots == NULL || u->free_slots == NULL ||
-        io_uring_register_eventfd_async(&u->ring, u->efd) != 0) {
+        io_uring_register_eventfd(&u->ring, u->efd) != 0) {
         snprintf(why, why_len, "eventfd or its registration failed");
         if (u->efd >= 0)
             close(u->efd);
