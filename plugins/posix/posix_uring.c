@@ -3,11 +3,11 @@
  *
  * Whoever holds e->lock "pumps" the ring: reaps completions, continues short I/Os, fills free
  * slots from the FIFO of requests and submits. Buffered I/O on a warm page cache completes
- * inside io_uring_submit; its completions are reaped by the same thread's next round. I/O that
- * completes asynchronously (direct I/O, cold cache) signals the ring's eventfd, which wakes the
- * completion thread: it pumps until nothing moves and wakes the agent's waiters when requests
- * end. Pollers (check_xfer) pump too, when the lock is free, so a polling caller never waits
- * for a thread hop.
+ * inside io_uring_submit; its completions are reaped by the same thread's next round. Every
+ * completion also signals the ring's eventfd (direct I/O completes from interrupts, which the
+ * async-only eventfd would not report), which wakes the completion thread: it pumps until
+ * nothing moves and wakes the agent's waiters when requests end. Pollers (check_xfer) pump
+ * too, when the lock is free, so a polling caller never waits for a thread hop.
  */
 #include <errno.h>
 #include <poll.h>
