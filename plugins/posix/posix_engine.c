@@ -245,7 +245,10 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
         if (m->fd < 0) {
             int err = errno;
             return px_error(e, err == ENOENT ? IXL_ERR_NOT_FOUND : IXL_ERR_SYSTEM,
-                            "cannot open '%s': %s", m->name, strerror(err));
+                            "cannot open '%s': %s%s", m->name, strerror(err),
+                            err == EINVAL && (flags & O_DIRECT)
+                                ? " (this filesystem may not support direct I/O: drop 'direct')"
+                                : "");
         }
     } else {
         if (d->dev > INT32_MAX || (flags = fcntl((int)d->dev, F_GETFL)) < 0)
