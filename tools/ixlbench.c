@@ -4,6 +4,7 @@
  *   ixlbench --role target --md-file F &           # one process serves the memory
  *   ixlbench --role initiator --md-file F [...]    # another measures against it
  *   ixlbench [...]                                 # both roles in one process
+ *   ixlbench --target-mem FILE --file F [...]      # storage: DRAM <-> a file, one agent
  *
  * Exit status: 0 measured and every data check passed; 1 a failure (a check, a transfer, a
  * peer); 2 bad usage; 77 the backend is not available. See docs/ixlbench.md.
@@ -36,9 +37,23 @@ static void usage(FILE *f)
             "  --opt KEY=VALUE       an option of this process's backend (repeatable)\n"
             "  --target-opt KEY=VALUE  an option of the target's backend in --role both\n"
             "  --path auto|shm|cma|tcp  shorthand for --opt path=... (NET, initiator side)\n"
-            "  --initiator-mem TYPE, --target-mem TYPE  memory types (DRAM)\n"
+            "  --initiator-mem TYPE, --target-mem TYPE  memory types (DRAM; --target-mem FILE\n"
+            "                        or BLK: storage mode, below)\n"
             "  --target-alloc ixl|heap  target memory from ixl_mem_alloc (default; NET can map\n"
             "                        it: path shm) or from mmap (NET: path cma)\n"
+            "storage (--target-mem FILE|BLK; one agent, loopback; backend POSIX by default):\n"
+            "  --file PATH           the file (FILE; default: a temporary file in /var/tmp,\n"
+            "                        removed at exit) or the volume (BLK: a block device or a\n"
+            "                        file). Its data is overwritten. --file alone means FILE\n"
+            "  --file-size SIZE      size the file to SIZE (added bytes are written once);\n"
+            "                        default: its size, or what the largest row needs\n"
+            "  --direct              register with O_DIRECT (\"rw,direct,create:PATH\");\n"
+            "                        default: buffered I/O\n"
+            "  --layout consecutive|scattered  a request's descriptors at consecutive offsets\n"
+            "                        (default) or at shuffled 4 KiB-aligned ones; requests walk\n"
+            "                        through the whole file\n"
+            "  --warm                read the whole file once (page cache) before measuring\n"
+            "  --keep-file           keep a file that ixlbench created\n"
             "sweep:\n"
             "  --op read|write|both  operations (both: READ then WRITE; default both)\n"
             "  --block SIZE          first block size (4K); K/M/G suffixes are binary\n"
@@ -48,6 +63,8 @@ static void usage(FILE *f)
             "  --warmup N            untimed iterations first (10, at most an eighth of iters)\n"
             "  --max-bytes SIZE      fewer iterations where a row would move more (512M)\n"
             "  --max-request SIZE    skip rows whose request is larger (1G)\n"
+            "  --runtime SEC         stop a row's timed iterations after SEC seconds (0: no\n"
+            "                        limit; iterations are then a maximum)\n"
             "  --threads N           threads on the initiator's agent (1)\n"
             "  --depth N             requests in flight per thread (1)\n"
             "  --api plain|prep      descriptor lists (ixl_xfer_create) or prepared lists and\n"
@@ -86,6 +103,12 @@ enum {
     O_IMEM,
     O_TMEM,
     O_TALLOC,
+    O_FILE,
+    O_FILE_SIZE,
+    O_DIRECT,
+    O_LAYOUT,
+    O_WARM,
+    O_KEEP_FILE,
     O_OP,
     O_BLOCK,
     O_BLOCK_MAX,
@@ -95,6 +118,7 @@ enum {
     O_WARMUP,
     O_MAX_BYTES,
     O_MAX_REQ,
+    O_RUNTIME,
     O_THREADS,
     O_DEPTH,
     O_API,
@@ -135,6 +159,12 @@ static const struct option long_opts[] = {
     {"initiator-mem", required_argument, NULL, O_IMEM},
     {"target-mem", required_argument, NULL, O_TMEM},
     {"target-alloc", required_argument, NULL, O_TALLOC},
+    {"file", required_argument, NULL, O_FILE},
+    {"file-size", required_argument, NULL, O_FILE_SIZE},
+    {"direct", no_argument, NULL, O_DIRECT},
+    {"layout", required_argument, NULL, O_LAYOUT},
+    {"warm", no_argument, NULL, O_WARM},
+    {"keep-file", no_argument, NULL, O_KEEP_FILE},
     {"op", required_argument, NULL, O_OP},
     {"block", required_argument, NULL, O_BLOCK},
     {"block-max", required_argument, NULL, O_BLOCK_MAX},
@@ -144,6 +174,7 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, NULL, O_WARMUP},
     {"max-bytes", required_argument, NULL, O_MAX_BYTES},
     {"max-request", required_argument, NULL, O_MAX_REQ},
+    {"runtime", required_argument, NULL, O_RUNTIME},
     {"threads", required_argument, NULL, O_THREADS},
     {"depth", required_argument, NULL, O_DEPTH},
     {"api", required_argument, NULL, O_API},
@@ -247,7 +278,8 @@ static int kv_variants(const char *arg, unsigned *out)
 
 static int parse(int argc, char **argv, struct ixb_opts *o)
 {
-    bool block_set = false, block_max_set = false, batch_max_set = false;
+    bool block_set = false, block_max_set = false, batch_max_set = false, tmem_set = false;
+    bool storage_opt = false, role_set = false;
     const char *path = NULL;
     int c, rc = 0;
     uint64_t v;
@@ -283,6 +315,7 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
     while (rc == 0 && (c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         switch (c) {
         case O_ROLE:
+            role_set = true;
             if (strcmp(optarg, "both") == 0)
                 o->role = IXB_ROLE_BOTH;
             else if (strcmp(optarg, "initiator") == 0)
@@ -307,6 +340,7 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             break;
         case O_BACKEND:
             o->backend = optarg;
+            o->backend_set = true;
             break;
         case O_OPT:
             rc = add_kv(o->opts, &o->n_opts, optarg, "opt");
@@ -324,6 +358,35 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         case O_TMEM:
             if (ixl_mem_parse(optarg, &o->target_mem) != IXL_OK)
                 rc = bad("target-mem", optarg);
+            tmem_set = true;
+            break;
+        case O_FILE:
+            o->file = optarg;
+            if (*optarg == '\0')
+                rc = bad("file", optarg);
+            break;
+        case O_FILE_SIZE:
+            rc = num("file-size", optarg, 1, INT64_MAX, &o->file_size);
+            storage_opt = true;
+            break;
+        case O_DIRECT:
+            o->direct = true;
+            storage_opt = true;
+            break;
+        case O_LAYOUT:
+            if (strcmp(optarg, "consecutive") == 0 || strcmp(optarg, "scattered") == 0)
+                o->scatter = strcmp(optarg, "scattered") == 0;
+            else
+                rc = bad("layout", optarg);
+            storage_opt = true;
+            break;
+        case O_WARM:
+            o->warm = true;
+            storage_opt = true;
+            break;
+        case O_KEEP_FILE:
+            o->keep_file = true;
+            storage_opt = true;
             break;
         case O_TALLOC:
             if (strcmp(optarg, "ixl") == 0 || strcmp(optarg, "heap") == 0)
@@ -364,6 +427,15 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         case O_MAX_REQ:
             rc = num("max-request", optarg, 1, UINT64_MAX, &o->max_request);
             break;
+        case O_RUNTIME: {
+            char *end;
+            errno = 0;
+            o->runtime_s = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(o->runtime_s >= 0) ||
+                o->runtime_s > 86400)
+                rc = bad("runtime", optarg);
+            break;
+        }
         case O_THREADS:
             rc = num_u("threads", optarg, 1, 256, &o->threads);
             break;
@@ -469,6 +541,41 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                 o->kv_req_blocks, o->kv_blocks);
         return 2;
     }
+    /* Storage mode: --target-mem FILE|BLK, or --file alone (FILE). */
+    if (o->file != NULL && !tmem_set)
+        o->target_mem = IXL_MEM_FILE;
+    if (ixb_storage(o)) {
+        if (role_set && o->role != IXB_ROLE_BOTH) {
+            fprintf(stderr, "ixlbench: --target-mem %s runs in one process (no --role)\n",
+                    ixl_mem_name(o->target_mem));
+            return 2;
+        }
+        if (o->kv) {
+            fprintf(stderr,
+                    "ixlbench: the KV scenario is DRAM to DRAM (not with --target-mem "
+                    "%s)\n",
+                    ixl_mem_name(o->target_mem));
+            return 2;
+        }
+        if (o->target_mem == IXL_MEM_BLK && o->file == NULL) {
+            fprintf(stderr, "ixlbench: --target-mem BLK needs --file VOLUME (a block device or "
+                            "a file)\n");
+            return 2;
+        }
+        if (o->init_mem != IXL_MEM_DRAM || path != NULL || o->n_topts > 0 || o->target_heap ||
+            o->md_file != NULL) {
+            fprintf(stderr, "ixlbench: storage mode takes none of --initiator-mem, --path, "
+                            "--target-opt, --target-alloc, --md-file\n");
+            return 2;
+        }
+        if (!o->backend_set)
+            o->backend = "POSIX";
+    } else if (storage_opt || o->target_mem != IXL_MEM_DRAM) {
+        fprintf(stderr, "ixlbench: --target-mem %s: %s\n", ixl_mem_name(o->target_mem),
+                storage_opt ? "the storage options need --target-mem FILE or BLK"
+                            : "ixlbench moves DRAM, FILE or BLK only");
+        return 2;
+    }
     if (o->role != IXB_ROLE_BOTH && o->md_file == NULL) {
         fprintf(stderr, "ixlbench: --role %s needs --md-file PATH\n",
                 o->role == IXB_ROLE_TARGET ? "target" : "initiator");
@@ -566,7 +673,9 @@ int main(int argc, char **argv)
     }
     if (ixb_out_open(&o) != 0)
         return 1;
-    if (o.role == IXB_ROLE_INITIATOR)
+    if (ixb_storage(&o))
+        rc = ixb_storage_run(&o);
+    else if (o.role == IXB_ROLE_INITIATOR)
         rc = ixb_initiator_run(&o, o.md_file);
     else
         rc = run_both(&o);

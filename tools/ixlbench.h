@@ -4,8 +4,9 @@
  *
  * Files: ixlbench.c (options, roles), ixlbench_target.c (the target role: memory on request,
  * fills and checks), ixlbench_initiator.c (the control channel, memory, the sweep),
- * ixlbench_kv.c (the KV-cache scenario), ixlbench_out.c (table, CSV, JSON, progress bar,
- * plot), ixlbench_util.c (clock, patterns, statistics, the metadata file, control messages).
+ * ixlbench_kv.c (the KV-cache scenario), ixlbench_storage.c (storage mode: DRAM <-> FILE/BLK
+ * in one agent, loopback), ixlbench_out.c (table, CSV, JSON, progress bar, plot),
+ * ixlbench_util.c (clock, patterns, statistics, the metadata file, control messages).
  */
 #ifndef IXLBENCH_H
 #define IXLBENCH_H
@@ -49,17 +50,26 @@ struct ixb_opts {
     const char *md_file;
     const char *name; /* this process's agent (default by role) */
     const char *backend;
+    bool backend_set;                 /* --backend given (storage mode defaults to POSIX) */
     struct ixl_kv opts[IXB_MAX_OPTS]; /* this process's backend (the initiator in --role both) */
     size_t n_opts;
     struct ixl_kv topts[IXB_MAX_OPTS]; /* the target's backend in --role both */
     size_t n_topts;
     enum ixl_mem init_mem, target_mem;
     bool target_heap; /* target memory from mmap instead of ixl_mem_alloc */
+    /* Storage mode (--target-mem FILE or BLK): one agent, the file its own loopback target. */
+    const char *file;   /* FILE: the file (default: a temporary one); BLK: the volume */
+    uint64_t file_size; /* 0: the file's size, or as large as the largest row needs */
+    bool direct;        /* O_DIRECT registration ("rw,direct,create:PATH") */
+    bool scatter;       /* descriptors at shuffled 4 KiB-aligned offsets, not consecutive */
+    bool warm;          /* read the whole file once (into the page cache) before measuring */
+    bool keep_file;     /* keep a file ixlbench created */
     bool op_read, op_write;
     uint64_t block_min, block_max, batch_min, batch_max;
     unsigned iters, warmup;
     uint64_t max_bytes;   /* per row: iterations are cut to stay under it */
     uint64_t max_request; /* rows whose request would be larger are skipped */
+    double runtime_s;     /* 0, or a row's timed part stops after this long */
     unsigned threads, depth;
     bool check, reuse, merge;
     enum ixb_api api;
@@ -78,6 +88,12 @@ struct ixb_opts {
     int argc; /* the command line, for the header */
     char **argv;
 };
+
+/* Storage mode: the target is a file or a volume of this agent's own. */
+static inline bool ixb_storage(const struct ixb_opts *o)
+{
+    return o->target_mem == IXL_MEM_FILE || o->target_mem == IXL_MEM_BLK;
+}
 
 /* Average and percentiles of a set of samples, in microseconds. */
 struct ixb_summ {
@@ -101,6 +117,7 @@ struct ixb_row {
     bool has_notif;
     struct ixb_summ notif, notif_done; /* post -> target, done -> target */
     double prep_list_us;               /* prepared lists: ixl_prep_create, local + remote */
+    double iops;                       /* descriptors (as built) per second */
     int check;                         /* -1 off, 0 failed, 1 passed */
     char check_msg[200];
 };
@@ -200,9 +217,12 @@ struct ixb_lpool { /* here */
     bool registered;
 };
 
+struct ixb_store;
+
 /* The initiator's state, shared by the sweep and the KV scenario. */
 struct ixb_init {
     const struct ixb_opts *o;
+    struct ixb_store *store; /* storage mode: the file (ctl.target is this agent's name) */
     struct ixl_agent *agent;
     struct ixl_backend *be;
     struct ixb_ctl ctl;
@@ -225,6 +245,50 @@ void ixb_lpool_free(struct ixb_init *in, struct ixb_lpool *p);
 /* Runs the sweep and/or the KV scenario against the target of md_file. 0: every data check
  * passed; 1: a failure; 77: no backend. */
 int ixb_initiator_run(const struct ixb_opts *o, const char *md_file);
+/* The sweep (against the target, or the file of storage mode). 0, or 1 on an error. */
+int ixb_sweep(struct ixb_init *in);
+
+/* ---- ixlbench_storage.c --------------------------------------------------------------------- */
+
+/* Storage mode: one agent moves DRAM <-> the file or volume it registered itself (the remote
+ * agent of every request is its own name). 0: every check passed; 1: a failure; 77: no backend. */
+int ixb_storage_run(const struct ixb_opts *o);
+/* The sweep's view of the file: per row, where descriptor k of request number r lies, and the
+ * untimed fills and checks (pwrite/pread on a buffered fd of ixlbench's own). */
+struct ixb_store {
+    const char *path;
+    enum ixl_mem type; /* IXL_MEM_FILE or IXL_MEM_BLK */
+    bool direct, scatter;
+    int fd;         /* O_RDWR, buffered: fills, poisons, checks */
+    uint64_t size;  /* bytes the layouts use */
+    uint64_t dev;   /* the dev of transfer descriptors (assigned for FILE, ours for BLK) */
+    uint64_t block; /* the current row: block size, descriptors per request */
+    uint64_t batch;
+    uint64_t stride;  /* unit u lies at u * stride: the block (consecutive), or the block
+                         rounded up to 4 KiB (scattered) */
+    uint64_t n_units; /* units in the file */
+    uint64_t n_reqs;  /* consecutive: requests of batch units before the walk wraps */
+    uint32_t *perm;   /* scattered: a random permutation of the units */
+    size_t perm_cap;
+};
+/* Lays out a row: in_flight = descriptors one iteration uses (threads x depth x batch), which
+ * must fit in the file without overlapping. 0, or -1 (printed). */
+int ixb_store_row(struct ixb_store *s, uint64_t block, uint64_t batch, uint64_t in_flight,
+                  uint64_t seed);
+/* The unit of descriptor k of request r (offset: unit * stride). Requests walk through the
+ * file: consecutive ones are adjacent (consecutive layout) or take the next units of the
+ * permutation (scattered), wrapping at the end. */
+uint64_t ixb_store_unit(const struct ixb_store *s, uint64_t r, uint64_t k);
+/* Untimed: writes the pattern of seed (poison: IXB_POISON bytes) into [off, off + len). */
+int ixb_store_put(const struct ixb_store *s, uint64_t off, uint64_t len, uint64_t seed, bool poison,
+                  uint8_t *scratch, size_t scratch_len);
+/* Untimed: reads [off, off + len) back: -1 when it holds the pattern, else the index of the
+ * first wrong byte (*got its value); -2 on a read error (printed). */
+int64_t ixb_store_verify(const struct ixb_store *s, uint64_t off, uint64_t len, uint64_t seed,
+                         uint8_t *scratch, size_t scratch_len, uint8_t *got);
+/* Untimed, after fills: with direct I/O, the page cache's dirty pages go to the disk now, not
+ * inside the timed region. 0, or -1 (printed). */
+int ixb_store_settle(const struct ixb_store *s);
 
 /* ---- ixlbench_kv.c -------------------------------------------------------------------------- */
 

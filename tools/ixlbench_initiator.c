@@ -17,6 +17,11 @@
  * latency = post + complete. GB/s = bytes of the timed iterations / their wall time
  * (creation and release included: an application pays them).
  *
+ * Storage mode (ixlbench_storage.c) runs the same rows against a file the agent registered
+ * itself: the remote agent is its own name, the local slots are laid out as above, and each
+ * request's file side is computed when the request is made (requests walk through the file:
+ * see ixb_store_unit()); fills and checks are pwrite/pread on ixlbench's own fd, untimed.
+ *
  * The KV scenario: ixlbench_kv.c.
  */
 #include <errno.h>
@@ -231,7 +236,13 @@ struct thr {
     struct ixl_xfer **x;
     uint64_t *t_post0, *t_post1; /* per slot: post started, post returned */
     bool *inflight;
-    bool noted; /* note_info() ran */
+    bool noted;  /* note_info() ran */
+    uint64_t it; /* the iteration being made (storage: where in the file) */
+    /* Storage mode: one request's file descriptors (scattered layout), and a buffer for the
+     * untimed fills and checks. */
+    struct ixl_desc *fdescs;
+    uint8_t *scratch;
+    size_t scratch_len;
 };
 
 struct row_ctx {
@@ -247,6 +258,8 @@ struct row_ctx {
     uint64_t seed;
     double seconds;
     uint64_t t0;
+    uint64_t deadline; /* --runtime, checks off: no request is posted after it (0: none) */
+    bool time_up;      /* --runtime, checks on: set by thread 0 between two barriers */
     _Atomic int abort;
     pthread_mutex_t lock; /* path, descs, check message */
     char path[32];
@@ -294,6 +307,56 @@ static uint64_t slot_off(const struct row_ctx *rc, unsigned t, unsigned s)
     return ((uint64_t)t * rc->depth + s) * rc->slot_bytes;
 }
 
+/* Storage mode: the request number of slot s in the current iteration (with --reuse each slot's
+ * request is made once, so its file offsets are those of iteration 0). */
+static uint64_t req_no(const struct thr *th, unsigned s)
+{
+    const struct row_ctx *rc = th->rc;
+    uint64_t it = rc->in->o->reuse ? 0 : th->it;
+
+    return (it * rc->threads + th->t) * rc->depth + s;
+}
+
+static uint64_t file_off(const struct thr *th, unsigned s, uint64_t k)
+{
+    const struct ixb_store *st = th->rc->in->store;
+
+    return ixb_store_unit(st, req_no(th, s), k) * st->stride;
+}
+
+/* Storage mode: the file side of slot s's next request (a list, or prepared-list indices). */
+static int store_side(struct thr *th, unsigned s)
+{
+    struct row_ctx *rc = th->rc;
+    const struct ixb_store *st = rc->in->store;
+    uint64_t r = req_no(th, s);
+    ixl_status st2;
+
+    if (rc->in->o->api == IXB_API_PREP) {
+        for (uint64_t k = 0; k < rc->batch; k++)
+            th->ri[s * rc->batch + k] = (int64_t)ixb_store_unit(st, r, k);
+        return 0;
+    }
+    ixl_dlist_destroy(th->rl[s]);
+    th->rl[s] = NULL;
+    st2 = ixl_dlist_create(st->type, st->scatter ? 0 : 1, &th->rl[s]);
+    if (st2 == IXL_OK && !st->scatter) {
+        struct ixl_run run = {ixb_store_unit(st, r, 0) * st->stride, rc->block, rc->block,
+                              rc->batch, st->dev};
+        st2 = ixl_dlist_add_runs(th->rl[s], &run, 1);
+    } else if (st2 == IXL_OK) {
+        for (uint64_t k = 0; k < rc->batch; k++)
+            th->fdescs[k] =
+                (struct ixl_desc){ixb_store_unit(st, r, k) * st->stride, rc->block, st->dev};
+        st2 = ixl_dlist_add(th->rl[s], th->fdescs, (size_t)rc->batch);
+    }
+    if (st2 != IXL_OK) {
+        row_error(rc, "building the file's descriptor list: %s", ixl_strerror(st2));
+        return -1;
+    }
+    return 0;
+}
+
 static void barrier(struct row_ctx *rc)
 {
     if (rc->threads > 1)
@@ -321,9 +384,12 @@ static int make_req(struct thr *th, unsigned s, bool record)
 {
     struct row_ctx *rc = th->rc;
     struct ixb_init *in = rc->in;
-    uint64_t a = ixb_now_ns(), b;
+    uint64_t a, b;
     ixl_status st;
 
+    if (in->store != NULL && store_side(th, s) != 0)
+        return -1;
+    a = ixb_now_ns();
     if (in->o->api == IXB_API_PREP)
         st = ixl_xfer_create_prepped(in->agent, rc->op, rc->lprep, th->li + s * rc->batch,
                                      rc->rprep, th->ri + s * rc->batch, (size_t)rc->batch,
@@ -390,6 +456,75 @@ static int finish_req(struct thr *th, unsigned s, bool record)
     return 0;
 }
 
+/* Untimed, storage mode: READ writes the pattern into the file and poisons the DRAM
+ * destination; WRITE fills the DRAM source and poisons the file. */
+static int store_setup(struct thr *th, uint64_t seed, bool corrupt)
+{
+    struct row_ctx *rc = th->rc;
+    const struct ixb_store *st = rc->in->store;
+    bool rd = rc->op == IXL_OP_READ;
+
+    for (unsigned s = 0; s < rc->depth; s++)
+        for (uint64_t k = 0; k < rc->batch; k++) {
+            uint64_t off = file_off(th, s, k);
+            uint8_t *mem = rc->lp->base + slot_off(rc, th->t, s) + k * rc->block;
+            if (rd)
+                memset(mem, IXB_POISON, (size_t)rc->block);
+            else
+                ixb_fill(mem, (size_t)rc->block, seed, off);
+            if (ixb_store_put(st, off, rc->block, seed, !rd, th->scratch, th->scratch_len) != 0) {
+                row_error(rc, "could not prepare the file");
+                return -1;
+            }
+        }
+    if (corrupt && !rd)
+        rc->lp->base[slot_off(rc, th->t, 0) + rc->block / 2] ^= 0xFF;
+    if (ixb_store_settle(st) != 0) {
+        row_error(rc, "could not prepare the file");
+        return -1;
+    }
+    return 0;
+}
+
+/* Untimed, storage mode: READ compares the DRAM destination, WRITE reads the file back. */
+static void store_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it)
+{
+    struct row_ctx *rc = th->rc;
+    const struct ixb_store *st = rc->in->store;
+    bool rd = rc->op == IXL_OP_READ;
+
+    if (corrupt && rd)
+        rc->lp->base[slot_off(rc, th->t, 0) + rc->block / 2] ^= 0xFF;
+    for (unsigned s = 0; s < rc->depth; s++)
+        for (uint64_t k = 0; k < rc->batch; k++) {
+            uint64_t off = file_off(th, s, k);
+            uint8_t *mem = rc->lp->base + slot_off(rc, th->t, s) + k * rc->block;
+            uint8_t got = 0;
+            int64_t bad;
+            if (rd) {
+                bad = ixb_verify(mem, (size_t)rc->block, seed, off);
+                if (bad >= 0)
+                    got = mem[bad];
+            } else {
+                bad =
+                    ixb_store_verify(st, off, rc->block, seed, th->scratch, th->scratch_len, &got);
+            }
+            if (bad == -2) {
+                row_error(rc, "could not read the file back");
+                return;
+            }
+            if (bad >= 0) {
+                check_failed(rc,
+                             "%s iteration %u, thread %u, descriptor %" PRIu64 " of slot %u: the "
+                             "byte at file offset %" PRIu64 " is 0x%02x %s, want 0x%02x",
+                             rd ? "READ" : "WRITE", it, th->t, k, s, off + (uint64_t)bad, got,
+                             rd ? "in DRAM" : "in the file",
+                             ixb_pattern_byte(seed, off + (uint64_t)bad));
+                return;
+            }
+        }
+}
+
 /* Untimed: the data of one round. */
 static int round_setup(struct thr *th, uint64_t seed, bool corrupt)
 {
@@ -398,6 +533,8 @@ static int round_setup(struct thr *th, uint64_t seed, bool corrupt)
     uint64_t len = rc->batch * rc->block;
     struct ixb_ctl_ans a;
 
+    if (in->store != NULL)
+        return store_setup(th, seed, corrupt);
     if (rc->op == IXL_OP_READ) {
         if (ixb_ctl_call(&in->ctl, "fill", NULL, 0, &a,
                          "%u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u", rc->rp->id, seed,
@@ -427,6 +564,10 @@ static void round_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
     uint64_t len = rc->batch * rc->block;
     struct ixb_ctl_ans a;
 
+    if (in->store != NULL) {
+        store_check(th, seed, corrupt, it);
+        return;
+    }
     if (rc->op == IXL_OP_READ) {
         if (corrupt)
             rc->lp->base[slot_off(rc, th->t, 0) + len / 2] ^= 0xFF;
@@ -484,6 +625,7 @@ static void run_rounds(struct thr *th)
         bool corrupt = o->corrupt_for_test && it == rc->warmup && th->t == 0;
         bool ok = !atomic_load(&rc->abort);
 
+        th->it = it;
         if (ok && o->check)
             ok = round_setup(th, seed, corrupt) == 0;
         barrier(rc);
@@ -502,10 +644,16 @@ static void run_rounds(struct thr *th)
         if (th->t == 0) {
             if (record)
                 rc->seconds += (double)(ixb_now_ns() - rc->t0) / 1e9;
+            rc->time_up = record && o->runtime_s > 0 && rc->seconds >= o->runtime_s;
             progress_tick(rc, it, total);
         }
         if (o->check && !atomic_load(&rc->abort))
             round_check(th, seed, corrupt, it);
+        if (o->runtime_s > 0) {
+            barrier(rc); /* every thread reads time_up after thread 0 wrote it */
+            if (rc->time_up)
+                break;
+        }
     }
 }
 
@@ -517,6 +665,9 @@ static void run_window(struct thr *th, unsigned n, bool record)
 
     for (uint64_t i = 0; i < total && !atomic_load(&rc->abort); i++) {
         unsigned s = (unsigned)(i % rc->depth);
+        if (record && s == 0 && rc->deadline != 0 && ixb_now_ns() >= rc->deadline)
+            break; /* --runtime: what is in flight completes below */
+        th->it = i / rc->depth + (record ? rc->warmup : 0);
         if (th->inflight[s] && finish_req(th, s, record) != 0)
             break;
         if (th->x[s] == NULL && make_req(th, s, record) != 0)
@@ -537,6 +688,8 @@ static void run_stream(struct thr *th)
     struct row_ctx *rc = th->rc;
 
     run_window(th, rc->warmup, false);
+    if (th->t == 0 && rc->in->o->runtime_s > 0)
+        rc->deadline = ixb_now_ns() + (uint64_t)(rc->in->o->runtime_s * 1e9);
     barrier(rc);
     if (th->t == 0)
         rc->t0 = ixb_now_ns();
@@ -588,6 +741,8 @@ static void thr_free(struct thr *th, unsigned depth)
     free(th->post);
     free(th->comp);
     free(th->lat);
+    free(th->fdescs);
+    ixb_unmap(th->scratch, th->scratch_len);
 }
 
 static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
@@ -609,6 +764,16 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     if (!th->x || !th->t_post0 || !th->t_post1 || !th->inflight || !th->prep || !th->post ||
         !th->comp || !th->lat)
         return -1;
+    if (rc->in->store != NULL) {
+        /* Fills and checks go through this buffer, up to 8 MiB at a time. */
+        th->scratch_len = (size_t)(rc->block < (8u << 20) ? rc->block : (8u << 20));
+        th->scratch = ixb_map(th->scratch_len);
+        if (th->scratch == NULL)
+            return -1;
+        if (rc->in->store->scatter && o->api == IXB_API_PLAIN &&
+            (th->fdescs = calloc((size_t)rc->batch, sizeof(*th->fdescs))) == NULL)
+            return -1;
+    }
     if (o->api == IXB_API_PREP) {
         th->li = calloc((size_t)(rc->depth * rc->batch), sizeof(int64_t));
         th->ri = calloc((size_t)(rc->depth * rc->batch), sizeof(int64_t));
@@ -626,10 +791,13 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
         uint64_t off = slot_off(rc, t, s);
         struct ixl_run lr = {(uint64_t)(uintptr_t)rc->lp->base + off, rc->block, rc->block,
                              rc->batch, 0};
-        struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch, 0};
         if (ixl_dlist_create(o->init_mem, 1, &th->ll[s]) != IXL_OK ||
-            ixl_dlist_create(o->target_mem, 1, &th->rl[s]) != IXL_OK ||
-            ixl_dlist_add_runs(th->ll[s], &lr, 1) != IXL_OK ||
+            ixl_dlist_add_runs(th->ll[s], &lr, 1) != IXL_OK)
+            return -1;
+        if (rc->in->store != NULL)
+            continue; /* the file side is made with each request (store_side) */
+        struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch, 0};
+        if (ixl_dlist_create(o->target_mem, 1, &th->rl[s]) != IXL_OK ||
             ixl_dlist_add_runs(th->rl[s], &rr, 1) != IXL_OK)
             return -1;
     }
@@ -651,10 +819,17 @@ static int row_preps(struct row_ctx *rc, double *us)
         uint64_t off = (uint64_t)i * rc->slot_bytes;
         struct ixl_run lr = {(uint64_t)(uintptr_t)rc->lp->base + off, rc->block, rc->block,
                              rc->batch, 0};
-        struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch, 0};
         st = ixl_dlist_add_runs(l, &lr, 1);
-        if (st == IXL_OK)
+        if (st == IXL_OK && in->store == NULL) {
+            struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch, 0};
             st = ixl_dlist_add_runs(r, &rr, 1);
+        }
+    }
+    /* Storage mode: the file side is every unit of the file, one strided run; requests index
+     * it (store_side). */
+    if (st == IXL_OK && in->store != NULL) {
+        struct ixl_run rr = {0, rc->block, in->store->stride, in->store->n_units, in->store->dev};
+        st = ixl_dlist_add_runs(r, &rr, 1);
     }
     a = ixb_now_ns();
     if (st == IXL_OK)
@@ -745,6 +920,9 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
     rc.thr = calloc(rc.threads, sizeof(*rc.thr));
     if (rc.thr == NULL)
         status = -1;
+    if (in->store != NULL && ixb_store_row(in->store, block, batch,
+                                           (uint64_t)rc.threads * rc.depth * batch, rc.seed) != 0)
+        status = -1;
     if (status == 0 && o->api == IXB_API_PREP && row_preps(&rc, &row.prep_list_us) != 0)
         status = -1;
     for (unsigned t = 0; status == 0 && t < rc.threads; t++)
@@ -778,11 +956,16 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
         row.descs = rc.descs;
         row.depth = rc.depth;
         row.threads = rc.threads;
-        row.iters = rc.iters;
+        /* What completed in the timed part: all iterations, or fewer with --runtime. */
+        uint64_t done = 0;
+        for (unsigned t = 0; t < rc.threads; t++)
+            done += rc.thr[t].n_samp;
+        row.iters = (unsigned)(done / ((uint64_t)rc.threads * rc.depth));
         row.warmup = rc.warmup;
-        row.bytes = (uint64_t)rc.iters * per_iter;
+        row.bytes = done * batch * block;
         row.seconds = rc.seconds;
         row.gbps = rc.seconds > 0 ? (double)row.bytes / rc.seconds / 1e9 : 0;
+        row.iops = rc.seconds > 0 ? (double)(row.bytes / block) / rc.seconds : 0;
         merge_samples(&rc, &row);
         row.check = o->check ? !rc.check_failed : -1;
         snprintf(row.check_msg, sizeof(row.check_msg), "%s", rc.check_msg);
@@ -801,7 +984,28 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
     return status;
 }
 
-static int sweep(struct ixb_init *in)
+/* The section title of storage mode. */
+static void store_title(struct ixb_init *in, uint64_t local_bytes)
+{
+    const struct ixb_opts *o = in->o;
+    const struct ixb_store *st = in->store;
+    char title[512], b1[32], b2[32];
+
+    snprintf(title, sizeof(title),
+             "storage: DRAM <-> %s %s (%s, %s, %s), %s descriptors, %u thread(s) x depth %u, "
+             "%s API, data checks %s (%s of DRAM)",
+             ixl_mem_name(st->type), st->path, ixb_size_str(st->size, b1, sizeof(b1)),
+             st->direct ? "direct I/O" : "buffered",
+             st->direct ? "no page cache"
+             : o->warm  ? "page cache warmed: the file was read once first"
+                        : "page cache as found",
+             st->scatter ? "scattered (4 KiB-aligned, shuffled)" : "consecutive", o->threads,
+             o->depth, o->api == IXB_API_PREP ? "prepared-list" : "descriptor-list",
+             o->check ? "on" : "off", ixb_size_str(local_bytes, b2, sizeof(b2)));
+    ixb_out_section(title);
+}
+
+int ixb_sweep(struct ixb_init *in)
 {
     const struct ixb_opts *o = in->o;
     uint64_t slot = 0;
@@ -813,9 +1017,13 @@ static int sweep(struct ixb_init *in)
     int rc = 0;
     char b1[32], b2[32];
 
+    /* Storage: WRITE first, so that the file is written before it is read (DRAM -> FILE ->
+     * DRAM); each row still fills what it reads itself. */
+    if (o->op_write && in->store != NULL)
+        ops[n_ops++] = IXL_OP_WRITE;
     if (o->op_read)
         ops[n_ops++] = IXL_OP_READ;
-    if (o->op_write)
+    if (o->op_write && in->store == NULL)
         ops[n_ops++] = IXL_OP_WRITE;
     for (uint64_t batch = o->batch_min; batch <= o->batch_max; batch *= 2)
         for (uint64_t block = o->block_min; block <= o->block_max; block *= 2) {
@@ -834,13 +1042,16 @@ static int sweep(struct ixb_init *in)
     }
     in->rows_total += (double)rows * n_ops;
     /* The pools are as large as the largest request, times threads and depth. */
-    if (ixb_remote_alloc(in, 1, slot * o->threads * o->depth, 0, &rp) != 0)
+    memset(&rp, 0, sizeof(rp));
+    if (in->store == NULL && ixb_remote_alloc(in, 1, slot * o->threads * o->depth, 0, &rp) != 0)
         return 1;
     if (ixb_local_alloc(in, 1, slot * o->threads * o->depth, 0, &lp) != 0) {
         ixl_dlist_destroy(rp.regions);
         return 1;
     }
-    {
+    if (in->store != NULL) {
+        store_title(in, slot * o->threads * o->depth);
+    } else {
         char title[256];
         snprintf(title, sizeof(title),
                  "sweep: %u thread(s) x depth %u, %s API, data checks %s, %s memory at the "
@@ -858,7 +1069,7 @@ static int sweep(struct ixb_init *in)
             for (uint64_t block = o->block_min; block <= o->block_max && rc == 0; block *= 2) {
                 if (batch * block > o->max_request)
                     continue;
-                if (run_row(in, ops[k], block, batch, slot, &lp, &rp) != 0)
+                if (run_row(in, ops[k], block, batch, slot, &lp, in->store ? NULL : &rp) != 0)
                     rc = 1;
                 in->rows_done += 1;
             }
@@ -944,7 +1155,7 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
     ixb_ctl_ans_free(&a);
     ixb_out_header(o->backend, in.name, in.ctl.target);
     rc = 0;
-    if (o->sweep && sweep(&in) != 0)
+    if (o->sweep && ixb_sweep(&in) != 0)
         rc = 1;
     if (rc == 0 && o->kv && ixb_kv_run(&in) != 0)
         rc = 1;

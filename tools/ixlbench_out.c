@@ -34,6 +34,18 @@ static const char *op_name(enum ixl_op op)
     return op == IXL_OP_READ ? "READ" : "WRITE";
 }
 
+/* A rate (descriptors per second), in 7 columns: "1.23M", "456.7k", "12". */
+static const char *rate_str(double v, char *buf, size_t len)
+{
+    if (v >= 1e6)
+        snprintf(buf, len, "%.2fM", v / 1e6);
+    else if (v >= 1e4)
+        snprintf(buf, len, "%.1fk", v / 1e3);
+    else
+        snprintf(buf, len, "%.0f", v);
+    return buf;
+}
+
 /* A time in microseconds, human-readable in 9 columns. */
 static const char *t_str(double us, char *buf, size_t len)
 {
@@ -106,7 +118,7 @@ int ixb_out_open(const struct ixb_opts *o)
                 "scenario,op,api,path,block,batch,descs,threads,depth,iters,warmup,bytes,seconds,"
                 "gbps,lat_avg_us,lat_p50_us,lat_p99_us,prep_avg_us,prep_p99_us,post_avg_us,"
                 "post_p99_us,comp_avg_us,comp_p99_us,notif_avg_us,notif_p99_us,"
-                "notif_done_avg_us,notif_done_p99_us,prep_list_us,check\n");
+                "notif_done_avg_us,notif_done_p99_us,prep_list_us,iops,check\n");
     return 0;
 }
 
@@ -217,7 +229,7 @@ static void csv_row(const struct ixb_row *r)
                 r->notif_done.p99);
     else
         fprintf(out.csv, ",,,,");
-    fprintf(out.csv, "%.3f,%s\n", r->prep_list_us,
+    fprintf(out.csv, "%.3f,%.0f,%s\n", r->prep_list_us, r->iops,
             r->check < 0 ? "off"
             : r->check   ? "pass"
                          : "FAIL");
@@ -257,7 +269,7 @@ static void check_line(const struct ixb_row *r)
 
 void ixb_out_sweep_row(const struct ixb_row *r)
 {
-    char b[32], t[8][24];
+    char b[32], t[8][24], io[24];
 
     keep(r);
     csv_row(r);
@@ -266,17 +278,19 @@ void ixb_out_sweep_row(const struct ixb_row *r)
     if (!out.table)
         return;
     if (!out.sweep_header_done) {
-        printf("%-5s %9s %6s %6s %-5s %6s %8s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "op",
-               "block", "batch", "descs", "path", "iters", "GB/s", "lat avg", "lat p99", "prep avg",
-               "prep p99", "post avg", "post p99", "comp avg", "comp p99", "check");
+        printf("%-5s %9s %6s %6s %-8s %6s %8s %7s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n",
+               "op", "block", "batch", "descs", "path", "iters", "GB/s", "IOPS", "lat avg",
+               "lat p99", "prep avg", "prep p99", "post avg", "post p99", "comp avg", "comp p99",
+               "check");
         out.sweep_header_done = true;
     }
-    printf("%-5s %9s %6" PRIu64 " %6" PRIu64 " %-5s %6u %8.3f %10s %10s %10s %10s %10s %10s %10s "
-           "%10s  %s\n",
+    printf("%-5s %9s %6" PRIu64 " %6" PRIu64 " %-8s %6u %8.3f %7s %10s %10s %10s %10s %10s %10s "
+           "%10s %10s  %s\n",
            op_name(r->op), ixb_size_str(r->block, b, sizeof(b)), r->batch, r->descs, r->path,
-           r->iters, r->gbps, t_str(r->lat.avg, t[0], 24), t_str(r->lat.p99, t[1], 24),
-           t_str(r->prep.avg, t[2], 24), t_str(r->prep.p99, t[3], 24), t_str(r->post.avg, t[4], 24),
-           t_str(r->post.p99, t[5], 24), t_str(r->comp.avg, t[6], 24), t_str(r->comp.p99, t[7], 24),
+           r->iters, r->gbps, rate_str(r->iops, io, sizeof(io)), t_str(r->lat.avg, t[0], 24),
+           t_str(r->lat.p99, t[1], 24), t_str(r->prep.avg, t[2], 24), t_str(r->prep.p99, t[3], 24),
+           t_str(r->post.avg, t[4], 24), t_str(r->post.p99, t[5], 24), t_str(r->comp.avg, t[6], 24),
+           t_str(r->comp.p99, t[7], 24),
            r->check < 0 ? "off"
            : r->check   ? "pass"
                         : "FAIL");
@@ -415,7 +429,8 @@ static void json_write(FILE *f, int status)
             fprintf(f, ", ");
             json_summ(f, "notif_after_done", &r->notif_done);
         }
-        fprintf(f, ", \"prep_list_us\": %.3f, \"check\": \"%s\"", r->prep_list_us,
+        fprintf(f, ", \"prep_list_us\": %.3f, \"iops\": %.0f, \"check\": \"%s\"", r->prep_list_us,
+                r->iops,
                 r->check < 0 ? "off"
                 : r->check   ? "pass"
                              : "fail");
