@@ -27,6 +27,7 @@ struct px_md {
     enum ixl_mem type;
     int fd;             /* -1 for DRAM */
     bool rd_ok, wr_ok;  /* the open mode allows reading / writing */
+    bool append;        /* O_APPEND: positioned writes would land at the end */
     bool direct;        /* O_DIRECT */
     uint32_t mem_align; /* direct I/O: buffer address alignment */
     uint32_t off_align; /* direct I/O: file offset and length alignment */
@@ -83,8 +84,9 @@ bool px_take(struct px_engine *e, struct px_io *io);
  * -errno. Returns true when io is to be continued (a short transfer: io advanced), false when
  * it is finished (completed or failed). *finished is set when its request reached its end. */
 bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished);
-/* Fails a request with status and a message (e->lock held); takes it off the FIFO. */
-void px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt, ...)
+/* Fails a request with status and a message (e->lock held); takes it off the FIFO. Returns
+ * true when the request thereby ended (nothing of it in flight). */
+bool px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int px_error(struct px_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

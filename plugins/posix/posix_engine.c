@@ -272,6 +272,7 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
     m->rd_ok = (flags & O_ACCMODE) != O_WRONLY;
     m->wr_ok = (flags & O_ACCMODE) != O_RDONLY;
     m->direct = (flags & O_DIRECT) != 0;
+    m->append = (flags & O_APPEND) != 0;
     struct stat st;
     if (fstat(m->fd, &st) != 0)
         return px_error(e, IXL_ERR_SYSTEM, "fstat '%s': %s", m->name, strerror(errno));
@@ -426,6 +427,12 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
             return px_error(e, IXL_ERR_INVALID_ARG,
                             "'%s' is registered %s: descriptor %zu cannot be %s", f->name,
                             to_file ? "read-only" : "write-only", i, to_file ? "written" : "read");
+        if (to_file && f->append)
+            return px_error(e, IXL_ERR_INVALID_ARG,
+                            "'%s' is open with O_APPEND, where a write ignores its offset: "
+                            "descriptor %zu cannot be written (register an fd opened without "
+                            "O_APPEND)",
+                            f->name, i);
         if (f->vol_size && (fd->addr > f->vol_size || fd->len > f->vol_size - fd->addr))
             return px_error(e, IXL_ERR_INVALID_ARG,
                             "descriptor %zu (offset %" PRIu64 ", %" PRIu64 " bytes) lies "
@@ -493,7 +500,7 @@ static bool maybe_finish(struct px_req *r)
     return true;
 }
 
-void px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt, ...)
+bool px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt, ...)
 {
     if (r->status == IXL_OK) {
         r->status = status;
@@ -503,6 +510,7 @@ void px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt,
         va_end(ap);
     }
     dequeue(e, r);
+    return maybe_finish(r);
 }
 
 bool px_take(struct px_engine *e, struct px_io *io)

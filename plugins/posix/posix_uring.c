@@ -32,7 +32,35 @@ struct uring {
     struct px_io *slots;
     uint32_t *free_slots;
     uint32_t nfree;
+    int broken; /* errno of a hard io_uring_enter failure: the ring is never entered again */
 };
+
+static void free_slot(struct uring *u, struct px_io *io)
+{
+    u->free_slots[u->nfree++] = (uint32_t)(io - u->slots);
+}
+
+/* io_uring_enter failed hard: the I/Os in the submission ring were never consumed and never
+ * will be (the ring is not entered again), so they fail, as does everything queued. */
+static void fail_unsubmitted(struct px_engine *e, struct uring *u, int *finished)
+{
+    struct io_uring_sq *sq = &u->ring.sq;
+    unsigned head = *sq->khead, tail = *sq->ktail;
+    for (unsigned h = head; h != tail; h++) {
+        struct io_uring_sqe *sqe = &sq->sqes[sq->array[h & sq->ring_mask]];
+        struct px_io *io = (struct px_io *)(uintptr_t)sqe->user_data;
+        bool fin;
+        px_fail(e, io->r, IXL_ERR_IO, "io_uring_enter failed: %s", strerror(u->broken));
+        px_done(e, io, -u->broken, &fin);
+        free_slot(u, io);
+        if (fin)
+            (*finished)++;
+    }
+    while (e->head != NULL)
+        if (px_fail(e, e->head, IXL_ERR_IO, "io_uring_enter failed earlier: %s",
+                    strerror(u->broken)))
+            (*finished)++;
+}
 
 static void prep_sqe(struct io_uring_sqe *sqe, struct px_io *io)
 {
@@ -66,9 +94,13 @@ static bool pump(struct px_engine *e, struct uring *u, int *finished)
             px_fail(e, io->r, IXL_ERR_IO, "io_uring submission queue full");
             px_done(e, io, -EIO, &fin);
         }
-        u->free_slots[u->nfree++] = (uint32_t)(io - u->slots);
+        free_slot(u, io);
         if (fin)
             (*finished)++;
+    }
+    if (u->broken) {
+        fail_unsubmitted(e, u, finished);
+        return moved;
     }
     while (u->nfree > 0 && e->head != NULL) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
@@ -81,8 +113,14 @@ static bool pump(struct px_engine *e, struct uring *u, int *finished)
     }
     if (queued > 0 || io_uring_sq_ready(&u->ring) > 0) {
         int rc = io_uring_submit(&u->ring);
-        if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR)
-            e->host->log(e->host->ctx, IXL_LOG_ERROR, "io_uring_submit: %s", strerror(-rc));
+        if (rc < 0 && rc != -EAGAIN && rc != -EBUSY && rc != -EINTR) {
+            e->host->log(e->host->ctx, IXL_LOG_ERROR,
+                         "io_uring_enter: %s; requests on this backend fail from now on",
+                         strerror(-rc));
+            u->broken = -rc;
+            fail_unsubmitted(e, u, finished);
+            return true;
+        }
         moved = moved || rc > 0;
     }
     return moved;
@@ -132,30 +170,50 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
         free(u);
         return rc == -ENOMEM ? IXL_ERR_NO_MEMORY : IXL_ERR_NOT_SUPPORTED;
     }
-    struct io_uring_probe *probe = io_uring_get_probe_ring(&u->ring);
-    bool ops_ok = probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
-                  io_uring_opcode_supported(probe, IORING_OP_WRITE);
-    if (probe)
-        io_uring_free_probe(probe);
-    if (!ops_ok) {
-        snprintf(why, why_len, "the kernel's io_uring lacks READ/WRITE (needs Linux 5.6)");
-        io_uring_queue_exit(&u->ring);
-        free(u);
-        return IXL_ERR_NOT_SUPPORTED;
+    /* What a seccomp filter or a policy may refuse separately: entering the ring (a no-op
+     * round trip) and registering with it (the eventfd). */
+    const char *step = "io_uring_enter";
+    struct io_uring_sqe *nop = io_uring_get_sqe(&u->ring);
+    io_uring_prep_nop(nop);
+    rc = io_uring_submit_and_wait(&u->ring, 1);
+    struct io_uring_cqe *cqe;
+    if (rc >= 0 && (rc = io_uring_peek_cqe(&u->ring, &cqe)) == 0) {
+        rc = cqe->res;
+        io_uring_cqe_seen(&u->ring, cqe);
     }
     u->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (rc >= 0) {
+        step = "eventfd";
+        rc = u->efd < 0 ? -errno : 0;
+    }
+    if (rc >= 0) {
+        step = "io_uring_register";
+        rc = io_uring_register_eventfd(&u->ring, u->efd);
+    }
+    struct io_uring_probe *probe = rc >= 0 ? io_uring_get_probe_ring(&u->ring) : NULL;
+    if (rc >= 0 && !(probe && io_uring_opcode_supported(probe, IORING_OP_READ) &&
+                     io_uring_opcode_supported(probe, IORING_OP_WRITE))) {
+        step = "probe";
+        rc = -EOPNOTSUPP;
+    }
+    if (probe)
+        io_uring_free_probe(probe);
     u->slots = calloc(e->qd, sizeof(*u->slots));
     u->free_slots = calloc(e->qd, sizeof(*u->free_slots));
-    if (u->efd < 0 || u->slots == NULL || u->free_slots == NULL ||
-        io_uring_register_eventfd(&u->ring, u->efd) != 0) {
-        snprintf(why, why_len, "eventfd or its registration failed");
+    if (rc >= 0 && (u->slots == NULL || u->free_slots == NULL))
+        rc = -ENOMEM;
+    if (rc < 0) {
+        if (rc == -EOPNOTSUPP)
+            snprintf(why, why_len, "the kernel's io_uring lacks READ/WRITE (needs Linux 5.6)");
+        else
+            snprintf(why, why_len, "%s: %s", step, strerror(-rc));
         if (u->efd >= 0)
             close(u->efd);
         free(u->slots);
         free(u->free_slots);
         io_uring_queue_exit(&u->ring);
         free(u);
-        return IXL_ERR_SYSTEM;
+        return rc == -ENOMEM ? IXL_ERR_NO_MEMORY : IXL_ERR_NOT_SUPPORTED;
     }
     for (uint32_t i = 0; i < e->qd; i++)
         u->free_slots[u->nfree++] = e->qd - 1 - i;
