@@ -73,6 +73,9 @@ static void usage(FILE *f)
             "                        poisoned destinations, checked outside the timing)\n"
             "  --reuse               make each slot's request once and post it again\n"
             "  --merge               let ixl merge adjacent descriptors (default: no_merge)\n"
+            "  --cold-buffers        each row starts with fresh local memory: READs fault its\n"
+            "                        pages in during the timed part (as fio's buffers do),\n"
+            "                        WRITE sources are filled first (default: touched once)\n"
             "scenarios:\n"
             "  --scenario sweep|kv|all  (sweep)\n"
             "  --kv-regions N (64), --kv-blocks N per region (512), --kv-block-size SIZE (32K),\n"
@@ -126,6 +129,7 @@ enum {
     O_CHECK,
     O_REUSE,
     O_MERGE,
+    O_COLD,
     O_SCENARIO,
     O_KV_REGIONS,
     O_KV_BLOCKS,
@@ -182,6 +186,7 @@ static const struct option long_opts[] = {
     {"check", no_argument, NULL, O_CHECK},
     {"reuse", no_argument, NULL, O_REUSE},
     {"merge", no_argument, NULL, O_MERGE},
+    {"cold-buffers", no_argument, NULL, O_COLD},
     {"scenario", required_argument, NULL, O_SCENARIO},
     {"kv-regions", required_argument, NULL, O_KV_REGIONS},
     {"kv-blocks", required_argument, NULL, O_KV_BLOCKS},
@@ -459,6 +464,9 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             break;
         case O_MERGE:
             o->merge = true;
+            break;
+        case O_COLD:
+            o->cold_buffers = true;
             break;
         case O_SCENARIO:
             o->sweep = strcmp(optarg, "sweep") == 0 || strcmp(optarg, "all") == 0;

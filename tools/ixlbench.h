@@ -72,6 +72,7 @@ struct ixb_opts {
     double runtime_s;     /* 0, or a row's timed part stops after this long */
     unsigned threads, depth;
     bool check, reuse, merge;
+    bool cold_buffers; /* each row starts with the local memory given back to the kernel */
     enum ixb_api api;
     bool sweep, kv;
     unsigned kv_regions, kv_iters, kv_warmup;

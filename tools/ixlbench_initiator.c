@@ -33,6 +33,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ixlbench.h"
@@ -236,8 +237,9 @@ struct thr {
     struct ixl_xfer **x;
     uint64_t *t_post0, *t_post1; /* per slot: post started, post returned */
     bool *inflight;
-    bool noted;  /* note_info() ran */
-    uint64_t it; /* the iteration being made (storage: where in the file) */
+    bool noted;        /* note_info() ran */
+    uint64_t it;       /* the iteration being made (storage: where in the file) */
+    uint64_t *done_at; /* --runtime, checks off: when each recorded request completed */
     /* Storage mode: one request's file descriptors (scattered layout), and a buffer for the
      * untimed fills and checks. */
     struct ixl_desc *fdescs;
@@ -258,8 +260,9 @@ struct row_ctx {
     uint64_t seed;
     double seconds;
     uint64_t t0;
-    uint64_t deadline; /* --runtime, checks off: no request is posted after it (0: none) */
-    bool time_up;      /* --runtime, checks on: set by thread 0 between two barriers */
+    bool time_up; /* --runtime, checks on: set by thread 0 between two barriers */
+    /* --runtime, checks off: the measurement window (0 until thread 0 opens it). */
+    _Atomic uint64_t win_t0, win_end;
     _Atomic int abort;
     pthread_mutex_t lock; /* path, descs, check message */
     char path[32];
@@ -427,7 +430,8 @@ static int post_req(struct thr *th, unsigned s)
     return 0;
 }
 
-static int finish_req(struct thr *th, unsigned s, bool record)
+/* record < 0: when the request completed after the measurement window opened (run_timed). */
+static int finish_req(struct thr *th, unsigned s, int record)
 {
     struct row_ctx *rc = th->rc;
     ixl_status st = ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS);
@@ -438,6 +442,12 @@ static int finish_req(struct thr *th, unsigned s, bool record)
         row_error(rc, "a request failed: %s: %s", ixl_strerror(st),
                   ixl_agent_last_error(rc->in->agent));
         return -1;
+    }
+    if (record < 0) {
+        uint64_t t0 = atomic_load(&rc->win_t0);
+        record = t0 != 0 && d > t0;
+        if (record)
+            th->done_at[th->n_samp] = d;
     }
     if (record) {
         th->post[th->n_samp] = (double)(th->t_post1[s] - th->t_post0[s]) / 1e3;
@@ -665,8 +675,6 @@ static void run_window(struct thr *th, unsigned n, bool record)
 
     for (uint64_t i = 0; i < total && !atomic_load(&rc->abort); i++) {
         unsigned s = (unsigned)(i % rc->depth);
-        if (record && s == 0 && rc->deadline != 0 && ixb_now_ns() >= rc->deadline)
-            break; /* --runtime: what is in flight completes below */
         th->it = i / rc->depth + (record ? rc->warmup : 0);
         if (th->inflight[s] && finish_req(th, s, record) != 0)
             break;
@@ -683,13 +691,99 @@ static void run_window(struct thr *th, unsigned n, bool record)
             finish_req(th, s, record);
 }
 
+/* --runtime, checks off: the window closes at the first completion at or after its end (or at
+ * the last completion, when posting stopped earlier); only completions up to it count. */
+static void close_window(struct row_ctx *rc)
+{
+    uint64_t t0 = atomic_load(&rc->win_t0), end = atomic_load(&rc->win_end);
+    uint64_t close = 0, last = 0;
+
+    for (unsigned t = 0; t < rc->threads; t++)
+        for (size_t i = 0; i < rc->thr[t].n_samp; i++) {
+            uint64_t d = rc->thr[t].done_at[i];
+            if (d >= end && (close == 0 || d < close))
+                close = d;
+            if (d > last)
+                last = d;
+        }
+    if (close == 0)
+        close = last;
+    for (unsigned t = 0; t < rc->threads; t++) {
+        struct thr *th = &rc->thr[t];
+        size_t k = 0;
+        for (size_t i = 0; i < th->n_samp; i++)
+            if (th->done_at[i] <= close) {
+                th->post[k] = th->post[i];
+                th->comp[k] = th->comp[i];
+                th->lat[k] = th->lat[i];
+                th->done_at[k] = th->done_at[i];
+                k++;
+            }
+        th->n_samp = k;
+    }
+    rc->seconds = t0 != 0 && close > t0 ? (double)(close - t0) / 1e9 : 0;
+}
+
+/* Checks off with --runtime: time-based, like fio's time_based jobs. One pipeline without a
+ * pause: the warm-up requests, then the measured ones. The window opens when thread 0 has seen
+ * its last warm-up request complete (depth requests are then in flight; without a warm-up, at
+ * the start); no request is posted after runtime seconds, and the window closes at the first
+ * completion from then on. GB/s = the bytes of the requests that completed inside the window /
+ * its length (from one completion to another), so neither the ramp-up nor the drain at the end
+ * (a second, for a deep queue of large I/Os) is measured. Iterations stay a maximum: posting
+ * also stops after warm-up + iters of them. */
+static void run_timed(struct thr *th)
+{
+    struct row_ctx *rc = th->rc;
+    uint64_t warm = (uint64_t)rc->warmup * rc->depth, done = 0;
+    uint64_t max = warm + (uint64_t)rc->iters * rc->depth;
+
+    if (th->t == 0 && warm == 0) {
+        uint64_t now = ixb_now_ns();
+        atomic_store(&rc->win_end, now + (uint64_t)(rc->in->o->runtime_s * 1e9));
+        atomic_store(&rc->win_t0, now);
+    }
+    barrier(rc);
+    for (uint64_t i = 0; !atomic_load(&rc->abort); i++) {
+        unsigned s = (unsigned)(i % rc->depth);
+        uint64_t end;
+        if (th->inflight[s]) {
+            if (finish_req(th, s, -1) != 0)
+                break;
+            if (++done == warm && th->t == 0) {
+                uint64_t now = ixb_now_ns();
+                atomic_store(&rc->win_end, now + (uint64_t)(rc->in->o->runtime_s * 1e9));
+                atomic_store(&rc->win_t0, now);
+            }
+        }
+        end = atomic_load(&rc->win_end);
+        if (i >= max || (end != 0 && ixb_now_ns() >= end))
+            break;
+        th->it = i / rc->depth;
+        if (th->x[s] == NULL && make_req(th, s, i >= warm) != 0)
+            break;
+        if (post_req(th, s) != 0)
+            break;
+        if (th->t == 0 && s == 0)
+            progress_tick(rc, (unsigned)(i / rc->depth), rc->warmup + rc->iters);
+    }
+    for (unsigned s = 0; s < rc->depth; s++)
+        if (th->inflight[s])
+            finish_req(th, s, -1);
+    barrier(rc);
+    if (th->t == 0)
+        close_window(rc);
+}
+
 static void run_stream(struct thr *th)
 {
     struct row_ctx *rc = th->rc;
 
+    if (rc->in->o->runtime_s > 0) {
+        run_timed(th);
+        return;
+    }
     run_window(th, rc->warmup, false);
-    if (th->t == 0 && rc->in->o->runtime_s > 0)
-        rc->deadline = ixb_now_ns() + (uint64_t)(rc->in->o->runtime_s * 1e9);
     barrier(rc);
     if (th->t == 0)
         rc->t0 = ixb_now_ns();
@@ -742,6 +836,7 @@ static void thr_free(struct thr *th, unsigned depth)
     free(th->comp);
     free(th->lat);
     free(th->fdescs);
+    free(th->done_at);
     ixb_unmap(th->scratch, th->scratch_len);
 }
 
@@ -761,8 +856,9 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     th->post = calloc(nreq, sizeof(double));
     th->comp = calloc(nreq, sizeof(double));
     th->lat = calloc(nreq, sizeof(double));
-    if (!th->x || !th->t_post0 || !th->t_post1 || !th->inflight || !th->prep || !th->post ||
-        !th->comp || !th->lat)
+    th->done_at = calloc(nreq, sizeof(uint64_t));
+    if (!th->done_at || !th->x || !th->t_post0 || !th->t_post1 || !th->inflight || !th->prep ||
+        !th->post || !th->comp || !th->lat)
         return -1;
     if (rc->in->store != NULL) {
         /* Fills and checks go through this buffer, up to 8 MiB at a time. */
@@ -925,6 +1021,14 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
         status = -1;
     if (status == 0 && o->api == IXB_API_PREP && row_preps(&rc, &row.prep_list_us) != 0)
         status = -1;
+    if (status == 0 && o->cold_buffers) {
+        /* The pages go back to the kernel: a READ faults fresh ones in during the transfer, as
+         * a program reading into new memory does (fio's read buffers); a WRITE's source is
+         * written again first. */
+        madvise(lp->base, lp->len, MADV_DONTNEED);
+        if (op == IXL_OP_WRITE)
+            memset(lp->base, IXB_POISON, lp->len);
+    }
     for (unsigned t = 0; status == 0 && t < rc.threads; t++)
         if (thr_init(&rc, &rc.thr[t], t) != 0) {
             fprintf(stderr, "ixlbench: out of memory for a row\n");
