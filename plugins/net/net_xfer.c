@@ -673,7 +673,14 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
+    /* A thread of the last post may still be winding down (the answers completed the request
+     * between its send and its unbusy): that takes microseconds, so wait for it, bounded. */
     pthread_mutex_lock(&e->reqs_lock);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 1;
+    while (r->busy > 0 && pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &dl) == 0) {
+    }
     int busy = r->busy;
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0) /* a thread of the last post still touches its buffers */
