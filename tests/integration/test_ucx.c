@@ -1,0 +1,796 @@
+/*
+ * The UCX plugin across processes: this process is the initiator, ucx_peer processes (ixl_peer
+ * with a UCX backend, driven over pipes) are the targets.
+ *
+ *   test_ucx        tcp (err_mode=peer) and shared memory (transports=sm, err_mode=none):
+ *                   READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor requests, notifications
+ *                   after data, shared memory refused with err_mode=peer (the message says
+ *                   so), a peer killed with a request in flight, a restarted peer reloaded,
+ *                   release of an in-flight READ
+ *   test_ucx big    the 64 MiB READ/WRITE over both
+ *
+ * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
+ * plugin was not built (libucx missing): a failure under CI=true.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "net_common.h"
+
+#ifndef IXL_PEER_PATH
+#error "IXL_PEER_PATH must name the ucx_peer binary"
+#endif
+
+#define GUARD 4096u
+#define NDESC 10000u
+#define DESC_LEN 4096u
+#define SCATTER_BYTES ((size_t)NDESC * DESC_LEN)
+#define BIG_BYTES ((size_t)64 << 20)
+#define INFLIGHT_BYTES ((size_t)256 << 20)
+#define POISON_R 0xa5
+#define POISON_L 0x5a
+#define REPLY_MS 60000
+#define WAIT_MS 30000
+#define FAIL_BOUND_MS 3000 /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
+#define MAX_PEERS 32
+
+/* ---- peers ----------------------------------------------------------------------------------- */
+
+struct peer {
+    char name[64];
+    pid_t pid;
+    int to, from; /* its stdin, its stdout */
+    char *rbuf;
+    size_t rlen, rcap, used; /* used: bytes of the last line handed out */
+    bool gone;
+};
+
+static struct peer peers[MAX_PEERS];
+static pid_t main_pid;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void kill_peers(void)
+{
+    if (getpid() != main_pid)
+        return; /* a forked child exiting */
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (peers[i].pid > 0 && !peers[i].gone) {
+            kill(peers[i].pid, SIGKILL);
+            waitpid(peers[i].pid, NULL, 0);
+            peers[i].gone = true;
+        }
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_ucx: alarm: the test ran out of time (a hang)\n";
+    if (write(2, msg, sizeof(msg) - 1) < 0) {
+    }
+    for (int i = 0; i < MAX_PEERS; i++)
+        if (peers[i].pid > 0 && !peers[i].gone)
+            kill(peers[i].pid, SIGKILL);
+    _exit(1);
+}
+
+static struct peer *peer_start(const char *name, ...)
+{
+    const char *argv[24];
+    int argc = 0;
+    argv[argc++] = IXL_PEER_PATH;
+    argv[argc++] = name;
+    va_list ap;
+    va_start(ap, name);
+    for (const char *o; (o = va_arg(ap, const char *)) != NULL && argc < 23;)
+        argv[argc++] = o;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    struct peer *p = NULL;
+    for (int i = 0; i < MAX_PEERS && p == NULL; i++)
+        if (peers[i].pid == 0)
+            p = &peers[i];
+    CHECK(p != NULL);
+    int in[2], out[2];
+    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* Only async-signal-safe calls here: the parent has threads. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != main_pid)
+            _exit(127);
+        if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
+            _exit(127);
+        execv(IXL_PEER_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->pid = pid;
+    p->to = in[1];
+    p->from = out[0];
+    return p;
+}
+
+/* The next line the peer prints (valid until the next call for this peer). */
+static char *peer_line(struct peer *p, int timeout_ms)
+{
+    if (p->used > 0) {
+        memmove(p->rbuf, p->rbuf + p->used, p->rlen - p->used);
+        p->rlen -= p->used;
+        p->used = 0;
+    }
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        char *nl = p->rbuf ? memchr(p->rbuf, '\n', p->rlen) : NULL;
+        if (nl != NULL) {
+            *nl = '\0';
+            p->used = (size_t)(nl - p->rbuf) + 1;
+            return p->rbuf;
+        }
+        if (p->rcap - p->rlen < 65536) {
+            size_t cap = p->rcap ? 2 * p->rcap : 1 << 17;
+            char *b = realloc(p->rbuf, cap);
+            CHECK(b != NULL);
+            p->rbuf = b;
+            p->rcap = cap;
+        }
+        uint64_t now = now_ms();
+        if (now >= deadline)
+            check_fail(__FILE__, __LINE__, "peer %s: no answer within %d ms", p->name, timeout_ms);
+        struct pollfd pf = {.fd = p->from, .events = POLLIN};
+        if (poll(&pf, 1, (int)(deadline - now)) <= 0)
+            continue;
+        ssize_t n = read(p->from, p->rbuf + p->rlen, p->rcap - p->rlen);
+        if (n == 0)
+            check_fail(__FILE__, __LINE__, "peer %s exited (see its output above)", p->name);
+        if (n < 0 && errno != EINTR)
+            check_fail(__FILE__, __LINE__, "peer %s: read: %s", p->name, strerror(errno));
+        if (n > 0)
+            p->rlen += (size_t)n;
+    }
+}
+
+static void peer_vsend(struct peer *p, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    char *cmd = malloc((size_t)n + 2);
+    CHECK(cmd != NULL);
+    vsnprintf(cmd, (size_t)n + 1, fmt, ap);
+    cmd[n] = '\n';
+    for (size_t off = 0; off < (size_t)n + 1;) {
+        ssize_t w = write(p->to, cmd + off, (size_t)n + 1 - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            check_fail(__FILE__, __LINE__, "peer %s: cannot send a command: %s", p->name,
+                       strerror(errno));
+        off += (size_t)w;
+    }
+    free(cmd);
+}
+
+static void peer_send(struct peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void peer_send(struct peer *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    peer_vsend(p, fmt, ap);
+    va_end(ap);
+}
+
+/* Sends a command and returns the text after "ok" of its answer; any other answer fails. */
+static char *peer_ok_at(const char *file, int line, struct peer *p, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static char *peer_ok_at(const char *file, int line, struct peer *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char cmd[96];
+    va_list ap2;
+    va_copy(ap2, ap);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap2);
+    va_end(ap2);
+    peer_vsend(p, fmt, ap);
+    va_end(ap);
+    char *r = peer_line(p, REPLY_MS);
+    if (strncmp(r, "ok", 2) != 0 || (r[2] != '\0' && r[2] != ' '))
+        check_fail(file, line, "peer %s: '%.80s' answered '%.300s'", p->name, cmd, r);
+    return r[2] == ' ' ? r + 3 : r + 2;
+}
+#define PEER_OK(p, ...) peer_ok_at(__FILE__, __LINE__, (p), __VA_ARGS__)
+
+static void peer_ready(struct peer *p)
+{
+    char *r = peer_line(p, REPLY_MS);
+    if (strncmp(r, "ready ", 6) != 0)
+        check_fail(__FILE__, __LINE__, "peer %s did not start: '%s'", p->name, r);
+}
+
+/* Exits the peer through its protocol and checks it ended cleanly (the sanitizers' leak
+ * check included). */
+static void peer_exit(struct peer *p)
+{
+    PEER_OK(p, "exit");
+    close(p->to);
+    int st = 0;
+    pid_t w = 0;
+    for (int i = 0; i < 2000 && (w = waitpid(p->pid, &st, WNOHANG)) == 0; i++)
+        sleep_ms(10);
+    if (w == 0)
+        check_fail(__FILE__, __LINE__, "peer %s did not exit within 20 s of 'exit'", p->name);
+    p->gone = true;
+    close(p->from);
+    free(p->rbuf);
+    p->rbuf = NULL;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        check_fail(__FILE__, __LINE__, "peer %s ended with status 0x%x", p->name, st);
+    p->pid = 0;
+}
+
+static void peer_kill(struct peer *p)
+{
+    CHECK(kill(p->pid, SIGKILL) == 0);
+    CHECK(waitpid(p->pid, NULL, 0) == p->pid);
+    p->gone = true;
+    close(p->to);
+    close(p->from);
+    free(p->rbuf);
+    p->rbuf = NULL;
+    p->pid = 0;
+}
+
+/* A registered buffer of a peer. */
+struct rbuf {
+    struct peer *p;
+    int id;
+    uint64_t addr, len;
+};
+
+static struct rbuf peer_alloc(struct peer *p, int id, size_t len, const char *kind)
+{
+    struct rbuf b = {p, id, 0, 0};
+    char *r = PEER_OK(p, "alloc %d %zu %s", id, len, kind);
+    CHECK(sscanf(r, "%" SCNx64 " %" SCNu64, &b.addr, &b.len) == 2 && b.len == len);
+    return b;
+}
+
+/* The peer's metadata (caller frees). */
+static uint8_t *peer_md(struct peer *p, size_t *len)
+{
+    char *hex = PEER_OK(p, "md");
+    uint8_t *blob = net_hex_decode(hex, strlen(hex), len);
+    CHECK(blob != NULL);
+    return blob;
+}
+
+static void load_peer(struct ixl_agent *a, struct peer *p)
+{
+    size_t len;
+    uint8_t *blob = peer_md(p, &len);
+    char name[IXL_NAME_MAX];
+    CHECK_RC(ixl_md_load(a, blob, len, name), IXL_OK);
+    CHECK(strcmp(name, p->name) == 0);
+    free(blob);
+}
+
+/* Gives a peer this agent's metadata (so it can send notifications to it). */
+static void load_into_peer(struct peer *p, struct ixl_agent *a)
+{
+    void *blob;
+    size_t len;
+    CHECK_RC(ixl_md_get(a, NULL, &blob, &len), IXL_OK);
+    char *hex = malloc(2 * len + 1);
+    CHECK(hex != NULL);
+    net_hex_encode(blob, len, hex);
+    char *r = PEER_OK(p, "load %s", hex);
+    CHECK(strcmp(r, ixl_agent_name(a)) == 0);
+    free(hex);
+    ixl_free(blob);
+}
+
+/* ---- local side ------------------------------------------------------------------------------ */
+
+static uint8_t *L; /* the initiators' buffer, registered with each */
+static size_t L_len;
+static uint64_t seed_counter;
+
+static uint64_t fresh_seed(uint64_t off)
+{
+    for (;;) {
+        uint64_t s = ((uint64_t)main_pid << 32) + ++seed_counter;
+        if (net_pat_byte(s, off) != POISON_R && net_pat_byte(s, off) != POISON_L)
+            return s;
+    }
+}
+
+static int make_agent(const char *name, const struct ixl_kv *kv, size_t n, struct ixl_agent **out)
+{
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    CHECK_RC(ixl_agent_create(name, &ap, out), IXL_OK);
+    return ixl_backend_create(*out, "UCX", kv, n, NULL);
+}
+
+static struct ixl_agent *make_initiator(const char *name, const struct ixl_kv *kv, size_t n,
+                                        uint8_t *buf, size_t len)
+{
+    struct ixl_agent *a;
+    CHECK_RC(make_agent(name, kv, n, &a), IXL_OK);
+    struct ixl_reg_desc d = {(uintptr_t)buf, len, 0, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+    return a;
+}
+
+static void drop_initiator(struct ixl_agent *a, uint8_t *buf, size_t len)
+{
+    struct ixl_reg_desc d = {(uintptr_t)buf, len, 0, NULL, 0};
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+    ixl_agent_destroy(a);
+}
+
+static struct ixl_dlist *list1(uint64_t addr, uint64_t len)
+{
+    struct ixl_dlist *l;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &l), IXL_OK);
+    struct ixl_desc d = {addr, len, 0};
+    CHECK_RC(ixl_dlist_add(l, &d, 1), IXL_OK);
+    return l;
+}
+
+static int post_wait(struct ixl_xfer *x, int ms)
+{
+    int rc = ixl_xfer_post(x);
+    if (rc == IXL_IN_PROGRESS)
+        rc = ixl_xfer_wait(x, ms);
+    return rc;
+}
+
+static void check_info(struct ixl_xfer *x, uint64_t bytes, uint64_t descs, char *path, size_t n)
+{
+    struct ixl_xfer_info info;
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(strcmp(info.backend, "UCX") == 0);
+    CHECK(info.bytes == bytes);
+    CHECK(info.desc_count == descs);
+    snprintf(path, n, "%s", info.path);
+}
+
+/* op of len bytes between L + GUARD and the peer's buffer at GUARD; checks the data and that
+ * the guard bytes on both sides of the destination kept their poison. */
+static void xfer_one(struct ixl_agent *a, const struct rbuf *rb, enum ixl_op op, size_t len)
+{
+    CHECK(len + 2 * GUARD <= rb->len && len + 2 * GUARD <= L_len);
+    uint64_t t0 = now_ms();
+    uint64_t seed = fresh_seed(GUARD);
+    if (op == IXL_OP_WRITE) {
+        net_pat_fill(L + GUARD, len, seed, GUARD);
+        PEER_OK(rb->p, "poison %d %d 0 %zu", rb->id, POISON_R, len + 2 * GUARD);
+    } else {
+        PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, seed, len + 2 * GUARD);
+        memset(L, POISON_L, len + 2 * GUARD);
+    }
+    struct ixl_dlist *l = list1((uintptr_t)L + GUARD, len), *r = list1(rb->addr + GUARD, len);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, op, l, r, rb->p->name, NULL, &x), IXL_OK);
+    CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
+    char path[32];
+    check_info(x, len, 1, path, sizeof(path));
+    if (op == IXL_OP_WRITE) {
+        PEER_OK(rb->p, "check %d %" PRIu64 " %u %zu", rb->id, seed, GUARD, len);
+        PEER_OK(rb->p, "checkbyte %d %d 0 %u", rb->id, POISON_R, GUARD);
+        PEER_OK(rb->p, "checkbyte %d %d %zu %u", rb->id, POISON_R, GUARD + len, GUARD);
+    } else {
+        size_t bad = net_pat_find_bad(L + GUARD, len, seed, GUARD);
+        if (bad != len)
+            check_fail(__FILE__, __LINE__, "READ of %zu B from %s: byte %zu is 0x%02x, want 0x%02x",
+                       len, rb->p->name, bad, L[GUARD + bad], net_pat_byte(seed, GUARD + bad));
+        CHECK(net_byte_find_bad(L, GUARD, POISON_L) == GUARD);
+        CHECK(net_byte_find_bad(L + GUARD + len, GUARD, POISON_L) == GUARD);
+    }
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    fprintf(stderr, "  %-7s -> %-6s %-5s %9zu B  %-12s ok (%" PRIu64 " ms)\n", ixl_agent_name(a),
+            rb->p->name, op == IXL_OP_WRITE ? "WRITE" : "READ", len, path, now_ms() - t0);
+}
+
+static uint64_t perm(uint64_t i)
+{
+    return i * 7919u % NDESC;
+}
+
+/* 10^4 descriptors of 4 KiB, scattered: local slot i <-> remote slot perm(i). */
+static void xfer_scatter(struct ixl_agent *a, const struct rbuf *rb, enum ixl_op op)
+{
+    CHECK(SCATTER_BYTES + 2 * GUARD <= rb->len && SCATTER_BYTES + 2 * GUARD <= L_len);
+    uint64_t t0 = now_ms();
+    uint64_t seed = fresh_seed(GUARD);
+    struct ixl_desc *ld = malloc(NDESC * sizeof(*ld)), *rd = malloc(NDESC * sizeof(*rd));
+    CHECK(ld != NULL && rd != NULL);
+    for (uint64_t i = 0; i < NDESC; i++) {
+        ld[i] = (struct ixl_desc){(uintptr_t)L + GUARD + i * DESC_LEN, DESC_LEN, 0};
+        rd[i] = (struct ixl_desc){rb->addr + GUARD + perm(i) * DESC_LEN, DESC_LEN, 0};
+    }
+    struct ixl_dlist *l, *r;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, NDESC, &l), IXL_OK);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, NDESC, &r), IXL_OK);
+    CHECK_RC(ixl_dlist_add(l, ld, NDESC), IXL_OK);
+    CHECK_RC(ixl_dlist_add(r, rd, NDESC), IXL_OK);
+    size_t span = SCATTER_BYTES + 2 * GUARD;
+    if (op == IXL_OP_WRITE) {
+        for (uint64_t i = 0; i < NDESC; i++)
+            net_pat_fill(L + GUARD + i * DESC_LEN, DESC_LEN, seed, GUARD + perm(i) * DESC_LEN);
+        PEER_OK(rb->p, "poison %d %d 0 %zu", rb->id, POISON_R, span);
+    } else {
+        PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, seed, span);
+        memset(L, POISON_L, span);
+    }
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, op, l, r, rb->p->name, NULL, &x), IXL_OK);
+    CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
+    char path[32];
+    check_info(x, SCATTER_BYTES, NDESC, path, sizeof(path));
+    if (op == IXL_OP_WRITE) {
+        PEER_OK(rb->p, "check %d %" PRIu64 " %u %zu", rb->id, seed, GUARD, SCATTER_BYTES);
+        PEER_OK(rb->p, "checkbyte %d %d 0 %u", rb->id, POISON_R, GUARD);
+        PEER_OK(rb->p, "checkbyte %d %d %zu %u", rb->id, POISON_R, GUARD + SCATTER_BYTES, GUARD);
+    } else {
+        for (uint64_t i = 0; i < NDESC; i++) {
+            size_t bad = net_pat_find_bad(L + GUARD + i * DESC_LEN, DESC_LEN, seed,
+                                          GUARD + perm(i) * DESC_LEN);
+            if (bad != DESC_LEN)
+                check_fail(__FILE__, __LINE__,
+                           "scattered READ: descriptor %" PRIu64 " byte %zu wrong", i, bad);
+        }
+        CHECK(net_byte_find_bad(L, GUARD, POISON_L) == GUARD);
+        CHECK(net_byte_find_bad(L + GUARD + SCATTER_BYTES, GUARD, POISON_L) == GUARD);
+    }
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    free(ld);
+    free(rd);
+    fprintf(stderr, "  %-7s -> %-6s %-5s %u x %u B  %-12s ok (%" PRIu64 " ms)\n", ixl_agent_name(a),
+            rb->p->name, op == IXL_OP_WRITE ? "WRITE" : "READ", NDESC, DESC_LEN, path,
+            now_ms() - t0);
+}
+
+/* WRITE + notification: the peer waits for the notification and checks the data the moment it
+ * sees it; then a notification without data, both ways. */
+static void test_notifs(struct ixl_agent *a, const struct rbuf *rb, size_t len)
+{
+    uint64_t seed = fresh_seed(GUARD);
+    net_pat_fill(L + GUARD, len, seed, GUARD);
+    PEER_OK(rb->p, "poison %d %d 0 %zu", rb->id, POISON_R, len + 2 * GUARD);
+    PEER_OK(rb->p, "notifs");
+    struct ixl_dlist *l = list1((uintptr_t)L + GUARD, len), *r = list1(rb->addr + GUARD, len);
+    static const uint8_t msg[] = {'k', 'v', 0, '7'};
+    struct ixl_xfer_params xp = {.field_mask = IXL_XFER_F_NOTIF, .notif = msg, .notif_len = 4};
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, &xp, &x), IXL_OK);
+    peer_send(rb->p, "waitnotif %d %d %" PRIu64 " %u %zu", WAIT_MS, rb->id, seed, GUARD, len);
+    CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
+    char *ans = peer_line(rb->p, REPLY_MS);
+    char want[IXL_NAME_MAX + 16];
+    snprintf(want, sizeof(want), "ok %s 6b760037", ixl_agent_name(a));
+    if (strcmp(ans, want) != 0)
+        check_fail(__FILE__, __LINE__, "WRITE + notification: peer says '%.200s'", ans);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+
+    /* without data, both ways */
+    CHECK_RC(ixl_notif_send(a, rb->p->name, "hi", 2, NULL), IXL_OK);
+    snprintf(want, sizeof(want), "%s 6869", ixl_agent_name(a));
+    char *got = PEER_OK(rb->p, "waitnotif 5000");
+    if (strcmp(got, want) != 0)
+        check_fail(__FILE__, __LINE__, "notification without data: peer says '%.200s'", got);
+    load_into_peer(rb->p, a);
+    PEER_OK(rb->p, "send %s 6f6b", ixl_agent_name(a));
+    bool seen = false;
+    for (int t = 0; t < 500 && !seen; t++) {
+        struct ixl_notif_batch *b = NULL;
+        CHECK_RC(ixl_notif_drain(a, &b), IXL_OK);
+        for (size_t i = 0; b != NULL && i < b->count; i++) {
+            CHECK(strcmp(b->items[i].agent, rb->p->name) == 0);
+            CHECK(b->items[i].len == 2 && memcmp(b->items[i].msg, "ok", 2) == 0);
+            seen = true;
+        }
+        ixl_free(b);
+        if (!seen)
+            sleep_ms(10);
+    }
+    CHECK(seen);
+    fprintf(stderr,
+            "  %-7s -> %-6s WRITE %zu B + notification after the data; notifications "
+            "without data both ways ok\n",
+            ixl_agent_name(a), rb->p->name, len);
+}
+
+/* ---- failures -------------------------------------------------------------------------------- */
+
+/* Shared memory with err_mode=peer: UCX 1.13 refuses it, and the error says so. */
+static void test_shm_peer_refused(const struct rbuf *rb)
+{
+    static const struct ixl_kv kv[] = {{"transports", "sm"}, {"err_mode", "peer"}};
+    struct ixl_agent *a;
+    int rc = make_agent("i_smpeer", kv, 2, &a);
+    if (rc == IXL_OK) {
+        load_peer(a, rb->p);
+        struct ixl_reg_desc d = {(uintptr_t)L, L_len, 0, NULL, 0};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+        struct ixl_dlist *l = list1((uintptr_t)L, 4096), *r = list1(rb->addr, 4096);
+        struct ixl_xfer *x;
+        char why[1024] = "";
+        rc = ixl_xfer_create(a, IXL_OP_READ, l, r, rb->p->name, NULL, &x);
+        if (rc == IXL_OK) {
+            rc = post_wait(x, WAIT_MS);
+            snprintf(why, sizeof(why), "%s", ixl_agent_last_error(a));
+            CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        } else {
+            snprintf(why, sizeof(why), "%s", ixl_agent_last_error(a));
+        }
+        ixl_dlist_destroy(l);
+        ixl_dlist_destroy(r);
+        CHECK(rc < 0);
+        CHECK_STR_HAS(why, "shared memory");
+        CHECK_STR_HAS(why, "err_mode=none");
+        fprintf(stderr, "  transports=sm err_mode=peer: %s: %s\n", ixl_strerror(rc), why);
+        CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+    } else {
+        CHECK_STR_HAS(ixl_agent_last_error(a), "shared memory");
+        fprintf(stderr, "  transports=sm err_mode=peer refused at creation: %s\n",
+                ixl_agent_last_error(a));
+    }
+    ixl_agent_destroy(a);
+}
+
+static uint8_t *BL; /* INFLIGHT_BYTES */
+
+static struct ixl_xfer *post_inflight(struct ixl_agent *a, enum ixl_op op, const struct rbuf *rb,
+                                      size_t len)
+{
+    struct ixl_dlist *l = list1((uintptr_t)BL, len), *r = list1(rb->addr, len);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, op, l, r, rb->p->name, NULL, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    return x;
+}
+
+static void small_ok(struct ixl_agent *a, const struct rbuf *rb)
+{
+    size_t len = 64 * 1024;
+    uint64_t s = fresh_seed(0);
+    net_pat_fill(BL, len, s, 0);
+    struct ixl_dlist *l = list1((uintptr_t)BL, len), *r = list1(rb->addr, len);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, NULL, &x), IXL_OK);
+    CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    PEER_OK(rb->p, "check %d %" PRIu64 " 0 %zu", rb->id, s, len);
+    s = fresh_seed(0);
+    PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, s, len);
+    memset(BL, POISON_L, len);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_READ, l, r, rb->p->name, NULL, &x), IXL_OK);
+    CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    CHECK(net_pat_find_bad(BL, len, s, 0) == len);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+}
+
+static uint64_t expect_failure(struct ixl_xfer *x, int want, uint64_t since)
+{
+    int rc;
+    while ((rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS && now_ms() - since <= FAIL_BOUND_MS + 5000)
+        sleep_ms(2);
+    uint64_t took = now_ms() - since;
+    if (rc != want)
+        check_fail(__FILE__, __LINE__, "request ended with %s after %" PRIu64 " ms, want %s",
+                   ixl_strerror(rc), took, ixl_strerror(want));
+    if (took > FAIL_BOUND_MS)
+        check_fail(__FILE__, __LINE__, "the error took %" PRIu64 " ms, over %d ms", took,
+                   FAIL_BOUND_MS);
+    return took;
+}
+
+static struct peer *victim_start(struct rbuf *rb)
+{
+    struct peer *p = peer_start("victim", "transports=tcp", NULL);
+    peer_ready(p);
+    *rb = peer_alloc(p, 0, INFLIGHT_BYTES, "heap");
+    return p;
+}
+
+/* Over tcp with err_mode=peer: release of an in-flight READ, a peer killed with a READ and a
+ * WRITE in flight, a restarted peer reloaded. */
+static void test_peer_failures(void)
+{
+    fprintf(stderr, "tcp: release in flight, SIGKILL in flight, restart\n");
+    BL = aligned_alloc(4096, INFLIGHT_BYTES);
+    CHECK(BL != NULL);
+    static const struct ixl_kv kv[] = {{"transports", "tcp"}};
+    struct ixl_agent *a = make_initiator("i_fail", kv, 1, BL, INFLIGHT_BYTES);
+    struct rbuf rb;
+    struct peer *v = victim_start(&rb);
+    load_peer(a, v);
+    small_ok(a, &rb);
+
+    /* release cancels: nothing lands in BL after it returns */
+    PEER_OK(v, "fill 0 %" PRIu64 " 0 %zu", fresh_seed(0), INFLIGHT_BYTES);
+    memset(BL, POISON_L, INFLIGHT_BYTES);
+    struct ixl_xfer *x = post_inflight(a, IXL_OP_READ, &rb, INFLIGHT_BYTES);
+    uint64_t t0 = now_ms();
+    int rc;
+    while ((rc = ixl_xfer_release(x)) == IXL_ERR_BUSY && now_ms() - t0 < 5000)
+        sleep_ms(10);
+    CHECK_RC(rc, IXL_OK);
+    uint64_t took = now_ms() - t0;
+    memset(BL, POISON_L, INFLIGHT_BYTES);
+    sleep_ms(300);
+    CHECK(net_byte_find_bad(BL, INFLIGHT_BYTES, POISON_L) == INFLIGHT_BYTES);
+    small_ok(a, &rb);
+    fprintf(stderr,
+            "  READ in flight released in %" PRIu64 " ms; nothing landed after; the "
+            "peer still works\n",
+            took);
+
+    /* SIGKILL with a READ in flight */
+    x = post_inflight(a, IXL_OP_READ, &rb, INFLIGHT_BYTES);
+    t0 = now_ms();
+    peer_kill(v);
+    took = expect_failure(x, IXL_ERR_REMOTE_DISCONNECT, t0);
+    fprintf(stderr, "  READ in flight, peer killed: REMOTE_DISCONNECT after %" PRIu64 " ms\n",
+            took);
+    t0 = now_ms();
+    rc = post_wait(x, FAIL_BOUND_MS + 2000);
+    CHECK(rc < 0 && rc != IXL_ERR_TIMEOUT);
+    CHECK(now_ms() - t0 <= FAIL_BOUND_MS);
+    fprintf(stderr, "  post to the dead peer: %s after %" PRIu64 " ms\n", ixl_strerror(rc),
+            now_ms() - t0);
+
+    /* restart: new worker address, reload, old request stale, new ones work */
+    v = victim_start(&rb);
+    load_peer(a, v);
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_STALE);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    small_ok(a, &rb);
+    fprintf(stderr, "  restarted peer reloaded: old request STALE, new requests ok\n");
+
+    /* SIGKILL with a WRITE in flight */
+    x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+    t0 = now_ms();
+    peer_kill(v);
+    took = expect_failure(x, IXL_ERR_REMOTE_DISCONNECT, t0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    fprintf(stderr, "  WRITE in flight, peer killed: REMOTE_DISCONNECT after %" PRIu64 " ms\n",
+            took);
+
+    /* invalidated with a request in flight */
+    v = victim_start(&rb);
+    load_peer(a, v);
+    x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+    t0 = now_ms();
+    CHECK_RC(ixl_remote_invalidate(a, "victim"), IXL_OK);
+    took = expect_failure(x, IXL_ERR_REMOTE_DISCONNECT, t0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    load_peer(a, v);
+    small_ok(a, &rb);
+    fprintf(stderr,
+            "  invalidated in flight: REMOTE_DISCONNECT after %" PRIu64 " ms; reload "
+            "works\n",
+            took);
+    peer_exit(v);
+    drop_initiator(a, BL, INFLIGHT_BYTES);
+    free(BL);
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+struct mode {
+    const char *name;
+    const char *peer_opts[3];
+    struct ixl_kv kv[2];
+};
+
+static const struct mode modes[] = {
+    {"tcp",
+     {"transports=tcp", "err_mode=peer", NULL},
+     {{"transports", "tcp"}, {"err_mode", "peer"}}},
+    {"sm", {"transports=sm", "err_mode=none", NULL}, {{"transports", "sm"}, {"err_mode", "none"}}},
+};
+
+int main(int argc, char **argv)
+{
+    bool big = argc > 1 && strcmp(argv[1], "big") == 0;
+    main_pid = getpid();
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGALRM, on_alarm);
+    alarm(115);
+    atexit(kill_peers);
+    uint64_t t0 = now_ms();
+
+    {
+        struct ixl_agent *probe;
+        int rc = make_agent("probe", NULL, 0, &probe);
+        if (rc == IXL_ERR_NOT_FOUND)
+            skip(1, "the UCX plugin is not built (apt-get install libucx-dev, then rebuild)");
+        if (rc != IXL_OK)
+            check_fail(__FILE__, __LINE__, "UCX backend: %s: %s", ixl_strerror(rc),
+                       ixl_agent_last_error(probe));
+        ixl_agent_destroy(probe);
+    }
+
+    size_t rlen = (big ? BIG_BYTES : SCATTER_BYTES) + 2 * GUARD;
+    L_len = rlen;
+    L = aligned_alloc(4096, L_len);
+    CHECK(L != NULL);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        const struct mode *md = &modes[m];
+        fprintf(stderr, "%s (%s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1]);
+        char pname[16], iname[16];
+        snprintf(pname, sizeof(pname), "t_%s", md->name);
+        snprintf(iname, sizeof(iname), "i_%s", md->name);
+        struct peer *p = peer_start(pname, md->peer_opts[0], md->peer_opts[1], NULL);
+        peer_ready(p);
+        struct rbuf rb = peer_alloc(p, 0, rlen, "heap");
+        struct ixl_agent *a = make_initiator(iname, md->kv, 2, L, L_len);
+        load_peer(a, p);
+        if (big) {
+            xfer_one(a, &rb, IXL_OP_WRITE, BIG_BYTES);
+            xfer_one(a, &rb, IXL_OP_READ, BIG_BYTES);
+        } else {
+            static const size_t sizes[] = {4096, 1 << 20};
+            for (size_t i = 0; i < 2; i++) {
+                xfer_one(a, &rb, IXL_OP_WRITE, sizes[i]);
+                xfer_one(a, &rb, IXL_OP_READ, sizes[i]);
+            }
+            xfer_scatter(a, &rb, IXL_OP_WRITE);
+            xfer_scatter(a, &rb, IXL_OP_READ);
+            test_notifs(a, &rb, 1 << 20);
+            if (strcmp(md->name, "sm") == 0)
+                test_shm_peer_refused(&rb);
+        }
+        drop_initiator(a, L, L_len);
+        peer_exit(p);
+    }
+    if (!big)
+        test_peer_failures();
+    free(L);
+    fprintf(stderr, "test_ucx%s: all passed in %" PRIu64 " ms\n", big ? " big" : "", now_ms() - t0);
+    return 0;
+}
