@@ -1,0 +1,285 @@
+#!/bin/bash
+# ixl over UCX (the UCX plugin, through ixlbench) against raw UCX (ucx_perftest ucp_put_bw),
+# with the same transports and sizes, interleaved, in one run.
+#
+# Modes (knob MODES, default "shm shm-heap tcp"):
+#   shm       UCX_TLS=shm; ixl: --opt transports=shm --opt err_mode=none, ucx_perftest without
+#             -e (UCX 1.13 refuses shared memory with peer error handling). Target: ixl / UCX
+#             >= 0.9 at every size.
+#   tcp       UCX_TLS=tcp, UCX_NET_DEVICES=lo; ixl: transports=tcp devices=lo err_mode=peer,
+#             ucx_perftest with -e (peer error handling). Ratio reported, no target: UCX 1.13's
+#             own put over tcp is slow and erratic here.
+#   tcp-none  the same with err_mode=none and no -e.
+#   shm-heap  a diagnostic: shm, but ucx_perftest's buffers from the heap (UCX_ALLOC_PRIO=heap),
+#             not from UCX's shared-memory allocator: the kind of memory ixl registers when
+#             the plugin does not allocate (docs/ucx.md). No target.
+# For each size (knob SIZES, default "1M 64M") it runs ROUNDS (5) rounds; each round runs every
+# mode's ucx_perftest and ixlbench back to back, so drift on this shared machine hits both alike.
+#
+# ucx_perftest: a server and a client on 127.0.0.1, -t ucp_put_bw -s SIZE -n N -w W; bandwidth =
+# the client's final CSV line (MB/s = 2^20 B/s, converted to GB/s = 10^9 B/s). It keeps many puts
+# in flight and flushes at the end.
+# ixlbench: a target and an initiator process (tools/ixlbench, docs/ixlbench.md), --backend UCX,
+# WRITE of one SIZE block per request (made once and posted again: --reuse), DEPTH (4) requests
+# in flight (a request = the put + a flush of the endpoint), checks off for timing
+# (--no-check), the target's memory from the plugin (--target-alloc ixl) where it allocates,
+# else from mmap (--target-alloc heap; the header says which). Before the timed runs each mode gets one untimed run with data checks on (4
+# iterations at the first size): a transfer that delivers wrong bytes fails the script.
+#
+# Knobs: BUILD_DIR (default build; give it a directory of its own where others rebuild build/),
+# ROUNDS (5), SIZES ("1M 64M"; K/M/G suffixes), MODES ("shm shm-heap tcp"), DEPTH (4).
+# Exit status: 0, or 1 when a run failed (a transfer error, a failed data check, a missing
+# plugin); a FAIL against the 0.9 target is printed but does not change the status.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+rounds=${ROUNDS:-5}
+sizes=${SIZES:-1M 64M}
+modes=${MODES:-shm shm-heap tcp}
+depth=${DEPTH:-4}
+timeout_s=120 # per command: a hung peer must not hang the benchmark
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$build" >/dev/null || exit 1
+fi
+bench=$build/tools/ixlbench
+plugin=$build/lib/plugins/libixl_plugin_UCX.so
+if ! cmake --build "$build" -j"$(nproc)" --target ixlbench ixl-info ixl_plugin_UCX \
+    >"$build/ucx_build.log" 2>&1; then
+    if [ -x "$bench" ] && [ -f "$plugin" ]; then
+        echo "ucx.sh: WARNING: the build failed (see $build/ucx_build.log); using the" \
+            "ixlbench and UCX plugin built earlier" >&2
+    else
+        tail -n 20 "$build/ucx_build.log" >&2
+        echo "ucx.sh: the build failed (cmake --build $build --target ixlbench ixl_plugin_UCX);" \
+            "the UCX plugin needs libucx-dev (scripts/deps.sh)" >&2
+        exit 1
+    fi
+fi
+if [ ! -f "$plugin" ]; then
+    echo "ucx.sh: no UCX plugin in $build/lib/plugins (libucx-dev missing at configure time?)" >&2
+    exit 1
+fi
+export IXL_PLUGIN_DIR=${IXL_PLUGIN_DIR:-$build/lib/plugins}
+
+if ! command -v ucx_perftest >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "ucx.sh: ucx_perftest missing; installing ucx-utils with apt-get" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq ucx-utils >/dev/null 2>&1 ||
+            { apt-get update -qq >/dev/null 2>&1 &&
+                apt-get install -y -qq ucx-utils >/dev/null 2>&1; }
+    fi
+    if ! command -v ucx_perftest >/dev/null 2>&1; then
+        echo "ucx.sh: ucx_perftest not found (install ucx-utils as root)" >&2
+        exit 1
+    fi
+fi
+
+cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
+echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "machine: $(uname -n), $(nproc) CPUs, ${cpu:-unknown CPU}, kernel $(uname -r)"
+if grep -q '^flags.* hypervisor' /proc/cpuinfo; then
+    echo "         (a virtual machine: timings vary more from run to run)"
+fi
+echo "build:   $build (CMAKE_BUILD_TYPE=${type:-RelWithDebInfo, the default})"
+ucx_src=$(cat "$root"/plugins/ucx/*.[ch] 2>/dev/null | sha256sum | cut -c1-12)
+echo "source:  $(git -C "$root" describe --always --dirty 2>/dev/null || echo "not a git tree")," \
+    "plugins/ucx digest ${ucx_src}"
+echo "ucx:     $(ucx_info -v 2>/dev/null | sed -n 's/^# *Version */ucx_perftest /p' | head -n 1)"
+
+bytes() { # 64M -> 67108864
+    case $1 in
+    *[kK]) echo $((${1%?} << 10)) ;;
+    *[mM]) echo $((${1%?} << 20)) ;;
+    *[gG]) echo $((${1%?} << 30)) ;;
+    *) echo "$1" ;;
+    esac
+}
+
+# Per mode: UCX environment, ucx_perftest flags, ixlbench options.
+mode_env() {
+    case $1 in
+    shm) echo "UCX_TLS=shm" ;;
+    shm-heap) echo "UCX_TLS=shm UCX_ALLOC_PRIO=heap" ;;
+    tcp | tcp-none) echo "UCX_TLS=tcp UCX_NET_DEVICES=lo" ;;
+    esac
+}
+mode_pflags() {
+    case $1 in
+    tcp) echo "-e" ;;
+    esac
+}
+mode_opts() {
+    case $1 in
+    shm | shm-heap) echo "--opt transports=shm --opt err_mode=none" ;;
+    tcp) echo "--opt transports=tcp --opt devices=lo --opt err_mode=peer" ;;
+    tcp-none) echo "--opt transports=tcp --opt devices=lo --opt err_mode=none" ;;
+    esac
+}
+for m in $modes; do
+    case $m in
+    shm | shm-heap | tcp | tcp-none) ;;
+    *)
+        echo "ucx.sh: unknown mode '$m' (MODES: shm shm-heap tcp tcp-none)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+# Iterations (and warm-up) per run: ~0.1-0.5 s of copying. UCX 1.13's put over tcp moves
+# 0.1-0.8 GB/s here: few iterations, none at all of warm-up at 64 MiB.
+iters_for() { # mode bytes -> "iters warmup"
+    if [ "$1" = shm ]; then
+        if [ "$2" -le $((4 << 20)) ]; then echo "400 8"; else echo "16 2"; fi
+    elif [ "$1" = shm-heap ]; then # UCX's put emulated in software: ~1 GB/s, 0.1 at 64 MiB
+        if [ "$2" -le $((4 << 20)) ]; then echo "100 4"; else echo "4 1"; fi
+    else
+        if [ "$2" -le $((4 << 20)) ]; then echo "40 4"; else echo "2 0"; fi
+    fi
+}
+
+results=$(mktemp)
+failures=0
+port=$((20000 + $$ % 20000))
+bgpid=""
+trap 'rm -f "$results" "$results".*; [ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null' EXIT
+
+record() { # size label value [note]
+    echo "$1 $2 $3 ${4:--}" >>"$results"
+}
+
+# ucx_perftest ucp_put_bw: the server in the background, the client in the foreground.
+run_ucx() { # mode size iters warmup
+    local mode=$1 size=$2 iters=$3 warm=$4 out g
+    local -a env flags
+    read -r -a env <<<"$(mode_env "$mode") UCX_WARN_UNUSED_ENV_VARS=n"
+    read -r -a flags <<<"$(mode_pflags "$mode")"
+    port=$((port + 1))
+    env "${env[@]}" timeout "$timeout_s" ucx_perftest -t ucp_put_bw -s "$size" -n "$iters" \
+        -w "$warm" -p "$port" "${flags[@]}" >/dev/null 2>&1 &
+    bgpid=$!
+    for _ in $(seq 50); do # wait for the server's listener, at most 5 s
+        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    out=$(env "${env[@]}" timeout "$timeout_s" ucx_perftest 127.0.0.1 -t ucp_put_bw -s "$size" \
+        -n "$iters" -w "$warm" -p "$port" "${flags[@]}" -f -v 2>"$results.err" | tail -n 1)
+    wait "$bgpid" 2>/dev/null
+    bgpid=""
+    g=$(echo "$out" | awk -F, 'NF >= 6 && $6 + 0 > 0 { printf "%.3f", $6 * 1048576 / 1e9 }')
+    if [ -n "$g" ]; then
+        record "$size" "ucx-$mode" "$g"
+    else
+        record "$size" "ucx-$mode" NA failed
+        failures=$((failures + 1))
+        echo "  ucx-$mode at $size: ucx_perftest failed: $(tail -n 1 "$results.err")" >&2
+    fi
+}
+
+# ixlbench: the target in the background, the initiator in the foreground. GB/s and the path
+# are read from the CSV row: GB/s counted from the end of the row, because the path UCX
+# reports for shared memory ("sysv,cma") holds a comma.
+run_ixl() { # mode size iters warmup [timed]
+    local mode=$1 size=$2 iters=$3 warm=$4 timed=${5:-} md=$results.md out rc trc g path
+    local -a opts
+    read -r -a opts <<<"--backend UCX $(mode_opts "$mode")"
+    rm -f "$md"
+    timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
+        --quiet "${opts[@]}" 2>"$results.terr" &
+    bgpid=$!
+    out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
+        --block "$size" --iters "$iters" --warmup "$warm" --max-bytes $((size * iters)) \
+        --depth "$depth" --reuse --target-alloc "$talloc" ${timed:+--no-check} --csv --quiet \
+        --no-progress "${opts[@]}" 2>"$results.err")
+    rc=$?
+    [ $rc -ne 0 ] && kill "$bgpid" 2>/dev/null
+    wait "$bgpid"
+    trc=$?
+    bgpid=""
+    g=$(echo "$out" | awk -F, '$1 == "sweep" { print $(NF - 16) }')
+    path=$(echo "$out" | awk -F, '$1 == "sweep" { p = $4; for (i = 5; i < NF - 25; i++) p = p "+" $i; print p }')
+    if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$g" ]; then
+        [ -z "$timed" ] && echo "  ixl-$mode: data check at $size B passed (path $path)" >&2
+        [ -n "$timed" ] && record "$size" "ixl-$mode" "$g" "$path"
+    else
+        [ -n "$timed" ] && record "$size" "ixl-$mode" NA failed
+        failures=$((failures + 1))
+        echo "  ixl-$mode at $size: failed (initiator $rc, target $trc):" \
+            "$(tail -n 1 "$results.err") $(tail -n 1 "$results.terr")" >&2
+    fi
+}
+
+start=$(date +%s)
+first=$(bytes "${sizes%% *}")
+# The target's memory: from the plugin (ixl_mem_alloc) where it allocates, else mmap.
+talloc=ixl
+if ! "$bench" --backend UCX --opt transports=shm --opt err_mode=none --target-opt \
+    transports=shm --target-opt err_mode=none --block 4K --iters 1 --warmup 0 --op write \
+    --quiet --no-progress --csv >/dev/null 2>"$results.err" &&
+    grep -q 'allocates' "$results.err"; then
+    talloc=heap
+fi
+echo "ixl:     ixlbench --backend UCX, WRITE, depth $depth, --reuse, --no-check," \
+    "--target-alloc $talloc"
+echo
+for m in $modes; do # one checked run per mode, untimed
+    run_ixl "$m" "$first" 4 0
+done
+for s in $sizes; do
+    b=$(bytes "$s")
+    echo "size $s: $rounds rounds" >&2
+    for _ in $(seq "$rounds"); do
+        for m in $modes; do
+            read -r n w <<<"$(iters_for "$m" "$b")"
+            run_ucx "$m" "$b" "$n" "$w"
+            run_ixl "$m" "$b" "$n" "$w" timed
+        done
+    done
+done
+echo "($(($(date +%s) - start)) s of runs)" >&2
+
+# --- Report ---------------------------------------------------------------------------------
+awk -v modes="$modes" -v sizes_h="$sizes" -v rounds="$rounds" '
+function median(key,    n, i, j, t, a) {
+    n = cnt[key]
+    for (i = 1; i <= n; i++) a[i] = val[key, i]
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    lo[key] = a[1]; hi[key] = a[n]
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+    key = $1 SUBSEP $2
+    if ($3 != "NA") { cnt[key]++; val[key, cnt[key]] = $3 } else why[key] = $4
+    if ($4 != "-" && $3 != "NA" && index(" " used[key] " ", " " $4 " ") == 0) used[key] = used[key] " " $4
+    if (!($1 in seen)) { seen[$1] = 1; order[++ns] = $1 }
+}
+END {
+    nm = split(modes, m, " ")
+    split(sizes_h, sh, " ")
+    printf "GB/s (10^9 B/s), median of %d interleaved runs [min-max]; ratio = ixl / UCX medians\n", rounds
+    printf "%-9s %-6s %-24s %-24s %-7s %-10s %s\n", "mode", "size", "ucx_perftest put_bw", "ixl over UCX", "ratio", "target", "ixl path"
+    for (i = 1; i <= ns; i++) for (k = 1; k <= nm; k++) {
+        ku = order[i] SUBSEP "ucx-" m[k]; ki = order[i] SUBSEP "ixl-" m[k]
+        a = cnt[ki] ? median(ki) : -1; b = cnt[ku] ? median(ku) : -1
+        cu = b < 0 ? (ku in why ? why[ku] : "-") : sprintf("%7.3f [%.3f-%.3f]", b, lo[ku], hi[ku])
+        ci = a < 0 ? (ki in why ? why[ki] : "-") : sprintf("%7.3f [%.3f-%.3f]", a, lo[ki], hi[ki])
+        if (a < 0 || b <= 0) { q = "n/a"; verdict = m[k] == "shm" ? "FAIL" : "-" }
+        else {
+            q = sprintf("%.2f", a / b)
+            verdict = m[k] == "shm" ? (a / b >= 0.9 ? ">=0.9 pass" : ">=0.9 FAIL") : "(none)"
+        }
+        if ((cnt[ki] && cnt[ki] < rounds) || (cnt[ku] && cnt[ku] < rounds)) { q = q "*"; partial = 1 }
+        printf "%-9s %-6s %-24s %-24s %-7s %-10s %s\n", m[k], sh[i], cu, ci, q, verdict, substr(used[ki], 2)
+    }
+    if (partial) printf "* fewer than %d runs succeeded on a side: the median is of those that did\n", rounds
+}' "$results"
+
+if [ $failures -gt 0 ]; then
+    echo
+    echo "$failures run(s) failed (see the messages above)"
+    exit 1
+fi
+exit 0
