@@ -56,12 +56,22 @@ struct ucx_remote {
     struct ucx_remote *next;
 };
 
+/* Memory UCX allocated (ucp_mem_map with UCP_MEM_MAP_ALLOCATE: a sysv/posix segment a
+ * same-node peer maps, so its puts are single copies instead of emulated messages). */
+struct ucx_alloc {
+    uint64_t addr, len;
+    ucp_mem_h memh;
+    unsigned regs; /* registrations inside it */
+    struct ucx_alloc *next;
+};
+
 struct ucx_md {
     enum md_kind kind;
     uint64_t addr, len;
     /* MD_LOCAL */
     ucp_mem_h memh;
-    void *pub; /* header + packed rkey */
+    struct ucx_alloc *alloc; /* memh belongs to this allocation (not unmapped with md) */
+    void *pub;               /* header + packed rkey */
     size_t pub_len;
     /* MD_REMOTE (load_remote_md, load_local_md) */
     struct ucx_remote *rem;
@@ -112,8 +122,9 @@ struct ucx_engine {
     size_t info_len;
     int efd, wakefd, epfd;
 
-    pthread_mutex_t lock; /* the worker, remotes, request phases */
+    pthread_mutex_t lock; /* the worker, remotes, request phases, allocations */
     struct ucx_remote *remotes;
+    struct ucx_alloc *allocs;
     struct ucx_req *ready; /* requests whose operations all completed: next phase */
     size_t inflight;
 
@@ -929,9 +940,18 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
     void *rk = NULL;
     size_t rk_len = 0;
     pthread_mutex_lock(&e->lock);
-    ucs_status_t st = ucp_mem_map(e->ctx, &mp, &m->memh);
-    if (st == UCS_OK && (st = ucp_rkey_pack(e->ctx, m->memh, &rk, &rk_len)) != UCS_OK)
+    for (struct ucx_alloc *a = e->allocs; a != NULL; a = a->next)
+        if (desc->addr >= a->addr && desc->len <= a->len - (desc->addr - a->addr)) {
+            m->alloc = a; /* its memh, whose rkey lets a peer map the segment */
+            m->memh = a->memh;
+            break;
+        }
+    ucs_status_t st = m->alloc ? UCS_OK : ucp_mem_map(e->ctx, &mp, &m->memh);
+    if (st == UCS_OK && (st = ucp_rkey_pack(e->ctx, m->memh, &rk, &rk_len)) != UCS_OK &&
+        m->alloc == NULL)
         ucp_mem_unmap(e->ctx, m->memh);
+    if (st == UCS_OK && m->alloc)
+        m->alloc->regs++;
     pthread_mutex_unlock(&e->lock);
     if (st != UCS_OK) {
         free(m);
@@ -942,7 +962,12 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
     m->pub = wrap(UCX_RKEY_MAGIC, rk, rk_len, &m->pub_len);
     ucp_rkey_buffer_release(rk);
     if (m->pub == NULL) {
-        ucp_mem_unmap(e->ctx, m->memh);
+        pthread_mutex_lock(&e->lock);
+        if (m->alloc)
+            m->alloc->regs--;
+        else
+            ucp_mem_unmap(e->ctx, m->memh);
+        pthread_mutex_unlock(&e->lock);
         free(m);
         return IXL_ERR_NO_MEMORY;
     }
@@ -955,11 +980,79 @@ static int ucx_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_md *m = (struct ucx_md *)md;
     pthread_mutex_lock(&e->lock);
-    ucp_mem_unmap(e->ctx, m->memh);
+    if (m->alloc)
+        m->alloc->regs--;
+    else
+        ucp_mem_unmap(e->ctx, m->memh);
     pthread_mutex_unlock(&e->lock);
     free(m->pub);
     free(m);
     return IXL_OK;
+}
+
+static int ucx_alloc_mem(struct ixl_engine *base, enum ixl_mem type, size_t len, void **out)
+{
+    struct ucx_engine *e = (struct ucx_engine *)base;
+    if (type != IXL_MEM_DRAM) {
+        fail(e, IXL_ERR_NOT_SUPPORTED, "UCX allocates DRAM only");
+        return IXL_ERR_NOT_SUPPORTED;
+    }
+    struct ucx_alloc *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return IXL_ERR_NO_MEMORY;
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS |
+                      UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
+        .length = len,
+        .flags = UCP_MEM_MAP_ALLOCATE,
+        .memory_type = UCS_MEMORY_TYPE_HOST,
+    };
+    ucp_mem_attr_t attr = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
+    pthread_mutex_lock(&e->lock);
+    ucs_status_t st = ucp_mem_map(e->ctx, &mp, &a->memh);
+    if (st == UCS_OK && (st = ucp_mem_query(a->memh, &attr)) != UCS_OK)
+        ucp_mem_unmap(e->ctx, a->memh);
+    if (st == UCS_OK) {
+        a->addr = (uintptr_t)attr.address;
+        a->len = attr.length;
+        a->next = e->allocs;
+        e->allocs = a;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (st != UCS_OK) {
+        free(a);
+        fail(e, IXL_ERR_NO_MEMORY, "cannot allocate %zu bytes: %s", len, ucs_status_string(st));
+        return IXL_ERR_NO_MEMORY;
+    }
+    *out = (void *)(uintptr_t)a->addr;
+    return IXL_OK;
+}
+
+static int ucx_free_mem(struct ixl_engine *base, void *addr, size_t len)
+{
+    struct ucx_engine *e = (struct ucx_engine *)base;
+    (void)len;
+    pthread_mutex_lock(&e->lock);
+    struct ucx_alloc **pp = &e->allocs;
+    while (*pp != NULL && (*pp)->addr != (uintptr_t)addr)
+        pp = &(*pp)->next;
+    struct ucx_alloc *a = *pp;
+    int rc = IXL_OK;
+    if (a == NULL)
+        rc = IXL_ERR_NOT_FOUND;
+    else if (a->regs > 0)
+        rc = IXL_ERR_BUSY;
+    else {
+        *pp = a->next;
+        ucp_mem_unmap(e->ctx, a->memh);
+        free(a);
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (rc == IXL_ERR_NOT_FOUND)
+        fail(e, rc, "%p was not allocated by this UCX backend", addr);
+    else if (rc == IXL_ERR_BUSY)
+        fail(e, rc, "memory at %p is still registered: deregister it first", addr);
+    return rc;
 }
 
 static int ucx_get_public_data(struct ixl_engine *base, const struct ixl_md *md, const void **data,
@@ -1213,6 +1306,12 @@ static void ucx_destroy_engine(struct ixl_engine *base)
         pthread_mutex_unlock(&e->lock);
         ucp_worker_destroy(e->worker);
     }
+    while (e->allocs != NULL) { /* the core frees what it allocated; this is what it did not */
+        struct ucx_alloc *a = e->allocs;
+        e->allocs = a->next;
+        ucp_mem_unmap(e->ctx, a->memh);
+        free(a);
+    }
     if (e->ctx != NULL)
         ucp_cleanup(e->ctx);
     while (e->remotes != NULL) {
@@ -1258,6 +1357,8 @@ static const struct ixl_engine_ops ucx_ops = {
     .get_notifs = ucx_get_notifs,
     .gen_notif = ucx_gen_notif,
     .progress = ucx_progress,
+    .alloc_mem = ucx_alloc_mem,
+    .free_mem = ucx_free_mem,
     .req_info = ucx_req_info,
 };
 
