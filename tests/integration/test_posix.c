@@ -1214,6 +1214,40 @@ static void test_bad_regs(struct ixl_agent *a)
     CHECK(rc != IXL_OK);
     fprintf(stderr, "  %-44s %s: %s\n", "register fd mode, fd not open", ixl_strerror(rc),
             ixl_agent_last_error(a));
+
+    /* Path-mode registrations the agent refuses before any backend sees them, and "MODE:PATH"
+     * strings POSIX refuses: each is IXL_ERR_INVALID_ARG with a message, nothing registered. */
+    char spec[512];
+    snprintf(spec, sizeof(spec), "rw:%s", path_of("r_have"));
+    uint64_t devs[1] = {0};
+    struct ixl_reg_desc pd = {0, 0, IXL_DEV_NONE, spec, strlen(spec)};
+    rc = ixl_mem_register(a, IXL_MEM_FILE, &pd, 1, NULL); /* no devs_out */
+    CHECK_RC(rc, IXL_ERR_INVALID_ARG);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "devs_out");
+    struct ixl_reg_params np = {.field_mask = IXL_REG_F_DEVS_OUT, .devs_out = NULL};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &pd, 1, &np), IXL_ERR_INVALID_ARG);
+    struct ixl_reg_params dp = {.field_mask = IXL_REG_F_DEVS_OUT, .devs_out = devs};
+    struct ixl_reg_desc nob = {0, 0, IXL_DEV_NONE, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &nob, 1, &dp), IXL_ERR_INVALID_ARG);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "MODE:PATH");
+    struct ixl_reg_desc asg = {0, 0, IXL_DEV_ASSIGNED_MIN + 3, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &asg, 1, &dp), IXL_ERR_INVALID_ARG);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "assigned");
+    const char *bad_specs[] = {"no-colon-here", "rw:", "ro,create:/tmp/x", ",,:"};
+    for (size_t i = 0; i < sizeof(bad_specs) / sizeof(bad_specs[0]); i++) {
+        struct ixl_reg_desc b = {0, 0, IXL_DEV_NONE, bad_specs[i], strlen(bad_specs[i])};
+        rc = ixl_mem_register(a, IXL_MEM_FILE, &b, 1, &dp);
+        if (rc != IXL_ERR_INVALID_ARG)
+            check_fail(__FILE__, __LINE__, "spec \"%s\": %s, want IXL_ERR_INVALID_ARG (%s)",
+                       bad_specs[i], ixl_strerror(rc), ixl_agent_last_error(a));
+    }
+    /* A path-mode region is deregistered by its assigned dev, not IXL_DEV_NONE. */
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &pd, 1, &dp), IXL_OK);
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_FILE, &pd, 1, NULL), IXL_ERR_NOT_FOUND);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "devs_out");
+    struct ixl_reg_desc byid = {0, 0, devs[0], NULL, 0};
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_FILE, &byid, 1, NULL), IXL_OK);
+    fprintf(stderr, "  %-44s ok\n", "path mode: devs_out, bad MODE:PATH, dev ids");
     close(fd);
 }
 
