@@ -33,13 +33,11 @@
 
 #include <ixl/ixl_plugin.h>
 
+#include "ucx_wire.h"
+
 #define UCX_STR2(x) #x
 #define UCX_STR(x) UCX_STR2(x)
 #define UCX_AM_NOTIF 0x1d1
-#define UCX_INFO_MAGIC 0x554c5849u /* "IXLU" */
-#define UCX_RKEY_MAGIC 0x4b4c5849u /* "IXLK" */
-#define UCX_VERSION 1
-#define UCX_HDR_LEN 16 /* magic, version, length, FNV-1a of the payload (low 32 bits) */
 #define UCX_RELEASE_WAIT_MS 200
 #define UCX_CLOSE_WAIT_MS 2000
 
@@ -162,55 +160,6 @@ static void fail(struct ucx_engine *e, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     e->host->error(e->host->ctx, status, "UCX: %s", msg);
-}
-
-static uint32_t fnv32(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return (uint32_t)h;
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* Wraps payload in a header (magic, version, length, checksum): a new buffer, or NULL. */
-static void *wrap(uint32_t magic, const void *payload, size_t len, size_t *out_len)
-{
-    unsigned char *b = malloc(UCX_HDR_LEN + len);
-    if (b == NULL)
-        return NULL;
-    put32(b, magic);
-    put32(b + 4, UCX_VERSION);
-    put32(b + 8, (uint32_t)len);
-    put32(b + 12, fnv32(payload, len));
-    memcpy(b + UCX_HDR_LEN, payload, len);
-    *out_len = UCX_HDR_LEN + len;
-    return b;
-}
-
-/* The payload of wrapped bytes, or NULL when they are not what wrap() made. UCX does not
- * validate worker addresses or packed keys, so these checks are all that stands between
- * corrupt metadata and UCX's parsers. */
-static const void *unwrap(uint32_t magic, const void *bytes, size_t len, size_t *out_len)
-{
-    const unsigned char *b = bytes;
-    if (b == NULL || len < UCX_HDR_LEN || get32(b) != magic || get32(b + 4) != UCX_VERSION ||
-        get32(b + 8) != len - UCX_HDR_LEN || len - UCX_HDR_LEN == 0 ||
-        get32(b + 12) != fnv32(b + UCX_HDR_LEN, len - UCX_HDR_LEN))
-        return NULL;
-    *out_len = len - UCX_HDR_LEN;
-    return b + UCX_HDR_LEN;
 }
 
 static int status_of(ucs_status_t st)
@@ -435,26 +384,23 @@ static ucs_status_t am_notif_cb(void *arg, const void *header, size_t header_len
     struct ucx_engine *e = arg;
     (void)header;
     (void)header_len;
-    const unsigned char *b = data;
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || len < 2) {
-        e->host->log(e->host->ctx, IXL_LOG_WARN, "UCX: dropped a malformed notification");
-        return UCS_OK;
-    }
-    size_t nlen = (size_t)b[0] | (size_t)b[1] << 8;
-    if (nlen == 0 || nlen >= 256 || len < 2 + nlen || len - 2 - nlen > e->notif_max) {
+    const char *name;
+    const void *msg;
+    size_t nlen, mlen;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !ucx_notif_decode(data, len, e->notif_max, &name, &nlen, &msg, &mlen)) {
         e->host->log(e->host->ctx, IXL_LOG_WARN,
-                     "UCX: dropped a notification with a bad name or over notif_max");
+                     "UCX: dropped a malformed notification (bad name, or over notif_max)");
         return UCS_OK;
     }
-    size_t mlen = len - 2 - nlen;
     struct notif *n = malloc(sizeof(*n) + mlen + nlen + 1);
     if (n == NULL)
         return UCS_OK;
     n->next = NULL;
     n->len = mlen;
-    memcpy(n->msg, b + 2 + nlen, mlen);
+    memcpy(n->msg, msg, mlen);
     n->agent = (char *)n->msg + mlen;
-    memcpy(n->agent, b + 2, nlen);
+    memcpy(n->agent, name, nlen);
     n->agent[nlen] = '\0';
     pthread_mutex_lock(&e->nlock);
     *e->ntail = n;
@@ -481,22 +427,6 @@ static int ucx_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void 
     return IXL_OK;
 }
 
-/* The bytes of a notification from this agent: [u16 name length][name][msg]. */
-static void *notif_build(struct ucx_engine *e, const void *msg, size_t len, size_t *out_len)
-{
-    size_t nlen = strlen(e->name);
-    unsigned char *b = malloc(2 + nlen + len + 1);
-    if (b == NULL)
-        return NULL;
-    b[0] = (unsigned char)nlen;
-    b[1] = (unsigned char)(nlen >> 8);
-    memcpy(b + 2, e->name, nlen);
-    if (len > 0)
-        memcpy(b + 2 + nlen, msg, len);
-    *out_len = 2 + nlen + len;
-    return b;
-}
-
 static void am_free_cb(void *request, ucs_status_t status, void *user_data)
 {
     (void)status;
@@ -509,7 +439,7 @@ static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, cons
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     size_t blen;
-    void *b = notif_build(e, msg, len, &blen);
+    void *b = ucx_notif_encode(e->name, msg, len, &blen);
     if (b == NULL)
         return IXL_ERR_NO_MEMORY;
     pthread_mutex_lock(&e->lock);
@@ -661,7 +591,8 @@ static int ucx_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct i
     q->phase = PH_IDLE;
     atomic_init(&q->status, IXL_ERR_NOT_POSTED);
     if (opts != NULL && opts->notif != NULL &&
-        (q->notif = notif_build(e, opts->notif, opts->notif_len, &q->notif_len)) == NULL) {
+        (q->notif = ucx_notif_encode(e->name, opts->notif, opts->notif_len, &q->notif_len)) ==
+            NULL) {
         free(q);
         return IXL_ERR_NO_MEMORY;
     }
@@ -698,7 +629,8 @@ static int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req,
         free(q->notif);
         q->notif = NULL;
         if (opts->notif != NULL &&
-            (q->notif = notif_build(e, opts->notif, opts->notif_len, &q->notif_len)) == NULL)
+            (q->notif = ucx_notif_encode(e->name, opts->notif, opts->notif_len, &q->notif_len)) ==
+                NULL)
             return IXL_ERR_NO_MEMORY;
     }
     pthread_mutex_lock(&e->lock);
@@ -868,7 +800,7 @@ static int ucx_load_remote_conn_info(struct ixl_engine *base, const char *remote
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     size_t alen;
-    const void *addr = unwrap(UCX_INFO_MAGIC, info, len, &alen);
+    const void *addr = ucx_unwrap(UCX_INFO_MAGIC, info, len, &alen);
     if (addr == NULL) {
         fail(e, IXL_ERR_MALFORMED, "connection info of '%s' is not a UCX worker address",
              remote_agent);
@@ -959,7 +891,7 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
              desc->len, desc->addr, ucs_status_string(st));
         return IXL_ERR_BACKEND;
     }
-    m->pub = wrap(UCX_RKEY_MAGIC, rk, rk_len, &m->pub_len);
+    m->pub = ucx_wrap(UCX_RKEY_MAGIC, rk, rk_len, &m->pub_len);
     ucp_rkey_buffer_release(rk);
     if (m->pub == NULL) {
         pthread_mutex_lock(&e->lock);
@@ -1094,7 +1026,7 @@ static int ucx_load_remote_md(struct ixl_engine *base, const char *remote_agent,
         return IXL_ERR_BAD_MEM_TYPE;
     }
     size_t rk_len;
-    const void *rk = unwrap(UCX_RKEY_MAGIC, data, len, &rk_len);
+    const void *rk = ucx_unwrap(UCX_RKEY_MAGIC, data, len, &rk_len);
     if (rk == NULL) {
         fail(e, IXL_ERR_MALFORMED, "public data of a region of '%s' is not a UCX remote key",
              remote_agent);
@@ -1118,7 +1050,7 @@ static int ucx_load_local_md(struct ixl_engine *base, struct ixl_md *md, struct 
     struct ucx_remote *self = remote_find(e, e->name);
     pthread_mutex_unlock(&e->lock);
     size_t rk_len;
-    const void *rk = unwrap(UCX_RKEY_MAGIC, m->pub, m->pub_len, &rk_len);
+    const void *rk = ucx_unwrap(UCX_RKEY_MAGIC, m->pub, m->pub_len, &rk_len);
     if (self == NULL || rk == NULL)
         return IXL_ERR_BACKEND;
     return remote_md_new(e, self, m->addr, m->len, rk, rk_len, out);
@@ -1261,7 +1193,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         ucx_destroy_engine(&e->base);
         return IXL_ERR_BACKEND;
     }
-    e->info = wrap(UCX_INFO_MAGIC, addr, addr_len, &e->info_len);
+    e->info = ucx_wrap(UCX_INFO_MAGIC, addr, addr_len, &e->info_len);
     int rc = e->info == NULL ? IXL_ERR_NO_MEMORY : remote_set_locked(e, e->name, addr, addr_len);
     ucp_worker_release_address(e->worker, addr);
     if (rc != IXL_OK) {

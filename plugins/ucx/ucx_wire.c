@@ -1,0 +1,86 @@
+/* UCX plugin: wire formats beside UCX's own (see ucx_wire.h). */
+#include "ucx_wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t ucx_fnv32(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return (uint32_t)h;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void *ucx_wrap(uint32_t magic, const void *payload, size_t len, size_t *out_len)
+{
+    if (len == 0 || len > UINT32_MAX)
+        return NULL;
+    unsigned char *b = malloc(UCX_HDR_LEN + len);
+    if (b == NULL)
+        return NULL;
+    put32(b, magic);
+    put32(b + 4, UCX_VERSION);
+    put32(b + 8, (uint32_t)len);
+    put32(b + 12, ucx_fnv32(payload, len));
+    memcpy(b + UCX_HDR_LEN, payload, len);
+    *out_len = UCX_HDR_LEN + len;
+    return b;
+}
+
+const void *ucx_unwrap(uint32_t magic, const void *bytes, size_t len, size_t *out_len)
+{
+    const unsigned char *b = bytes;
+    if (b == NULL || len <= UCX_HDR_LEN || get32(b) != magic || get32(b + 4) != UCX_VERSION ||
+        get32(b + 8) != len - UCX_HDR_LEN ||
+        get32(b + 12) != ucx_fnv32(b + UCX_HDR_LEN, len - UCX_HDR_LEN))
+        return NULL;
+    *out_len = len - UCX_HDR_LEN;
+    return b + UCX_HDR_LEN;
+}
+
+void *ucx_notif_encode(const char *name, const void *msg, size_t len, size_t *out_len)
+{
+    size_t nlen = strlen(name);
+    if (nlen == 0 || nlen > UCX_NAME_MAX)
+        return NULL;
+    unsigned char *b = malloc(2 + nlen + len + 1);
+    if (b == NULL)
+        return NULL;
+    b[0] = (unsigned char)nlen;
+    b[1] = (unsigned char)(nlen >> 8);
+    memcpy(b + 2, name, nlen);
+    if (len > 0)
+        memcpy(b + 2 + nlen, msg, len);
+    *out_len = 2 + nlen + len;
+    return b;
+}
+
+bool ucx_notif_decode(const void *data, size_t len, size_t msg_max, const char **name,
+                      size_t *name_len, const void **msg, size_t *msg_len)
+{
+    const unsigned char *b = data;
+    if (b == NULL || len < 2)
+        return false;
+    size_t nlen = (size_t)b[0] | (size_t)b[1] << 8;
+    if (nlen == 0 || nlen > UCX_NAME_MAX || len - 2 < nlen || len - 2 - nlen > msg_max ||
+        memchr(b + 2, '\0', nlen) != NULL)
+        return false;
+    *name = (const char *)b + 2;
+    *name_len = nlen;
+    *msg = b + 2 + nlen;
+    *msg_len = len - 2 - nlen;
+    return true;
+}
