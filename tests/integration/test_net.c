@@ -47,6 +47,7 @@
 
 #include "check.h"
 #include "net_common.h"
+#include "peer_ctl.h"
 
 #ifndef IXL_PEER_PATH
 #error "IXL_PEER_PATH must name the ixl_peer binary"
@@ -60,38 +61,10 @@
 #define INFLIGHT_BYTES ((size_t)256 << 20) /* slow enough over 4 KiB TCP frames to catch */
 #define POISON_R 0xa5                      /* remote destinations */
 #define POISON_L 0x5a                      /* local destinations */
-#define REPLY_MS 60000
 #define WAIT_MS 30000
 #define SLOW_TIMEOUT_MS 1000 /* timeout_ms of the agent that meets dead and stopped peers */
-#define MAX_PEERS 32
 
-/* ---- peers ----------------------------------------------------------------------------------- */
-
-struct peer {
-    char name[64];
-    pid_t pid;
-    int to, from; /* its stdin, its stdout */
-    char *rbuf;
-    size_t rlen, rcap, used; /* used: bytes of the last line handed out */
-    bool gone;
-};
-
-static struct peer peers[MAX_PEERS];
-static pid_t main_pid;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
+/* ---- expectations and the local side (peers: peer_ctl.c) ------------------------------------ */
 
 /* A failed expectation that leaves the processes in a state the next cases can use: reported
  * at once, the test goes on, and exits 1 at the end. */
@@ -109,255 +82,6 @@ static void expect_fail(const char *file, int line, const char *fmt, ...)
     fprintf(stderr, "\n");
     n_failed++;
 }
-
-static void kill_peers(void)
-{
-    if (getpid() != main_pid)
-        return; /* a forked child exiting */
-    for (int i = 0; i < MAX_PEERS; i++)
-        if (peers[i].pid > 0 && !peers[i].gone) {
-            kill(peers[i].pid, SIGKILL);
-            waitpid(peers[i].pid, NULL, 0);
-            peers[i].gone = true;
-        }
-}
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_net: alarm: the test ran out of time (a hang)\n";
-    if (write(2, msg, sizeof(msg) - 1) < 0) {
-    }
-    for (int i = 0; i < MAX_PEERS; i++)
-        if (peers[i].pid > 0 && !peers[i].gone)
-            kill(peers[i].pid, SIGKILL);
-    _exit(1);
-}
-
-static struct peer *peer_start(const char *name, ...)
-{
-    const char *argv[24];
-    int argc = 0;
-    argv[argc++] = IXL_PEER_PATH;
-    argv[argc++] = name;
-    va_list ap;
-    va_start(ap, name);
-    for (const char *o; (o = va_arg(ap, const char *)) != NULL && argc < 23;)
-        argv[argc++] = o;
-    va_end(ap);
-    argv[argc] = NULL;
-
-    struct peer *p = NULL;
-    for (int i = 0; i < MAX_PEERS && p == NULL; i++)
-        if (peers[i].pid == 0)
-            p = &peers[i];
-    CHECK(p != NULL);
-    int in[2], out[2];
-    CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        /* Only async-signal-safe calls here: the parent has threads. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != main_pid)
-            _exit(127);
-        if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
-            _exit(127);
-        execv(IXL_PEER_PATH, (char *const *)argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    memset(p, 0, sizeof(*p));
-    snprintf(p->name, sizeof(p->name), "%s", name);
-    p->pid = pid;
-    p->to = in[1];
-    p->from = out[0];
-    return p;
-}
-
-/* The next line the peer prints (valid until the next call for this peer). */
-static char *peer_line(struct peer *p, int timeout_ms)
-{
-    if (p->used > 0) {
-        memmove(p->rbuf, p->rbuf + p->used, p->rlen - p->used);
-        p->rlen -= p->used;
-        p->used = 0;
-    }
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        char *nl = p->rbuf ? memchr(p->rbuf, '\n', p->rlen) : NULL;
-        if (nl != NULL) {
-            *nl = '\0';
-            p->used = (size_t)(nl - p->rbuf) + 1;
-            return p->rbuf;
-        }
-        if (p->rcap - p->rlen < 65536) {
-            size_t cap = p->rcap ? 2 * p->rcap : 1 << 17;
-            char *b = realloc(p->rbuf, cap);
-            CHECK(b != NULL);
-            p->rbuf = b;
-            p->rcap = cap;
-        }
-        uint64_t now = now_ms();
-        if (now >= deadline)
-            check_fail(__FILE__, __LINE__, "peer %s: no answer within %d ms", p->name, timeout_ms);
-        struct pollfd pf = {.fd = p->from, .events = POLLIN};
-        if (poll(&pf, 1, (int)(deadline - now)) <= 0)
-            continue;
-        ssize_t n = read(p->from, p->rbuf + p->rlen, p->rcap - p->rlen);
-        if (n == 0)
-            check_fail(__FILE__, __LINE__, "peer %s exited (see its output above)", p->name);
-        if (n < 0 && errno != EINTR)
-            check_fail(__FILE__, __LINE__, "peer %s: read: %s", p->name, strerror(errno));
-        if (n > 0)
-            p->rlen += (size_t)n;
-    }
-}
-
-static void peer_vsend(struct peer *p, const char *fmt, va_list ap)
-{
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    char *cmd = malloc((size_t)n + 2);
-    CHECK(cmd != NULL);
-    vsnprintf(cmd, (size_t)n + 1, fmt, ap);
-    cmd[n] = '\n';
-    for (size_t off = 0; off < (size_t)n + 1;) {
-        ssize_t w = write(p->to, cmd + off, (size_t)n + 1 - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            check_fail(__FILE__, __LINE__, "peer %s: cannot send a command: %s", p->name,
-                       strerror(errno));
-        off += (size_t)w;
-    }
-    free(cmd);
-}
-
-static void peer_send(struct peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void peer_send(struct peer *p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    peer_vsend(p, fmt, ap);
-    va_end(ap);
-}
-
-/* Sends a command and returns the text after "ok" of its answer; any other answer fails. */
-static char *peer_ok_at(const char *file, int line, struct peer *p, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static char *peer_ok_at(const char *file, int line, struct peer *p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char cmd[96];
-    va_list ap2;
-    va_copy(ap2, ap);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap2);
-    va_end(ap2);
-    peer_vsend(p, fmt, ap);
-    va_end(ap);
-    char *r = peer_line(p, REPLY_MS);
-    if (strncmp(r, "ok", 2) != 0 || (r[2] != '\0' && r[2] != ' '))
-        check_fail(file, line, "peer %s: '%.80s' answered '%.300s'", p->name, cmd, r);
-    return r[2] == ' ' ? r + 3 : r + 2;
-}
-#define PEER_OK(p, ...) peer_ok_at(__FILE__, __LINE__, (p), __VA_ARGS__)
-
-static void peer_ready(struct peer *p)
-{
-    char *r = peer_line(p, REPLY_MS);
-    if (strncmp(r, "ready ", 6) != 0)
-        check_fail(__FILE__, __LINE__, "peer %s did not start: '%s'", p->name, r);
-}
-
-/* Exits the peer through its protocol and checks it ended cleanly (the sanitizers' leak
- * check included). */
-static void peer_exit(struct peer *p)
-{
-    PEER_OK(p, "exit");
-    close(p->to);
-    int st = 0;
-    pid_t w = 0;
-    for (int i = 0; i < 2000 && (w = waitpid(p->pid, &st, WNOHANG)) == 0; i++)
-        sleep_ms(10);
-    if (w == 0)
-        check_fail(__FILE__, __LINE__, "peer %s did not exit within 20 s of 'exit'", p->name);
-    p->gone = true;
-    close(p->from);
-    free(p->rbuf);
-    p->rbuf = NULL;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        check_fail(__FILE__, __LINE__, "peer %s ended with status 0x%x", p->name, st);
-    p->pid = 0;
-}
-
-static void peer_kill(struct peer *p)
-{
-    CHECK(kill(p->pid, SIGKILL) == 0);
-    CHECK(waitpid(p->pid, NULL, 0) == p->pid);
-    p->gone = true;
-    close(p->to);
-    close(p->from);
-    free(p->rbuf);
-    p->rbuf = NULL;
-    p->pid = 0;
-}
-
-/* A registered buffer of a peer. */
-struct rbuf {
-    struct peer *p;
-    int id;
-    uint64_t addr, len;
-};
-
-static struct rbuf peer_alloc(struct peer *p, int id, size_t len, const char *kind)
-{
-    struct rbuf b = {p, id, 0, 0};
-    char *r = PEER_OK(p, "alloc %d %zu %s", id, len, kind);
-    CHECK(sscanf(r, "%" SCNx64 " %" SCNu64, &b.addr, &b.len) == 2 && b.len == len);
-    return b;
-}
-
-/* The peer's metadata (caller frees). */
-static uint8_t *peer_md(struct peer *p, size_t *len)
-{
-    char *hex = PEER_OK(p, "md");
-    uint8_t *blob = net_hex_decode(hex, strlen(hex), len);
-    CHECK(blob != NULL);
-    return blob;
-}
-
-static void load_peer(struct ixl_agent *a, struct peer *p)
-{
-    size_t len;
-    uint8_t *blob = peer_md(p, &len);
-    char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(a, blob, len, name), IXL_OK);
-    CHECK(strcmp(name, p->name) == 0);
-    free(blob);
-}
-
-/* Gives a peer this agent's metadata (so it can send notifications to it). */
-static void load_into_peer(struct peer *p, struct ixl_agent *a)
-{
-    void *blob;
-    size_t len;
-    CHECK_RC(ixl_md_get(a, NULL, &blob, &len), IXL_OK);
-    char *hex = malloc(2 * len + 1);
-    CHECK(hex != NULL);
-    net_hex_encode(blob, len, hex);
-    char *r = PEER_OK(p, "load %s", hex);
-    CHECK(strcmp(r, ixl_agent_name(a)) == 0);
-    free(hex);
-    ixl_free(blob);
-}
-
-/* ---- local side ------------------------------------------------------------------------------ */
 
 static uint8_t *L; /* the initiators' buffer, registered with each */
 static size_t L_len;
@@ -1553,11 +1277,9 @@ static void test_peer_failures(void)
 int main(int argc, char **argv)
 {
     bool big = argc > 1 && strcmp(argv[1], "big") == 0;
-    main_pid = getpid();
+    peers_init("test_net", IXL_PEER_PATH);
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
     alarm(115);
-    atexit(kill_peers);
     uint64_t t0 = now_ms();
 
     /* First, while this process has no thread, so the forked initiator starts clean. */
