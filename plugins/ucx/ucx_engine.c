@@ -40,6 +40,12 @@
 #define UCX_AM_NOTIF 0x1d1
 #define UCX_RELEASE_WAIT_MS 200
 #define UCX_CLOSE_WAIT_MS 2000
+/* After a forced close, UCX 1.13 still tears the old endpoint's tcp connections down in later
+ * progress calls, on both sides. An endpoint to the same address created before that is over
+ * can trip UCX's own assertions (tcp_ep.c "!(ep->flags & UCT_TCP_EP_FLAG_CTX_TYPE_TX)", or the
+ * peer's ucp_request.c "got REP message" at worker destroy): seen in 4 of 6 loaded runs of
+ * `test_ucx churn 40` with no pause, in 2 of 3 with 3 ms, in none of 6 with 50 ms. */
+#define UCX_REOPEN_QUIET_MS 100
 
 enum md_kind { MD_LOCAL = 1, MD_REMOTE = 2 };
 
@@ -47,10 +53,11 @@ struct ucx_remote {
     char *name;
     void *addr; /* its worker address */
     size_t addr_len;
-    ucp_ep_h ep;   /* NULL until the first transfer (or connect) */
-    uint64_t gen;  /* bumped whenever ep is replaced: rkeys of an older gen are stale */
-    bool failed;   /* ep reported an error: closed at the next progress */
-    char path[32]; /* transports of ep's RMA lanes */
+    ucp_ep_h ep;          /* NULL until the first transfer (or connect) */
+    uint64_t gen;         /* bumped whenever ep is replaced: rkeys of an older gen are stale */
+    bool failed;          /* ep reported an error: closed at the next progress */
+    uint64_t quiet_until; /* CLOCK_MONOTONIC ms: no new ep to addr before (UCX_REOPEN_QUIET_MS) */
+    char path[32];        /* transports of ep's RMA lanes */
     struct ucx_remote *next;
 };
 
@@ -190,6 +197,21 @@ static struct ucx_remote *remote_find(struct ucx_engine *e, const char *name)
 
 static void req_finish(struct ucx_req *q);
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Progresses the worker until `until` (ms) has passed. Under e->lock. */
+static void progress_until_locked(struct ucx_engine *e, uint64_t until)
+{
+    while (now_ms() < until)
+        if (ucp_worker_progress(e->worker) == 0)
+            sched_yield();
+}
+
 static void close_ep_locked(struct ucx_engine *e, struct ucx_remote *r)
 {
     if (r->ep == NULL)
@@ -209,6 +231,7 @@ static void close_ep_locked(struct ucx_engine *e, struct ucx_remote *r)
     r->failed = false;
     r->gen++;
     r->path[0] = '\0';
+    r->quiet_until = now_ms() + UCX_REOPEN_QUIET_MS;
 }
 
 /* Which transports the endpoint's lanes use, from ucp_ep_print_info (1.13 has no query). */
@@ -267,6 +290,7 @@ static int ep_get_locked(struct ucx_engine *e, struct ucx_remote *r, ucp_ep_h *o
         fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s': load its metadata", r->name);
         return IXL_ERR_NOT_FOUND;
     }
+    progress_until_locked(e, r->quiet_until); /* the old endpoint's teardown ends first */
     ucp_ep_params_t p = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -696,13 +720,6 @@ static int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     return st;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Progresses until q is done or ms ran out. Under e->lock. */
 static bool wait_done_locked(struct ucx_engine *e, struct ucx_req *q, uint64_t ms)
 {
@@ -792,6 +809,7 @@ static int remote_set_locked(struct ucx_engine *e, const char *name, const void 
     free(r->addr);
     r->addr = copy;
     r->addr_len = addr_len;
+    r->quiet_until = 0; /* a new address: nothing of the old connections can collide */
     return IXL_OK;
 }
 
@@ -1231,10 +1249,14 @@ static void ucx_destroy_engine(struct ixl_engine *base)
     }
     if (e->worker != NULL) {
         pthread_mutex_lock(&e->lock);
-        for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next)
+        uint64_t quiet = 0;
+        for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next) {
             close_ep_locked(e, r);
+            quiet = r->quiet_until > quiet ? r->quiet_until : quiet;
+        }
         for (int i = 0; i < 100; i++)
             progress_locked(e);
+        progress_until_locked(e, quiet);
         pthread_mutex_unlock(&e->lock);
         ucp_worker_destroy(e->worker);
     }

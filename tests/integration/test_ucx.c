@@ -8,6 +8,7 @@
  *                   so), a peer killed with a request in flight, a restarted peer reloaded,
  *                   release of an in-flight READ
  *   test_ucx big    the 64 MiB READ/WRITE over both
+ *   test_ucx churn N  the peer-failure sequence N times in one process
  *
  * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
  * plugin was not built (libucx missing): a failure under CI=true.
@@ -461,9 +462,10 @@ static const struct mode modes[] = {
 int main(int argc, char **argv)
 {
     bool big = argc > 1 && strcmp(argv[1], "big") == 0;
+    int churn = argc > 2 && strcmp(argv[1], "churn") == 0 ? atoi(argv[2]) : 0;
     peers_init("test_ucx", IXL_PEER_PATH);
     signal(SIGPIPE, SIG_IGN);
-    alarm(115);
+    alarm(churn > 0 ? 600 : 115);
     uint64_t t0 = now_ms();
 
     {
@@ -477,6 +479,12 @@ int main(int argc, char **argv)
         ixl_agent_destroy(probe);
     }
 
+    if (churn > 0) {
+        for (int i = 0; i < churn; i++)
+            test_peer_failures();
+        fprintf(stderr, "test_ucx churn: %d rounds passed\n", churn);
+        return 0;
+    }
     size_t rlen = (big ? BIG_BYTES : SCATTER_BYTES) + 2 * GUARD;
     L_len = rlen;
     L = aligned_alloc(4096, L_len);
