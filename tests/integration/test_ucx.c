@@ -2,12 +2,15 @@
  * The UCX plugin across processes: this process is the initiator, ucx_peer processes (ixl_peer
  * with a UCX backend, driven over pipes) are the targets.
  *
- *   test_ucx        tcp (err_mode=peer) and shared memory (transports=sm, err_mode=none):
- *                   READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor requests, notifications
- *                   after data, shared memory refused with err_mode=peer (the message says
- *                   so), a peer killed with a request in flight, a restarted peer reloaded,
- *                   release of an in-flight READ
- *   test_ucx big    the 64 MiB READ/WRITE over both
+ *   test_ucx        tcp (err_mode=peer) and shared memory (transports=sm, err_mode=none), each
+ *                   with 1 and 2 workers per side: READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor
+ *                   requests, notifications after data, shared memory refused with
+ *                   err_mode=peer (the message says so); over tcp with 1 and 2 workers: a peer
+ *                   killed with a request in flight, a post to the dead peer
+ *                   (REMOTE_DISCONNECT), a restarted peer reloaded, release of an in-flight
+ *                   READ, a peer stopped (SIGSTOP) with a request in flight (REMOTE_DISCONNECT
+ *                   after timeout_ms, then SIGCONT and new requests work)
+ *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
  *
  * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
@@ -43,7 +46,8 @@
 #define POISON_R 0xa5
 #define POISON_L 0x5a
 #define WAIT_MS 30000
-#define FAIL_BOUND_MS 3000 /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
+#define FAIL_BOUND_MS 3000   /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
+#define STOP_TIMEOUT_MS 1000 /* timeout_ms of the agent that meets a stopped peer */
 
 /* ---- local side ------------------------------------------------------------------------------ */
 
@@ -353,23 +357,29 @@ static uint64_t expect_failure(struct ixl_xfer *x, int want, uint64_t since)
     return took;
 }
 
+static const char *workers_opt; /* "workers=N" of the victims */
+
 static struct peer *victim_start(struct rbuf *rb)
 {
-    struct peer *p = peer_start("victim", "transports=tcp", NULL);
+    struct peer *p = peer_start("victim", "transports=tcp", workers_opt, NULL);
     peer_ready(p);
     *rb = peer_alloc(p, 0, INFLIGHT_BYTES, "heap");
     return p;
 }
 
-/* Over tcp with err_mode=peer: release of an in-flight READ, a peer killed with a READ and a
- * WRITE in flight, a restarted peer reloaded. */
-static void test_peer_failures(void)
+/* Over tcp with err_mode=peer and `workers` workers on both sides: release of an in-flight
+ * READ, a peer killed with a READ and a WRITE in flight, a post to the dead peer, a restarted
+ * peer reloaded, a peer invalidated with a WRITE in flight. */
+static void test_peer_failures(const char *workers)
 {
-    fprintf(stderr, "tcp: release in flight, SIGKILL in flight, restart\n");
+    char wopt[32];
+    snprintf(wopt, sizeof(wopt), "workers=%s", workers);
+    workers_opt = wopt;
+    fprintf(stderr, "tcp, %s: release in flight, SIGKILL in flight, restart\n", wopt);
     BL = aligned_alloc(4096, INFLIGHT_BYTES);
     CHECK(BL != NULL);
-    static const struct ixl_kv kv[] = {{"transports", "tcp"}};
-    struct ixl_agent *a = make_initiator("i_fail", kv, 1, BL, INFLIGHT_BYTES);
+    const struct ixl_kv kv[] = {{"transports", "tcp"}, {"workers", workers}};
+    struct ixl_agent *a = make_initiator("i_fail", kv, 2, BL, INFLIGHT_BYTES);
     struct rbuf rb;
     struct peer *v = victim_start(&rb);
     load_peer(a, v);
@@ -403,7 +413,7 @@ static void test_peer_failures(void)
             took);
     t0 = now_ms();
     rc = post_wait(x, FAIL_BOUND_MS + 2000);
-    CHECK(rc < 0 && rc != IXL_ERR_TIMEOUT);
+    CHECK_RC(rc, IXL_ERR_REMOTE_DISCONNECT); /* as NET: a peer gone is a disconnected peer */
     CHECK(now_ms() - t0 <= FAIL_BOUND_MS);
     fprintf(stderr, "  post to the dead peer: %s after %" PRIu64 " ms\n", ixl_strerror(rc),
             now_ms() - t0);
@@ -444,19 +454,80 @@ static void test_peer_failures(void)
     free(BL);
 }
 
+/* Over tcp with err_mode=peer: a peer stopped with a WRITE in flight. Its kernel still
+ * acknowledges tcp, so neither UCX's keepalive nor the socket notices; the plugin's timeout_ms
+ * (no operation completed for that long) fails the request with REMOTE_DISCONNECT, not before.
+ * After SIGCONT the peer is usable again. */
+static void test_stopped_peer(const char *workers)
+{
+    char wopt[32], tmo[16];
+    snprintf(wopt, sizeof(wopt), "workers=%s", workers);
+    snprintf(tmo, sizeof(tmo), "%d", STOP_TIMEOUT_MS);
+    workers_opt = wopt;
+    fprintf(stderr, "tcp, %s: SIGSTOP with a request in flight (timeout_ms=%d)\n", wopt,
+            STOP_TIMEOUT_MS);
+    BL = aligned_alloc(4096, INFLIGHT_BYTES);
+    CHECK(BL != NULL);
+    const struct ixl_kv kv[] = {
+        {"transports", "tcp"}, {"workers", workers}, {"timeout_ms", tmo}, {"err_mode", "peer"}};
+    struct ixl_agent *a = make_initiator("i_stop", kv, 4, BL, INFLIGHT_BYTES);
+    struct rbuf rb;
+    struct peer *v = victim_start(&rb);
+    load_peer(a, v);
+    small_ok(a, &rb);
+    /* Idle for longer than timeout_ms first: silence only counts while work is outstanding. */
+    sleep_ms(STOP_TIMEOUT_MS + 300);
+    CHECK(kill(v->pid, SIGSTOP) == 0);
+    int st;
+    CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+    net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
+    uint64_t t0 = now_ms();
+    struct ixl_xfer *x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+    int rc;
+    while ((rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS && now_ms() - t0 <= STOP_TIMEOUT_MS + 5000)
+        sleep_ms(2);
+    uint64_t took = now_ms() - t0;
+    if (rc != IXL_ERR_REMOTE_DISCONNECT)
+        check_fail(__FILE__, __LINE__,
+                   "WRITE to a stopped peer ended with %s after %" PRIu64 " ms, want %s",
+                   ixl_strerror(rc), took, ixl_strerror(IXL_ERR_REMOTE_DISCONNECT));
+    if (took > STOP_TIMEOUT_MS + 1000 || took < STOP_TIMEOUT_MS * 9 / 10)
+        check_fail(__FILE__, __LINE__,
+                   "WRITE to a stopped peer failed after %" PRIu64 " ms, want %d..%d ms", took,
+                   STOP_TIMEOUT_MS * 9 / 10, STOP_TIMEOUT_MS + 1000);
+    t0 = now_ms();
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    CHECK(now_ms() - t0 <= 2500);
+    fprintf(stderr, "  WRITE to a stopped peer: REMOTE_DISCONNECT after %" PRIu64 " ms\n", took);
+    CHECK(kill(v->pid, SIGCONT) == 0);
+    small_ok(a, &rb);
+    fprintf(stderr, "  after SIGCONT: new requests ok\n");
+    peer_exit(v);
+    drop_initiator(a, BL, INFLIGHT_BYTES);
+    free(BL);
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 struct mode {
     const char *name;
     const char *peer_opts[3];
-    struct ixl_kv kv[2];
+    struct ixl_kv kv[3];
 };
 
 static const struct mode modes[] = {
     {"tcp",
-     {"transports=tcp", "err_mode=peer", NULL},
-     {{"transports", "tcp"}, {"err_mode", "peer"}}},
-    {"sm", {"transports=sm", "err_mode=none", NULL}, {{"transports", "sm"}, {"err_mode", "none"}}},
+     {"transports=tcp", "err_mode=peer", "workers=1"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "1"}}},
+    {"sm",
+     {"transports=sm", "err_mode=none", "workers=1"},
+     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "1"}}},
+    {"tcp2",
+     {"transports=tcp", "err_mode=peer", "workers=2"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "2"}}},
+    {"sm2",
+     {"transports=sm", "err_mode=none", "workers=2"},
+     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "2"}}},
 };
 
 int main(int argc, char **argv)
@@ -481,7 +552,7 @@ int main(int argc, char **argv)
 
     if (churn > 0) {
         for (int i = 0; i < churn; i++)
-            test_peer_failures();
+            test_peer_failures(i % 2 ? "2" : "1");
         fprintf(stderr, "test_ucx churn: %d rounds passed\n", churn);
         return 0;
     }
@@ -491,14 +562,16 @@ int main(int argc, char **argv)
     CHECK(L != NULL);
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         const struct mode *md = &modes[m];
-        fprintf(stderr, "%s (%s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1]);
+        fprintf(stderr, "%s (%s %s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1],
+                md->peer_opts[2]);
         char pname[16], iname[16];
         snprintf(pname, sizeof(pname), "t_%s", md->name);
         snprintf(iname, sizeof(iname), "i_%s", md->name);
-        struct peer *p = peer_start(pname, md->peer_opts[0], md->peer_opts[1], NULL);
+        struct peer *p =
+            peer_start(pname, md->peer_opts[0], md->peer_opts[1], md->peer_opts[2], NULL);
         peer_ready(p);
         struct rbuf rb = peer_alloc(p, 0, rlen, "heap");
-        struct ixl_agent *a = make_initiator(iname, md->kv, 2, L, L_len);
+        struct ixl_agent *a = make_initiator(iname, md->kv, 3, L, L_len);
         load_peer(a, p);
         if (big) {
             xfer_one(a, &rb, IXL_OP_WRITE, BIG_BYTES);
@@ -512,14 +585,18 @@ int main(int argc, char **argv)
             xfer_scatter(a, &rb, IXL_OP_WRITE);
             xfer_scatter(a, &rb, IXL_OP_READ);
             test_notifs(a, &rb, 1 << 20);
-            if (strcmp(md->name, "sm") == 0)
+            if (strncmp(md->name, "sm", 2) == 0)
                 test_shm_peer_refused(&rb);
         }
         drop_initiator(a, L, L_len);
         peer_exit(p);
     }
-    if (!big)
-        test_peer_failures();
+    if (!big) {
+        test_peer_failures("1");
+        test_peer_failures("2");
+        test_stopped_peer("1");
+        test_stopped_peer("2");
+    }
     free(L);
     fprintf(stderr, "test_ucx%s: all passed in %" PRIu64 " ms\n", big ? " big" : "", now_ms() - t0);
     return 0;
