@@ -421,7 +421,6 @@ static int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *o
     l->failed = false;
     l->reached = true;
     l->gen++;
-    l->outstanding = 0;
     ep_path(ep, l->path, sizeof(l->path));
     *out = ep;
     return IXL_OK;
@@ -459,7 +458,7 @@ static bool progress_locked(struct ucx_worker *w)
     uint64_t now = e->timeout_ms > 0 && w->active > 0 ? now_ms() : 0;
     for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next) {
         struct ucx_lane *l = &r->lane[w->idx];
-        if (now != 0 && l->ep != NULL && !l->failed && l->outstanding > 0 &&
+        if (now > l->last_ms && l->ep != NULL && !l->failed && l->outstanding > 0 &&
             now - l->last_ms > e->timeout_ms) {
             e->host->log(e->host->ctx, IXL_LOG_WARN,
                          "UCX: no operation to '%s' completed for %" PRIu64
