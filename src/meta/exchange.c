@@ -636,7 +636,7 @@ ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
                             .blob_len = len};
         rc = request(x, NULL, peer->addr, peer->port, &m, NULL, NULL, msg, sizeof(msg));
         if (rc != IXL_OK)
-            IXL_AGENT_ERR(agent, rc, "ixl_md_send to %s", msg);
+            IXL_AGENT_ERR(agent, rc, "ixl_md_send: %s", msg);
         else
             remember_peer(x, peer->addr, peer->port);
     }
@@ -771,7 +771,7 @@ ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_pee
         int r = request(x, NULL, p->host, p->port, &m, NULL, NULL, msg, sizeof(msg));
         /* a peer that had dropped it already is fine; one that cannot be told is an error */
         if (r != IXL_OK && r != IXL_ERR_NOT_FOUND)
-            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local at %s", msg);
+            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local: %s", msg);
     }
     if (list != &one) {
         while (list != NULL) {
