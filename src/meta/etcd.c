@@ -669,11 +669,11 @@ static int check_names(const char *agent, const char *label, char *err, size_t e
     }
     if (label == NULL || label[0] == '\0')
         return IXL_OK;
-    size_t n = strlen(label);
-    for (size_t i = 0; i < n; i++)
-        if (!seg_char((unsigned char)label[i]))
-            n = 64;
-    if (n > 63) {
+    size_t n = strnlen(label, 64);
+    bool ok = n <= 63;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = seg_char((unsigned char)label[i]);
+    if (!ok) {
         set_err(err, errlen, "etcd: label '%.80s' must be 1..63 bytes of [A-Za-z0-9_.-]", label);
         return IXL_ERR_INVALID_ARG;
     }
