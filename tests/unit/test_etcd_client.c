@@ -255,7 +255,7 @@ struct reader {
     struct ixl_etcd *c;
     atomic_int stop;
     int reads, fails;
-    uint32_t last;
+    _Atomic uint32_t last;
 };
 
 static void *reader_main(void *arg)
@@ -280,8 +280,8 @@ static void *reader_main(void *arg)
         fill_ver(want, k);
         if (memcmp(b, want, l) != 0)
             check_fail(__FILE__, __LINE__, "reader saw a mixture in version %u", k);
-        CHECK(k >= r->last); /* never goes back */
-        r->last = k;
+        CHECK(k >= atomic_load(&r->last)); /* never goes back */
+        atomic_store(&r->last, k);
         r->reads++;
         free(b);
     }
@@ -305,14 +305,16 @@ static void test_atomic(void)
         fill_ver(buf, k);
         CHECK_RC(ixl_etcd_publish(w, "atomic", NULL, 1, buf, ver_len(k), err, sizeof(err)), IXL_OK);
     }
-    sleep_ms(100);
+    uint64_t t0 = now_ms(); /* until the reader saw the last version */
+    while (atomic_load(&r.last) != 25 && now_ms() - t0 < 10000)
+        sleep_ms(10);
     atomic_store(&r.stop, 1);
     pthread_join(t, NULL);
     fprintf(stderr, "atomic: %d versions written, %d reads, %d failed reads, last seen %u\n", k - 1,
             r.reads, r.fails, r.last);
     CHECK(r.fails == 0);
     CHECK(r.reads > 0);
-    CHECK(r.last == 25);
+    CHECK(atomic_load(&r.last) == 25);
     free(buf);
     ixl_etcd_close(rc_);
     ixl_etcd_close(w);
