@@ -853,7 +853,11 @@ int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params
         (m & IXL_AGENT_F_ETCD) ? params->etcd_endpoints : ixl_cfg_get(IXL_CFG_ETCD_ENDPOINTS);
     if (ep != NULL && ep[0] != '\0') {
         char msg[512];
-        struct ixl_etcd_opts o = {.endpoints = ep, .ns = ixl_cfg_get(IXL_CFG_ETCD_NAMESPACE)};
+        struct ixl_etcd_opts o = {
+            .endpoints = ep,
+            .ns = ixl_cfg_get(IXL_CFG_ETCD_NAMESPACE),
+            .ttl_s = (unsigned)strtoul(ixl_cfg_get(IXL_CFG_ETCD_TTL), NULL, 10),
+        };
         int rc = ixl_etcd_open(&o, &x->etcd, msg, sizeof(msg));
         if (rc == IXL_OK)
             rc = ixl_etcd_watch(x->etcd, etcd_gone, x, msg, sizeof(msg));
