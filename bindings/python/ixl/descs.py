@@ -222,6 +222,14 @@ class XferDList:
         return f"XferDList({self.mem_type}, {len(self)} descriptors, {self.run_count} runs)"
 
 
+def _check_add(status):
+    if status == -100:  # IXL_ERR_INVALID_ARG
+        raise check_error(status, "a descriptor of length 0, a run of count 0, or a range "
+                          "past the end of the address space (a registration of a whole "
+                          "file, len 0, has no transfer descriptor: give the range to move)")
+    check(status)
+
+
 def _new_dlist(mem, capacity):
     ptr = ctypes.c_void_p()
     check(lib.ixl_dlist_create(mem, capacity, ctypes.byref(ptr)))
@@ -239,9 +247,9 @@ def xfer_dlist(descs, mem=None):
         return descs.trim()
     if _is_ndarray(descs):
         rows = _np_rows(descs, (3, 5), "descriptor")
-        out = _new_dlist(_resolve_mem(mem, None), rows.shape[0] if rows.shape[1] == 5 else 0)
+        out = _new_dlist(_resolve_mem(mem, None), rows.shape[0])
         add = lib.ixl_dlist_add if rows.shape[1] == 3 else lib.ixl_dlist_add_runs
-        check(add(out.ptr, rows.ctypes.data, rows.shape[0]), what="descriptor array")
+        _check_add(add(out.ptr, rows.ctypes.data, rows.shape[0]))
         return out
     items = _items(descs)
     # A list of plain (addr, len, dev) tuples: one conversion in C through numpy.
@@ -269,7 +277,7 @@ def xfer_dlist(descs, mem=None):
             runs[i] = (addr, length, length, 1, dev)
             keep.append(item)
     out = _new_dlist(_resolve_mem(mem, found), len(items))
-    check(lib.ixl_dlist_add_runs(out.ptr, runs, len(items)), what="descriptor list")
+    _check_add(lib.ixl_dlist_add_runs(out.ptr, runs, len(items)))
     out._keep = keep or None
     return out
 
