@@ -15,6 +15,11 @@ from .agent import (INIT_AGENT, Agent, AgentConfig, Backend, PrepHandle, XferHan
 from .descs import RegDList, XferDList, buffer_info
 from .errors import *  # noqa: F401,F403 (one exception class per status)
 
+__all__ = ["Agent", "AgentConfig", "Backend", "XferHandle", "PrepHandle", "XferTelemetry",
+           "RegDList", "XferDList", "INIT_AGENT", "DEV_NONE", "DEV_ASSIGNED_MIN", "errors",
+           "buffer_info", "plugin_list", "version", "strerror", "config", "set_log_level",
+           "library_path"] + errors.__all__
+
 __version__ = _text(_clib.ixl_version())
 library_path = _clib.path
 

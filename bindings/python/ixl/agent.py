@@ -253,7 +253,7 @@ class Agent:
 
     # -- lifetime -------------------------------------------------------------------------
 
-    def close(self):
+    def close(self, _destroy=lib.ixl_agent_destroy):
         """Destroys the agent: releases its requests and prepared lists, deregisters what is
         left, invalidates remotes. Handles of this agent become unusable."""
         ptr, self._ptr = getattr(self, "_ptr", None), None
@@ -261,7 +261,7 @@ class Agent:
             return
         for h in list(self._handles):
             h._ptr = None  # ixl_agent_destroy releases them
-        lib.ixl_agent_destroy(ptr)
+        _destroy(ptr)
 
     def __del__(self):
         try:

@@ -9,7 +9,7 @@ nixlBackendError, ...), which are the bases of ixl's per-status exceptions.
 """
 from .agent import INIT_AGENT, Agent, AgentConfig, XferTelemetry
 from .descs import RegDList, XferDList
-from .errors import (NIXL_ERRORS, nixlBackendError, nixlCancelledError,  # noqa: F401
+from .errors import (NIXL_ERRORS, nixlBackendError, nixlCancelledError,
                      nixlInvalidParamError, nixlMismatchError, nixlNotAllowedError,
                      nixlNoTelemetryError, nixlNotFoundError, nixlNotPostedError,
                      nixlNotSupportedError, nixlRemoteDisconnectError, nixlRepostActiveError,
@@ -41,4 +41,9 @@ class nixl_agent(Agent):
 
 
 __all__ = ["nixl_agent", "nixl_agent_config", "nixlRegDList", "nixlXferDList",
-           "nixlXferTelemetry", "INIT_AGENT"] + [c.__name__ for c in NIXL_ERRORS]
+           "nixlXferTelemetry", "INIT_AGENT", "nixlBackendError", "nixlCancelledError",
+           "nixlInvalidParamError", "nixlMismatchError", "nixlNotAllowedError",
+           "nixlNoTelemetryError", "nixlNotFoundError", "nixlNotPostedError",
+           "nixlNotSupportedError", "nixlRemoteDisconnectError", "nixlRepostActiveError",
+           "nixlUnknownError"]
+assert len(__all__) == 6 + len(NIXL_ERRORS)
