@@ -429,3 +429,32 @@ def test_compat_ucx_when_present():
         assert "DRAM" in a.get_backend_mem_types("UCX")
     finally:
         a.close()
+
+
+def test_descriptor_lists(agents):
+    a = agents("lists", backends=[])
+    rows = [(0x1000 + i * 64, 64, i % 3) for i in range(200)]  # > 64 rows: through numpy
+    fast = a.get_xfer_descs(rows, "FILE")
+    slow = a.get_xfer_descs(rows[:50], "FILE")
+    assert list(fast)[:50] == list(slow) == rows[:50] and fast[-1] == rows[-1]
+    assert fast.mem_type == "FILE" and len(fast) == 200 and fast.run_count == 200
+    runs = a.get_xfer_descs([(0x1000, 64, 128, 1000, 0)] * 3)
+    assert len(runs) == 3000 and runs.run_count == 3 and runs[1001] == (0x1000 + 128, 64, 0)
+    back = a.deserialize_descs(a.get_serialized_descs(runs))
+    assert back.runs() == runs.runs() and back.mem_type == "DRAM"
+    reg = a.get_reg_descs(fast)
+    assert reg.mem_type == "FILE" and reg[5] == rows[5] + ("",)
+    reg = a.get_reg_descs([(0, 10, 3, "label"), (0, 0, None, b"rw:/x")], "FILE")
+    assert reg[0][3] == "label" and reg[1][2] == ixl.DEV_NONE and reg[1][3] == "rw:/x"
+    arr = np.array(rows, dtype=np.int64)
+    assert list(a.get_reg_descs(arr, "DRAM"))[7] == rows[7] + ("",)
+    with pytest.raises(ixl.InvalidArgError):
+        a.get_xfer_descs([(0x1000, 0, 0)])
+    with pytest.raises(TypeError):
+        a.get_xfer_descs(np.zeros((4, 3), dtype=np.float64))
+    with pytest.raises(ValueError):
+        a.get_xfer_descs(np.zeros((4, 4), dtype=np.uint64))
+    with pytest.raises(ixl.BadMemTypeError):
+        a.get_xfer_descs(rows, "HBM")
+    with pytest.raises(TypeError):
+        a.get_xfer_descs([object()])

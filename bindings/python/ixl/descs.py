@@ -383,9 +383,9 @@ def reg_dlist(descs, mem=None):
             raise check_error(-101, f"list is {descs.mem_type}, not {mem}")
         return descs
     if isinstance(descs, XferDList):
-        descs = list(descs)
         if mem is None:
-            mem = descs.mem_type if descs else None
+            mem = descs.mem_type
+        descs = list(descs)
     if _is_ndarray(descs):
         rows = _np_rows(descs, (3,), "registration descriptor")
         arr = np.zeros((rows.shape[0], 5), dtype=np.uint64)
