@@ -424,11 +424,27 @@ def test_compat_ucx_when_present():
     if "UCX" not in ixl.plugin_list():
         pytest.skip("the UCX plugin is not built (libucx-dev missing)")
     a = nixl_agent("ucx", nixl_agent_config(backends=["UCX"]))
+    b = nixl_agent("ucx_peer", nixl_agent_config(backends=["UCX"]))
     try:
         assert list(a.backends) == ["UCX"]
         assert "DRAM" in a.get_backend_mem_types("UCX")
+        src = np.random.default_rng().integers(0, 256, SIZE, dtype=np.uint8)
+        dst = np.full(SIZE, 0xA5, dtype=np.uint8)
+        a.register_memory([src])
+        b.register_memory([dst])
+        peer = a.add_remote_agent(b.get_agent_metadata())
+        h = a.initialize_xfer("WRITE", [src], [dst], peer, b"ucx")
+        state = a.transfer(h)
+        deadline = time.monotonic() + TIMEOUT_S
+        while state != "DONE" and time.monotonic() < deadline:
+            state = a.check_xfer_state(h)
+        assert state == "DONE" and np.array_equal(src, dst)
+        assert a.query_xfer_backend(h) == "UCX"
+        assert wait_notif(b, "ucx") == [b"ucx"]
+        a.release_xfer_handle(h)
     finally:
         a.close()
+        b.close()
 
 
 def test_descriptor_lists(agents):
