@@ -228,8 +228,9 @@ class Agent:
         conf = nixl_conf if nixl_conf is not None else self._default_config()
         params = conf._params()
         ptr = c_void_p()
+        # No agent, no per-agent message yet: libixl logs the reason (stderr by default).
         check(lib.ixl_agent_create(_name(agent_name), byref(params), byref(ptr)),
-              what=f"agent {agent_name!r}")
+              what=f"agent {agent_name!r} (the reason is in libixl's log)")
         self._ptr = ptr.value
         self.name = text(lib.ixl_agent_name(self._ptr))
         self.config = conf
