@@ -33,6 +33,7 @@ test-plain:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 120
+	PYTHONPATH=bindings/python IXL_LIBRARY=$(BUILD)/lib/libixl.so /usr/bin/python3 tests/python/bench_prep.py
 
 test-asan:
 	cmake -S . -B build-asan -DIXL_SANITIZE=address,undefined $(CMAKE_FLAGS) >/dev/null

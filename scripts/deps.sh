@@ -10,6 +10,10 @@ test) pkgs="$pkgs clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox e2f
 run) ;;
 plot) pkgs="$pkgs gnuplot-nox" ;; # ixlbench --plot
 esac
+# The Python binding's tests (tests/python): pytest, numpy, torch; venv + offline pip install.
+case "$goal" in
+test) pkgs="$pkgs python3 python3-numpy python3-pytest python3-torch python3-venv python3-setuptools python3-wheel" ;;
+esac
 
 missing=""
 for p in $pkgs; do
