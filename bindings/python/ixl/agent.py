@@ -481,8 +481,10 @@ class Agent:
                     "fetch_remote_metadata")
 
     def invalidate_local_metadata(self, ip_addr="", port=0):
-        self._check(lib.ixl_md_invalidate_local(self.ptr, byref(_peer(ip_addr, port))),
-                    "invalidate_local_metadata")
+        """Tells the peer at (ip_addr, port) to drop this agent's metadata; with no ip_addr,
+        every peer it was sent to or fetched by, and etcd."""
+        peer = byref(_peer(ip_addr, port)) if ip_addr else None
+        self._check(lib.ixl_md_invalidate_local(self.ptr, peer), "invalidate_local_metadata")
 
     @property
     def listen_port(self):
