@@ -74,8 +74,9 @@ for r in $(seq "$rounds"); do
             continue
         fi
         # path variant gbps used-path check
-        awk -F, -v p="$p" '$1 ~ /^kv-/ { print p, substr($1, 4), $14, $4, $NF }' \
-            "$results.csv" >>"$results"
+        awk -f "$root/bench/csv2tsv.awk" "$results.csv" |
+            awk -F'\t' -v p="$p" '$1 ~ /^kv-/ { print p, substr($1, 4), $14, $4, $NF }' \
+                >>"$results"
         echo "  round $r, path $p: done" >&2
     done
 done

@@ -176,8 +176,8 @@ run_ixlbench() { # label size iters path
     wait "$tpid"
     trc=$?
     tpid=""
-    g=$(echo "$out" | awk -F, '$1 == "sweep" { print $14 }')
-    used=$(echo "$out" | awk -F, '$1 == "sweep" { print $4 }')
+    g=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" { print $14 }')
+    used=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" { print $4 }')
     if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$g" ]; then
         record "$size" "$label" "$g" "$used"
     elif [ $rc -eq 77 ]; then

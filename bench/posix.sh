@@ -206,7 +206,7 @@ run_fio() { # policy op size qd rw-for-fio [extra...]
 
 # ixlbench's CSV: the columns are looked up by name (gbps, iops, path).
 csv_col() { # name
-    awk -F, -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next }
+    awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next }
         $1 == "sweep" && k { print $k; exit }'
 }
 
@@ -241,8 +241,8 @@ for pol in $policies; do
         out=$(timeout "$timeout_s" "$bench" --file "$file" $dflag $shape --csv --quiet \
             --no-progress 2>"$results.err")
         rc=$?
-        n=$(echo "$out" | awk -F, '$1 == "sweep" && $NF == "pass"' | wc -l)
-        bad=$(echo "$out" | awk -F, '$1 == "sweep" && $NF != "pass"' | wc -l)
+        n=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" && $NF == "pass"' | wc -l)
+        bad=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" && $NF != "pass"' | wc -l)
         if [ $rc -eq 0 ] && [ "$n" -gt 0 ] && [ "$bad" -eq 0 ]; then
             echo "  $pol, $shape: $n row(s) pass"
         else

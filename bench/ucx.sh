@@ -180,8 +180,8 @@ run_ucx() { # mode size iters warmup
 }
 
 # ixlbench: the target in the background, the initiator in the foreground. GB/s and the path
-# are read from the CSV row: GB/s counted from the end of the row, because the path UCX
-# reports for shared memory ("sysv,cma") holds a comma.
+# are read from the CSV row (bench/csv2tsv.awk: the path UCX reports for shared memory,
+# "sysv,cma", is a quoted field).
 run_ixl() { # mode size iters warmup [timed]
     local mode=$1 size=$2 iters=$3 warm=$4 timed=${5:-} md=$results.md out rc trc g path
     local -a opts
@@ -199,8 +199,8 @@ run_ixl() { # mode size iters warmup [timed]
     wait "$bgpid"
     trc=$?
     bgpid=""
-    g=$(echo "$out" | awk -F, '$1 == "sweep" { print $(NF - 16) }')
-    path=$(echo "$out" | awk -F, '$1 == "sweep" { p = $4; for (i = 5; i < NF - 25; i++) p = p "+" $i; print p }')
+    g=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" { print $14 }')
+    path=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" { print $4 }')
     if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$g" ]; then
         [ -z "$timed" ] && echo "  ixl-$mode: data check at $size B passed (path $path)" >&2
         [ -n "$timed" ] && record "$size" "ixl-$mode" "$g" "$path"

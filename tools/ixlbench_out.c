@@ -213,14 +213,33 @@ static void keep(const struct ixb_row *r)
     out.rows[out.n_rows++] = *r;
 }
 
+/* A CSV field as RFC 4180 wants it: in double quotes (inner ones doubled) when it holds a
+ * comma, a quote or a line break (UCX's path "sysv,cma"), else as is. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s != '\0'; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 static void csv_row(const struct ixb_row *r)
 {
     if (out.csv == NULL)
         return;
+    csv_field(out.csv, r->scenario);
+    fprintf(out.csv, ",%s,%s,", op_name(r->op), r->api == IXB_API_PREP ? "prep" : "plain");
+    csv_field(out.csv, r->path);
     fprintf(out.csv,
-            "%s,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%u,%u,%u,%" PRIu64
+            ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u,%u,%u,%u,%" PRIu64
             ",%.6f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,",
-            r->scenario, op_name(r->op), r->api == IXB_API_PREP ? "prep" : "plain", r->path,
             r->block, r->batch, r->descs, r->threads, r->depth, r->iters, r->warmup, r->bytes,
             r->seconds, r->gbps, r->lat.avg, r->lat.p50, r->lat.p99, r->prep.avg, r->prep.p99,
             r->post.avg, r->post.p99, r->comp.avg, r->comp.p99);
