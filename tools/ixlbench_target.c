@@ -443,8 +443,8 @@ int ixb_target_run(const struct ixb_opts *o, const char *md_file, const char *na
     }
     if (rc == 0) {
         if (!o->quiet && o->role == IXB_ROLE_TARGET)
-            fprintf(stderr, "ixlbench target: agent %s (pid %ld) waiting; metadata %s%s%s\n", name,
-                    (long)getpid(), md_file ? "in " : "", md_file ? md_file : "",
+            fprintf(stderr, "ixlbench target: agent %s (pid %ld) waiting; metadata%s%s%s\n", name,
+                    (long)getpid(), md_file ? " in " : "", md_file ? md_file : "",
                     o->etcd               ? " in etcd"
                     : o->listen_port >= 0 ? " at the listener"
                                           : "");
