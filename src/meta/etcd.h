@@ -116,10 +116,10 @@ int ixl_etcd_watch(struct ixl_etcd *c, ixl_etcd_gone_fn fn, void *ctx, char *err
 
 struct ixl_etcd_head {
     uint64_t ver;
-    uint32_t n;   /* chunks: 0 iff len is 0, at most min(len, IXL_ETCD_MAX_CHUNKS) */
     uint64_t len; /* at most IXL_ETCD_MAX_BLOB */
-    uint32_t crc; /* crc32c of the whole blob */
     uint64_t inc;
+    uint32_t n;   /* chunks: 0 iff len is 0, at most min(len, IXL_ETCD_MAX_CHUNKS) */
+    uint32_t crc; /* crc32c of the whole blob */
 };
 
 /* Parses a head's value (exactly the format above, fields in order, lower- or upper-case hex,
