@@ -120,8 +120,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(ixl_etcd_lines_feed(&l, (const char *)body, cut, on_line, &c) == 0);
         REQUIRE(ixl_etcd_lines_feed(&l, (const char *)body + cut, blen - cut, on_line, &c) == 0);
         REQUIRE(l.len <= c.max);
-        /* Every complete line was seen: the rest of the input has no newline left. */
-        REQUIRE(memchr(body + c.pos, '\n', blen - c.pos) == NULL);
+        /* Every complete line was seen: what is left is lines over max, then no newline. */
+        const uint8_t *nl;
+        while ((nl = memchr(body + c.pos, '\n', blen - c.pos)) != NULL) {
+            REQUIRE((size_t)(nl - (body + c.pos)) > c.max);
+            c.pos = (size_t)(nl - body) + 1;
+        }
         ixl_etcd_lines_reset(&l);
     }
 
