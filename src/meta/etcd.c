@@ -219,14 +219,13 @@ static bool seg_char(unsigned char ch)
            ch == '_' || ch == '.' || ch == '-';
 }
 
+/* An upper-case hex digit (what enc_agent writes: one encoding per name). */
 static int hexval(unsigned char ch)
 {
     if (ch >= '0' && ch <= '9')
         return ch - '0';
     if (ch >= 'A' && ch <= 'F')
         return ch - 'A' + 10;
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
     return -1;
 }
 

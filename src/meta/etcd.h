@@ -70,8 +70,9 @@ struct ixl_etcd_opts {
 int ixl_etcd_open(const struct ixl_etcd_opts *opts, struct ixl_etcd **out, char *err,
                   size_t errlen);
 /* Stops the keep-alive thread and the watch, revokes the lease (its keys go at once). Accepts
- * NULL. Returns within about timeout_ms (the revoke) even with etcd gone; a watch's streaming
- * request is interrupted at once.
+ * NULL. With etcd refusing connections it returns at once; with etcd hung, within about
+ * 2 x timeout_ms (a keep-alive request in flight, then the revoke). A watch's streaming request
+ * is interrupted at once (curl_multi_wakeup).
  * It waits for a running watch callback to return, so: never call it while holding a lock that
  * the callback may take (take the client out of the shared structure under the lock, drop the
  * lock, then close). Calling it from the callback itself is allowed: the watch thread then
@@ -116,10 +117,10 @@ int ixl_etcd_watch(struct ixl_etcd *c, ixl_etcd_gone_fn fn, void *ctx, char *err
 
 struct ixl_etcd_head {
     uint64_t ver;
-    uint32_t n;   /* chunks: 0 iff len is 0, at most min(len, IXL_ETCD_MAX_CHUNKS) */
     uint64_t len; /* at most IXL_ETCD_MAX_BLOB */
-    uint32_t crc; /* crc32c of the whole blob */
     uint64_t inc;
+    uint32_t n;   /* chunks: 0 iff len is 0, at most min(len, IXL_ETCD_MAX_CHUNKS) */
+    uint32_t crc; /* crc32c of the whole blob */
 };
 
 /* Parses a head's value (exactly the format above, fields in order, lower- or upper-case hex,
