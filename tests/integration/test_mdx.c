@@ -36,16 +36,6 @@
 #define WAIT_MS 10000
 #define N_CLIENTS 100
 
-static uint64_t seed_counter;
-static uint64_t fresh_seed(void)
-{
-    for (;;) {
-        uint64_t s = ((uint64_t)main_pid << 32) + ++seed_counter;
-        if (net_pat_byte(s, 0) != 0x5a && net_pat_byte(s, 0) != 0xa5)
-            return s;
-    }
-}
-
 static struct ixl_agent *hub_create(const char *name, uint16_t *port)
 {
     struct ixl_agent_params ap = {
@@ -86,35 +76,6 @@ static struct ixl_dlist *list1(uint64_t addr, uint64_t len)
     struct ixl_desc d = {addr, len, 0};
     CHECK_RC(ixl_dlist_add(l, &d, 1), IXL_OK);
     return l;
-}
-
-/* A WRITE then a READ of len bytes between local and rb, checked on both sides. */
-static void roundtrip(struct ixl_agent *a, uint8_t *local, const struct rbuf *rb, size_t len)
-{
-    struct ixl_dlist *l = list1((uintptr_t)local, len), *r = list1(rb->addr, len);
-    struct ixl_xfer *x;
-    uint64_t s = fresh_seed();
-    net_pat_fill(local, len, s, 0);
-    PEER_OK(rb->p, "poison %d 165 0 %zu", rb->id, len);
-    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, NULL, &x), IXL_OK);
-    int rc = ixl_xfer_post(x);
-    if (rc == IXL_IN_PROGRESS)
-        rc = ixl_xfer_wait(x, WAIT_MS);
-    CHECK_RC(rc, IXL_OK);
-    CHECK_RC(ixl_xfer_release(x), IXL_OK);
-    PEER_OK(rb->p, "check %d %" PRIu64 " 0 %zu", rb->id, s, len);
-    s = fresh_seed();
-    PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, s, len);
-    memset(local, 0x5a, len);
-    CHECK_RC(ixl_xfer_create(a, IXL_OP_READ, l, r, rb->p->name, NULL, &x), IXL_OK);
-    rc = ixl_xfer_post(x);
-    if (rc == IXL_IN_PROGRESS)
-        rc = ixl_xfer_wait(x, WAIT_MS);
-    CHECK_RC(rc, IXL_OK);
-    CHECK_RC(ixl_xfer_release(x), IXL_OK);
-    CHECK(net_pat_find_bad(local, len, s, 0) == len);
-    ixl_dlist_destroy(l);
-    ixl_dlist_destroy(r);
 }
 
 static uint16_t peer_port(struct peer *p)
@@ -365,9 +326,9 @@ int main(void)
     struct ixl_peer to2 = {"127.0.0.1", port2};
     CHECK_RC(ixl_md_fetch(hub, "p2", &to2, NULL), IXL_OK);
     uint64_t took = wait_loaded(hub, "p2", WAIT_MS);
-    roundtrip(hub, local, &b1, BUF_LEN);
-    roundtrip(hub, local, &b2, BUF_LEN);
-    roundtrip(hub, local, &b2x, 4096);
+    peer_roundtrip(hub, local, &b1, BUF_LEN);
+    peer_roundtrip(hub, local, &b2, BUF_LEN);
+    peer_roundtrip(hub, local, &b2x, 4096);
     fprintf(stderr, "p1 sent, p2 fetched (%" PRIu64 " ms): 1 MiB WRITE+READ with each ok\n", took);
 
     /* p2 fetches the hub (telling its listener port), and writes into the hub */
@@ -378,7 +339,7 @@ int main(void)
     struct rbuf b1y = peer_alloc(p1, 1, BUF_LEN, "heap");
     uint16_t port1 = peer_port(p1);
     PEER_OK(p1, "mdsend 127.0.0.1 %u kv1 1", (unsigned)hport); /* an incremental update */
-    roundtrip(hub, local, &b1y, BUF_LEN);
+    peer_roundtrip(hub, local, &b1y, BUF_LEN);
     uint16_t lport;
     struct ixl_agent *lab = hub_create("labeled", &lport);
     CHECK_RC(ixl_mem_register(lab, IXL_MEM_DRAM, &rd, 1, NULL), IXL_OK);
@@ -388,7 +349,7 @@ int main(void)
     struct ixl_dlist *in1 = list1(b1y.addr, BUF_LEN), *in0 = list1(b1.addr, BUF_LEN);
     CHECK_RC(ixl_remote_check(lab, "p1", in1), IXL_OK);
     CHECK(ixl_remote_check(lab, "p1", in0) == IXL_ERR_NOT_FOUND); /* not under the label */
-    roundtrip(lab, local, &b1y, 4096);
+    peer_roundtrip(lab, local, &b1y, 4096);
     CHECK(ixl_md_fetch(lab, "p1", &to1, "no such label!") == IXL_ERR_INVALID_ARG);
     CHECK_RC(ixl_md_fetch(lab, "p1", &to1, "absent"), IXL_OK); /* fails in its thread */
     ixl_dlist_destroy(in1);
@@ -422,7 +383,7 @@ int main(void)
     PEER_OK(p1, "mdsend 127.0.0.1 %u", (unsigned)hport);
     CHECK_RC(ixl_xfer_post(old), IXL_ERR_STALE);
     CHECK_RC(ixl_xfer_release(old), IXL_OK);
-    roundtrip(hub, local, &b1, BUF_LEN);
+    peer_roundtrip(hub, local, &b1, BUF_LEN);
     ixl_dlist_destroy(l);
     ixl_dlist_destroy(rl);
     fprintf(stderr, "restarted peer re-sent its metadata: old request STALE, new ones ok\n");

@@ -30,16 +30,6 @@
 
 static struct etcd_srv srv;
 static char peer_opt[128];
-static uint64_t seed_counter;
-
-static uint64_t fresh_seed(void)
-{
-    for (;;) {
-        uint64_t s = ((uint64_t)main_pid << 32) + ++seed_counter;
-        if (net_pat_byte(s, 0) != 0x5a && net_pat_byte(s, 0) != 0xa5)
-            return s;
-    }
-}
 
 static struct ixl_agent *agent_etcd(const char *name)
 {
@@ -77,37 +67,6 @@ static struct ixl_dlist *list1(uint64_t addr, uint64_t len)
     return l;
 }
 
-static int xfer(struct ixl_agent *a, enum ixl_op op, uint8_t *local, const struct rbuf *rb,
-                size_t len)
-{
-    struct ixl_dlist *l = list1((uintptr_t)local, len), *r = list1(rb->addr, len);
-    struct ixl_xfer *x;
-    int rc = ixl_xfer_create(a, op, l, r, rb->p->name, NULL, &x);
-    if (rc == IXL_OK) {
-        rc = ixl_xfer_post(x);
-        if (rc == IXL_IN_PROGRESS)
-            rc = ixl_xfer_wait(x, WAIT_MS);
-        CHECK_RC(ixl_xfer_release(x), IXL_OK);
-    }
-    ixl_dlist_destroy(l);
-    ixl_dlist_destroy(r);
-    return rc;
-}
-
-static void roundtrip(struct ixl_agent *a, uint8_t *local, const struct rbuf *rb, size_t len)
-{
-    uint64_t s = fresh_seed();
-    net_pat_fill(local, len, s, 0);
-    PEER_OK(rb->p, "poison %d 165 0 %zu", rb->id, len);
-    CHECK_RC(xfer(a, IXL_OP_WRITE, local, rb, len), IXL_OK);
-    PEER_OK(rb->p, "check %d %" PRIu64 " 0 %zu", rb->id, s, len);
-    s = fresh_seed();
-    PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, s, len);
-    memset(local, 0x5a, len);
-    CHECK_RC(xfer(a, IXL_OP_READ, local, rb, len), IXL_OK);
-    CHECK(net_pat_find_bad(local, len, s, 0) == len);
-}
-
 static struct peer *start_peer(const char *name)
 {
     struct peer *p = peer_start(name, peer_opt, NULL);
@@ -138,7 +97,7 @@ int main(void)
     PEER_OK(p1, "mdsend etcd 0");
     CHECK_RC(ixl_md_fetch(hub, "p1", NULL, NULL), IXL_OK);
     uint64_t took = wait_state(hub, "p1", IXL_OK, WAIT_MS);
-    roundtrip(hub, local, &b1, BUF_LEN);
+    peer_roundtrip(hub, local, &b1, BUF_LEN);
     fprintf(stderr, "p1 published, hub fetched it in %" PRIu64 " ms: 1 MiB WRITE+READ ok\n", took);
 
     /* a fetch that waits for a name published later */
@@ -150,7 +109,7 @@ int main(void)
     struct rbuf b2y = peer_alloc(p2, 1, BUF_LEN, "heap");
     PEER_OK(p2, "mdsend etcd 0");
     took = wait_state(hub, "p2", IXL_OK, WAIT_MS);
-    roundtrip(hub, local, &b2, BUF_LEN);
+    peer_roundtrip(hub, local, &b2, BUF_LEN);
     fprintf(stderr, "a fetch waited for p2, loaded %" PRIu64 " ms after it published\n", took);
 
     /* labels: only buffer 1 of p2 under "kv1" */
@@ -162,7 +121,7 @@ int main(void)
     struct ixl_dlist *in1 = list1(b2y.addr, BUF_LEN), *in0 = list1(b2.addr, BUF_LEN);
     CHECK_RC(ixl_remote_check(lab, "p2", in1), IXL_OK);
     CHECK(ixl_remote_check(lab, "p2", in0) == IXL_ERR_NOT_FOUND);
-    roundtrip(lab, local, &b2y, 4096);
+    peer_roundtrip(lab, local, &b2y, 4096);
     ixl_dlist_destroy(in1);
     ixl_dlist_destroy(in0);
     fprintf(stderr, "labeled partial metadata: fetched by label, only its region loaded\n");
@@ -205,7 +164,7 @@ int main(void)
     PEER_OK(p2, "mdsend etcd 0");
     CHECK_RC(ixl_md_fetch(hub, "p2", NULL, NULL), IXL_OK);
     wait_state(hub, "p2", IXL_OK, WAIT_MS);
-    roundtrip(hub, local, &b2, BUF_LEN);
+    peer_roundtrip(hub, local, &b2, BUF_LEN);
     fprintf(stderr, "p2 restarted and republished: fetched again, transfers ok\n");
 
     peer_exit(p2);
