@@ -563,14 +563,10 @@ static void cmd_exchange(int argc, char **argv)
             reply("err IXL_ERR_INVALID_ARG usage: mdwait NAME MS");
             return;
         }
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t deadline = now_ms() + ms;
         for (;;) {
             rc = ixl_remote_check(agent, argv[1], NULL);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            uint64_t el = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
-                          (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000u;
-            if (rc == IXL_OK || el >= ms)
+            if (rc == IXL_OK || now_ms() >= deadline)
                 break;
             struct timespec d = {0, 5000000};
             nanosleep(&d, NULL);
