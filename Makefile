@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # make fuzz: seconds each libFuzzer target runs, and its build (clang, ASan+UBSan).
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
-FUZZ_TARGETS = md dlist net ucx_wire
+FUZZ_TARGETS = md dlist net ucx_wire mdx etcd
 
 .PHONY: all deps deps-test build run test test-plain test-asan test-tsan format-check format \
         fuzz clean install
@@ -33,6 +33,7 @@ test-plain:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 120
+	PYTHONPATH=bindings/python IXL_LIBRARY=$(BUILD)/lib/libixl.so /usr/bin/python3 tests/python/bench_prep.py
 
 test-asan:
 	cmake -S . -B build-asan -DIXL_SANITIZE=address,undefined $(CMAKE_FLAGS) >/dev/null

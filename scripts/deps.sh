@@ -4,11 +4,15 @@
 set -eu
 goal=${1:-build}
 
-pkgs="cmake make gcc libc6-dev pkg-config liburing-dev libucx-dev ucx-utils"
+pkgs="cmake make gcc libc6-dev pkg-config liburing-dev libucx-dev ucx-utils libcurl4-openssl-dev libjansson-dev"
 case "$goal" in
-test) pkgs="$pkgs clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox e2fsprogs util-linux" ;;
+test) pkgs="$pkgs clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox e2fsprogs util-linux etcd-server curl" ;;
 run) ;;
 plot) pkgs="$pkgs gnuplot-nox" ;; # ixlbench --plot
+esac
+# The Python binding's tests (tests/python): pytest, numpy, torch; venv + offline pip install.
+case "$goal" in
+test) pkgs="$pkgs python3 python3-numpy python3-pytest python3-torch python3-venv python3-setuptools python3-wheel" ;;
 esac
 
 missing=""

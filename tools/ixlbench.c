@@ -30,7 +30,12 @@ static void usage(FILE *f)
             "  --md-file PATH        where the target publishes its metadata (required with\n"
             "                        --role target/initiator; a temporary file with both)\n"
             "  --name NAME           this process's agent name\n"
-            "  --wait SEC            initiator: wait this long for the metadata file (30)\n"
+            "  --wait SEC            initiator: wait this long for the target's metadata (30)\n"
+            "  --listen PORT         target: serve the metadata on this port (0: any, printed)\n"
+            "  --peer HOST:PORT      initiator: fetch the target's metadata from its listener\n"
+            "  --etcd ENDPOINTS      both: exchange metadata through etcd (http://H:P[,...])\n"
+            "  --target-name NAME    initiator with --peer/--etcd: the target's agent name\n"
+            "                        (default ixlbench-target)\n"
             "  --idle-timeout SEC    target: exit after SEC without a message (600; 0: never)\n"
             "backend:\n"
             "  --backend NAME        plugin to measure (NET)\n"
@@ -146,6 +151,10 @@ enum {
     O_QUIET,
     O_SEED,
     O_CORRUPT,
+    O_LISTEN,
+    O_PEER,
+    O_ETCD,
+    O_TNAME,
     O_HELP,
     O_VERSION,
 };
@@ -203,6 +212,10 @@ static const struct option long_opts[] = {
     {"quiet", no_argument, NULL, O_QUIET},
     {"seed", required_argument, NULL, O_SEED},
     {"corrupt-for-test", no_argument, NULL, O_CORRUPT},
+    {"listen", required_argument, NULL, O_LISTEN},
+    {"peer", required_argument, NULL, O_PEER},
+    {"etcd", required_argument, NULL, O_ETCD},
+    {"target-name", required_argument, NULL, O_TNAME},
     {"help", no_argument, NULL, O_HELP},
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
@@ -315,6 +328,8 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
     o->seed = 1;
     o->progress = -1;
     o->wait_s = 30;
+    o->listen_port = -1;
+    o->target_name = "ixlbench-target";
     o->idle_timeout_s = 600;
 
     while (rc == 0 && (c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -516,6 +531,31 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         case O_SEED:
             rc = num("seed", optarg, 0, UINT64_MAX >> 8, &o->seed);
             break;
+        case O_LISTEN:
+            rc = num("listen", optarg, 0, 65535, &v);
+            o->listen_port = (int)v;
+            break;
+        case O_PEER: {
+            const char *colon = strrchr(optarg, ':');
+            unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;
+            static char host[256];
+            if (colon == NULL || port == 0 || port > 65535 ||
+                (size_t)(colon - optarg) >= sizeof(host)) {
+                rc = bad("peer", optarg);
+                break;
+            }
+            memcpy(host, optarg, (size_t)(colon - optarg));
+            host[colon - optarg] = '\0';
+            o->peer_host = host;
+            o->peer_port = (uint16_t)port;
+            break;
+        }
+        case O_ETCD:
+            o->etcd = optarg;
+            break;
+        case O_TNAME:
+            o->target_name = optarg;
+            break;
         case O_CORRUPT:
             o->corrupt_for_test = true;
             break;
@@ -584,11 +624,27 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                             : "ixlbench moves DRAM, FILE or BLK only");
         return 2;
     }
-    if (o->role != IXB_ROLE_BOTH && o->md_file == NULL) {
-        fprintf(stderr, "ixlbench: --role %s needs --md-file PATH\n",
-                o->role == IXB_ROLE_TARGET ? "target" : "initiator");
+    bool found = o->role == IXB_ROLE_TARGET ? o->listen_port >= 0 || o->etcd != NULL
+                                            : o->peer_host != NULL || o->etcd != NULL;
+    if (o->role != IXB_ROLE_BOTH && o->md_file == NULL && !found) {
+        fprintf(stderr, "ixlbench: --role %s needs --md-file PATH, %s or --etcd\n",
+                o->role == IXB_ROLE_TARGET ? "target" : "initiator",
+                o->role == IXB_ROLE_TARGET ? "--listen PORT" : "--peer HOST:PORT");
         return 2;
     }
+    if (o->role == IXB_ROLE_BOTH &&
+        (o->listen_port >= 0 || o->peer_host != NULL || o->etcd != NULL)) {
+        fprintf(stderr, "ixlbench: --listen, --peer and --etcd need separate --role target and "
+                        "--role initiator processes\n");
+        return 2;
+    }
+    if ((o->role == IXB_ROLE_TARGET && o->peer_host != NULL) ||
+        (o->role == IXB_ROLE_INITIATOR && o->listen_port >= 0)) {
+        fprintf(stderr, "ixlbench: --listen is the target's, --peer the initiator's\n");
+        return 2;
+    }
+    ixb_listen_port = o->role == IXB_ROLE_TARGET ? o->listen_port : -1;
+    ixb_etcd = o->etcd;
     if (o->csv_file && o->json_file && strcmp(o->csv_file, "-") == 0 &&
         strcmp(o->json_file, "-") == 0) {
         fprintf(stderr, "ixlbench: --csv and --json cannot both go to stdout\n");

@@ -83,7 +83,14 @@ struct ixb_opts {
     const char *plot_file;
     int progress; /* -1: on a terminal, 0 off, 1 on */
     bool corrupt_for_test;
-    double wait_s;           /* for the target's metadata file */
+    double wait_s; /* for the target's metadata (file, listener or etcd) */
+    /* Finding the target without the metadata file: its listener (target --listen PORT,
+     * initiator --peer HOST:PORT) or etcd (--etcd ENDPOINTS on both). */
+    int listen_port; /* -1: no listener */
+    const char *peer_host;
+    uint16_t peer_port;
+    const char *etcd;
+    const char *target_name; /* whose metadata the initiator fetches */
     unsigned idle_timeout_s; /* target: exit when nothing came for this long */
     bool quiet;
     int argc; /* the command line, for the header */
@@ -170,6 +177,9 @@ int ixb_unpack2(const uint8_t *p, size_t len, const uint8_t **a, size_t *alen, c
 
 /* Set by a signal handler: the target role stops at its next wake-up. */
 extern volatile sig_atomic_t ixb_target_stop;
+/* Agent params for the exchange (--listen, --etcd), applied by ixb_agent_make. */
+extern int ixb_listen_port;
+extern const char *ixb_etcd;
 /* --role both: the target thread has returned (the initiator stops waiting for it). */
 extern _Atomic int ixb_target_gone;
 /* Runs the target until an initiator says "done" (0), a failure (1), or no backend (77). */

@@ -1224,7 +1224,8 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
                 ixl_mem_name(o->init_mem));
         return 1;
     }
-    if (wait_md(o, md_file, &tmd, &tmd_len) != 0)
+    bool exchange = md_file == NULL && (o->peer_host != NULL || o->etcd != NULL);
+    if (!exchange && wait_md(o, md_file, &tmd, &tmd_len) != 0)
         return 1;
     rc = ixb_agent_make(in.name, o->backend, o->opts, o->n_opts, &in.agent, &in.be);
     if (rc != 0) {
@@ -1235,12 +1236,42 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
     pthread_mutex_init(&in.ctl.lock, NULL);
     in.ctl.agent = in.agent;
     ixl_agent_fd(in.agent, &in.ctl.fd);
-    st = ixl_md_load(in.agent, tmd, tmd_len, in.ctl.target);
-    free(tmd);
-    if (st != IXL_OK) {
-        fprintf(stderr, "ixlbench: the target's metadata in %s: %s: %s\n", md_file,
-                ixl_strerror(st), ixl_agent_last_error(in.agent));
-        goto out;
+    if (exchange) {
+        /* the target's metadata through its listener or etcd, then wait until it is loaded */
+        struct ixl_peer peer = {o->peer_host, o->peer_port};
+        uint64_t t0 = ixb_now_ns(), deadline = t0 + (uint64_t)(o->wait_s * 1e9), asked = t0;
+        st = ixl_md_fetch(in.agent, o->target_name, o->peer_host ? &peer : NULL, NULL);
+        while (st == IXL_OK && ixl_remote_check(in.agent, o->target_name, NULL) != IXL_OK) {
+            if (ixb_now_ns() >= deadline) {
+                st = IXL_ERR_TIMEOUT;
+                break;
+            }
+            usleep(2000);
+            /* a listener not up yet refused the first fetch: ask again every 500 ms (etcd's
+             * fetch waits by itself) */
+            if (o->peer_host != NULL && ixb_now_ns() - asked > 500000000u) {
+                asked = ixb_now_ns();
+                st = ixl_md_fetch(in.agent, o->target_name, &peer, NULL);
+            }
+        }
+        if (st != IXL_OK) {
+            fprintf(stderr, "ixlbench: the metadata of %s from %s: %s: %s\n", o->target_name,
+                    o->peer_host ? o->peer_host : "etcd", ixl_strerror(st),
+                    ixl_agent_last_error(in.agent));
+            goto out;
+        }
+        snprintf(in.ctl.target, sizeof(in.ctl.target), "%s", o->target_name);
+        if (!o->quiet)
+            fprintf(stderr, "ixlbench: metadata of %s from %s in %.1f ms\n", o->target_name,
+                    o->peer_host ? "its listener" : "etcd", (double)(ixb_now_ns() - t0) / 1e6);
+    } else {
+        st = ixl_md_load(in.agent, tmd, tmd_len, in.ctl.target);
+        free(tmd);
+        if (st != IXL_OK) {
+            fprintf(stderr, "ixlbench: the target's metadata in %s: %s: %s\n", md_file,
+                    ixl_strerror(st), ixl_agent_last_error(in.agent));
+            goto out;
+        }
     }
     st = ixl_md_get(in.agent, NULL, &md, &md_len);
     if (st != IXL_OK) {

@@ -60,6 +60,8 @@ struct target {
 };
 
 volatile sig_atomic_t ixb_target_stop = 0;
+int ixb_listen_port = -1;
+const char *ixb_etcd = NULL;
 _Atomic int ixb_target_gone = 0;
 
 static void reply(struct target *t, const char *to, const void *payload, size_t plen,
@@ -422,14 +424,35 @@ int ixb_target_run(const struct ixb_opts *o, const char *md_file, const char *na
         ixl_agent_destroy(t.agent);
         return 1;
     }
-    rc = ixb_md_write(md_file, name, md, md_len) == 0 ? 0 : 1;
+    rc = md_file == NULL || ixb_md_write(md_file, name, md, md_len) == 0 ? 0 : 1;
     ixl_free(md);
+    uint16_t port = 0;
+    if (rc == 0 && o->listen_port >= 0 && o->role == IXB_ROLE_TARGET) {
+        ixl_agent_listen_port(t.agent, &port);
+        /* the line scripts read to find the port */
+        printf("ixlbench target: listening on port %u\n", (unsigned)port);
+        fflush(stdout);
+    }
+    if (rc == 0 && o->etcd != NULL && o->role == IXB_ROLE_TARGET) {
+        st = ixl_md_send(t.agent, NULL, NULL);
+        if (st != IXL_OK) {
+            fprintf(stderr, "ixlbench target: publishing to etcd: %s: %s\n", ixl_strerror(st),
+                    ixl_agent_last_error(t.agent));
+            rc = 1;
+        }
+    }
     if (rc == 0) {
         if (!o->quiet && o->role == IXB_ROLE_TARGET)
-            fprintf(stderr, "ixlbench target: agent %s (pid %ld) waiting; metadata in %s\n", name,
-                    (long)getpid(), md_file);
+            fprintf(stderr, "ixlbench target: agent %s (pid %ld) waiting; metadata%s%s%s\n", name,
+                    (long)getpid(), md_file ? " in " : "", md_file ? md_file : "",
+                    o->etcd               ? " in etcd"
+                    : o->listen_port >= 0 ? " at the listener"
+                                          : "");
         rc = serve(&t);
-        unlink(md_file);
+        if (o->etcd != NULL && o->role == IXB_ROLE_TARGET)
+            ixl_md_invalidate_local(t.agent, NULL);
+        if (md_file != NULL)
+            unlink(md_file);
     }
     for (int i = 0; i < MAX_POOLS; i++)
         if (t.pools[i].used)

@@ -286,6 +286,15 @@ int ixb_agent_make(const char *name, const char *backend, const struct ixl_kv *o
         .notif_max = IXB_NOTIF_MAX,
     };
     struct ixl_agent *a = NULL;
+    if (ixb_listen_port >= 0) {
+        p.field_mask |= IXL_AGENT_F_LISTEN_PORT | IXL_AGENT_F_LISTEN_ADDR;
+        p.listen_port = (uint16_t)ixb_listen_port;
+        p.listen_addr = "0.0.0.0";
+    }
+    if (ixb_etcd != NULL) {
+        p.field_mask |= IXL_AGENT_F_ETCD;
+        p.etcd_endpoints = ixb_etcd;
+    }
     ixl_status st = ixl_agent_create(name, &p, &a);
 
     if (st != IXL_OK) {

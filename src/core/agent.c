@@ -512,6 +512,12 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
         goto destroy_agent;
     }
 
+    rc = ixl_mdx_start(agent, params);
+    if (rc != IXL_OK) {
+        ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: %s", name, ixl_err_get(agent->id));
+        goto destroy_agent;
+    }
+
     if (agent->params.progress_thread) {
         if (pthread_create(&agent->progress_thread, NULL, progress_main, agent) != 0) {
             rc = IXL_ERR_SYSTEM;
@@ -533,6 +539,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
 {
     if (agent == NULL)
         return;
+    ixl_mdx_stop(agent); /* no more metadata arrives from peers or etcd */
     if (agent->progress_running) {
         pthread_mutex_lock(&agent->progress_lock);
         agent->progress_stop = true;

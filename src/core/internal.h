@@ -35,6 +35,9 @@ struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name);
 /* The same, or NULL with the "metadata for remote agent 'X' not found" error recorded. */
 struct remote *ixl_remote_require(struct ixl_agent *agent, const char *name);
 void ixl_remote_get(struct remote *r);
+/* Invalidates remote if it is loaded with this incarnation (0: any): IXL_OK, or
+ * IXL_ERR_NOT_FOUND (no error text recorded). Takes agent->lock. */
+int ixl_remote_invalidate_inc(struct ixl_agent *agent, const char *remote, uint64_t incarnation);
 /* Drops a reference; the last one unloads the remote's metadata. locked: the caller holds
  * agent->lock for writing. */
 void ixl_remote_put(struct remote *r, int locked);

@@ -543,6 +543,19 @@ ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote)
     return rc;
 }
 
+int ixl_remote_invalidate_inc(struct ixl_agent *agent, const char *remote, uint64_t incarnation)
+{
+    pthread_rwlock_wrlock(&agent->lock);
+    struct remote *r = ixl_remote_find(agent, remote);
+    int rc = IXL_ERR_NOT_FOUND;
+    if (r != NULL && (incarnation == 0 || r->incarnation == incarnation)) {
+        remote_drop(agent, r);
+        rc = IXL_OK;
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    return rc;
+}
+
 ixl_status ixl_remote_check(struct ixl_agent *agent, const char *remote,
                             const struct ixl_dlist *descs)
 {

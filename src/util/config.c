@@ -26,6 +26,8 @@ static const struct cfg_entry table[IXL_CFG_COUNT] = {
                                 "etcd endpoints for metadata exchange (http://host:port,...)"},
     [IXL_CFG_ETCD_NAMESPACE] = {"IXL_ETCD_NAMESPACE", "/ixl/agents",
                                 "key prefix of agent metadata in etcd"},
+    [IXL_CFG_ETCD_TTL] = {"IXL_ETCD_TTL", "10",
+                          "seconds an agent's etcd entries outlive it (its lease's TTL)"},
     [IXL_CFG_NOTIF_MAX] = {"IXL_NOTIF_MAX", "65536",
                            "default maximum notification size in bytes (at least 65536)"},
 };

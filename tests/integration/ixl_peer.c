@@ -4,7 +4,8 @@
  *
  *   ixl_peer NAME [KEY=VALUE...]
  *
- * creates agent NAME with a NET backend taking the given options, prints "ready NAME PID" and
+ * creates agent NAME with a NET backend taking the given options (agent.listen=PORT and
+ * agent.etcd=ENDPOINTS set the agent's listener and etcd instead), prints "ready NAME PID" and
  * answers one command per line. Every answer is one line, "ok ..." or "err STATUS message" (or
  * "bad ..." for a failed data check); `notifs` adds one line per notification. It exits when
  * stdin closes or on `exit`, releasing everything, so a leak checker sees a clean process.
@@ -30,6 +31,13 @@
  *                                  a request as initiator: the remote list as given, the local
  *                                  side contiguous from offset LOFF of buffer ID, descriptor
  *                                  lengths pairwise equal; waits for it: -> ok PATH
+ *   port                           the listener's port: -> ok PORT
+ *   mdsend HOST|etcd PORT [LABEL ID]  ixl_md_send to a listener or etcd; with LABEL, only
+ *                                  buffer ID's region under that label
+ *   mdfetch NAME HOST|etcd PORT [LABEL]  ixl_md_fetch (returns at once)
+ *   mdwait NAME MS                 waits until NAME's metadata is loaded: -> ok, err timeout
+ *   mdinval [HOST|etcd PORT]       ixl_md_invalidate_local (no argument: everywhere)
+ *   has NAME                       ixl_remote_check: -> ok, or err
  *   exit
  *
  * Numbers are decimal or 0x-prefixed hex.
@@ -494,6 +502,98 @@ static void cmd_xfer(int argc, char **argv)
     free(notif);
 }
 
+static int peer_arg(int argc, char **argv, int k, struct ixl_peer *out, const struct ixl_peer **pp)
+{
+    uint64_t port = 0;
+    if (argc <= k + 1 || num(argv[k + 1], &port) != 0 || port > 65535)
+        return -1;
+    out->addr = strcmp(argv[k], "etcd") == 0 ? NULL : argv[k];
+    out->port = (uint16_t)port;
+    *pp = out;
+    return 0;
+}
+
+static void cmd_exchange(int argc, char **argv)
+{
+    const char *c = argv[0];
+    struct ixl_peer peer;
+    const struct ixl_peer *pp = NULL;
+    int rc;
+    if (strcmp(c, "port") == 0) {
+        uint16_t port;
+        rc = ixl_agent_listen_port(agent, &port);
+        if (rc == IXL_OK)
+            reply("ok %u", (unsigned)port);
+        else
+            reply_err(rc);
+        return;
+    }
+    if (strcmp(c, "mdsend") == 0) {
+        struct buf *b = argc == 5 ? buf_arg(argv[4]) : NULL;
+        if ((argc != 3 && argc != 5) || peer_arg(argc, argv, 1, &peer, &pp) != 0 ||
+            (argc == 5 && b == NULL)) {
+            reply("err IXL_ERR_INVALID_ARG usage: mdsend HOST|etcd PORT [LABEL ID]");
+            return;
+        }
+        struct ixl_md_params mp = {0};
+        struct ixl_dlist *l = NULL;
+        if (argc == 5) {
+            struct ixl_desc d = {(uintptr_t)b->p, b->len, 0};
+            if (ixl_dlist_create(IXL_MEM_DRAM, 1, &l) != IXL_OK ||
+                ixl_dlist_add(l, &d, 1) != IXL_OK) {
+                reply("err IXL_ERR_NO_MEMORY list");
+                ixl_dlist_destroy(l);
+                return;
+            }
+            mp.field_mask = IXL_MD_F_REGIONS | IXL_MD_F_LABEL;
+            mp.regions = l;
+            mp.label = argv[3];
+        }
+        rc = ixl_md_send(agent, pp, argc == 5 ? &mp : NULL);
+        ixl_dlist_destroy(l);
+    } else if (strcmp(c, "mdfetch") == 0) {
+        if ((argc != 4 && argc != 5) || peer_arg(argc, argv, 2, &peer, &pp) != 0) {
+            reply("err IXL_ERR_INVALID_ARG usage: mdfetch NAME HOST|etcd PORT [LABEL]");
+            return;
+        }
+        rc = ixl_md_fetch(agent, argv[1], pp, argc == 5 ? argv[4] : NULL);
+    } else if (strcmp(c, "mdwait") == 0) {
+        uint64_t ms;
+        if (argc != 3 || num(argv[2], &ms) != 0) {
+            reply("err IXL_ERR_INVALID_ARG usage: mdwait NAME MS");
+            return;
+        }
+        uint64_t deadline = now_ms() + ms;
+        for (;;) {
+            rc = ixl_remote_check(agent, argv[1], NULL);
+            if (rc == IXL_OK || now_ms() >= deadline)
+                break;
+            struct timespec d = {0, 5000000};
+            nanosleep(&d, NULL);
+        }
+        if (rc != IXL_OK) {
+            reply("err timeout %s not loaded", argv[1]);
+            return;
+        }
+    } else if (strcmp(c, "mdinval") == 0) {
+        if (argc != 1 && (argc != 3 || peer_arg(argc, argv, 1, &peer, &pp) != 0)) {
+            reply("err IXL_ERR_INVALID_ARG usage: mdinval [HOST|etcd PORT]");
+            return;
+        }
+        rc = ixl_md_invalidate_local(agent, pp);
+    } else { /* has */
+        if (argc != 2) {
+            reply("err IXL_ERR_INVALID_ARG usage: has NAME");
+            return;
+        }
+        rc = ixl_remote_check(agent, argv[1], NULL);
+    }
+    if (rc == IXL_OK)
+        reply("ok");
+    else
+        reply_err(rc);
+}
+
 /* Splits line in place at spaces. */
 static int split(char *line, char **argv)
 {
@@ -514,6 +614,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     struct ixl_kv kv[MAX_KV];
     size_t n_kv = 0;
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
     for (int i = 2; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (eq == NULL) {
@@ -521,9 +622,16 @@ int main(int argc, char **argv)
             return 2;
         }
         *eq = '\0';
-        kv[n_kv++] = (struct ixl_kv){argv[i], eq + 1};
+        if (strcmp(argv[i], "agent.listen") == 0) {
+            ap.field_mask |= IXL_AGENT_F_LISTEN_PORT;
+            ap.listen_port = (uint16_t)atoi(eq + 1);
+        } else if (strcmp(argv[i], "agent.etcd") == 0) {
+            ap.field_mask |= IXL_AGENT_F_ETCD;
+            ap.etcd_endpoints = eq + 1;
+        } else {
+            kv[n_kv++] = (struct ixl_kv){argv[i], eq + 1};
+        }
     }
-    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
     int rc = ixl_agent_create(argv[1], &ap, &agent);
     if (rc != IXL_OK) {
         printf("err %s cannot create agent '%s'\n", ixl_strerror(rc), argv[1]);
@@ -578,6 +686,9 @@ int main(int argc, char **argv)
             cmd_send(ac, av);
         else if (strcmp(c, "xfer") == 0)
             cmd_xfer(ac, av);
+        else if (strcmp(c, "port") == 0 || strcmp(c, "mdsend") == 0 || strcmp(c, "mdfetch") == 0 ||
+                 strcmp(c, "mdwait") == 0 || strcmp(c, "mdinval") == 0 || strcmp(c, "has") == 0)
+            cmd_exchange(ac, av);
         else if (strcmp(c, "exit") == 0) {
             reply("ok");
             done = 1;

@@ -287,3 +287,49 @@ void peers_init(const char *test_name, const char *path)
     signal(SIGALRM, on_alarm);
     atexit(kill_peers);
 }
+
+uint64_t peer_fresh_seed(void)
+{
+    static uint64_t counter;
+    for (;;) {
+        uint64_t s = ((uint64_t)main_pid << 32) + ++counter;
+        if (net_pat_byte(s, 0) != 0x5a && net_pat_byte(s, 0) != 0xa5)
+            return s;
+    }
+}
+
+static int xfer_wait(struct ixl_agent *a, enum ixl_op op, uint8_t *local, const struct rbuf *rb,
+                     size_t len)
+{
+    struct ixl_dlist *l, *r;
+    struct ixl_desc ld = {(uintptr_t)local, len, 0}, rd = {rb->addr, len, 0};
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &l), IXL_OK);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &r), IXL_OK);
+    CHECK_RC(ixl_dlist_add(l, &ld, 1), IXL_OK);
+    CHECK_RC(ixl_dlist_add(r, &rd, 1), IXL_OK);
+    struct ixl_xfer *x;
+    int rc = ixl_xfer_create(a, op, l, r, rb->p->name, NULL, &x);
+    if (rc == IXL_OK) {
+        rc = ixl_xfer_post(x);
+        if (rc == IXL_IN_PROGRESS)
+            rc = ixl_xfer_wait(x, REPLY_MS);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    }
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    return rc;
+}
+
+void peer_roundtrip(struct ixl_agent *a, uint8_t *local, const struct rbuf *rb, size_t len)
+{
+    uint64_t s = peer_fresh_seed();
+    net_pat_fill(local, len, s, 0);
+    PEER_OK(rb->p, "poison %d 165 0 %zu", rb->id, len);
+    CHECK_RC(xfer_wait(a, IXL_OP_WRITE, local, rb, len), IXL_OK);
+    PEER_OK(rb->p, "check %d %" PRIu64 " 0 %zu", rb->id, s, len);
+    s = peer_fresh_seed();
+    PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, s, len);
+    memset(local, 0x5a, len);
+    CHECK_RC(xfer_wait(a, IXL_OP_READ, local, rb, len), IXL_OK);
+    CHECK(net_pat_find_bad(local, len, s, 0) == len);
+}

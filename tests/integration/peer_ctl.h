@@ -59,5 +59,10 @@ uint8_t *peer_md(struct peer *p, size_t *len);
 void load_peer(struct ixl_agent *a, struct peer *p);
 /* Gives a peer this agent's metadata (so it can send notifications to it). */
 void load_into_peer(struct peer *p, struct ixl_agent *a);
+/* A pattern seed no earlier call returned, whose first byte is neither poison (0x5a, 0xa5). */
+uint64_t peer_fresh_seed(void);
+/* A WRITE of len fresh bytes from local into rb (poisoned first), checked by the peer, then a
+ * READ of fresh peer bytes back into local (poisoned first), checked here. */
+void peer_roundtrip(struct ixl_agent *a, uint8_t *local, const struct rbuf *rb, size_t len);
 
 #endif

@@ -107,6 +107,25 @@ else
     echo "note: gnuplot not installed (apt-get install gnuplot-nox): --plot drawing not tested"
 fi
 
+# --- the target found through its listener, not a file --------------------------------------
+"$bench" --role target --listen 0 --idle-timeout 60 --quiet >"$tmp/l.out" 2>"$tmp/l.err" &
+tpid=$!
+port=""
+for _ in $(seq 1 100); do
+    port=$(sed -n 's/^ixlbench target: listening on port //p' "$tmp/l.out")
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+[ -n "$port" ] || fail "the target printed no listener port: $(cat "$tmp/l.err")"
+# shellcheck disable=SC2086
+"$bench" --role initiator --peer "127.0.0.1:$port" $small >"$tmp/p.out" 2>"$tmp/p.err" ||
+    fail "initiator with --peer: $(cat "$tmp/p.err")"
+wait "$tpid" || fail "the listening target exited $?: $(cat "$tmp/l.err")"
+tpid=""
+grep -q "^WRITE .* pass$" "$tmp/p.out" || fail "--peer: no passing WRITE row"
+grep -q "metadata of ixlbench-target from its listener" "$tmp/p.err" ||
+    fail "--peer: the metadata did not come from the listener: $(cat "$tmp/p.err")"
+
 # --- usage and a missing target -----------------------------------------------------------
 "$bench" --role initiator >/dev/null 2>&1
 [ $? -eq 2 ] || fail "--role initiator without --md-file must be a usage error"

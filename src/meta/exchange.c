@@ -1,0 +1,917 @@
+/*
+ * Metadata exchange without a side channel: the agent's listener (peer mode) and etcd (central
+ * KV mode), behind ixl_md_send / ixl_md_fetch / ixl_md_invalidate_local.
+ *
+ * Peer mode (mdx_wire.h): the listener thread accepts connections and hands each to a thread
+ * of its own (at most MDX_MAX_CONNS at once), which reads one request under a deadline, answers
+ * and closes; a peer that sends garbage gets an error reply, one that stalls or closes early
+ * only ends its own connection. Fetches run on threads of their own and complete into the
+ * remote table, then wake the agent (its fd becomes readable).
+ *
+ * Labels: ixl_md_send with a label also keeps the labeled (partial) blob here, so a peer can
+ * fetch it by label from this agent's listener; in etcd mode it is published under the label.
+ *
+ * Invalidation reaches the peers this agent sent its metadata to, the fetchers that told their
+ * listener port, and etcd (whose watchers drop the agent when its head key goes).
+ *
+ * Threads and locks: x->lock guards the lists here and is never held across I/O or an agent
+ * call. Destroy (ixl_mdx_stop) runs before anything else of the agent is torn down: it closes
+ * etcd (its watch thread may be inside the agent's remote table), stops the listener, cuts the
+ * sockets of every thread still running (shutdown), and joins them.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/agent.h"
+#include "core/internal.h"
+#include "meta/etcd.h"
+#include "meta/mdx_wire.h"
+#include "util/config.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define MDX_MAX_CONNS 256       /* connections served at once; more are closed at accept */
+#define MDX_IO_MS 5000          /* one request: connect, send, reply (both sides) */
+#define MDX_FETCH_WAIT_MS 30000 /* etcd: how long a fetch waits for the name to appear */
+#define MDX_POLL_MS 50
+
+struct mdx_thread {
+    pthread_t th;
+    int fd; /* the socket it works on (-1: none), cut by shutdown() at stop */
+    bool done;
+    struct ixl_mdx *x;
+    struct mdx_thread *next;
+    /* a fetch */
+    char remote[IXL_NAME_MAX];
+    char label[IXL_MDX_LABEL_MAX + 1];
+    char host[256];
+    uint16_t port;
+    bool use_etcd;
+};
+
+struct mdx_peer {
+    char host[256];
+    uint16_t port;
+    struct mdx_peer *next;
+};
+
+struct mdx_label {
+    char label[IXL_MDX_LABEL_MAX + 1];
+    void *blob;
+    size_t len;
+    struct mdx_label *next;
+};
+
+struct ixl_mdx {
+    struct ixl_agent *agent;
+    pthread_mutex_t lock;
+    atomic_bool stop;
+    int lfd;    /* listening socket, -1 when none */
+    int wakefd; /* wakes the listener thread at stop */
+    uint16_t port;
+    pthread_t lthread;
+    bool listening;
+    struct mdx_thread *threads; /* connection and fetch threads */
+    unsigned n_conns;
+    struct mdx_peer *peers;   /* where invalidate_local goes */
+    struct mdx_label *labels; /* labeled blobs served by the listener */
+    struct ixl_etcd *etcd;
+};
+
+/* ---- sockets with deadlines ------------------------------------------------------------- */
+
+static int remaining_ms(uint64_t deadline_us)
+{
+    uint64_t now = ixl_now_us();
+    return now >= deadline_us ? 0 : (int)((deadline_us - now + 999) / 1000);
+}
+
+/* Waits for events on fd in slices, so a stop is seen within MDX_POLL_MS. 1 ready, 0 time
+ * ran out or stopping, -1 error. */
+static int wait_fd(struct ixl_mdx *x, int fd, short events, uint64_t deadline_us)
+{
+    for (;;) {
+        if (atomic_load(&x->stop))
+            return 0;
+        int ms = remaining_ms(deadline_us);
+        if (ms == 0)
+            return 0;
+        struct pollfd p = {fd, events, 0};
+        int n = poll(&p, 1, ms < MDX_POLL_MS ? ms : MDX_POLL_MS);
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* Reads or writes exactly n bytes before the deadline: 0, or -1 with *why set. */
+static int io_full(struct ixl_mdx *x, int fd, void *buf, size_t n, bool wr, uint64_t deadline_us,
+                   const char **why)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t k = wr ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+            continue;
+        }
+        if (k == 0 && !wr) {
+            *why = "the connection closed early";
+            return -1;
+        }
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            *why = wr ? "send failed" : "receive failed";
+            return -1;
+        }
+        int w = wait_fd(x, fd, wr ? POLLOUT : POLLIN, deadline_us);
+        if (w <= 0) {
+            *why = atomic_load(&x->stop) ? "the agent is being destroyed"
+                   : w == 0              ? "timed out"
+                                         : "poll failed";
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Reads one frame (header + body, body malloc'd) and decodes it. 0, or -1 with *why set. */
+static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t **body,
+                      struct mdx_msg *m, const char **why)
+{
+    uint8_t hdr[IXL_MDX_HDR];
+    enum mdx_type type;
+    uint32_t len;
+    *body = NULL;
+    if (io_full(x, fd, hdr, sizeof(hdr), false, deadline_us, why) != 0)
+        return -1;
+    if (mdx_header_decode(hdr, IXL_MDX_MAX_BODY, &type, &len) != 0) {
+        *why = "not an ixl metadata-exchange frame (bad magic, version, type or length)";
+        return -1;
+    }
+    *body = malloc(len ? len : 1);
+    if (*body == NULL) {
+        *why = "out of memory";
+        return -1;
+    }
+    if (io_full(x, fd, *body, len, false, deadline_us, why) != 0)
+        return -1;
+    if (mdx_decode(type, *body, len, m) != 0) {
+        *why = "malformed frame body";
+        return -1;
+    }
+    return 0;
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Connects to host:port before the deadline: the socket, or -1 with msg filled. */
+static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t deadline_us, int *code,
+                char *msg, size_t cap)
+{
+    char ps[8];
+    snprintf(ps, sizeof(ps), "%u", (unsigned)port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, ps, &hints, &res);
+    if (gai != 0) {
+        snprintf(msg, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
+        *code = IXL_ERR_UNREACHABLE;
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        set_nonblock(fd);
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+            break;
+        err = errno;
+        if (err == EINPROGRESS && wait_fd(x, fd, POLLOUT, deadline_us) == 1) {
+            socklen_t sl = sizeof(err);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 && err == 0)
+                break;
+        } else if (err == EINPROGRESS) {
+            err = ETIMEDOUT;
+        }
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        char eb[128];
+        snprintf(msg, cap, "cannot connect to %s:%u: %s", host, (unsigned)port,
+                 ixl_errno_text(err ? err : ECONNREFUSED, eb, sizeof(eb)));
+        *code = err == ECONNREFUSED ? IXL_ERR_CONN_REFUSED : IXL_ERR_UNREACHABLE;
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+/* ---- thread bookkeeping ------------------------------------------------------------------ */
+
+/* Joins threads that finished (x->lock held by the caller is released meanwhile). */
+static void reap_locked(struct ixl_mdx *x)
+{
+    for (struct mdx_thread **pp = &x->threads; *pp != NULL;) {
+        struct mdx_thread *t = *pp;
+        if (!t->done) {
+            pp = &t->next;
+            continue;
+        }
+        *pp = t->next;
+        pthread_join(t->th, NULL); /* done: it is returning, so this is short */
+        free(t);
+    }
+}
+
+static void thread_set_fd(struct mdx_thread *t, int fd)
+{
+    pthread_mutex_lock(&t->x->lock);
+    t->fd = fd;
+    pthread_mutex_unlock(&t->x->lock);
+}
+
+static void thread_finish(struct mdx_thread *t, bool conn)
+{
+    struct ixl_mdx *x = t->x;
+    pthread_mutex_lock(&x->lock);
+    if (t->fd >= 0)
+        close(t->fd);
+    t->fd = -1;
+    if (conn)
+        x->n_conns--;
+    t->done = true;
+    pthread_mutex_unlock(&x->lock);
+}
+
+static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
+{
+    t->x = x;
+    pthread_mutex_lock(&x->lock);
+    reap_locked(x);
+    if (pthread_create(&t->th, NULL, fn, t) != 0) {
+        pthread_mutex_unlock(&x->lock);
+        return IXL_ERR_SYSTEM;
+    }
+    t->next = x->threads;
+    x->threads = t;
+    pthread_mutex_unlock(&x->lock);
+    return IXL_OK;
+}
+
+/* ---- the listener (server side) ---------------------------------------------------------- */
+
+static void remember_peer(struct ixl_mdx *x, const char *host, uint16_t port)
+{
+    pthread_mutex_lock(&x->lock);
+    struct mdx_peer *p;
+    for (p = x->peers; p != NULL; p = p->next)
+        if (p->port == port && strcmp(p->host, host) == 0)
+            break;
+    if (p == NULL && (p = calloc(1, sizeof(*p))) != NULL) {
+        snprintf(p->host, sizeof(p->host), "%s", host);
+        p->port = port;
+        p->next = x->peers;
+        x->peers = p;
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void send_reply(struct ixl_mdx *x, int fd, int status, const char *text, const void *blob,
+                       size_t blob_len, uint64_t deadline_us)
+{
+    struct mdx_msg r = {.type = MDX_REPLY,
+                        .status = status,
+                        .text = {text, text ? strlen(text) : 0},
+                        .blob = blob,
+                        .blob_len = blob_len};
+    size_t len;
+    uint8_t *f = mdx_encode(&r, &len);
+    const char *why;
+    if (f != NULL)
+        io_full(x, fd, f, len, true, deadline_us, &why);
+    free(f);
+}
+
+/* Serves one request on t->fd. */
+static void serve(struct mdx_thread *t)
+{
+    struct ixl_mdx *x = t->x;
+    struct ixl_agent *agent = x->agent;
+    uint64_t deadline = ixl_now_us() + (uint64_t)MDX_IO_MS * 1000u;
+    uint8_t *body = NULL;
+    struct mdx_msg m;
+    const char *why = NULL;
+    if (read_frame(x, t->fd, deadline, &body, &m, &why) != 0) {
+        IXL_LOG_WARNING("agent %s listener: dropped a request: %s", agent->name, why);
+        /* a garbage frame gets an answer saying so; a stalled or closed one does not */
+        if (strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0)
+            send_reply(x, t->fd, IXL_ERR_MALFORMED, why, NULL, 0, deadline);
+        free(body);
+        return;
+    }
+    char name[IXL_NAME_MAX], label[IXL_MDX_LABEL_MAX + 1], text[2 * IXL_NAME_MAX + 200];
+    mdx_str_copy(m.name, name, sizeof(name));
+    mdx_str_copy(m.label, label, sizeof(label));
+    int st = IXL_OK;
+    text[0] = '\0';
+    void *out = NULL;
+    size_t out_len = 0;
+    switch (m.type) {
+    case MDX_SEND:
+        st = ixl_md_load(agent, m.blob, m.blob_len, NULL);
+        if (st != IXL_OK)
+            snprintf(text, sizeof(text), "%s", ixl_agent_last_error(agent));
+        break;
+    case MDX_FETCH:
+        if (strcmp(name, agent->name) != 0) {
+            st = IXL_ERR_NOT_FOUND;
+            snprintf(text, sizeof(text), "this listener serves agent '%s', not '%s'", agent->name,
+                     name);
+        } else if (label[0] == '\0') {
+            st = ixl_md_get(agent, NULL, &out, &out_len);
+            if (st != IXL_OK)
+                snprintf(text, sizeof(text), "%s", ixl_agent_last_error(agent));
+        } else {
+            st = IXL_ERR_NOT_FOUND;
+            snprintf(text, sizeof(text), "agent '%s' has no metadata under label '%s'", name,
+                     label);
+            pthread_mutex_lock(&x->lock);
+            for (struct mdx_label *l = x->labels; l != NULL; l = l->next)
+                if (strcmp(l->label, label) == 0 && (out = malloc(l->len)) != NULL) {
+                    memcpy(out, l->blob, l->len);
+                    out_len = l->len;
+                    st = IXL_OK;
+                    text[0] = '\0';
+                }
+            pthread_mutex_unlock(&x->lock);
+        }
+        if (st == IXL_OK && m.port != 0) {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof(ss);
+            char host[INET6_ADDRSTRLEN] = "";
+            if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 &&
+                getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0,
+                            NI_NUMERICHOST) == 0)
+                remember_peer(x, host, m.port);
+        }
+        break;
+    case MDX_INVAL:
+        st = ixl_remote_invalidate_inc(agent, name, m.incarnation);
+        if (st != IXL_OK)
+            snprintf(text, sizeof(text), "agent '%s' of that incarnation is not loaded here", name);
+        break;
+    default:
+        st = IXL_ERR_MALFORMED;
+        snprintf(text, sizeof(text), "a reply is not a request");
+    }
+    send_reply(x, t->fd, st, text, out, out_len, deadline);
+    if (out != NULL)
+        ixl_free(out);
+    free(body);
+}
+
+static void *conn_main(void *arg)
+{
+    struct mdx_thread *t = arg;
+    serve(t);
+    thread_finish(t, true);
+    return NULL;
+}
+
+static void *listener_main(void *arg)
+{
+    struct ixl_mdx *x = arg;
+    while (!atomic_load(&x->stop)) {
+        struct pollfd p[2] = {{x->lfd, POLLIN, 0}, {x->wakefd, POLLIN, 0}};
+        if (poll(p, 2, 1000) <= 0 || atomic_load(&x->stop))
+            continue;
+        if (!(p[0].revents & POLLIN))
+            continue;
+        int fd = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            continue;
+        pthread_mutex_lock(&x->lock);
+        bool full = x->n_conns >= MDX_MAX_CONNS;
+        if (!full)
+            x->n_conns++;
+        pthread_mutex_unlock(&x->lock);
+        struct mdx_thread *t = full ? NULL : calloc(1, sizeof(*t));
+        if (t == NULL) {
+            IXL_LOG_WARNING("agent %s listener: %s: connection closed", x->agent->name,
+                            full ? "too many connections at once" : "out of memory");
+            close(fd);
+            if (!full) {
+                pthread_mutex_lock(&x->lock);
+                x->n_conns--;
+                pthread_mutex_unlock(&x->lock);
+            }
+            continue;
+        }
+        t->fd = fd;
+        if (spawn(x, t, conn_main) != IXL_OK) {
+            close(fd);
+            free(t);
+            pthread_mutex_lock(&x->lock);
+            x->n_conns--;
+            pthread_mutex_unlock(&x->lock);
+        }
+    }
+    return NULL;
+}
+
+static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
+{
+    struct ixl_agent *agent = x->agent;
+    char ps[8];
+    snprintf(ps, sizeof(ps), "%u", (unsigned)port);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(addr, ps, &hints, &res);
+    if (gai != 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "listener address %s: %s", addr,
+                             gai_strerror(gai));
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 512) != 0) {
+        char eb[128];
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return IXL_AGENT_ERR(agent, e == EADDRINUSE ? IXL_ERR_BUSY : IXL_ERR_SYSTEM,
+                             "cannot listen on %s port %u: %s", addr, (unsigned)port,
+                             ixl_errno_text(e, eb, sizeof(eb)));
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    x->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+    x->lfd = fd;
+    if (pthread_create(&x->lthread, NULL, listener_main, x) != 0) {
+        close(fd);
+        x->lfd = -1;
+        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "cannot start the listener thread");
+    }
+    x->listening = true;
+    IXL_LOG_INF("agent %s: metadata listener on %s port %u", agent->name, addr, (unsigned)x->port);
+    return IXL_OK;
+}
+
+/* ---- the client side ---------------------------------------------------------------------- */
+
+/* One request to host:port and its reply: the reply's status (its text in msg, its blob in
+ * *blob when blob is not NULL), or a local error with msg saying what failed. */
+static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, uint16_t port,
+                   const struct mdx_msg *req, void **blob, size_t *blob_len, char *msg, size_t cap)
+{
+    uint64_t deadline = ixl_now_us() + (uint64_t)MDX_IO_MS * 1000u;
+    size_t flen;
+    uint8_t *frame = mdx_encode(req, &flen);
+    if (frame == NULL) {
+        snprintf(msg, cap, "cannot encode the request (bad name or label, or out of memory)");
+        return IXL_ERR_INVALID_ARG;
+    }
+    int code = IXL_OK;
+    int fd = dial(x, host, port, deadline, &code, msg, cap);
+    if (fd < 0) {
+        free(frame);
+        return code;
+    }
+    if (t != NULL)
+        thread_set_fd(t, fd);
+    const char *why = NULL;
+    uint8_t *body = NULL;
+    struct mdx_msg r;
+    int rc;
+    if (io_full(x, fd, frame, flen, true, deadline, &why) != 0 ||
+        read_frame(x, fd, deadline, &body, &r, &why) != 0) {
+        snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, why);
+        rc = strcmp(why, "timed out") == 0 ? IXL_ERR_TIMEOUT
+             : strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0
+                 ? IXL_ERR_PROTOCOL
+                 : IXL_ERR_REMOTE_DISCONNECT;
+    } else if (r.type != MDX_REPLY) {
+        snprintf(msg, cap, "%s:%u answered with a request instead of a reply", host,
+                 (unsigned)port);
+        rc = IXL_ERR_PROTOCOL;
+    } else {
+        rc = r.status;
+        char text[IXL_MDX_MSG_MAX + 1];
+        mdx_str_copy(r.text, text, sizeof(text));
+        snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, text);
+        if (rc == IXL_OK && blob != NULL) {
+            *blob = malloc(r.blob_len ? r.blob_len : 1);
+            if (*blob == NULL) {
+                rc = IXL_ERR_NO_MEMORY;
+            } else {
+                memcpy(*blob, r.blob, r.blob_len);
+                *blob_len = r.blob_len;
+            }
+        }
+    }
+    free(body);
+    free(frame);
+    if (t != NULL)
+        thread_set_fd(t, -1);
+    close(fd);
+    return rc;
+}
+
+static bool use_etcd(const struct ixl_peer *peer)
+{
+    return peer == NULL || peer->addr == NULL;
+}
+
+static int need_etcd(struct ixl_agent *agent, const char *what)
+{
+    return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                         "%s: no peer address given and no etcd configured (agent params "
+                         "etcd_endpoints or IXL_ETCD_ENDPOINTS)",
+                         what);
+}
+
+static void store_label(struct ixl_mdx *x, const char *label, void *blob, size_t len)
+{
+    pthread_mutex_lock(&x->lock);
+    struct mdx_label *l;
+    for (l = x->labels; l != NULL; l = l->next)
+        if (strcmp(l->label, label) == 0)
+            break;
+    if (l == NULL && (l = calloc(1, sizeof(*l))) != NULL) {
+        snprintf(l->label, sizeof(l->label), "%s", label);
+        l->next = x->labels;
+        x->labels = l;
+    }
+    if (l != NULL) {
+        free(l->blob);
+        l->blob = blob;
+        l->len = len;
+    } else {
+        free(blob);
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+static int label_ok(const char *label)
+{
+    if (label == NULL)
+        return 1;
+    size_t n = strlen(label);
+    if (n > IXL_MDX_LABEL_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = label[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
+                       const struct ixl_md_params *params)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    struct ixl_mdx *x = agent->mdx;
+    const char *label = params && (params->field_mask & IXL_MD_F_LABEL) ? params->label : NULL;
+    if (label != NULL && label[0] == '\0')
+        label = NULL;
+    if (!label_ok(label))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_md_send: a label is 1 to %d characters of [A-Za-z0-9_.-]",
+                             IXL_MDX_LABEL_MAX);
+    if (use_etcd(peer) && x->etcd == NULL)
+        return need_etcd(agent, "ixl_md_send");
+    void *blob;
+    size_t len;
+    int rc = ixl_md_get(agent, params, &blob, &len);
+    if (rc != IXL_OK)
+        return rc;
+    char msg[IXL_MDX_MSG_MAX + 300];
+    if (use_etcd(peer)) {
+        rc = ixl_etcd_publish(x->etcd, agent->name, label, agent->incarnation, blob, len, msg,
+                              sizeof(msg));
+        if (rc != IXL_OK)
+            IXL_AGENT_ERR(agent, rc, "ixl_md_send to etcd: %s", msg);
+    } else {
+        struct mdx_msg m = {.type = MDX_SEND,
+                            .name = {agent->name, strlen(agent->name)},
+                            .label = {label ? label : "", label ? strlen(label) : 0},
+                            .blob = blob,
+                            .blob_len = len};
+        rc = request(x, NULL, peer->addr, peer->port, &m, NULL, NULL, msg, sizeof(msg));
+        if (rc != IXL_OK)
+            IXL_AGENT_ERR(agent, rc, "ixl_md_send: %s", msg);
+        else
+            remember_peer(x, peer->addr, peer->port);
+    }
+    if (rc == IXL_OK && label != NULL) {
+        void *copy = malloc(len);
+        if (copy != NULL) {
+            memcpy(copy, blob, len);
+            store_label(x, label, copy, len);
+        }
+    }
+    ixl_free(blob);
+    return rc;
+}
+
+static void *fetch_main(void *arg)
+{
+    struct mdx_thread *t = arg;
+    struct ixl_mdx *x = t->x;
+    struct ixl_agent *agent = x->agent;
+    void *blob = NULL;
+    size_t len = 0;
+    char msg[IXL_MDX_MSG_MAX + 300] = "";
+    int rc;
+    if (t->use_etcd) {
+        uint64_t deadline = ixl_now_us() + (uint64_t)MDX_FETCH_WAIT_MS * 1000u;
+        for (;;) {
+            rc = ixl_etcd_fetch(x->etcd, t->remote, t->label, 0, &blob, &len, msg, sizeof(msg));
+            if (rc != IXL_ERR_NOT_FOUND || atomic_load(&x->stop) || ixl_now_us() >= deadline)
+                break;
+            usleep(MDX_POLL_MS * 1000);
+        }
+    } else {
+        struct mdx_msg m = {.type = MDX_FETCH,
+                            .name = {t->remote, strlen(t->remote)},
+                            .label = {t->label, strlen(t->label)},
+                            .from = {agent->name, strlen(agent->name)},
+                            .port = x->listening ? x->port : 0};
+        rc = request(x, t, t->host, t->port, &m, &blob, &len, msg, sizeof(msg));
+    }
+    if (rc == IXL_OK && !atomic_load(&x->stop)) {
+        char name[IXL_NAME_MAX];
+        rc = ixl_md_load(agent, blob, len, name);
+        if (rc == IXL_OK && strcmp(name, t->remote) != 0) {
+            IXL_LOG_WARNING("agent %s: fetched metadata of '%s' names agent '%s'", agent->name,
+                            t->remote, name);
+        } else if (rc != IXL_OK) {
+            snprintf(msg, sizeof(msg), "%s", ixl_agent_last_error(agent));
+        }
+    }
+    if (rc != IXL_OK && !atomic_load(&x->stop))
+        IXL_LOG_ERR("agent %s: fetching the metadata of '%s'%s%s from %s failed: %s (%s)",
+                    agent->name, t->remote, t->label[0] ? " under label " : "", t->label,
+                    t->use_etcd ? "etcd" : t->host, msg, ixl_strerror(rc));
+    free(blob);
+    ixl_agent_wake(agent);
+    thread_finish(t, false);
+    return NULL;
+}
+
+ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struct ixl_peer *peer,
+                        const char *label)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    struct ixl_mdx *x = agent->mdx;
+    if (remote == NULL || remote[0] == '\0' || strlen(remote) >= IXL_NAME_MAX)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch: bad remote agent name");
+    if (strcmp(remote, agent->name) == 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch: '%s' is this agent itself",
+                             remote);
+    if (!label_ok(label))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_md_fetch: a label is 1 to %d characters of [A-Za-z0-9_.-]",
+                             IXL_MDX_LABEL_MAX);
+    if (use_etcd(peer) && x->etcd == NULL)
+        return need_etcd(agent, "ixl_md_fetch");
+    if (!use_etcd(peer) &&
+        (strlen(peer->addr) >= sizeof(((struct mdx_thread *)0)->host) || peer->port == 0))
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch: bad peer address");
+    struct mdx_thread *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    t->fd = -1;
+    snprintf(t->remote, sizeof(t->remote), "%s", remote);
+    snprintf(t->label, sizeof(t->label), "%s", label ? label : "");
+    t->use_etcd = use_etcd(peer);
+    if (!t->use_etcd) {
+        snprintf(t->host, sizeof(t->host), "%s", peer->addr);
+        t->port = peer->port;
+    }
+    int rc = spawn(x, t, fetch_main);
+    if (rc != IXL_OK) {
+        free(t);
+        return IXL_AGENT_ERR(agent, rc, "ixl_md_fetch: cannot start a thread");
+    }
+    return IXL_OK;
+}
+
+ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_peer *peer)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    struct ixl_mdx *x = agent->mdx;
+    if (peer != NULL && peer->addr == NULL && x->etcd == NULL)
+        return need_etcd(agent, "ixl_md_invalidate_local");
+    int rc = IXL_OK;
+    char msg[IXL_MDX_MSG_MAX + 300];
+    if (x->etcd != NULL && (peer == NULL || peer->addr == NULL)) {
+        int r = ixl_etcd_remove(x->etcd, agent->name, msg, sizeof(msg));
+        if (r != IXL_OK)
+            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local at etcd: %s", msg);
+    }
+    /* the peers to tell: the one given, or every one remembered (the list is taken) */
+    struct mdx_peer *list = NULL, one;
+    if (peer != NULL && peer->addr != NULL) {
+        snprintf(one.host, sizeof(one.host), "%s", peer->addr);
+        one.port = peer->port;
+        one.next = NULL;
+        list = &one;
+    } else if (peer == NULL) {
+        pthread_mutex_lock(&x->lock);
+        list = x->peers;
+        x->peers = NULL;
+        pthread_mutex_unlock(&x->lock);
+    }
+    struct mdx_msg m = {.type = MDX_INVAL,
+                        .name = {agent->name, strlen(agent->name)},
+                        .incarnation = agent->incarnation};
+    for (struct mdx_peer *p = list; p != NULL; p = p->next) {
+        int r = request(x, NULL, p->host, p->port, &m, NULL, NULL, msg, sizeof(msg));
+        /* a peer that had dropped it already is fine; one that cannot be told is an error */
+        if (r != IXL_OK && r != IXL_ERR_NOT_FOUND)
+            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local: %s", msg);
+    }
+    if (list != &one) {
+        while (list != NULL) {
+            struct mdx_peer *n = list->next;
+            free(list);
+            list = n;
+        }
+    }
+    if (peer == NULL) { /* labeled metadata is this agent's metadata too */
+        pthread_mutex_lock(&x->lock);
+        while (x->labels != NULL) {
+            struct mdx_label *l = x->labels;
+            x->labels = l->next;
+            free(l->blob);
+            free(l);
+        }
+        pthread_mutex_unlock(&x->lock);
+    }
+    return rc;
+}
+
+ixl_status ixl_agent_listen_port(struct ixl_agent *agent, uint16_t *out)
+{
+    if (agent == NULL || out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (agent->mdx == NULL || !agent->mdx->listening)
+        return IXL_AGENT_QUIET(agent, IXL_ERR_NOT_FOUND,
+                               "agent '%s' has no listener (set listen_port in its params)",
+                               agent->name);
+    *out = agent->mdx->port;
+    return IXL_OK;
+}
+
+/* ---- etcd watch ---------------------------------------------------------------------------- */
+
+/* An agent's head went (deleted or expired: incarnation 0) or another instance replaced it:
+ * the remote loaded under that name is dropped, unless it already is that new instance. */
+static void etcd_gone(void *ctx, const char *name, const char *label, uint64_t incarnation)
+{
+    struct ixl_mdx *x = ctx;
+    if (label[0] != '\0' || atomic_load(&x->stop) || strcmp(name, x->agent->name) == 0)
+        return;
+    struct ixl_agent *agent = x->agent;
+    pthread_rwlock_rdlock(&agent->lock);
+    struct remote *r = ixl_remote_find(agent, name);
+    uint64_t loaded = r != NULL ? r->incarnation : 0;
+    pthread_rwlock_unlock(&agent->lock);
+    if (r == NULL || (incarnation != 0 && loaded == incarnation))
+        return;
+    if (ixl_remote_invalidate_inc(agent, name, loaded) == IXL_OK) {
+        IXL_LOG_INF("agent %s: '%s' %s in etcd: its metadata is dropped", agent->name, name,
+                    incarnation ? "restarted" : "left");
+        ixl_agent_wake(agent);
+    }
+}
+
+/* ---- start / stop --------------------------------------------------------------------------- */
+
+int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params)
+{
+    struct ixl_mdx *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    x->agent = agent;
+    x->lfd = -1;
+    pthread_mutex_init(&x->lock, NULL);
+    x->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    agent->mdx = x;
+    if (x->wakefd < 0)
+        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "eventfd failed");
+    uint64_t m = params ? params->field_mask : 0;
+    if (m & IXL_AGENT_F_LISTEN_PORT) {
+        int rc = listen_start(x, agent->listen_addr, params->listen_port);
+        if (rc != IXL_OK)
+            return rc;
+    }
+    const char *ep =
+        (m & IXL_AGENT_F_ETCD) ? params->etcd_endpoints : ixl_cfg_get(IXL_CFG_ETCD_ENDPOINTS);
+    if (ep != NULL && ep[0] != '\0') {
+        char msg[512];
+        struct ixl_etcd_opts o = {
+            .endpoints = ep,
+            .ns = ixl_cfg_get(IXL_CFG_ETCD_NAMESPACE),
+            .ttl_s = (unsigned)strtoul(ixl_cfg_get(IXL_CFG_ETCD_TTL), NULL, 10),
+        };
+        int rc = ixl_etcd_open(&o, &x->etcd, msg, sizeof(msg));
+        if (rc == IXL_OK)
+            rc = ixl_etcd_watch(x->etcd, etcd_gone, x, msg, sizeof(msg));
+        if (rc != IXL_OK)
+            return IXL_AGENT_ERR(agent, rc, "etcd %s: %s", ep, msg);
+    }
+    return IXL_OK;
+}
+
+void ixl_mdx_stop(struct ixl_agent *agent)
+{
+    struct ixl_mdx *x = agent->mdx;
+    if (x == NULL)
+        return;
+    atomic_store(&x->stop, true);
+    if (x->etcd != NULL)
+        ixl_etcd_close(x->etcd); /* first: its watch thread may call into the remote table */
+    if (x->listening) {
+        uint64_t one = 1;
+        ssize_t w = write(x->wakefd, &one, sizeof(one));
+        (void)w;
+        pthread_join(x->lthread, NULL);
+    }
+    if (x->lfd >= 0)
+        close(x->lfd);
+    /* cut every socket still in use, then wait for the threads (each sees stop within
+     * MDX_POLL_MS) */
+    pthread_mutex_lock(&x->lock);
+    for (struct mdx_thread *t = x->threads; t != NULL; t = t->next)
+        if (t->fd >= 0)
+            shutdown(t->fd, SHUT_RDWR);
+    struct mdx_thread *all = x->threads;
+    x->threads = NULL;
+    pthread_mutex_unlock(&x->lock);
+    while (all != NULL) {
+        struct mdx_thread *n = all->next;
+        pthread_join(all->th, NULL);
+        free(all);
+        all = n;
+    }
+    while (x->peers != NULL) {
+        struct mdx_peer *p = x->peers;
+        x->peers = p->next;
+        free(p);
+    }
+    while (x->labels != NULL) {
+        struct mdx_label *l = x->labels;
+        x->labels = l->next;
+        free(l->blob);
+        free(l);
+    }
+    if (x->wakefd >= 0)
+        close(x->wakefd);
+    pthread_mutex_destroy(&x->lock);
+    free(x);
+    agent->mdx = NULL;
+}

@@ -1,0 +1,61 @@
+/*
+ * The metadata-exchange protocol between agents' listeners (peer mode). One request and one
+ * reply per connection; every frame is a 16-byte header and a body:
+ *
+ *   header  "IXLX" u8 version(1) u8 type u16 0 u32 body_len u32 0        (little-endian)
+ *   SEND    str sender, str label, bytes rest = metadata blob (ixl_md_get)
+ *   FETCH   str wanted agent, str label, str requester, u16 requester's listener port (0: none)
+ *   INVAL   str agent, u64 incarnation
+ *   REPLY   i32 status, str message, bytes rest = metadata blob (FETCH) or nothing
+ *
+ * str = u16 length + bytes (no NUL inside; names 1..IXL_NAME_MAX-1 bytes, labels 0..63,
+ * messages 0..511). Everything received is untrusted: the decoders check every length
+ * against what is left and reject trailing bytes; bodies over IXL_MDX_MAX_BODY are refused
+ * from the header alone, before anything is allocated.
+ */
+#ifndef IXL_META_MDX_WIRE_H
+#define IXL_META_MDX_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IXL_MDX_MAGIC 0x584c5849u /* "IXLX" */
+#define IXL_MDX_VERSION 1
+#define IXL_MDX_HDR 16
+#define IXL_MDX_MAX_BODY ((uint32_t)256 << 20)
+#define IXL_MDX_LABEL_MAX 63
+#define IXL_MDX_MSG_MAX 511
+
+enum mdx_type { MDX_SEND = 1, MDX_FETCH = 2, MDX_INVAL = 3, MDX_REPLY = 4 };
+
+struct mdx_str {
+    const char *p; /* points into the body; not NUL-terminated */
+    size_t n;
+};
+
+struct mdx_msg {
+    enum mdx_type type;
+    struct mdx_str name;  /* SEND: sender; FETCH: wanted; INVAL: agent */
+    struct mdx_str label; /* SEND, FETCH */
+    struct mdx_str from;  /* FETCH: requester */
+    uint16_t port;        /* FETCH: requester's listener */
+    uint64_t incarnation; /* INVAL */
+    int32_t status;       /* REPLY */
+    struct mdx_str text;  /* REPLY */
+    const uint8_t *blob;  /* SEND, REPLY: the rest of the body */
+    size_t blob_len;
+};
+
+/* Checks a header: 0 and the type and body length, or -1 (bad magic, version, type, or a
+ * body over max_body). */
+int mdx_header_decode(const uint8_t hdr[IXL_MDX_HDR], uint32_t max_body, enum mdx_type *type,
+                      uint32_t *body_len);
+/* Decodes a body of the given type: 0, or -1 when it is malformed. */
+int mdx_decode(enum mdx_type type, const uint8_t *body, size_t len, struct mdx_msg *out);
+/* Encodes m as header + body into a malloc'd buffer (*len bytes); NULL on a bad field or
+ * no memory. */
+uint8_t *mdx_encode(const struct mdx_msg *m, size_t *len);
+/* A NUL-terminated copy of s into buf (cap bytes); -1 if it does not fit. */
+int mdx_str_copy(struct mdx_str s, char *buf, size_t cap);
+
+#endif
