@@ -58,13 +58,21 @@
 #define UCX_STR(x) UCX_STR2(x)
 #define UCX_AM_NOTIF 0x1d1
 #define UCX_RELEASE_WAIT_MS 200
-#define UCX_CLOSE_WAIT_MS 2000
 /* After a forced close, UCX 1.13 still tears the old endpoint's tcp connections down in later
  * progress calls, on both sides. An endpoint to the same address created before that is over
  * can trip UCX's own assertions (tcp_ep.c "!(ep->flags & UCT_TCP_EP_FLAG_CTX_TYPE_TX)", or the
  * peer's ucp_request.c "got REP message" at worker destroy): seen in 4 of 6 loaded runs of
  * `test_ucx churn 40` with no pause, in 2 of 3 with 3 ms, in none of 6 with 50 ms. */
 #define UCX_REOPEN_QUIET_MS 100
+/* A forced close of a tcp endpoint with data queued on its socket leaves UCX 1.13 with a
+ * half-destroyed endpoint (operations purged, kept for receiving, a FIN queued behind a cut
+ * message) that it uses after freeing it once the peer reads or goes away: segfaults and
+ * "iovec.c:62 Assertion" in uct_tcp_iface_progress in 3 of 6 runs of `test_ucx stops 16`, where
+ * release and timeout_ms force-closed the endpoints of a stopped peer. So neither does: a
+ * request past timeout_ms fails while UCX keeps its operations (the request stays busy), and
+ * release answers BUSY until they end. A worker with parts in flight and nothing done for
+ * UCX_STALL_MS sleeps on its events instead of spinning. */
+#define UCX_STALL_MS 100
 #define UCX_MAX_WORKERS UCX_MAX_ADDRS
 #define UCX_CHUNK ((uint64_t)4 << 20)        /* largest single put or get */
 #define UCX_STRIPE_MIN ((uint64_t)256 << 10) /* smallest share of a request given to a worker */
@@ -75,7 +83,8 @@ enum md_kind { MD_LOCAL = 1, MD_REMOTE = 2 };
 struct ucx_lane {
     ucp_ep_h ep;          /* NULL until the first transfer (or connect) */
     uint64_t gen;         /* bumped whenever ep is replaced: rkeys of an older gen are stale */
-    bool failed;          /* ep reported an error or missed the deadline: closed at next progress */
+    bool failed;          /* ep reported an error: closed at next progress */
+    bool stalled;         /* missed the deadline (timeout_ms): no new operations until it answers */
     bool reached;         /* an endpoint to the current address was created once */
     uint64_t quiet_until; /* CLOCK_MONOTONIC ms: no new ep to addr before (UCX_REOPEN_QUIET_MS) */
     size_t outstanding;   /* operations on ep not completed */
@@ -91,6 +100,7 @@ struct ucx_remote {
     const void *addr[UCX_MAX_ADDRS];
     size_t addr_len[UCX_MAX_ADDRS];
     struct ucx_lane lane[UCX_MAX_WORKERS];
+    atomic_bool stalled; /* a lane missed the deadline: posts fail until one completes again */
     struct ucx_remote *next;
 };
 
@@ -135,9 +145,10 @@ struct ucx_part {
     size_t d0, d1;
     uint64_t o0, o1;
     enum req_phase phase;
-    size_t pending;        /* UCX operations not completed (+1 while issuing) */
-    bool queued;           /* on w->ready */
-    struct ucx_part *next; /* w->todo or w->ready */
+    size_t pending;                 /* UCX operations not completed (+1 while issuing) */
+    bool queued;                    /* on w->ready */
+    struct ucx_part *next;          /* w->todo or w->ready */
+    struct ucx_part *anext, *aprev; /* w->active, while in flight */
 };
 
 struct ucx_req {
@@ -152,7 +163,8 @@ struct ucx_req {
     atomic_uint parts_left; /* parts whose data (and flush) are not done */
     atomic_int err;         /* first error of this post (an IXL status), 0 while none */
     atomic_bool canceled;   /* release gave up: no more phases */
-    atomic_int status;      /* what check_xfer says */
+    atomic_int status;      /* what check_xfer says: may be an error while busy (a stall) */
+    atomic_bool busy;       /* from post until every part ended: UCX may use the buffers */
 };
 
 struct notif {
@@ -170,7 +182,9 @@ struct ucx_worker {
     int efd, wakefd, epfd;
     struct ucx_part *todo, **todo_tail; /* parts posted by another thread, to issue */
     struct ucx_part *ready;             /* parts whose operations all completed: next phase */
-    size_t active;                      /* parts in flight on this worker */
+    struct ucx_part *active;            /* parts in flight on this worker */
+    size_t n_active;
+    uint64_t last_any_ms; /* last progress that did something, or a part added */
     pthread_t thread;
     bool thread_started;
 };
@@ -315,6 +329,7 @@ static void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r)
     }
     l->ep = NULL;
     l->failed = false;
+    l->stalled = false;
     l->gen++;
     l->path[0] = '\0';
     l->quiet_until = now_ms() + UCX_REOPEN_QUIET_MS;
@@ -378,6 +393,14 @@ static int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *o
 {
     struct ucx_engine *e = w->e;
     struct ucx_lane *l = &r->lane[w->idx];
+    if (atomic_load(&r->stalled)) {
+        fail(e, IXL_ERR_REMOTE_DISCONNECT,
+             "agent '%s' stopped completing operations (none for timeout_ms=%" PRIu64
+             " ms; stopped or unreachable): new requests fail until it answers again or is "
+             "reloaded",
+             r->name, e->timeout_ms);
+        return IXL_ERR_REMOTE_DISCONNECT;
+    }
     if (l->ep != NULL && !l->failed) {
         *out = l->ep;
         return IXL_OK;
@@ -426,6 +449,53 @@ static int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *o
     return IXL_OK;
 }
 
+static void active_add(struct ucx_worker *w, struct ucx_part *p)
+{
+    p->aprev = NULL;
+    p->anext = w->active;
+    if (w->active != NULL)
+        w->active->aprev = p;
+    w->active = p;
+    w->n_active++;
+    w->last_any_ms = now_ms();
+}
+
+static void active_del(struct ucx_worker *w, struct ucx_part *p)
+{
+    if (p->aprev != NULL)
+        p->aprev->anext = p->anext;
+    else
+        w->active = p->anext;
+    if (p->anext != NULL)
+        p->anext->aprev = p->aprev;
+    p->anext = p->aprev = NULL;
+    w->n_active--;
+}
+
+static void req_set_err(struct ucx_req *q, int status);
+
+/* r's lane of w missed the deadline: its requests in flight fail now (their operations stay
+ * with UCX, the requests stay busy until those end). Under w->lock. */
+static void lane_stall_locked(struct ucx_worker *w, struct ucx_remote *r, uint64_t silent_ms)
+{
+    struct ucx_engine *e = w->e;
+    r->lane[w->idx].stalled = true;
+    atomic_store(&r->stalled, true);
+    e->host->log(e->host->ctx, IXL_LOG_WARN,
+                 "UCX: no operation to '%s' completed for %" PRIu64
+                 " ms (timeout_ms): its requests fail; UCX keeps their operations until the "
+                 "peer answers or dies",
+                 r->name, silent_ms);
+    for (struct ucx_part *p = w->active; p != NULL; p = p->anext) {
+        if (p->q->rem != r)
+            continue;
+        req_set_err(p->q, IXL_ERR_REMOTE_DISCONNECT);
+        int ip = IXL_IN_PROGRESS;
+        atomic_compare_exchange_strong(&p->q->status, &ip, IXL_ERR_REMOTE_DISCONNECT);
+    }
+    e->host->signal(e->host->ctx);
+}
+
 /* ---- progress ---------------------------------------------------------------------------------
  */
 
@@ -455,16 +525,13 @@ static bool progress_locked(struct ucx_worker *w)
         part_advance_locked(w, p);
         any = true;
     }
-    uint64_t now = e->timeout_ms > 0 && w->active > 0 ? now_ms() : 0;
+    uint64_t now = e->timeout_ms > 0 && w->n_active > 0 ? now_ms() : 0;
     for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next) {
         struct ucx_lane *l = &r->lane[w->idx];
-        if (now > l->last_ms && l->ep != NULL && !l->failed && l->outstanding > 0 &&
+        if (now > l->last_ms && l->ep != NULL && !l->failed && !l->stalled && l->outstanding > 0 &&
             now - l->last_ms > e->timeout_ms) {
-            e->host->log(e->host->ctx, IXL_LOG_WARN,
-                         "UCX: no operation to '%s' completed for %" PRIu64
-                         " ms (timeout_ms): closing the endpoint, its requests fail",
-                         r->name, now - l->last_ms);
-            l->failed = true;
+            lane_stall_locked(w, r, now - l->last_ms);
+            any = true;
         }
         if (l->failed) {
             close_ep_locked(w, r);
@@ -484,7 +551,12 @@ static void *progress_main(void *arg)
     while (!atomic_load(&e->stop)) {
         pthread_mutex_lock(&w->lock);
         bool any = progress_locked(w);
-        bool busy = w->active > 0;
+        /* Spins while parts are in flight, unless nothing happened for UCX_STALL_MS (a stalled
+         * peer): then it sleeps on the worker's events like an idle worker. */
+        uint64_t now = now_ms();
+        if (any)
+            w->last_any_ms = now;
+        bool busy = w->n_active > 0 && now - w->last_any_ms < UCX_STALL_MS;
         ucs_status_t st = UCS_ERR_BUSY;
         if (!any && !busy)
             st = ucp_worker_arm(w->w);
@@ -645,6 +717,14 @@ static void op_cb(void *request, ucs_status_t status, void *user_data)
     ucp_request_free(request); /* freeing it earlier would cancel this callback */
     l->outstanding--;
     l->last_ms = now_ms();
+    if (status == UCS_OK) {
+        l->stalled = false; /* the peer answers (again) */
+        if (atomic_exchange(&p->q->rem->stalled, false)) {
+            struct ucx_engine *e = p->q->e;
+            e->host->log(e->host->ctx, IXL_LOG_INFO, "UCX: '%s' completes operations again",
+                         p->q->rem->name);
+        }
+    }
     if (status != UCS_OK)
         req_set_err(p->q, status_of(status));
     if (--p->pending == 0 && !p->queued) {
@@ -681,7 +761,8 @@ static void req_finish(struct ucx_req *q)
     struct ucx_engine *e = q->e;
     int err = atomic_load(&q->err);
     int st = atomic_load(&q->canceled) ? IXL_ERR_CANCELED : err != 0 ? err : IXL_OK;
-    atomic_store(&q->status, st); /* release may free q from here on */
+    atomic_store(&q->status, st);
+    atomic_store(&q->busy, false); /* release may free q from here on */
     e->host->signal(e->host->ctx);
 }
 
@@ -701,7 +782,7 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
             return;
         if (p->phase == PH_DATA && !req_stopped(q) && (q->op == IXL_OP_WRITE || q->notif != NULL)) {
             p->phase = PH_FLUSH;
-            if (l->ep == NULL || l->failed) {
+            if (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)) {
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
@@ -711,20 +792,20 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
         }
         if (p->phase == PH_NOTIF) {
             p->phase = PH_DONE;
-            w->active--;
+            active_del(w, p);
             req_finish(q);
             return;
         }
         /* This part's data is in place at the target, or the request stopped. Once the count
          * below reaches 0 another worker may finish q: nothing of p is touched after it. */
         p->phase = PH_DONE;
-        w->active--;
+        active_del(w, p);
         if (atomic_fetch_sub(&q->parts_left, 1) != 1)
             return;
         if (q->notif != NULL && !req_stopped(q)) {
             p->phase = PH_NOTIF;
-            w->active++;
-            if (l->ep == NULL || l->failed) {
+            active_add(w, p);
+            if (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)) {
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
@@ -769,7 +850,8 @@ static void part_start_locked(struct ucx_worker *w, struct ucx_part *p)
     struct ucx_lane *l = &q->rem->lane[w->idx];
     p->phase = PH_DATA;
     p->pending = 1; /* held until every operation is issued */
-    if (!req_stopped(q) && (l->ep == NULL || l->failed))
+    if (!req_stopped(q) &&
+        (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)))
         req_set_err(q, IXL_ERR_REMOTE_DISCONNECT); /* failed since post created it */
     ucp_request_param_t rp = {.op_attr_mask =
                                   UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
@@ -890,6 +972,7 @@ static int ucx_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct i
     q->rem = r;
     req_cut(q, e->nw);
     atomic_init(&q->status, IXL_ERR_NOT_POSTED);
+    atomic_init(&q->busy, false);
     if (opts != NULL && opts->notif != NULL &&
         (q->notif = ucx_notif_encode(e->name, opts->notif, opts->notif_len, &q->notif_len)) ==
             NULL) {
@@ -905,6 +988,13 @@ static int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req,
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_req *q = (struct ucx_req *)req;
+    if (atomic_load(&q->busy)) {
+        fail(e, IXL_ERR_BUSY,
+             "UCX still holds operations of this request's last post to '%s' (the peer stopped "
+             "answering): post it again once the peer answers, or release it",
+             q->rem->name);
+        return IXL_ERR_BUSY;
+    }
     if (opts->notif != q->notif) {
         free(q->notif);
         q->notif = NULL;
@@ -929,6 +1019,7 @@ static int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req,
     atomic_store(&q->canceled, false);
     atomic_store(&q->parts_left, q->nparts);
     atomic_store(&q->status, IXL_IN_PROGRESS);
+    atomic_store(&q->busy, true);
     for (unsigned k = 1; k < q->nparts; k++) { /* the other workers' threads issue these */
         struct ucx_part *p = &q->part[k];
         struct ucx_worker *w = p->w;
@@ -938,14 +1029,14 @@ static int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req,
         p->next = NULL;
         *w->todo_tail = p;
         w->todo_tail = &p->next;
-        w->active++;
+        active_add(w, p);
         pthread_mutex_unlock(&w->lock);
         wake(w);
     }
     struct ucx_worker *w = q->part[0].w;
     pthread_mutex_lock(&w->lock);
     q->part[0].queued = false;
-    w->active++; /* makes its progress thread spin while this is in flight */
+    active_add(w, &q->part[0]); /* makes its progress thread spin while this is in flight */
     part_start_locked(w, &q->part[0]);
     progress_locked(w);
     pthread_mutex_unlock(&w->lock);
@@ -983,38 +1074,30 @@ static int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     return st;
 }
 
-/* Progresses until q is done or ms ran out. */
+/* Progresses until UCX is done with q or ms ran out. */
 static bool wait_done(struct ucx_req *q, uint64_t ms)
 {
     uint64_t end = now_ms() + ms;
-    while (atomic_load(&q->status) == IXL_IN_PROGRESS && now_ms() < end)
+    while (atomic_load(&q->busy) && now_ms() < end)
         if (!req_progress(q, true))
             sched_yield();
-    return atomic_load(&q->status) != IXL_IN_PROGRESS;
+    return !atomic_load(&q->busy);
 }
 
 static int ucx_release_req(struct ixl_engine *base, struct ixl_req *req)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_req *q = (struct ucx_req *)req;
-    if (atomic_load(&q->status) == IXL_IN_PROGRESS) {
-        atomic_store(&q->canceled, true); /* no flush or notification after this */
+    if (atomic_load(&q->busy)) {
+        atomic_store(&q->canceled, true); /* no more phases: no flush, no notification */
         if (!wait_done(q, UCX_RELEASE_WAIT_MS)) {
-            /* UCX cannot cancel one put or get: a forced close of the endpoints cancels every
-             * operation on them (other requests to this peer fail too, as NET's cut does). */
-            e->host->log(e->host->ctx, IXL_LOG_WARN,
-                         "UCX: release of a request to '%s' still in flight: closing the "
-                         "endpoints",
-                         q->rem->name);
-            for (unsigned i = 0; i < e->nw; i++) {
-                pthread_mutex_lock(&e->w[i].lock);
-                close_ep_locked(&e->w[i], q->rem);
-                pthread_mutex_unlock(&e->w[i].lock);
-            }
-            wait_done(q, UCX_CLOSE_WAIT_MS);
-        }
-        if (atomic_load(&q->status) == IXL_IN_PROGRESS) {
-            fail(e, IXL_ERR_BUSY, "a request to '%s' could not be stopped yet", q->rem->name);
+            /* A put or get cannot be canceled once issued, and the forced close that would
+             * cancel them is not safe in UCX 1.13 (see UCX_STALL_MS): the operations end on
+             * their own, completed or failed (a dead peer), and a later release succeeds. */
+            fail(e, IXL_ERR_BUSY,
+                 "a request to '%s' still has operations in UCX, which cannot cancel them: "
+                 "release again once they end (completed, or failed if the peer is gone)",
+                 q->rem->name);
             return IXL_ERR_BUSY;
         }
     }
@@ -1077,6 +1160,7 @@ static int remote_set_locked(struct ucx_engine *e, const char *name, const void 
             r->lane[i].quiet_until = 0; /* new addresses: nothing of the old can collide */
             r->lane[i].reached = false;
         }
+        atomic_store(&r->stalled, false);
     }
     free(r->info);
     r->info = copy;
@@ -1142,7 +1226,17 @@ static int ucx_disconnect(struct ixl_engine *base, const char *remote_agent)
     struct ucx_remote *r = remote_get(e, remote_agent);
     for (unsigned i = 0; r != NULL && i < e->nw; i++) {
         pthread_mutex_lock(&e->w[i].lock);
-        close_ep_locked(&e->w[i], r);
+        struct ucx_lane *l = &r->lane[i];
+        /* A stalled lane (a stopped peer) keeps its endpoint: a forced close with data queued
+         * is not safe in UCX 1.13 (UCX_STALL_MS). Its requests already failed; the endpoint
+         * ends when the peer answers or dies, and posts fail until then. */
+        if (l->stalled && l->outstanding > 0)
+            e->host->log(e->host->ctx, IXL_LOG_INFO,
+                         "UCX: '%s' is stalled with %zu operations outstanding: its endpoint "
+                         "of worker %u stays open until they end",
+                         r->name, l->outstanding, i);
+        else
+            close_ep_locked(&e->w[i], r);
         pthread_mutex_unlock(&e->w[i].lock);
     }
     return IXL_OK;

@@ -454,10 +454,38 @@ static void test_peer_failures(const char *workers)
     free(BL);
 }
 
+/* Releases x, answered BUSY while the peer is stopped, until it returns IXL_OK (within ms). */
+static uint64_t release_until_ok(struct ixl_xfer *x, int ms)
+{
+    uint64_t t0 = now_ms();
+    int rc;
+    while ((rc = ixl_xfer_release(x)) == IXL_ERR_BUSY && now_ms() - t0 < (uint64_t)ms)
+        sleep_ms(10);
+    CHECK_RC(rc, IXL_OK);
+    return now_ms() - t0;
+}
+
+/* A small WRITE to a stalled peer: the post itself fails fast. */
+static void post_to_stalled(struct ixl_agent *a, const struct rbuf *rb)
+{
+    struct ixl_dlist *l = list1((uintptr_t)BL, 4096), *r = list1(rb->addr, 4096);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, NULL, &x), IXL_OK);
+    uint64_t t0 = now_ms();
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_REMOTE_DISCONNECT);
+    CHECK(now_ms() - t0 <= 200);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+}
+
 /* Over tcp with err_mode=peer: a peer stopped with a WRITE in flight. Its kernel still
  * acknowledges tcp, so neither UCX's keepalive nor the socket notices; the plugin's timeout_ms
- * (no operation completed for that long) fails the request with REMOTE_DISCONNECT, not before.
- * After SIGCONT the peer is usable again. */
+ * (no operation completed for that long) fails the request with REMOTE_DISCONNECT, not before,
+ * and new posts to that peer fail at once. UCX 1.13 cannot cancel operations on such an
+ * endpoint safely (a forced close corrupts its memory once the peer resumes), so release
+ * answers BUSY while the peer is stopped, also before the deadline; after SIGCONT the held
+ * operations end, release succeeds, and the peer is usable again. */
 static void test_stopped_peer(const char *workers)
 {
     char wopt[32], tmo[16];
@@ -477,31 +505,48 @@ static void test_stopped_peer(const char *workers)
     small_ok(a, &rb);
     /* Idle for longer than timeout_ms first: silence only counts while work is outstanding. */
     sleep_ms(STOP_TIMEOUT_MS + 300);
-    CHECK(kill(v->pid, SIGSTOP) == 0);
     int st;
-    CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
-    net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
-    uint64_t t0 = now_ms();
-    struct ixl_xfer *x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
-    int rc;
-    while ((rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS && now_ms() - t0 <= STOP_TIMEOUT_MS + 5000)
-        sleep_ms(2);
-    uint64_t took = now_ms() - t0;
-    if (rc != IXL_ERR_REMOTE_DISCONNECT)
-        check_fail(__FILE__, __LINE__,
-                   "WRITE to a stopped peer ended with %s after %" PRIu64 " ms, want %s",
-                   ixl_strerror(rc), took, ixl_strerror(IXL_ERR_REMOTE_DISCONNECT));
-    if (took > STOP_TIMEOUT_MS + 1000 || took < STOP_TIMEOUT_MS * 9 / 10)
-        check_fail(__FILE__, __LINE__,
-                   "WRITE to a stopped peer failed after %" PRIu64 " ms, want %d..%d ms", took,
-                   STOP_TIMEOUT_MS * 9 / 10, STOP_TIMEOUT_MS + 1000);
-    t0 = now_ms();
-    CHECK_RC(ixl_xfer_release(x), IXL_OK);
-    CHECK(now_ms() - t0 <= 2500);
-    fprintf(stderr, "  WRITE to a stopped peer: REMOTE_DISCONNECT after %" PRIu64 " ms\n", took);
-    CHECK(kill(v->pid, SIGCONT) == 0);
-    small_ok(a, &rb);
-    fprintf(stderr, "  after SIGCONT: new requests ok\n");
+    for (int round = 0; round < 2; round++) {
+        CHECK(kill(v->pid, SIGSTOP) == 0);
+        CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+        net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
+        uint64_t t0 = now_ms();
+        struct ixl_xfer *x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+        int rc;
+        if (round == 0) {
+            while ((rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS &&
+                   now_ms() - t0 <= STOP_TIMEOUT_MS + 5000)
+                sleep_ms(2);
+            uint64_t took = now_ms() - t0;
+            if (rc != IXL_ERR_REMOTE_DISCONNECT)
+                check_fail(__FILE__, __LINE__,
+                           "WRITE to a stopped peer ended with %s after %" PRIu64 " ms, want %s",
+                           ixl_strerror(rc), took, ixl_strerror(IXL_ERR_REMOTE_DISCONNECT));
+            if (took > STOP_TIMEOUT_MS + 1000 || took < STOP_TIMEOUT_MS * 9 / 10)
+                check_fail(__FILE__, __LINE__,
+                           "WRITE to a stopped peer failed after %" PRIu64 " ms, want %d..%d ms",
+                           took, STOP_TIMEOUT_MS * 9 / 10, STOP_TIMEOUT_MS + 1000);
+            fprintf(stderr, "  WRITE to a stopped peer: REMOTE_DISCONNECT after %" PRIu64 " ms\n",
+                    took);
+            post_to_stalled(a, &rb);
+            CHECK_RC(ixl_xfer_post(x), IXL_ERR_BUSY); /* its operations are still held */
+        } else {
+            sleep_ms(300); /* before the deadline: nothing completes, it is in flight */
+            CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+        }
+        t0 = now_ms();
+        CHECK_RC(ixl_xfer_release(x), IXL_ERR_BUSY);
+        uint64_t took = now_ms() - t0;
+        CHECK(took <= 1500);
+        CHECK(kill(v->pid, SIGCONT) == 0);
+        uint64_t rel = release_until_ok(x, 20000);
+        fprintf(stderr,
+                "  %s: release BUSY after %" PRIu64 " ms while stopped; after SIGCONT "
+                "released in %" PRIu64 " ms\n",
+                round == 0 ? "after the deadline" : "before the deadline", took, rel);
+        small_ok(a, &rb);
+        fprintf(stderr, "  after SIGCONT: new requests ok\n");
+    }
     peer_exit(v);
     drop_initiator(a, BL, INFLIGHT_BYTES);
     free(BL);
@@ -534,9 +579,10 @@ int main(int argc, char **argv)
 {
     bool big = argc > 1 && strcmp(argv[1], "big") == 0;
     int churn = argc > 2 && strcmp(argv[1], "churn") == 0 ? atoi(argv[2]) : 0;
+    int stops = argc > 2 && strcmp(argv[1], "stops") == 0 ? atoi(argv[2]) : 0;
     peers_init("test_ucx", IXL_PEER_PATH);
     signal(SIGPIPE, SIG_IGN);
-    alarm(churn > 0 ? 600 : 115);
+    alarm(churn > 0 || stops > 0 ? 600 : 115);
     uint64_t t0 = now_ms();
 
     {
@@ -554,6 +600,12 @@ int main(int argc, char **argv)
         for (int i = 0; i < churn; i++)
             test_peer_failures(i % 2 ? "2" : "1");
         fprintf(stderr, "test_ucx churn: %d rounds passed\n", churn);
+        return 0;
+    }
+    if (stops > 0) {
+        for (int i = 0; i < stops; i++)
+            test_stopped_peer(i % 2 ? "2" : "1");
+        fprintf(stderr, "test_ucx stops: %d rounds passed\n", stops);
         return 0;
     }
     size_t rlen = (big ? BIG_BYTES : SCATTER_BYTES) + 2 * GUARD;
