@@ -316,8 +316,11 @@ static void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r)
     struct ucx_lane *l = &r->lane[w->idx];
     if (l->ep == NULL)
         return;
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                             .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    /* UCX refuses a forced close without peer error handling: then the endpoint is flushed
+     * and closed (bounded below; UCX finishes it if the peer answers later). */
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = w->e->err_mode == UCP_ERR_HANDLING_MODE_PEER ? UCP_EP_CLOSE_FLAG_FORCE : 0};
     void *cr = ucp_ep_close_nbx(l->ep, &p);
     if (UCS_PTR_IS_PTR(cr)) {
         /* A forced close completes at once or within a few progress calls; it must end before
