@@ -9,9 +9,12 @@
  *                   killed with a request in flight, a post to the dead peer
  *                   (REMOTE_DISCONNECT), a restarted peer reloaded, release of an in-flight
  *                   READ, a peer stopped (SIGSTOP) with a request in flight (REMOTE_DISCONNECT
- *                   after timeout_ms, then SIGCONT and new requests work)
+ *                   after timeout_ms, posts to it fail at once, release BUSY while it is
+ *                   stopped, before and after the deadline; SIGCONT: release ok, new requests
+ *                   work)
  *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
+ *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
  *
  * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
  * plugin was not built (libucx missing): a failure under CI=true.
