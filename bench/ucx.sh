@@ -21,13 +21,23 @@
 # in flight and flushes at the end.
 # ixlbench: a target and an initiator process (tools/ixlbench, docs/ixlbench.md), --backend UCX,
 # WRITE of one SIZE block per request (made once and posted again: --reuse), DEPTH (4) requests
-# in flight (a request = the put + a flush of the endpoint), checks off for timing
+# in flight over tcp, SHM_DEPTH (1) over shared memory (a request = the put + a flush of the
+# endpoint), checks off for timing
 # (--no-check), the target's memory from the plugin (--target-alloc ixl) where it allocates,
 # else from mmap (--target-alloc heap; the header says which). Before the timed runs each mode gets one untimed run with data checks on (4
 # iterations at the first size): a transfer that delivers wrong bytes fails the script.
 #
+# Why SHM_DEPTH 1: ucx_perftest puts into one destination buffer from one source buffer, so at
+# 1 MiB its working set (2 MiB) stays in the L2 cache of this VM's cores (2 MiB each); ixlbench
+# gives each request in flight its own slot, so at depth 4 it copies through 8 MiB, and a plain
+# memcpy loop of 1 MiB blocks drops from ~30 to ~14 GB/s here between 1 and 2+ slots
+# (docs/benchmarks.md). Over shared memory into UCX-allocated memory a put is a memcpy in the
+# posting thread and the request is done when ixl_xfer_post returns, so depth adds no overlap;
+# depth 1 is the like-for-like shape. SHM_DEPTH=4 shows the cache effect.
 # Knobs: BUILD_DIR (default build; give it a directory of its own where others rebuild build/),
-# ROUNDS (5), SIZES ("1M 64M"; K/M/G suffixes), MODES ("shm shm-heap tcp"), DEPTH (4).
+# ROUNDS (5), SIZES ("1M 64M"; K/M/G suffixes), MODES ("shm shm-heap tcp"), DEPTH (4), SHM_DEPTH
+# (1), WORKERS
+# (1: the plugin's workers option on both sides; ucx_perftest always uses one worker).
 # Exit status: 0, or 1 when a run failed (a transfer error, a failed data check, a missing
 # plugin); a FAIL against the 0.9 target is printed but does not change the status.
 set -u
@@ -38,6 +48,8 @@ rounds=${ROUNDS:-5}
 sizes=${SIZES:-1M 64M}
 modes=${MODES:-shm shm-heap tcp}
 depth=${DEPTH:-4}
+shm_depth=${SHM_DEPTH:-1}
+workers=${WORKERS:-1}
 timeout_s=120 # per command: a hung peer must not hang the benchmark
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -185,14 +197,16 @@ run_ucx() { # mode size iters warmup
 run_ixl() { # mode size iters warmup [timed]
     local mode=$1 size=$2 iters=$3 warm=$4 timed=${5:-} md=$results.md out rc trc g path
     local -a opts
-    read -r -a opts <<<"--backend UCX $(mode_opts "$mode")"
+    local d=$depth
+    case $mode in shm*) d=$shm_depth ;; esac
+    read -r -a opts <<<"--backend UCX $(mode_opts "$mode") --opt workers=$workers"
     rm -f "$md"
     timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
         --quiet "${opts[@]}" 2>"$results.terr" &
     bgpid=$!
     out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
         --block "$size" --iters "$iters" --warmup "$warm" --max-bytes $((size * iters)) \
-        --depth "$depth" --reuse --target-alloc "$talloc" ${timed:+--no-check} --csv --quiet \
+        --depth "$d" --reuse --target-alloc "$talloc" ${timed:+--no-check} --csv --quiet \
         --no-progress "${opts[@]}" 2>"$results.err")
     rc=$?
     [ $rc -ne 0 ] && kill "$bgpid" 2>/dev/null
@@ -222,8 +236,8 @@ if ! "$bench" --backend UCX --opt transports=shm --opt err_mode=none --target-op
     grep -q 'allocates' "$results.err"; then
     talloc=heap
 fi
-echo "ixl:     ixlbench --backend UCX, WRITE, depth $depth, --reuse, --no-check," \
-    "--target-alloc $talloc"
+echo "ixl:     ixlbench --backend UCX, WRITE, depth $depth (shm: $shm_depth), --reuse, --no-check," \
+    "--target-alloc $talloc, workers=$workers"
 echo
 for m in $modes; do # one checked run per mode, untimed
     run_ixl "$m" "$first" 4 0

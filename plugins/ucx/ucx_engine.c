@@ -1,19 +1,38 @@
 /*
  * UCX: a dynamically loaded backend plugin on UCP (libucx), built through the plugin ABI alone.
  *
- * One UCP context and one worker per engine; the worker runs in UCS_THREAD_MODE_SERIALIZED and
- * every call into it is made under e->lock, so UCX's callbacks (completion, endpoint error,
- * active message) also run under it. Lock order: e->lock, then e->nlock (notifications).
+ * One UCP context and `workers` UCP workers per engine (1..16), each with its own progress
+ * thread and lock: a worker runs in UCS_THREAD_MODE_SERIALIZED and every call into it is made
+ * under its w->lock, so UCX's callbacks for it (completion, endpoint error, active message) run
+ * under that lock too. The context is shared by the workers (mt_workers_shared: UCX locks its
+ * own context-level calls). Lock order: e->lock (remotes list and addresses, allocations), then
+ * the workers' locks in index order, then e->nlock (notifications). A remote's list link and
+ * addresses are written with e->lock and every worker lock held, so either may read them; a
+ * remote's lane k (its endpoint from worker k) is under worker k's lock alone.
  *
- * Connection info is the worker address, public data a packed remote key; WRITE and READ are
- * ucp_put_nbx / ucp_get_nbx, one per descriptor, whose completions are counted per request. A
- * WRITE is DONE after one ucp_ep_flush_nbx on the request's endpoint (put completion is only
- * local); a notification leaves, as an eager active message on the same endpoint, after that
- * flush, so its data is in place at the target on every lane before it arrives.
+ * Why a thread per worker rather than one thread progressing them all: the copy of a put over
+ * shared memory (UCX-allocated target memory: single-copy puts) runs in the thread that issues
+ * it, and an emulated put over tcp in the threads that progress the two workers; several
+ * workers only add bandwidth when different threads drive them. A request is cut into parts of
+ * about equal bytes (at least UCX_STRIPE_MIN each), one per worker, round-robin from a home
+ * worker that changes with every post; the posting thread issues the home part itself and the
+ * other workers' threads issue theirs. Single puts/gets are at most UCX_CHUNK bytes, so a
+ * transfer completes operations steadily (the deadline below watches them).
  *
- * Progress: the engine's own thread progresses the worker, spinning while requests are in
- * flight and otherwise sleeping on the worker's event fd (ucp_worker_arm + epoll) for at most
- * progress_us; progress() and check_xfer let the agent's threads progress it too.
+ * Connection info lists the worker addresses; worker k connects to the peer's worker
+ * k % (its count). Public data is a packed remote key (unpacked once per endpoint). WRITE and
+ * READ are ucp_put_nbx / ucp_get_nbx whose completions are counted per part. A WRITE's part is
+ * done after one ucp_ep_flush_nbx on its endpoint (put completion is only local); the last part
+ * to finish sends the notification, as an eager active message on its own endpoint, so the
+ * data of every part is in place at the target, on every lane of every worker, before it
+ * leaves.
+ *
+ * Progress: each worker's thread spins while that worker has parts in flight, and otherwise
+ * sleeps on the worker's event fd (ucp_worker_arm + epoll) for at most progress_us; progress()
+ * and check_xfer let the agent's threads progress the workers too. Deadline: an endpoint with
+ * operations outstanding and none completed for timeout_ms is force-closed and its requests
+ * fail with IXL_ERR_REMOTE_DISCONNECT (a stopped peer's kernel still acknowledges tcp, so
+ * neither UCX's keepalive nor the socket notices it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,25 +58,49 @@
 #define UCX_STR(x) UCX_STR2(x)
 #define UCX_AM_NOTIF 0x1d1
 #define UCX_RELEASE_WAIT_MS 200
-#define UCX_CLOSE_WAIT_MS 2000
 /* After a forced close, UCX 1.13 still tears the old endpoint's tcp connections down in later
  * progress calls, on both sides. An endpoint to the same address created before that is over
  * can trip UCX's own assertions (tcp_ep.c "!(ep->flags & UCT_TCP_EP_FLAG_CTX_TYPE_TX)", or the
  * peer's ucp_request.c "got REP message" at worker destroy): seen in 4 of 6 loaded runs of
  * `test_ucx churn 40` with no pause, in 2 of 3 with 3 ms, in none of 6 with 50 ms. */
 #define UCX_REOPEN_QUIET_MS 100
+/* A forced close of a tcp endpoint with data queued on its socket leaves UCX 1.13 with a
+ * half-destroyed endpoint (operations purged, kept for receiving, a FIN queued behind a cut
+ * message) that it uses after freeing it once the peer reads or goes away: segfaults and
+ * "iovec.c:62 Assertion" in uct_tcp_iface_progress in 3 of 6 runs of `test_ucx stops 16`, where
+ * release and timeout_ms force-closed the endpoints of a stopped peer. So neither does: a
+ * request past timeout_ms fails while UCX keeps its operations (the request stays busy), and
+ * release answers BUSY until they end. A worker with parts in flight and nothing done for
+ * UCX_STALL_MS sleeps on its events instead of spinning. */
+#define UCX_STALL_MS 100
+#define UCX_MAX_WORKERS UCX_MAX_ADDRS
+#define UCX_CHUNK ((uint64_t)4 << 20)        /* largest single put or get */
+#define UCX_STRIPE_MIN ((uint64_t)256 << 10) /* smallest share of a request given to a worker */
 
 enum md_kind { MD_LOCAL = 1, MD_REMOTE = 2 };
 
-struct ucx_remote {
-    char *name;
-    void *addr; /* its worker address */
-    size_t addr_len;
+/* A remote as one worker sees it. Under that worker's lock. */
+struct ucx_lane {
     ucp_ep_h ep;          /* NULL until the first transfer (or connect) */
     uint64_t gen;         /* bumped whenever ep is replaced: rkeys of an older gen are stale */
-    bool failed;          /* ep reported an error: closed at the next progress */
+    bool failed;          /* ep reported an error: closed at next progress */
+    bool stalled;         /* missed the deadline (timeout_ms): no new operations until it answers */
+    bool reached;         /* an endpoint to the current address was created once */
     uint64_t quiet_until; /* CLOCK_MONOTONIC ms: no new ep to addr before (UCX_REOPEN_QUIET_MS) */
-    char path[32];        /* transports of ep's RMA lanes */
+    size_t outstanding;   /* operations on ep not completed */
+    uint64_t last_ms;     /* last completion on ep, or when outstanding left 0 */
+    char path[32];        /* transports of ep's RMA and AM lanes */
+};
+
+struct ucx_remote {
+    char *name;
+    void *info; /* its wrapped connection info; addr[] point into it */
+    size_t info_len;
+    size_t n_addrs;
+    const void *addr[UCX_MAX_ADDRS];
+    size_t addr_len[UCX_MAX_ADDRS];
+    struct ucx_lane lane[UCX_MAX_WORKERS];
+    atomic_bool stalled; /* a lane missed the deadline: posts fail until one completes again */
     struct ucx_remote *next;
 };
 
@@ -68,6 +111,11 @@ struct ucx_alloc {
     ucp_mem_h memh;
     unsigned regs; /* registrations inside it */
     struct ucx_alloc *next;
+};
+
+struct ucx_rkey {
+    ucp_rkey_h rkey; /* for the remote's lane of one worker */
+    uint64_t gen;    /* that lane's gen when unpacked */
 };
 
 struct ucx_md {
@@ -82,11 +130,26 @@ struct ucx_md {
     struct ucx_remote *rem;
     void *rkey_buf;
     size_t rkey_len;
-    ucp_rkey_h rkey;
-    uint64_t rkey_gen;
+    struct ucx_rkey *rk; /* one per worker, each under that worker's lock */
 };
 
-enum req_phase { PH_IDLE, PH_DATA, PH_FLUSH, PH_NOTIF, PH_DONE };
+enum req_phase { PH_IDLE, PH_TODO, PH_DATA, PH_FLUSH, PH_NOTIF, PH_DONE };
+
+struct ucx_worker;
+
+/* The share of a request one worker moves: descriptor d0 from byte o0 up to descriptor d1 at
+ * byte o1 (exclusive). Its state is under its worker's lock. */
+struct ucx_part {
+    struct ucx_req *q;
+    struct ucx_worker *w; /* chosen at post */
+    size_t d0, d1;
+    uint64_t o0, o1;
+    enum req_phase phase;
+    size_t pending;                 /* UCX operations not completed (+1 while issuing) */
+    bool queued;                    /* on w->ready */
+    struct ucx_part *next;          /* w->todo or w->ready */
+    struct ucx_part *anext, *aprev; /* w->active, while in flight */
+};
 
 struct ucx_req {
     struct ucx_engine *e;
@@ -95,14 +158,13 @@ struct ucx_req {
     struct ucx_remote *rem;
     void *notif; /* [u16 name length][name][message], ready to send */
     size_t notif_len;
-    /* under e->lock */
-    enum req_phase phase;
-    size_t pending;       /* UCX operations not completed */
-    ucs_status_t err;     /* first error of this post */
-    bool canceled;        /* release gave up: no more phases */
-    bool queued;          /* on e->ready */
-    struct ucx_req *next; /* e->ready */
-    atomic_int status;    /* what check_xfer says */
+    unsigned nparts; /* parts with bytes (at least 1), cut at prep */
+    struct ucx_part part[UCX_MAX_WORKERS];
+    atomic_uint parts_left; /* parts whose data (and flush) are not done */
+    atomic_int err;         /* first error of this post (an IXL status), 0 while none */
+    atomic_bool canceled;   /* release gave up: no more phases */
+    atomic_int status;      /* what check_xfer says: may be an error while busy (a stall) */
+    atomic_bool busy;       /* from post until every part ended: UCX may use the buffers */
 };
 
 struct notif {
@@ -110,6 +172,21 @@ struct notif {
     char *agent;
     size_t len;
     unsigned char msg[];
+};
+
+struct ucx_worker {
+    struct ucx_engine *e;
+    unsigned idx;
+    pthread_mutex_t lock; /* the worker, its lanes, its parts */
+    ucp_worker_h w;
+    int efd, wakefd, epfd;
+    struct ucx_part *todo, **todo_tail; /* parts posted by another thread, to issue */
+    struct ucx_part *ready;             /* parts whose operations all completed: next phase */
+    struct ucx_part *active;            /* parts in flight on this worker */
+    size_t n_active;
+    uint64_t last_any_ms; /* last progress that did something, or a part added */
+    pthread_t thread;
+    bool thread_started;
 };
 
 struct ucx_engine {
@@ -120,29 +197,29 @@ struct ucx_engine {
     int err_mode; /* ucp_err_handling_mode_t */
     char tls[128];
     unsigned progress_us;
+    uint64_t timeout_ms; /* 0: no deadline */
 
     ucp_context_h ctx;
-    ucp_worker_h worker;
-    void *info; /* header + worker address */
+    unsigned nw;
+    struct ucx_worker *w; /* nw of them */
+    void *info;           /* wrapped worker addresses */
     size_t info_len;
-    int efd, wakefd, epfd;
+    atomic_uint rr; /* home worker of the next post */
 
-    pthread_mutex_t lock; /* the worker, remotes, request phases, allocations */
+    pthread_mutex_t lock; /* remotes list and addresses (with every worker lock), allocations */
     struct ucx_remote *remotes;
     struct ucx_alloc *allocs;
-    struct ucx_req *ready; /* requests whose operations all completed: next phase */
-    size_t inflight;
 
     pthread_mutex_t nlock;
     struct notif *nhead, **ntail;
 
-    pthread_t thread;
     atomic_bool stop;
-    bool thread_started;
 };
 
 static const struct ixl_option ucx_options[] = {
-    {"workers", "1", "UCP workers per engine (only 1 is supported so far)"},
+    {"workers", "1",
+     "UCP workers per engine (1..16), each with its own progress thread; a request is split "
+     "over them in shares of at least 256 KiB"},
     {"devices", "all", "UCX_NET_DEVICES: network devices UCX may use, e.g. eth0, mlx5_0:1"},
     {"transports", "all",
      "UCX_TLS: transports UCX may use, e.g. tcp, shm, sm,self, rc,ud (all: UCX chooses)"},
@@ -151,7 +228,10 @@ static const struct ixl_option ucx_options[] = {
      "memory transports) or none (shared memory allowed; a dead peer may go unnoticed)"},
     {"keepalive_ms", "1000",
      "UCX_KEEPALIVE_INTERVAL in ms: how often endpoints check their peer (err_mode=peer)"},
-    {"progress_us", "1000", "longest sleep of the progress thread between two progress calls"},
+    {"timeout_ms", "2000",
+     "an endpoint with operations outstanding and none completed for this long is closed and "
+     "its requests fail with IXL_ERR_REMOTE_DISCONNECT (a stopped peer); 0: never"},
+    {"progress_us", "1000", "longest sleep of a progress thread between two progress calls"},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------------
@@ -161,7 +241,7 @@ static void fail(struct ucx_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail(struct ucx_engine *e, int status, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[640];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -195,8 +275,6 @@ static struct ucx_remote *remote_find(struct ucx_engine *e, const char *name)
     return NULL;
 }
 
-static void req_finish(struct ucx_req *q);
-
 static uint64_t now_ms(void)
 {
     struct timespec ts;
@@ -204,34 +282,60 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Progresses the worker until `until` (ms) has passed. Under e->lock. */
-static void progress_until_locked(struct ucx_engine *e, uint64_t until)
+static void lock_workers(struct ucx_engine *e)
+{
+    for (unsigned i = 0; i < e->nw; i++)
+        pthread_mutex_lock(&e->w[i].lock);
+}
+
+static void unlock_workers(struct ucx_engine *e)
+{
+    for (unsigned i = e->nw; i-- > 0;)
+        pthread_mutex_unlock(&e->w[i].lock);
+}
+
+static void wake(struct ucx_worker *w)
+{
+    uint64_t one = 1;
+    if (write(w->wakefd, &one, sizeof(one)) < 0) {
+    }
+}
+
+/* Progresses the worker until `until` (ms) has passed. Under w->lock. */
+static void progress_until_locked(struct ucx_worker *w, uint64_t until)
 {
     while (now_ms() < until)
-        if (ucp_worker_progress(e->worker) == 0)
+        if (ucp_worker_progress(w->w) == 0)
             sched_yield();
 }
 
-static void close_ep_locked(struct ucx_engine *e, struct ucx_remote *r)
+/* Force-closes r's endpoint from worker w: every operation on it completes (canceled). Under
+ * w->lock. */
+static void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r)
 {
-    if (r->ep == NULL)
+    struct ucx_lane *l = &r->lane[w->idx];
+    if (l->ep == NULL)
         return;
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                             .flags = UCP_EP_CLOSE_FLAG_FORCE};
-    void *cr = ucp_ep_close_nbx(r->ep, &p);
+    /* UCX refuses a forced close without peer error handling: then the endpoint is flushed
+     * and closed (bounded below; UCX finishes it if the peer answers later). */
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = w->e->err_mode == UCP_ERR_HANDLING_MODE_PEER ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    void *cr = ucp_ep_close_nbx(l->ep, &p);
     if (UCS_PTR_IS_PTR(cr)) {
         /* A forced close completes at once or within a few progress calls; it must end before
          * the worker is destroyed, and the requests it cancels report through their own
          * callbacks. */
         for (int i = 0; i < 1000 && ucp_request_check_status(cr) == UCS_INPROGRESS; i++)
-            ucp_worker_progress(e->worker);
+            ucp_worker_progress(w->w);
         ucp_request_free(cr);
     }
-    r->ep = NULL;
-    r->failed = false;
-    r->gen++;
-    r->path[0] = '\0';
-    r->quiet_until = now_ms() + UCX_REOPEN_QUIET_MS;
+    l->ep = NULL;
+    l->failed = false;
+    l->stalled = false;
+    l->gen++;
+    l->path[0] = '\0';
+    l->quiet_until = now_ms() + UCX_REOPEN_QUIET_MS;
 }
 
 /* Which transports the endpoint's lanes use, from ucp_ep_print_info (1.13 has no query). */
@@ -271,100 +375,195 @@ static void ep_path(ucp_ep_h ep, char *out, size_t n)
 
 static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-    struct ucx_remote *r = arg;
-    if (r->ep == ep)
-        r->failed = true; /* closed after this progress call returns */
+    struct ucx_lane *l = arg;
+    if (l->ep == ep)
+        l->failed = true; /* closed after this progress call returns */
     (void)status;
 }
 
-/* The remote's endpoint, created if needed. Under e->lock. */
-static int ep_get_locked(struct ucx_engine *e, struct ucx_remote *r, ucp_ep_h *out)
+/* Whether the transports allowed may include shared memory ones. */
+static bool tls_has_shm(const char *tls)
 {
-    if (r->ep != NULL && !r->failed) {
-        *out = r->ep;
+    static const char *const shm_tls[] = {"all", "sm", "posix", "sysv", "cma", "xpmem", "knem"};
+    for (size_t i = 0; i < sizeof(shm_tls) / sizeof(shm_tls[0]); i++)
+        if (strstr(tls, shm_tls[i]) != NULL)
+            return true;
+    return false;
+}
+
+/* r's endpoint from worker w, created if needed. Under w->lock. */
+static int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *out)
+{
+    struct ucx_engine *e = w->e;
+    struct ucx_lane *l = &r->lane[w->idx];
+    if (atomic_load(&r->stalled)) {
+        fail(e, IXL_ERR_REMOTE_DISCONNECT,
+             "agent '%s' stopped completing operations (none for timeout_ms=%" PRIu64
+             " ms; stopped or unreachable): new requests fail until it answers again or is "
+             "reloaded",
+             r->name, e->timeout_ms);
+        return IXL_ERR_REMOTE_DISCONNECT;
+    }
+    if (l->ep != NULL && !l->failed) {
+        *out = l->ep;
         return IXL_OK;
     }
-    if (r->failed)
-        close_ep_locked(e, r);
-    if (r->addr == NULL) {
+    if (l->failed)
+        close_ep_locked(w, r);
+    if (r->n_addrs == 0) {
         fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s': load its metadata", r->name);
         return IXL_ERR_NOT_FOUND;
     }
-    progress_until_locked(e, r->quiet_until); /* the old endpoint's teardown ends first */
+    progress_until_locked(w, l->quiet_until); /* the old endpoint's teardown ends first */
     ucp_ep_params_t p = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = r->addr,
+        .address = r->addr[w->idx % r->n_addrs],
         .err_mode = (ucp_err_handling_mode_t)e->err_mode,
-        .err_handler = {.cb = ep_err_cb, .arg = r},
+        .err_handler = {.cb = ep_err_cb, .arg = l},
     };
     ucp_ep_h ep;
-    ucs_status_t st = ucp_ep_create(e->worker, &p, &ep);
+    ucs_status_t st = ucp_ep_create(w->w, &p, &ep);
     if (st != UCS_OK) {
+        int rc = status_of(st);
         bool peer = e->err_mode == UCP_ERR_HANDLING_MODE_PEER;
-        static const char *const shm_tls[] = {"all", "sm", "posix", "sysv", "cma", "xpmem", "knem"};
-        bool shm = false;
-        for (size_t i = 0; i < sizeof(shm_tls) / sizeof(shm_tls[0]); i++)
-            shm = shm || strstr(e->tls, shm_tls[i]) != NULL;
-        fail(e, status_of(st) == IXL_ERR_REMOTE_DISCONNECT ? IXL_ERR_UNREACHABLE : status_of(st),
-             "cannot create an endpoint to '%s' with transports '%s' and err_mode=%s: %s%s",
+        /* UCX says "unreachable" both for a refused configuration and for a peer that is gone
+         * (tcp: connection refused). One this worker reached at this address before is a peer
+         * that went away, as NET reports it; otherwise, with peer error handling and shared
+         * memory allowed, the configuration is the likely cause and the message says so. */
+        bool config = peer && !l->reached && tls_has_shm(e->tls);
+        if (rc == IXL_ERR_UNREACHABLE || rc == IXL_ERR_REMOTE_DISCONNECT)
+            rc = config ? IXL_ERR_UNREACHABLE : IXL_ERR_REMOTE_DISCONNECT;
+        fail(e, rc, "cannot create an endpoint to '%s' with transports '%s' and err_mode=%s: %s%s",
              r->name, e->tls, peer ? "peer" : "none", ucs_status_string(st),
-             peer && shm
-                 ? " (UCX 1.13 refuses shared memory transports (shm, sm, posix, sysv, cma, "
-                   "xpmem, knem) with peer error handling: use err_mode=none for them, or a "
-                   "network transport such as tcp)"
-                 : "");
-        return status_of(st) == IXL_ERR_REMOTE_DISCONNECT ? IXL_ERR_UNREACHABLE : status_of(st);
+             config ? " (UCX 1.13 refuses shared memory transports (shm, sm, posix, sysv, cma, "
+                      "xpmem, knem) with peer error handling: use err_mode=none for them, or a "
+                      "network transport such as tcp)"
+             : rc == IXL_ERR_REMOTE_DISCONNECT ? " (the peer is gone)"
+                                               : "");
+        return rc;
     }
-    r->ep = ep;
-    r->failed = false;
-    r->gen++;
-    ep_path(ep, r->path, sizeof(r->path));
+    l->ep = ep;
+    l->failed = false;
+    l->reached = true;
+    l->gen++;
+    ep_path(ep, l->path, sizeof(l->path));
     *out = ep;
     return IXL_OK;
+}
+
+static void active_add(struct ucx_worker *w, struct ucx_part *p)
+{
+    p->aprev = NULL;
+    p->anext = w->active;
+    if (w->active != NULL)
+        w->active->aprev = p;
+    w->active = p;
+    w->n_active++;
+    w->last_any_ms = now_ms();
+}
+
+static void active_del(struct ucx_worker *w, struct ucx_part *p)
+{
+    if (p->aprev != NULL)
+        p->aprev->anext = p->anext;
+    else
+        w->active = p->anext;
+    if (p->anext != NULL)
+        p->anext->aprev = p->aprev;
+    p->anext = p->aprev = NULL;
+    w->n_active--;
+}
+
+static void req_set_err(struct ucx_req *q, int status);
+
+/* r's lane of w missed the deadline: its requests in flight fail now (their operations stay
+ * with UCX, the requests stay busy until those end). Under w->lock. */
+static void lane_stall_locked(struct ucx_worker *w, struct ucx_remote *r, uint64_t silent_ms)
+{
+    struct ucx_engine *e = w->e;
+    r->lane[w->idx].stalled = true;
+    atomic_store(&r->stalled, true);
+    e->host->log(e->host->ctx, IXL_LOG_WARN,
+                 "UCX: no operation to '%s' completed for %" PRIu64
+                 " ms (timeout_ms): its requests fail; UCX keeps their operations until the "
+                 "peer answers or dies",
+                 r->name, silent_ms);
+    for (struct ucx_part *p = w->active; p != NULL; p = p->anext) {
+        if (p->q->rem != r)
+            continue;
+        req_set_err(p->q, IXL_ERR_REMOTE_DISCONNECT);
+        int ip = IXL_IN_PROGRESS;
+        atomic_compare_exchange_strong(&p->q->status, &ip, IXL_ERR_REMOTE_DISCONNECT);
+    }
+    e->host->signal(e->host->ctx);
 }
 
 /* ---- progress ---------------------------------------------------------------------------------
  */
 
-static void req_advance_locked(struct ucx_req *q);
+static void part_start_locked(struct ucx_worker *w, struct ucx_part *p);
+static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p);
 
-/* Progresses the worker, then moves completed requests on and closes failed endpoints. Under
- * e->lock. Returns whether anything happened. */
-static bool progress_locked(struct ucx_engine *e)
+/* Progresses the worker, starts queued parts, moves completed parts on, fails endpoints past
+ * the deadline and closes failed ones. Under w->lock. Returns whether anything happened. */
+static bool progress_locked(struct ucx_worker *w)
 {
+    struct ucx_engine *e = w->e;
     bool any = false;
-    for (int i = 0; i < 64 && ucp_worker_progress(e->worker) != 0; i++)
-        any = true;
-    while (e->ready != NULL) {
-        struct ucx_req *q = e->ready;
-        e->ready = q->next;
-        q->queued = false;
-        req_advance_locked(q);
+    while (w->todo != NULL) {
+        struct ucx_part *p = w->todo;
+        w->todo = p->next;
+        if (w->todo == NULL)
+            w->todo_tail = &w->todo;
+        part_start_locked(w, p);
         any = true;
     }
-    for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next)
-        if (r->failed) {
-            close_ep_locked(e, r);
+    for (int i = 0; i < 64 && ucp_worker_progress(w->w) != 0; i++)
+        any = true;
+    while (w->ready != NULL) {
+        struct ucx_part *p = w->ready;
+        w->ready = p->next;
+        p->queued = false;
+        part_advance_locked(w, p);
+        any = true;
+    }
+    uint64_t now = e->timeout_ms > 0 && w->n_active > 0 ? now_ms() : 0;
+    for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next) {
+        struct ucx_lane *l = &r->lane[w->idx];
+        if (now > l->last_ms && l->ep != NULL && !l->failed && !l->stalled && l->outstanding > 0 &&
+            now - l->last_ms > e->timeout_ms) {
+            lane_stall_locked(w, r, now - l->last_ms);
             any = true;
         }
+        if (l->failed) {
+            close_ep_locked(w, r);
+            any = true;
+        }
+    }
     return any;
 }
 
 static void *progress_main(void *arg)
 {
-    struct ucx_engine *e = arg;
+    struct ucx_worker *w = arg;
+    struct ucx_engine *e = w->e;
     int ms = (int)((e->progress_us + 999) / 1000);
     if (ms < 1)
         ms = 1;
     while (!atomic_load(&e->stop)) {
-        pthread_mutex_lock(&e->lock);
-        bool any = progress_locked(e);
-        bool busy = e->inflight > 0;
+        pthread_mutex_lock(&w->lock);
+        bool any = progress_locked(w);
+        /* Spins while parts are in flight, unless nothing happened for UCX_STALL_MS (a stalled
+         * peer): then it sleeps on the worker's events like an idle worker. */
+        uint64_t now = now_ms();
+        if (any)
+            w->last_any_ms = now;
+        bool busy = w->n_active > 0 && now - w->last_any_ms < UCX_STALL_MS;
         ucs_status_t st = UCS_ERR_BUSY;
         if (!any && !busy)
-            st = ucp_worker_arm(e->worker);
-        pthread_mutex_unlock(&e->lock);
+            st = ucp_worker_arm(w->w);
+        pthread_mutex_unlock(&w->lock);
         if (any || busy) {
             sched_yield();
             continue;
@@ -372,30 +571,25 @@ static void *progress_main(void *arg)
         if (st == UCS_ERR_BUSY)
             continue;
         struct epoll_event ev[2];
-        int n = epoll_wait(e->epfd, ev, 2, ms);
+        int n = epoll_wait(w->epfd, ev, 2, ms);
         for (int i = 0; i < n; i++)
-            if (ev[i].data.fd == e->wakefd) {
+            if (ev[i].data.fd == w->wakefd) {
                 uint64_t v;
-                if (read(e->wakefd, &v, sizeof(v)) < 0) {
+                if (read(w->wakefd, &v, sizeof(v)) < 0) {
                 }
             }
     }
     return NULL;
 }
 
-static void wake(struct ucx_engine *e)
-{
-    uint64_t one = 1;
-    if (write(e->wakefd, &one, sizeof(one)) < 0) {
-    }
-}
-
 static int ucx_progress(struct ixl_engine *base)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
-    pthread_mutex_lock(&e->lock);
-    progress_locked(e);
-    pthread_mutex_unlock(&e->lock);
+    for (unsigned i = 0; i < e->nw; i++) {
+        pthread_mutex_lock(&e->w[i].lock);
+        progress_locked(&e->w[i]);
+        pthread_mutex_unlock(&e->w[i].lock);
+    }
     return IXL_OK;
 }
 
@@ -458,6 +652,11 @@ static void am_free_cb(void *request, ucs_status_t status, void *user_data)
     free(user_data);
 }
 
+static struct ucx_worker *next_home(struct ucx_engine *e)
+{
+    return &e->w[atomic_fetch_add(&e->rr, 1) % e->nw];
+}
+
 static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, const void *msg,
                          size_t len)
 {
@@ -468,12 +667,17 @@ static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, cons
         return IXL_ERR_NO_MEMORY;
     pthread_mutex_lock(&e->lock);
     struct ucx_remote *r = remote_find(e, remote_agent);
-    ucp_ep_h ep;
-    int rc = IXL_OK;
+    pthread_mutex_unlock(&e->lock);
     if (r == NULL) {
+        free(b);
         fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
-        rc = IXL_ERR_NOT_FOUND;
-    } else if ((rc = ep_get_locked(e, r, &ep)) == IXL_OK) {
+        return IXL_ERR_NOT_FOUND;
+    }
+    struct ucx_worker *w = next_home(e);
+    pthread_mutex_lock(&w->lock);
+    ucp_ep_h ep;
+    int rc = ep_get_locked(w, r, &ep);
+    if (rc == IXL_OK) {
         ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                                                  UCP_OP_ATTR_FIELD_USER_DATA |
                                                  UCP_OP_ATTR_FIELD_FLAGS,
@@ -489,8 +693,8 @@ static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, cons
             b = NULL; /* am_free_cb frees it and the request */
         }
     }
-    pthread_mutex_unlock(&e->lock);
-    wake(e);
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
     free(b);
     return rc;
 }
@@ -498,80 +702,237 @@ static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, cons
 /* ---- requests ---------------------------------------------------------------------------------
  */
 
+static bool req_stopped(struct ucx_req *q)
+{
+    return atomic_load(&q->err) != 0 || atomic_load(&q->canceled);
+}
+
+static void req_set_err(struct ucx_req *q, int status)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&q->err, &none, status);
+}
+
 static void op_cb(void *request, ucs_status_t status, void *user_data)
 {
-    struct ucx_req *q = user_data;
+    struct ucx_part *p = user_data;
+    struct ucx_lane *l = &p->q->rem->lane[p->w->idx];
     ucp_request_free(request); /* freeing it earlier would cancel this callback */
-    if (status != UCS_OK && q->err == UCS_OK)
-        q->err = status;
-    if (--q->pending == 0 && !q->queued) {
+    l->outstanding--;
+    l->last_ms = now_ms();
+    if (status == UCS_OK) {
+        l->stalled = false; /* the peer answers (again) */
+        if (atomic_exchange(&p->q->rem->stalled, false)) {
+            struct ucx_engine *e = p->q->e;
+            e->host->log(e->host->ctx, IXL_LOG_INFO, "UCX: '%s' completes operations again",
+                         p->q->rem->name);
+        }
+    }
+    if (status != UCS_OK)
+        req_set_err(p->q, status_of(status));
+    if (--p->pending == 0 && !p->queued) {
         /* The next phase starts after ucp_worker_progress returns, not inside UCX's
          * callback. */
-        q->queued = true;
-        q->next = q->e->ready;
-        q->e->ready = q;
+        p->queued = true;
+        p->next = p->w->ready;
+        p->w->ready = p;
     }
+}
+
+/* Counts an operation's immediate result: a request (completes by op_cb), done, or failed. */
+static void op_started(struct ucx_part *p, ucs_status_ptr_t sp)
+{
+    if (UCS_PTR_IS_PTR(sp))
+        return; /* op_cb comes, and frees it */
+    p->q->rem->lane[p->w->idx].outstanding--;
+    p->pending--;
+    if (UCS_PTR_STATUS(sp) != UCS_OK)
+        req_set_err(p->q, status_of(UCS_PTR_STATUS(sp)));
+}
+
+/* Before an operation on p's endpoint. */
+static void op_count(struct ucx_part *p)
+{
+    struct ucx_lane *l = &p->q->rem->lane[p->w->idx];
+    if (l->outstanding++ == 0)
+        l->last_ms = now_ms();
+    p->pending++;
 }
 
 static void req_finish(struct ucx_req *q)
 {
     struct ucx_engine *e = q->e;
-    q->phase = PH_DONE;
-    e->inflight--;
-    int st = q->canceled ? IXL_ERR_CANCELED : q->err == UCS_OK ? IXL_OK : status_of(q->err);
+    int err = atomic_load(&q->err);
+    int st = atomic_load(&q->canceled) ? IXL_ERR_CANCELED : err != 0 ? err : IXL_OK;
     atomic_store(&q->status, st);
+    atomic_store(&q->busy, false); /* release may free q from here on */
     e->host->signal(e->host->ctx);
 }
 
-/* Counts an operation's immediate result: a request (completes by op_cb), done, or failed. */
-static void op_started(struct ucx_req *q, ucs_status_ptr_t sp)
+/* All operations of p's current phase completed: start its next phase or end it. The part that
+ * ends last sends the notification (every part's flush is complete by then) and finishes the
+ * request. Under w->lock. */
+static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
 {
-    if (UCS_PTR_IS_PTR(sp))
-        return; /* op_cb comes, and frees it */
-    q->pending--;
-    if (UCS_PTR_STATUS(sp) != UCS_OK && q->err == UCS_OK)
-        q->err = UCS_PTR_STATUS(sp);
-}
-
-/* All operations of the current phase completed: start the next one or finish. */
-static void req_advance_locked(struct ucx_req *q)
-{
+    struct ucx_req *q = p->q;
+    struct ucx_lane *l = &q->rem->lane[w->idx];
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                              .cb.send = op_cb,
+                              .user_data = p};
     for (;;) {
-        if (q->pending != 0 || q->phase == PH_DONE)
+        if (p->pending != 0 || p->phase == PH_DONE)
             return;
-        if (q->err != UCS_OK || q->canceled) {
+        if (p->phase == PH_DATA && !req_stopped(q) && (q->op == IXL_OP_WRITE || q->notif != NULL)) {
+            p->phase = PH_FLUSH;
+            if (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)) {
+                req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
+                continue;
+            }
+            op_count(p);
+            op_started(p, ucp_ep_flush_nbx(l->ep, &rp));
+            continue;
+        }
+        if (p->phase == PH_NOTIF) {
+            p->phase = PH_DONE;
+            active_del(w, p);
             req_finish(q);
             return;
         }
-        ucp_ep_h ep = q->rem->ep;
-        ucp_request_param_t p = {.op_attr_mask =
-                                     UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                                 .cb.send = op_cb,
-                                 .user_data = q};
-        if (q->phase == PH_DATA && (q->op == IXL_OP_WRITE || q->notif != NULL)) {
-            q->phase = PH_FLUSH;
-            if (ep == NULL || q->rem->failed) {
-                q->err = UCS_ERR_CONNECTION_RESET;
+        /* This part's data is in place at the target, or the request stopped. Once the count
+         * below reaches 0 another worker may finish q: nothing of p is touched after it. */
+        p->phase = PH_DONE;
+        active_del(w, p);
+        if (atomic_fetch_sub(&q->parts_left, 1) != 1)
+            return;
+        if (q->notif != NULL && !req_stopped(q)) {
+            p->phase = PH_NOTIF;
+            active_add(w, p);
+            if (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)) {
+                req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
-            q->pending++;
-            op_started(q, ucp_ep_flush_nbx(ep, &p));
-            continue;
-        }
-        if ((q->phase == PH_DATA || q->phase == PH_FLUSH) && q->notif != NULL) {
-            q->phase = PH_NOTIF;
-            if (ep == NULL || q->rem->failed) {
-                q->err = UCS_ERR_CONNECTION_RESET;
-                continue;
-            }
-            p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-            p.flags = UCP_AM_SEND_FLAG_EAGER;
-            q->pending++;
-            op_started(q, ucp_am_send_nbx(ep, UCX_AM_NOTIF, NULL, 0, q->notif, q->notif_len, &p));
+            rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+            rp.flags = UCP_AM_SEND_FLAG_EAGER;
+            op_count(p);
+            op_started(p,
+                       ucp_am_send_nbx(l->ep, UCX_AM_NOTIF, NULL, 0, q->notif, q->notif_len, &rp));
             continue;
         }
         req_finish(q);
         return;
+    }
+}
+
+/* The rkey of a remote md for worker w's current endpoint. Under w->lock. */
+static ucp_rkey_h rkey_get_locked(struct ucx_worker *w, struct ucx_md *m, ucp_ep_h ep, int *rc)
+{
+    struct ucx_rkey *k = &m->rk[w->idx];
+    uint64_t gen = m->rem->lane[w->idx].gen;
+    if (k->rkey != NULL && k->gen == gen)
+        return k->rkey;
+    if (k->rkey != NULL)
+        ucp_rkey_destroy(k->rkey);
+    k->rkey = NULL;
+    ucs_status_t st = ucp_ep_rkey_unpack(ep, m->rkey_buf, &k->rkey);
+    if (st != UCS_OK) {
+        k->rkey = NULL;
+        *rc = IXL_ERR_MALFORMED;
+        fail(w->e, IXL_ERR_MALFORMED, "cannot unpack the remote key of a region of '%s': %s",
+             m->rem->name, ucs_status_string(st));
+        return NULL;
+    }
+    k->gen = gen;
+    return k->rkey;
+}
+
+/* Issues p's puts or gets (at most UCX_CHUNK bytes each) on worker w. Under w->lock. */
+static void part_start_locked(struct ucx_worker *w, struct ucx_part *p)
+{
+    struct ucx_req *q = p->q;
+    struct ucx_lane *l = &q->rem->lane[w->idx];
+    p->phase = PH_DATA;
+    p->pending = 1; /* held until every operation is issued */
+    if (!req_stopped(q) &&
+        (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)))
+        req_set_err(q, IXL_ERR_REMOTE_DISCONNECT); /* failed since post created it */
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                              .cb.send = op_cb,
+                              .user_data = p};
+    size_t d = p->d0;
+    uint64_t off = p->o0;
+    while (!req_stopped(q) && (d < p->d1 || (d == p->d1 && off < p->o1))) {
+        const struct ixl_xfer_desc *ld = &q->local.descs[d], *rd = &q->remote.descs[d];
+        uint64_t end = d == p->d1 ? p->o1 : ld->len;
+        if (off >= end) {
+            d++;
+            off = 0;
+            continue;
+        }
+        uint64_t n = end - off < UCX_CHUNK ? end - off : UCX_CHUNK;
+        int rc = IXL_OK;
+        ucp_rkey_h rkey = rkey_get_locked(w, (struct ucx_md *)rd->md, l->ep, &rc);
+        if (rkey == NULL) {
+            req_set_err(q, rc);
+            break;
+        }
+        const struct ucx_md *lm = (const struct ucx_md *)ld->md;
+        rp.memh = lm != NULL && lm->kind == MD_LOCAL ? lm->memh : NULL;
+        rp.op_attr_mask = rp.memh != NULL ? rp.op_attr_mask | UCP_OP_ATTR_FIELD_MEMH
+                                          : rp.op_attr_mask & ~(uint32_t)UCP_OP_ATTR_FIELD_MEMH;
+        void *buf = (void *)(uintptr_t)(ld->addr + off);
+        op_count(p);
+        if (q->op == IXL_OP_WRITE)
+            op_started(p, ucp_put_nbx(l->ep, buf, n, rd->addr + off, rkey, &rp));
+        else
+            op_started(p, ucp_get_nbx(l->ep, buf, n, rd->addr + off, rkey, &rp));
+        off += n;
+    }
+    p->pending--;
+    part_advance_locked(w, p);
+}
+
+/* Cuts the request into at most nw parts of about equal bytes, none under UCX_STRIPE_MIN
+ * (except a request smaller than that: one part). */
+static void req_cut(struct ucx_req *q, unsigned nw)
+{
+    const struct ixl_xfer_side *s = &q->local;
+    uint64_t total = 0;
+    for (size_t i = 0; i < s->count; i++)
+        total += s->descs[i].len;
+    uint64_t n = total / UCX_STRIPE_MIN;
+    if (n > nw)
+        n = nw;
+    if (n == 0)
+        n = 1;
+    uint64_t share = (total + n - 1) / n;
+    size_t d = 0;
+    uint64_t off = 0;
+    q->nparts = 0;
+    for (unsigned k = 0; k < n; k++) {
+        struct ucx_part *p = &q->part[q->nparts];
+        p->q = q;
+        p->d0 = d;
+        p->o0 = off;
+        uint64_t need = k + 1 == n ? UINT64_MAX : share, got = 0;
+        while (need > 0 && d < s->count) {
+            uint64_t avail = s->descs[d].len - off;
+            if (avail <= need) {
+                need -= avail;
+                got += avail;
+                d++;
+                off = 0;
+            } else {
+                off += need;
+                got += need;
+                need = 0;
+            }
+        }
+        p->d1 = d;
+        p->o1 = off;
+        if (got > 0 || q->nparts == 0)
+            q->nparts++;
     }
 }
 
@@ -612,8 +973,9 @@ static int ucx_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct i
     q->local = *local;
     q->remote = *remote;
     q->rem = r;
-    q->phase = PH_IDLE;
+    req_cut(q, e->nw);
     atomic_init(&q->status, IXL_ERR_NOT_POSTED);
+    atomic_init(&q->busy, false);
     if (opts != NULL && opts->notif != NULL &&
         (q->notif = ucx_notif_encode(e->name, opts->notif, opts->notif_len, &q->notif_len)) ==
             NULL) {
@@ -624,31 +986,18 @@ static int ucx_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct i
     return IXL_OK;
 }
 
-/* The rkey of a remote md for the remote's current endpoint. Under e->lock. */
-static ucp_rkey_h rkey_get_locked(struct ucx_engine *e, struct ucx_md *m, ucp_ep_h ep,
-                                  ucs_status_t *st)
-{
-    if (m->rkey != NULL && m->rkey_gen == m->rem->gen)
-        return m->rkey;
-    if (m->rkey != NULL)
-        ucp_rkey_destroy(m->rkey);
-    m->rkey = NULL;
-    *st = ucp_ep_rkey_unpack(ep, m->rkey_buf, &m->rkey);
-    if (*st != UCS_OK) {
-        m->rkey = NULL;
-        fail(e, IXL_ERR_MALFORMED, "cannot unpack the remote key of a region of '%s': %s",
-             m->rem->name, ucs_status_string(*st));
-        return NULL;
-    }
-    m->rkey_gen = m->rem->gen;
-    return m->rkey;
-}
-
 static int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req,
                          const struct ixl_xfer_opts *opts)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_req *q = (struct ucx_req *)req;
+    if (atomic_load(&q->busy)) {
+        fail(e, IXL_ERR_BUSY,
+             "UCX still holds operations of this request's last post to '%s' (the peer stopped "
+             "answering): post it again once the peer answers, or release it",
+             q->rem->name);
+        return IXL_ERR_BUSY;
+    }
     if (opts->notif != q->notif) {
         free(q->notif);
         q->notif = NULL;
@@ -657,108 +1006,104 @@ static int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req,
                 NULL)
             return IXL_ERR_NO_MEMORY;
     }
-    pthread_mutex_lock(&e->lock);
-    ucp_ep_h ep;
-    int rc = ep_get_locked(e, q->rem, &ep);
-    if (rc != IXL_OK) {
-        pthread_mutex_unlock(&e->lock);
-        return rc;
+    /* The endpoints first, so that a peer that cannot be reached fails the post itself. */
+    unsigned home = (unsigned)(next_home(e) - e->w);
+    for (unsigned k = 0; k < q->nparts; k++) {
+        struct ucx_worker *w = &e->w[(home + k) % e->nw];
+        q->part[k].w = w;
+        ucp_ep_h ep;
+        pthread_mutex_lock(&w->lock);
+        int rc = ep_get_locked(w, q->rem, &ep);
+        pthread_mutex_unlock(&w->lock);
+        if (rc != IXL_OK)
+            return rc;
     }
-    q->phase = PH_DATA;
-    q->err = UCS_OK;
-    q->canceled = false;
-    q->pending = 1; /* held until every operation is started */
+    atomic_store(&q->err, 0);
+    atomic_store(&q->canceled, false);
+    atomic_store(&q->parts_left, q->nparts);
     atomic_store(&q->status, IXL_IN_PROGRESS);
-    e->inflight++;
-    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                             UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH,
-                             .cb.send = op_cb,
-                             .user_data = q};
-    for (size_t i = 0; i < q->local.count && q->err == UCS_OK; i++) {
-        const struct ixl_xfer_desc *l = &q->local.descs[i], *r = &q->remote.descs[i];
-        if (l->len == 0)
-            continue;
-        ucs_status_t st = UCS_OK;
-        ucp_rkey_h rkey = rkey_get_locked(e, (struct ucx_md *)r->md, ep, &st);
-        if (rkey == NULL) {
-            q->err = st;
-            break;
-        }
-        const struct ucx_md *lm = (const struct ucx_md *)l->md;
-        p.memh = lm != NULL && lm->kind == MD_LOCAL ? lm->memh : NULL;
-        p.op_attr_mask = p.memh != NULL ? p.op_attr_mask | UCP_OP_ATTR_FIELD_MEMH
-                                        : p.op_attr_mask & ~(uint32_t)UCP_OP_ATTR_FIELD_MEMH;
-        q->pending++;
-        if (q->op == IXL_OP_WRITE)
-            op_started(q, ucp_put_nbx(ep, (void *)(uintptr_t)l->addr, l->len, r->addr, rkey, &p));
-        else
-            op_started(q, ucp_get_nbx(ep, (void *)(uintptr_t)l->addr, l->len, r->addr, rkey, &p));
+    atomic_store(&q->busy, true);
+    for (unsigned k = 1; k < q->nparts; k++) { /* the other workers' threads issue these */
+        struct ucx_part *p = &q->part[k];
+        struct ucx_worker *w = p->w;
+        pthread_mutex_lock(&w->lock);
+        p->phase = PH_TODO;
+        p->queued = false;
+        p->next = NULL;
+        *w->todo_tail = p;
+        w->todo_tail = &p->next;
+        active_add(w, p);
+        pthread_mutex_unlock(&w->lock);
+        wake(w);
     }
-    q->pending--;
-    req_advance_locked(q);
-    if (q->phase != PH_DONE) {
-        /* make the progress thread spin while this is in flight */
-        progress_locked(e);
-    }
-    rc = atomic_load(&q->status);
-    pthread_mutex_unlock(&e->lock);
+    struct ucx_worker *w = q->part[0].w;
+    pthread_mutex_lock(&w->lock);
+    q->part[0].queued = false;
+    active_add(w, &q->part[0]); /* makes its progress thread spin while this is in flight */
+    part_start_locked(w, &q->part[0]);
+    progress_locked(w);
+    pthread_mutex_unlock(&w->lock);
+    int rc = atomic_load(&q->status);
     if (rc == IXL_IN_PROGRESS)
-        wake(e);
+        wake(w);
     return rc;
+}
+
+/* Progresses the workers of q's parts; blocking (lock) or not (trylock). */
+static bool req_progress(struct ucx_req *q, bool block)
+{
+    bool any = false;
+    for (unsigned k = 0; k < q->nparts; k++) {
+        struct ucx_worker *w = q->part[k].w;
+        if (block)
+            pthread_mutex_lock(&w->lock);
+        else if (pthread_mutex_trylock(&w->lock) != 0)
+            continue;
+        any = progress_locked(w) || any;
+        pthread_mutex_unlock(&w->lock);
+    }
+    return any;
 }
 
 static int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
 {
-    struct ucx_engine *e = (struct ucx_engine *)base;
+    (void)base;
     struct ucx_req *q = (struct ucx_req *)req;
     int st = atomic_load(&q->status);
-    if (st == IXL_IN_PROGRESS && pthread_mutex_trylock(&e->lock) == 0) {
-        progress_locked(e);
-        pthread_mutex_unlock(&e->lock);
+    if (st == IXL_IN_PROGRESS) {
+        req_progress(q, false);
         st = atomic_load(&q->status);
     }
     return st;
 }
 
-/* Progresses until q is done or ms ran out. Under e->lock. */
-static bool wait_done_locked(struct ucx_engine *e, struct ucx_req *q, uint64_t ms)
+/* Progresses until UCX is done with q or ms ran out. */
+static bool wait_done(struct ucx_req *q, uint64_t ms)
 {
     uint64_t end = now_ms() + ms;
-    while (q->phase != PH_DONE && q->phase != PH_IDLE && now_ms() < end) {
-        if (!progress_locked(e)) {
-            pthread_mutex_unlock(&e->lock);
+    while (atomic_load(&q->busy) && now_ms() < end)
+        if (!req_progress(q, true))
             sched_yield();
-            pthread_mutex_lock(&e->lock);
-        }
-    }
-    return q->phase == PH_DONE || q->phase == PH_IDLE;
+    return !atomic_load(&q->busy);
 }
 
 static int ucx_release_req(struct ixl_engine *base, struct ixl_req *req)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_req *q = (struct ucx_req *)req;
-    pthread_mutex_lock(&e->lock);
-    if (q->phase != PH_DONE && q->phase != PH_IDLE) {
-        q->canceled = true; /* no flush or notification after this */
-        if (!wait_done_locked(e, q, UCX_RELEASE_WAIT_MS)) {
-            /* UCX cannot cancel one put or get: a forced close of the endpoint cancels every
-             * operation on it (other requests to this peer fail too, as NET's cut does). */
-            e->host->log(e->host->ctx, IXL_LOG_WARN,
-                         "UCX: release of a request to '%s' still in flight: closing the "
-                         "endpoint",
-                         q->rem->name);
-            close_ep_locked(e, q->rem);
-            wait_done_locked(e, q, UCX_CLOSE_WAIT_MS);
-        }
-        if (q->phase != PH_DONE) {
-            atomic_store(&q->status, IXL_ERR_CANCELED);
-            pthread_mutex_unlock(&e->lock);
-            fail(e, IXL_ERR_BUSY, "a request to '%s' could not be stopped yet", q->rem->name);
+    if (atomic_load(&q->busy)) {
+        atomic_store(&q->canceled, true); /* no more phases: no flush, no notification */
+        if (!wait_done(q, UCX_RELEASE_WAIT_MS)) {
+            /* A put or get cannot be canceled once issued, and the forced close that would
+             * cancel them is not safe in UCX 1.13 (see UCX_STALL_MS): the operations end on
+             * their own, completed or failed (a dead peer), and a later release succeeds. */
+            fail(e, IXL_ERR_BUSY,
+                 "a request to '%s' still has operations in UCX, which cannot cancel them: "
+                 "release again once they end (completed, or failed if the peer is gone)",
+                 q->rem->name);
             return IXL_ERR_BUSY;
         }
     }
-    pthread_mutex_unlock(&e->lock);
     free(q->notif);
     free(q);
     return IXL_OK;
@@ -766,11 +1111,12 @@ static int ucx_release_req(struct ixl_engine *base, struct ixl_req *req)
 
 static int ucx_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out)
 {
-    struct ucx_engine *e = (struct ucx_engine *)base;
+    (void)base;
     struct ucx_req *q = (struct ucx_req *)req;
-    pthread_mutex_lock(&e->lock);
-    snprintf(out->path, sizeof(out->path), "%s", q->rem->path);
-    pthread_mutex_unlock(&e->lock);
+    struct ucx_worker *w = q->part[0].w != NULL ? q->part[0].w : &q->e->w[0];
+    pthread_mutex_lock(&w->lock);
+    snprintf(out->path, sizeof(out->path), "%s", q->rem->lane[w->idx].path);
+    pthread_mutex_unlock(&w->lock);
     return IXL_OK;
 }
 
@@ -785,16 +1131,24 @@ static int ucx_get_conn_info(struct ixl_engine *base, const void **info, size_t 
     return IXL_OK;
 }
 
-static int remote_set_locked(struct ucx_engine *e, const char *name, const void *addr,
-                             size_t addr_len)
+/* Records (or replaces) an agent's connection info. Under e->lock and every worker lock (or
+ * before the threads start). */
+static int remote_set_locked(struct ucx_engine *e, const char *name, const void *info, size_t len)
 {
     struct ucx_remote *r = remote_find(e, name);
-    if (r != NULL && r->addr_len == addr_len && memcmp(r->addr, addr, addr_len) == 0)
+    if (r != NULL && r->info_len == len && memcmp(r->info, info, len) == 0)
         return IXL_OK;
-    void *copy = malloc(addr_len);
+    void *copy = malloc(len);
     if (copy == NULL)
         return IXL_ERR_NO_MEMORY;
-    memcpy(copy, addr, addr_len);
+    memcpy(copy, info, len);
+    const void *addr[UCX_MAX_ADDRS];
+    size_t alen[UCX_MAX_ADDRS];
+    size_t n = ucx_info_decode(copy, len, addr, alen);
+    if (n == 0) {
+        free(copy);
+        return IXL_ERR_MALFORMED;
+    }
     if (r == NULL) {
         if ((r = calloc(1, sizeof(*r))) == NULL || (r->name = strdup(name)) == NULL) {
             free(r);
@@ -804,12 +1158,19 @@ static int remote_set_locked(struct ucx_engine *e, const char *name, const void 
         r->next = e->remotes;
         e->remotes = r;
     } else {
-        close_ep_locked(e, r); /* a restarted peer: its requests fail, rkeys go stale */
+        for (unsigned i = 0; i < e->nw; i++) { /* a restarted peer: its requests fail */
+            close_ep_locked(&e->w[i], r);
+            r->lane[i].quiet_until = 0; /* new addresses: nothing of the old can collide */
+            r->lane[i].reached = false;
+        }
+        atomic_store(&r->stalled, false);
     }
-    free(r->addr);
-    r->addr = copy;
-    r->addr_len = addr_len;
-    r->quiet_until = 0; /* a new address: nothing of the old connections can collide */
+    free(r->info);
+    r->info = copy;
+    r->info_len = len;
+    r->n_addrs = n;
+    memcpy(r->addr, addr, n * sizeof(addr[0]));
+    memcpy(r->addr_len, alen, n * sizeof(alen[0]));
     return IXL_OK;
 }
 
@@ -817,45 +1178,70 @@ static int ucx_load_remote_conn_info(struct ixl_engine *base, const char *remote
                                      const void *info, size_t len)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
-    size_t alen;
-    const void *addr = ucx_unwrap(UCX_INFO_MAGIC, info, len, &alen);
-    if (addr == NULL) {
-        fail(e, IXL_ERR_MALFORMED, "connection info of '%s' is not a UCX worker address",
-             remote_agent);
+    const void *addr[UCX_MAX_ADDRS];
+    size_t alen[UCX_MAX_ADDRS];
+    if (ucx_info_decode(info, len, addr, alen) == 0) {
+        fail(e, IXL_ERR_MALFORMED,
+             "connection info of '%s' is not a list of UCX worker addresses (version %d)",
+             remote_agent, UCX_INFO_VERSION);
         return IXL_ERR_MALFORMED;
     }
     pthread_mutex_lock(&e->lock);
-    int rc = remote_set_locked(e, remote_agent, addr, alen);
+    lock_workers(e);
+    int rc = remote_set_locked(e, remote_agent, info, len);
+    unlock_workers(e);
     pthread_mutex_unlock(&e->lock);
     return rc;
+}
+
+static struct ucx_remote *remote_get(struct ucx_engine *e, const char *name)
+{
+    pthread_mutex_lock(&e->lock);
+    struct ucx_remote *r = remote_find(e, name);
+    pthread_mutex_unlock(&e->lock);
+    return r;
 }
 
 static int ucx_connect(struct ixl_engine *base, const char *remote_agent)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
-    pthread_mutex_lock(&e->lock);
-    struct ucx_remote *r = remote_find(e, remote_agent);
-    ucp_ep_h ep;
-    int rc = IXL_ERR_NOT_FOUND;
-    if (r == NULL)
-        fail(e, rc, "no connection info for agent '%s'", remote_agent);
-    else if (strcmp(remote_agent, e->name) == 0)
-        rc = IXL_OK; /* to itself: at the first transfer, so that an endpoint UCX refuses (shared
-                        memory with err_mode=peer) fails that transfer with the reason */
-    else
-        rc = ep_get_locked(e, r, &ep);
-    pthread_mutex_unlock(&e->lock);
+    struct ucx_remote *r = remote_get(e, remote_agent);
+    if (r == NULL) {
+        fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
+        return IXL_ERR_NOT_FOUND;
+    }
+    if (strcmp(remote_agent, e->name) == 0)
+        return IXL_OK; /* to itself: at the first transfer, so that an endpoint UCX refuses
+                          (shared memory with err_mode=peer) fails that transfer with the reason */
+    int rc = IXL_OK;
+    for (unsigned i = 0; i < e->nw && rc == IXL_OK; i++) {
+        ucp_ep_h ep;
+        pthread_mutex_lock(&e->w[i].lock);
+        rc = ep_get_locked(&e->w[i], r, &ep);
+        pthread_mutex_unlock(&e->w[i].lock);
+    }
     return rc;
 }
 
 static int ucx_disconnect(struct ixl_engine *base, const char *remote_agent)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
-    pthread_mutex_lock(&e->lock);
-    struct ucx_remote *r = remote_find(e, remote_agent);
-    if (r != NULL)
-        close_ep_locked(e, r);
-    pthread_mutex_unlock(&e->lock);
+    struct ucx_remote *r = remote_get(e, remote_agent);
+    for (unsigned i = 0; r != NULL && i < e->nw; i++) {
+        pthread_mutex_lock(&e->w[i].lock);
+        struct ucx_lane *l = &r->lane[i];
+        /* A stalled lane (a stopped peer) keeps its endpoint: a forced close with data queued
+         * is not safe in UCX 1.13 (UCX_STALL_MS). Its requests already failed; the endpoint
+         * ends when the peer answers or dies, and posts fail until then. */
+        if (l->stalled && l->outstanding > 0)
+            e->host->log(e->host->ctx, IXL_LOG_INFO,
+                         "UCX: '%s' is stalled with %zu operations outstanding: its endpoint "
+                         "of worker %u stays open until they end",
+                         r->name, l->outstanding, i);
+        else
+            close_ep_locked(&e->w[i], r);
+        pthread_mutex_unlock(&e->w[i].lock);
+    }
     return IXL_OK;
 }
 
@@ -1018,9 +1404,11 @@ static int ucx_get_public_data(struct ixl_engine *base, const struct ixl_md *md,
 static int remote_md_new(struct ucx_engine *e, struct ucx_remote *r, uint64_t addr, uint64_t len,
                          const void *rkey, size_t rkey_len, struct ixl_md **out)
 {
-    (void)e;
     struct ucx_md *m = calloc(1, sizeof(*m));
-    if (m == NULL || (m->rkey_buf = malloc(rkey_len)) == NULL) {
+    if (m == NULL || (m->rkey_buf = malloc(rkey_len)) == NULL ||
+        (m->rk = calloc(e->nw, sizeof(*m->rk))) == NULL) {
+        if (m != NULL)
+            free(m->rkey_buf);
         free(m);
         return IXL_ERR_NO_MEMORY;
     }
@@ -1050,9 +1438,7 @@ static int ucx_load_remote_md(struct ixl_engine *base, const char *remote_agent,
              remote_agent);
         return IXL_ERR_MALFORMED;
     }
-    pthread_mutex_lock(&e->lock);
-    struct ucx_remote *r = remote_find(e, remote_agent);
-    pthread_mutex_unlock(&e->lock);
+    struct ucx_remote *r = remote_get(e, remote_agent);
     if (r == NULL) {
         fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
         return IXL_ERR_NOT_FOUND;
@@ -1064,9 +1450,7 @@ static int ucx_load_local_md(struct ixl_engine *base, struct ixl_md *md, struct 
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_md *m = (struct ucx_md *)md;
-    pthread_mutex_lock(&e->lock);
-    struct ucx_remote *self = remote_find(e, e->name);
-    pthread_mutex_unlock(&e->lock);
+    struct ucx_remote *self = remote_get(e, e->name);
     size_t rk_len;
     const void *rk = ucx_unwrap(UCX_RKEY_MAGIC, m->pub, m->pub_len, &rk_len);
     if (self == NULL || rk == NULL)
@@ -1078,10 +1462,13 @@ static int ucx_unload_md(struct ixl_engine *base, struct ixl_md *md)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_md *m = (struct ucx_md *)md;
-    pthread_mutex_lock(&e->lock);
-    if (m->rkey != NULL)
-        ucp_rkey_destroy(m->rkey);
-    pthread_mutex_unlock(&e->lock);
+    for (unsigned i = 0; i < e->nw; i++) {
+        pthread_mutex_lock(&e->w[i].lock);
+        if (m->rk[i].rkey != NULL)
+            ucp_rkey_destroy(m->rk[i].rkey);
+        pthread_mutex_unlock(&e->w[i].lock);
+    }
+    free(m->rk);
     free(m->rkey_buf);
     free(m);
     return IXL_OK;
@@ -1114,6 +1501,40 @@ static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigne
 
 static void ucx_destroy_engine(struct ixl_engine *base);
 
+/* Creates worker i: its UCP worker, notification handler, event fd and epoll set. */
+static int worker_create(struct ucx_engine *e, unsigned i, ucp_address_t **addr, size_t *addr_len)
+{
+    struct ucx_worker *w = &e->w[i];
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SERIALIZED};
+    ucp_am_handler_param_t ap = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = UCX_AM_NOTIF,
+                                 .cb = am_notif_cb,
+                                 .arg = e};
+    ucs_status_t st = ucp_worker_create(e->ctx, &wp, &w->w);
+    if (st != UCS_OK)
+        w->w = NULL;
+    else if ((st = ucp_worker_set_am_recv_handler(w->w, &ap)) == UCS_OK &&
+             (st = ucp_worker_get_efd(w->w, &w->efd)) == UCS_OK)
+        st = ucp_worker_get_address(w->w, addr, addr_len);
+    if (st != UCS_OK) {
+        fail(e, IXL_ERR_BACKEND, "cannot create UCP worker %u (transports '%s'): %s", i, e->tls,
+             ucs_status_string(st));
+        return IXL_ERR_BACKEND;
+    }
+    struct epoll_event ev = {.events = EPOLLIN};
+    if ((w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+        (w->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        (ev.data.fd = w->efd, epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->efd, &ev)) != 0 ||
+        (ev.data.fd = w->wakefd, epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev)) != 0) {
+        fail(e, IXL_ERR_SYSTEM, "epoll/eventfd: %s", strerror(errno));
+        return IXL_ERR_SYSTEM;
+    }
+    return IXL_OK;
+}
+
 static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engine **out)
 {
     const struct ixl_host *host = init->host;
@@ -1121,7 +1542,6 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     if (e == NULL)
         return IXL_ERR_NO_MEMORY;
     e->host = host;
-    e->efd = e->wakefd = e->epfd = -1;
     e->ntail = &e->nhead;
     e->notif_max = init->notif_max;
     pthread_mutex_init(&e->lock, NULL);
@@ -1130,27 +1550,38 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         ucx_destroy_engine(&e->base);
         return IXL_ERR_NO_MEMORY;
     }
-    unsigned long workers, keepalive, prog;
+    unsigned long workers, keepalive, prog, timeout;
     const char *mode = param(init, "err_mode");
-    if (parse_uint(param(init, "workers"), 1, 1, &workers) != 0) {
-        fail(e, IXL_ERR_NOT_SUPPORTED, "workers=%s: only 1 worker per engine is supported",
-             param(init, "workers"));
-        ucx_destroy_engine(&e->base);
-        return IXL_ERR_NOT_SUPPORTED;
-    }
-    if (parse_uint(param(init, "keepalive_ms"), 1, 3600000, &keepalive) != 0 ||
+    if (parse_uint(param(init, "workers"), 1, UCX_MAX_WORKERS, &workers) != 0 ||
+        parse_uint(param(init, "keepalive_ms"), 1, 3600000, &keepalive) != 0 ||
+        parse_uint(param(init, "timeout_ms"), 0, 3600000, &timeout) != 0 ||
         parse_uint(param(init, "progress_us"), 1, 1000000, &prog) != 0 ||
         (strcmp(mode, "peer") != 0 && strcmp(mode, "none") != 0)) {
         fail(e, IXL_ERR_INVALID_ARG,
-             "bad option: keepalive_ms (1..3600000), progress_us (1..1000000) or err_mode "
-             "(peer|none)");
+             "bad option: workers (1..%d), keepalive_ms (1..3600000), timeout_ms (0..3600000), "
+             "progress_us (1..1000000) or err_mode (peer|none)",
+             UCX_MAX_WORKERS);
         ucx_destroy_engine(&e->base);
         return IXL_ERR_INVALID_ARG;
     }
     e->progress_us = (unsigned)prog;
+    e->timeout_ms = timeout;
     e->err_mode =
         strcmp(mode, "peer") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     snprintf(e->tls, sizeof(e->tls), "%s", param(init, "transports"));
+    if ((e->w = calloc(workers, sizeof(*e->w))) == NULL) {
+        ucx_destroy_engine(&e->base);
+        return IXL_ERR_NO_MEMORY;
+    }
+    e->nw = (unsigned)workers;
+    for (unsigned i = 0; i < e->nw; i++) {
+        struct ucx_worker *w = &e->w[i];
+        w->e = e;
+        w->idx = i;
+        w->efd = w->wakefd = w->epfd = -1;
+        w->todo_tail = &w->todo;
+        pthread_mutex_init(&w->lock, NULL);
+    }
 
     ucp_config_t *cfg;
     ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
@@ -1171,9 +1602,10 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
             ucx_destroy_engine(&e->base);
             return IXL_ERR_INVALID_ARG;
         }
+    /* mt_workers_shared: memory registration runs beside the workers' threads. */
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
-                       .mt_workers_shared = 0};
+                       .mt_workers_shared = 1};
     st = ucp_init(&up, cfg, &e->ctx);
     ucp_config_release(cfg);
     if (st != UCS_OK) {
@@ -1189,50 +1621,31 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)))
         e->base.mem_mask |= IXL_MEM_BIT(IXL_MEM_VRAM);
 
-    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                              .thread_mode = UCS_THREAD_MODE_SERIALIZED};
-    ucp_am_handler_param_t ap = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                                               UCP_AM_HANDLER_PARAM_FIELD_CB |
-                                               UCP_AM_HANDLER_PARAM_FIELD_ARG,
-                                 .id = UCX_AM_NOTIF,
-                                 .cb = am_notif_cb,
-                                 .arg = e};
-    ucp_address_t *addr = NULL;
-    size_t addr_len = 0;
-    if ((st = ucp_worker_create(e->ctx, &wp, &e->worker)) != UCS_OK) {
-        e->worker = NULL;
-    } else if ((st = ucp_worker_set_am_recv_handler(e->worker, &ap)) == UCS_OK &&
-               (st = ucp_worker_get_efd(e->worker, &e->efd)) == UCS_OK) {
-        st = ucp_worker_get_address(e->worker, &addr, &addr_len);
+    ucp_address_t *addr[UCX_MAX_WORKERS] = {NULL};
+    size_t addr_len[UCX_MAX_WORKERS] = {0};
+    int rc = IXL_OK;
+    for (unsigned i = 0; i < e->nw && rc == IXL_OK; i++)
+        rc = worker_create(e, i, &addr[i], &addr_len[i]);
+    if (rc == IXL_OK) {
+        e->info = ucx_info_encode(e->nw, (const void *const *)addr, addr_len, &e->info_len);
+        rc = e->info == NULL ? IXL_ERR_NO_MEMORY
+                             : remote_set_locked(e, e->name, e->info, e->info_len);
     }
-    if (st != UCS_OK) {
-        fail(e, IXL_ERR_BACKEND, "cannot create a UCP worker (transports '%s'): %s", e->tls,
-             ucs_status_string(st));
-        ucx_destroy_engine(&e->base);
-        return IXL_ERR_BACKEND;
-    }
-    e->info = ucx_wrap(UCX_INFO_MAGIC, addr, addr_len, &e->info_len);
-    int rc = e->info == NULL ? IXL_ERR_NO_MEMORY : remote_set_locked(e, e->name, addr, addr_len);
-    ucp_worker_release_address(e->worker, addr);
+    for (unsigned i = 0; i < e->nw; i++)
+        if (addr[i] != NULL)
+            ucp_worker_release_address(e->w[i].w, addr[i]);
     if (rc != IXL_OK) {
         ucx_destroy_engine(&e->base);
         return rc;
     }
-    struct epoll_event ev = {.events = EPOLLIN};
-    if ((e->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
-        (e->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-        (ev.data.fd = e->efd, epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->efd, &ev)) != 0 ||
-        (ev.data.fd = e->wakefd, epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->wakefd, &ev)) != 0) {
-        fail(e, IXL_ERR_SYSTEM, "epoll/eventfd: %s", strerror(errno));
-        ucx_destroy_engine(&e->base);
-        return IXL_ERR_SYSTEM;
+    for (unsigned i = 0; i < e->nw; i++) {
+        if ((rc = pthread_create(&e->w[i].thread, NULL, progress_main, &e->w[i])) != 0) {
+            fail(e, IXL_ERR_SYSTEM, "cannot start progress thread %u: %s", i, strerror(rc));
+            ucx_destroy_engine(&e->base);
+            return IXL_ERR_SYSTEM;
+        }
+        e->w[i].thread_started = true;
     }
-    if ((rc = pthread_create(&e->thread, NULL, progress_main, e)) != 0) {
-        fail(e, IXL_ERR_SYSTEM, "cannot start the progress thread: %s", strerror(rc));
-        ucx_destroy_engine(&e->base);
-        return IXL_ERR_SYSTEM;
-    }
-    e->thread_started = true;
     *out = &e->base;
     return IXL_OK;
 }
@@ -1242,23 +1655,45 @@ static void ucx_destroy_engine(struct ixl_engine *base)
     struct ucx_engine *e = (struct ucx_engine *)base;
     if (e == NULL)
         return;
-    if (e->thread_started) {
-        atomic_store(&e->stop, true);
-        wake(e);
-        pthread_join(e->thread, NULL);
-    }
-    if (e->worker != NULL) {
-        pthread_mutex_lock(&e->lock);
-        uint64_t quiet = 0;
-        for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next) {
-            close_ep_locked(e, r);
-            quiet = r->quiet_until > quiet ? r->quiet_until : quiet;
+    atomic_store(&e->stop, true);
+    for (unsigned i = 0; i < e->nw; i++)
+        if (e->w[i].thread_started) {
+            wake(&e->w[i]);
+            pthread_join(e->w[i].thread, NULL);
         }
-        for (int i = 0; i < 100; i++)
-            progress_locked(e);
-        progress_until_locked(e, quiet);
-        pthread_mutex_unlock(&e->lock);
-        ucp_worker_destroy(e->worker);
+    uint64_t quiet = 0;
+    for (unsigned i = 0; i < e->nw; i++) {
+        struct ucx_worker *w = &e->w[i];
+        if (w->w == NULL)
+            continue;
+        pthread_mutex_lock(&w->lock);
+        for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next) {
+            close_ep_locked(w, r);
+            quiet = r->lane[i].quiet_until > quiet ? r->lane[i].quiet_until : quiet;
+        }
+        pthread_mutex_unlock(&w->lock);
+    }
+    /* The closed endpoints' teardown (both sides' tcp connections) ends before the workers go. */
+    for (int k = 0; k < 100 || now_ms() < quiet; k++) {
+        bool any = false;
+        for (unsigned i = 0; i < e->nw; i++)
+            if (e->w[i].w != NULL) {
+                pthread_mutex_lock(&e->w[i].lock);
+                any = progress_locked(&e->w[i]) || any;
+                pthread_mutex_unlock(&e->w[i].lock);
+            }
+        if (!any && k >= 100)
+            sched_yield();
+    }
+    for (unsigned i = 0; i < e->nw; i++) {
+        struct ucx_worker *w = &e->w[i];
+        if (w->w != NULL)
+            ucp_worker_destroy(w->w);
+        if (w->wakefd >= 0)
+            close(w->wakefd);
+        if (w->epfd >= 0)
+            close(w->epfd);
+        pthread_mutex_destroy(&w->lock);
     }
     while (e->allocs != NULL) { /* the core frees what it allocated; this is what it did not */
         struct ucx_alloc *a = e->allocs;
@@ -1272,7 +1707,7 @@ static void ucx_destroy_engine(struct ixl_engine *base)
         struct ucx_remote *r = e->remotes;
         e->remotes = r->next;
         free(r->name);
-        free(r->addr);
+        free(r->info);
         free(r);
     }
     struct notif *n = e->nhead;
@@ -1281,10 +1716,7 @@ static void ucx_destroy_engine(struct ixl_engine *base)
         free(n);
         n = next;
     }
-    if (e->wakefd >= 0)
-        close(e->wakefd);
-    if (e->epfd >= 0)
-        close(e->epfd);
+    free(e->w);
     free(e->info);
     free(e->name);
     pthread_mutex_destroy(&e->lock);

@@ -24,7 +24,8 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void *ucx_wrap(uint32_t magic, const void *payload, size_t len, size_t *out_len)
+static void *wrap_v(uint32_t magic, uint32_t version, const void *payload, size_t len,
+                    size_t *out_len)
 {
     if (len == 0 || len > UINT32_MAX)
         return NULL;
@@ -32,7 +33,7 @@ void *ucx_wrap(uint32_t magic, const void *payload, size_t len, size_t *out_len)
     if (b == NULL)
         return NULL;
     put32(b, magic);
-    put32(b + 4, UCX_VERSION);
+    put32(b + 4, version);
     put32(b + 8, (uint32_t)len);
     put32(b + 12, ucx_fnv32(payload, len));
     memcpy(b + UCX_HDR_LEN, payload, len);
@@ -40,15 +41,74 @@ void *ucx_wrap(uint32_t magic, const void *payload, size_t len, size_t *out_len)
     return b;
 }
 
-const void *ucx_unwrap(uint32_t magic, const void *bytes, size_t len, size_t *out_len)
+static const void *unwrap_v(uint32_t magic, uint32_t version, const void *bytes, size_t len,
+                            size_t *out_len)
 {
     const unsigned char *b = bytes;
-    if (b == NULL || len <= UCX_HDR_LEN || get32(b) != magic || get32(b + 4) != UCX_VERSION ||
+    if (b == NULL || len <= UCX_HDR_LEN || get32(b) != magic || get32(b + 4) != version ||
         get32(b + 8) != len - UCX_HDR_LEN ||
         get32(b + 12) != ucx_fnv32(b + UCX_HDR_LEN, len - UCX_HDR_LEN))
         return NULL;
     *out_len = len - UCX_HDR_LEN;
     return b + UCX_HDR_LEN;
+}
+
+void *ucx_wrap(uint32_t magic, const void *payload, size_t len, size_t *out_len)
+{
+    return wrap_v(magic, UCX_VERSION, payload, len, out_len);
+}
+
+const void *ucx_unwrap(uint32_t magic, const void *bytes, size_t len, size_t *out_len)
+{
+    return unwrap_v(magic, UCX_VERSION, bytes, len, out_len);
+}
+
+void *ucx_info_encode(size_t n, const void *const *addrs, const size_t *lens, size_t *out_len)
+{
+    if (n == 0 || n > UCX_MAX_ADDRS)
+        return NULL;
+    size_t total = 4;
+    for (size_t i = 0; i < n; i++) {
+        if (lens[i] == 0 || lens[i] > UINT32_MAX || total + 4 + lens[i] < total)
+            return NULL;
+        total += 4 + lens[i];
+    }
+    unsigned char *p = malloc(total);
+    if (p == NULL)
+        return NULL;
+    put32(p, (uint32_t)n);
+    size_t off = 4;
+    for (size_t i = 0; i < n; i++) {
+        put32(p + off, (uint32_t)lens[i]);
+        memcpy(p + off + 4, addrs[i], lens[i]);
+        off += 4 + lens[i];
+    }
+    void *w = wrap_v(UCX_INFO_MAGIC, UCX_INFO_VERSION, p, total, out_len);
+    free(p);
+    return w;
+}
+
+size_t ucx_info_decode(const void *bytes, size_t len, const void **addrs, size_t *lens)
+{
+    size_t plen;
+    const unsigned char *p = unwrap_v(UCX_INFO_MAGIC, UCX_INFO_VERSION, bytes, len, &plen);
+    if (p == NULL || plen < 4)
+        return 0;
+    size_t n = get32(p), off = 4;
+    if (n == 0 || n > UCX_MAX_ADDRS)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (plen - off < 4)
+            return 0;
+        size_t l = get32(p + off);
+        off += 4;
+        if (l == 0 || l > plen - off)
+            return 0;
+        addrs[i] = p + off;
+        lens[i] = l;
+        off += l;
+    }
+    return off == plen ? n : 0;
 }
 
 void *ucx_notif_encode(const char *name, const void *msg, size_t len, size_t *out_len)

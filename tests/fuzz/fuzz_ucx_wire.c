@@ -2,7 +2,8 @@
  * The UCX plugin's own wire formats (plugins/ucx/ucx_wire.c): wrapped connection info and
  * packed keys, which arrive in untrusted metadata, and notifications, which arrive from peers.
  * Oracle: decoders never read outside the input (ASan), accept only what the encoders make,
- * and round-trip whatever the encoders make of the input.
+ * and round-trip whatever the encoders make of the input (connection info: up to UCX_MAX_ADDRS
+ * worker addresses cut from the input).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(plen == size - UCX_HDR_LEN && p == data + UCX_HDR_LEN);
         REQUIRE(ucx_unwrap(UCX_RKEY_MAGIC, data, size, &plen) == NULL); /* magics differ */
     }
+    const void *addrs[UCX_MAX_ADDRS];
+    size_t lens[UCX_MAX_ADDRS];
+    size_t na = ucx_info_decode(data, size, addrs, lens);
+    if (na > 0) {
+        REQUIRE(na <= UCX_MAX_ADDRS);
+        size_t sum = UCX_HDR_LEN + 4;
+        for (size_t i = 0; i < na; i++) {
+            const uint8_t *a = addrs[i];
+            REQUIRE(lens[i] > 0 && a >= data + sum + 4 && a + lens[i] <= data + size);
+            sum += 4 + lens[i];
+        }
+        REQUIRE(sum == size);
+        REQUIRE(ucx_unwrap(UCX_INFO_MAGIC, data, size, &plen) == NULL); /* versions differ */
+    }
     const char *name;
     const void *msg;
     size_t nlen, mlen;
@@ -49,6 +64,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(back != NULL && plen == size && memcmp(back, data, size) == 0);
         ((unsigned char *)w)[wlen - 1] ^= 1; /* any flipped payload bit fails the checksum */
         REQUIRE(ucx_unwrap(UCX_RKEY_MAGIC, w, wlen, &plen) == NULL);
+        free(w);
+    }
+    /* First byte: how many worker addresses (1..UCX_MAX_ADDRS) the rest is cut into. */
+    if (size > 1) {
+        size_t n = (size_t)data[0] % UCX_MAX_ADDRS + 1, rest = size - 1;
+        if (n > rest)
+            n = rest;
+        const void *in[UCX_MAX_ADDRS];
+        size_t inl[UCX_MAX_ADDRS], off = 1;
+        for (size_t i = 0; i < n; i++) {
+            inl[i] = i + 1 < n ? rest / n : size - off;
+            in[i] = data + off;
+            off += inl[i];
+        }
+        size_t ilen;
+        void *w = ucx_info_encode(n, in, inl, &ilen);
+        REQUIRE(w != NULL);
+        REQUIRE(ucx_info_decode(w, ilen, addrs, lens) == n);
+        for (size_t i = 0; i < n; i++)
+            REQUIRE(lens[i] == inl[i] && memcmp(addrs[i], in[i], inl[i]) == 0);
+        REQUIRE(ucx_info_decode(w, ilen - 1, addrs, lens) == 0);
+        ((unsigned char *)w)[ilen - 1] ^= 1;
+        REQUIRE(ucx_info_decode(w, ilen, addrs, lens) == 0);
         free(w);
     }
     /* First byte: the sender name's length; then the name; the rest is the message. */

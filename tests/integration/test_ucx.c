@@ -2,13 +2,19 @@
  * The UCX plugin across processes: this process is the initiator, ucx_peer processes (ixl_peer
  * with a UCX backend, driven over pipes) are the targets.
  *
- *   test_ucx        tcp (err_mode=peer) and shared memory (transports=sm, err_mode=none):
- *                   READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor requests, notifications
- *                   after data, shared memory refused with err_mode=peer (the message says
- *                   so), a peer killed with a request in flight, a restarted peer reloaded,
- *                   release of an in-flight READ
- *   test_ucx big    the 64 MiB READ/WRITE over both
+ *   test_ucx        tcp (err_mode=peer) and shared memory (transports=sm, err_mode=none), each
+ *                   with 1 and 2 workers per side: READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor
+ *                   requests, notifications after data, shared memory refused with
+ *                   err_mode=peer (the message says so); over tcp with 1 and 2 workers: a peer
+ *                   killed with a request in flight, a post to the dead peer
+ *                   (REMOTE_DISCONNECT), a restarted peer reloaded, release of an in-flight
+ *                   READ, a peer stopped (SIGSTOP) with a request in flight (REMOTE_DISCONNECT
+ *                   after timeout_ms, posts to it fail at once, release BUSY while it is
+ *                   stopped, before and after the deadline; SIGCONT: release ok, new requests
+ *                   work)
+ *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
+ *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
  *
  * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
  * plugin was not built (libucx missing): a failure under CI=true.
@@ -43,7 +49,8 @@
 #define POISON_R 0xa5
 #define POISON_L 0x5a
 #define WAIT_MS 30000
-#define FAIL_BOUND_MS 3000 /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
+#define FAIL_BOUND_MS 3000   /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
+#define STOP_TIMEOUT_MS 1000 /* timeout_ms of the agent that meets a stopped peer */
 
 /* ---- local side ------------------------------------------------------------------------------ */
 
@@ -353,23 +360,29 @@ static uint64_t expect_failure(struct ixl_xfer *x, int want, uint64_t since)
     return took;
 }
 
+static const char *workers_opt; /* "workers=N" of the victims */
+
 static struct peer *victim_start(struct rbuf *rb)
 {
-    struct peer *p = peer_start("victim", "transports=tcp", NULL);
+    struct peer *p = peer_start("victim", "transports=tcp", workers_opt, NULL);
     peer_ready(p);
     *rb = peer_alloc(p, 0, INFLIGHT_BYTES, "heap");
     return p;
 }
 
-/* Over tcp with err_mode=peer: release of an in-flight READ, a peer killed with a READ and a
- * WRITE in flight, a restarted peer reloaded. */
-static void test_peer_failures(void)
+/* Over tcp with err_mode=peer and `workers` workers on both sides: release of an in-flight
+ * READ, a peer killed with a READ and a WRITE in flight, a post to the dead peer, a restarted
+ * peer reloaded, a peer invalidated with a WRITE in flight. */
+static void test_peer_failures(const char *workers)
 {
-    fprintf(stderr, "tcp: release in flight, SIGKILL in flight, restart\n");
+    char wopt[32];
+    snprintf(wopt, sizeof(wopt), "workers=%s", workers);
+    workers_opt = wopt;
+    fprintf(stderr, "tcp, %s: release in flight, SIGKILL in flight, restart\n", wopt);
     BL = aligned_alloc(4096, INFLIGHT_BYTES);
     CHECK(BL != NULL);
-    static const struct ixl_kv kv[] = {{"transports", "tcp"}};
-    struct ixl_agent *a = make_initiator("i_fail", kv, 1, BL, INFLIGHT_BYTES);
+    const struct ixl_kv kv[] = {{"transports", "tcp"}, {"workers", workers}};
+    struct ixl_agent *a = make_initiator("i_fail", kv, 2, BL, INFLIGHT_BYTES);
     struct rbuf rb;
     struct peer *v = victim_start(&rb);
     load_peer(a, v);
@@ -403,7 +416,7 @@ static void test_peer_failures(void)
             took);
     t0 = now_ms();
     rc = post_wait(x, FAIL_BOUND_MS + 2000);
-    CHECK(rc < 0 && rc != IXL_ERR_TIMEOUT);
+    CHECK_RC(rc, IXL_ERR_REMOTE_DISCONNECT); /* as NET: a peer gone is a disconnected peer */
     CHECK(now_ms() - t0 <= FAIL_BOUND_MS);
     fprintf(stderr, "  post to the dead peer: %s after %" PRIu64 " ms\n", ixl_strerror(rc),
             now_ms() - t0);
@@ -444,28 +457,135 @@ static void test_peer_failures(void)
     free(BL);
 }
 
+/* Releases x, answered BUSY while the peer is stopped, until it returns IXL_OK (within ms). */
+static uint64_t release_until_ok(struct ixl_xfer *x, int ms)
+{
+    uint64_t t0 = now_ms();
+    int rc;
+    while ((rc = ixl_xfer_release(x)) == IXL_ERR_BUSY && now_ms() - t0 < (uint64_t)ms)
+        sleep_ms(10);
+    CHECK_RC(rc, IXL_OK);
+    return now_ms() - t0;
+}
+
+/* A small WRITE to a stalled peer: the post itself fails fast. */
+static void post_to_stalled(struct ixl_agent *a, const struct rbuf *rb)
+{
+    struct ixl_dlist *l = list1((uintptr_t)BL, 4096), *r = list1(rb->addr, 4096);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, NULL, &x), IXL_OK);
+    uint64_t t0 = now_ms();
+    CHECK_RC(ixl_xfer_post(x), IXL_ERR_REMOTE_DISCONNECT);
+    CHECK(now_ms() - t0 <= 200);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+}
+
+/* Over tcp with err_mode=peer: a peer stopped with a WRITE in flight. Its kernel still
+ * acknowledges tcp, so neither UCX's keepalive nor the socket notices; the plugin's timeout_ms
+ * (no operation completed for that long) fails the request with REMOTE_DISCONNECT, not before,
+ * and new posts to that peer fail at once. UCX 1.13 cannot cancel operations on such an
+ * endpoint safely (a forced close corrupts its memory once the peer resumes), so release
+ * answers BUSY while the peer is stopped, also before the deadline; after SIGCONT the held
+ * operations end, release succeeds, and the peer is usable again. */
+static void test_stopped_peer(const char *workers)
+{
+    char wopt[32], tmo[16];
+    snprintf(wopt, sizeof(wopt), "workers=%s", workers);
+    snprintf(tmo, sizeof(tmo), "%d", STOP_TIMEOUT_MS);
+    workers_opt = wopt;
+    fprintf(stderr, "tcp, %s: SIGSTOP with a request in flight (timeout_ms=%d)\n", wopt,
+            STOP_TIMEOUT_MS);
+    BL = aligned_alloc(4096, INFLIGHT_BYTES);
+    CHECK(BL != NULL);
+    const struct ixl_kv kv[] = {
+        {"transports", "tcp"}, {"workers", workers}, {"timeout_ms", tmo}, {"err_mode", "peer"}};
+    struct ixl_agent *a = make_initiator("i_stop", kv, 4, BL, INFLIGHT_BYTES);
+    struct rbuf rb;
+    struct peer *v = victim_start(&rb);
+    load_peer(a, v);
+    small_ok(a, &rb);
+    /* Idle for longer than timeout_ms first: silence only counts while work is outstanding. */
+    sleep_ms(STOP_TIMEOUT_MS + 300);
+    int st;
+    for (int round = 0; round < 2; round++) {
+        CHECK(kill(v->pid, SIGSTOP) == 0);
+        CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+        net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
+        uint64_t t0 = now_ms();
+        struct ixl_xfer *x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+        int rc;
+        if (round == 0) {
+            while ((rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS &&
+                   now_ms() - t0 <= STOP_TIMEOUT_MS + 5000)
+                sleep_ms(2);
+            uint64_t took = now_ms() - t0;
+            if (rc != IXL_ERR_REMOTE_DISCONNECT)
+                check_fail(__FILE__, __LINE__,
+                           "WRITE to a stopped peer ended with %s after %" PRIu64 " ms, want %s",
+                           ixl_strerror(rc), took, ixl_strerror(IXL_ERR_REMOTE_DISCONNECT));
+            if (took > STOP_TIMEOUT_MS + 1000 || took < STOP_TIMEOUT_MS * 9 / 10)
+                check_fail(__FILE__, __LINE__,
+                           "WRITE to a stopped peer failed after %" PRIu64 " ms, want %d..%d ms",
+                           took, STOP_TIMEOUT_MS * 9 / 10, STOP_TIMEOUT_MS + 1000);
+            fprintf(stderr, "  WRITE to a stopped peer: REMOTE_DISCONNECT after %" PRIu64 " ms\n",
+                    took);
+            post_to_stalled(a, &rb);
+            CHECK_RC(ixl_xfer_post(x), IXL_ERR_BUSY); /* its operations are still held */
+        } else {
+            sleep_ms(300); /* before the deadline: nothing completes, it is in flight */
+            CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+        }
+        t0 = now_ms();
+        CHECK_RC(ixl_xfer_release(x), IXL_ERR_BUSY);
+        uint64_t took = now_ms() - t0;
+        CHECK(took <= 1500);
+        CHECK(kill(v->pid, SIGCONT) == 0);
+        uint64_t rel = release_until_ok(x, 20000);
+        fprintf(stderr,
+                "  %s: release BUSY after %" PRIu64 " ms while stopped; after SIGCONT "
+                "released in %" PRIu64 " ms\n",
+                round == 0 ? "after the deadline" : "before the deadline", took, rel);
+        small_ok(a, &rb);
+        fprintf(stderr, "  after SIGCONT: new requests ok\n");
+    }
+    peer_exit(v);
+    drop_initiator(a, BL, INFLIGHT_BYTES);
+    free(BL);
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 struct mode {
     const char *name;
     const char *peer_opts[3];
-    struct ixl_kv kv[2];
+    struct ixl_kv kv[3];
 };
 
 static const struct mode modes[] = {
     {"tcp",
-     {"transports=tcp", "err_mode=peer", NULL},
-     {{"transports", "tcp"}, {"err_mode", "peer"}}},
-    {"sm", {"transports=sm", "err_mode=none", NULL}, {{"transports", "sm"}, {"err_mode", "none"}}},
+     {"transports=tcp", "err_mode=peer", "workers=1"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "1"}}},
+    {"sm",
+     {"transports=sm", "err_mode=none", "workers=1"},
+     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "1"}}},
+    {"tcp2",
+     {"transports=tcp", "err_mode=peer", "workers=2"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "2"}}},
+    {"sm2",
+     {"transports=sm", "err_mode=none", "workers=2"},
+     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "2"}}},
 };
 
 int main(int argc, char **argv)
 {
     bool big = argc > 1 && strcmp(argv[1], "big") == 0;
     int churn = argc > 2 && strcmp(argv[1], "churn") == 0 ? atoi(argv[2]) : 0;
+    int stops = argc > 2 && strcmp(argv[1], "stops") == 0 ? atoi(argv[2]) : 0;
     peers_init("test_ucx", IXL_PEER_PATH);
     signal(SIGPIPE, SIG_IGN);
-    alarm(churn > 0 ? 600 : 115);
+    alarm(churn > 0 || stops > 0 ? 600 : 115);
     uint64_t t0 = now_ms();
 
     {
@@ -481,8 +601,14 @@ int main(int argc, char **argv)
 
     if (churn > 0) {
         for (int i = 0; i < churn; i++)
-            test_peer_failures();
+            test_peer_failures(i % 2 ? "2" : "1");
         fprintf(stderr, "test_ucx churn: %d rounds passed\n", churn);
+        return 0;
+    }
+    if (stops > 0) {
+        for (int i = 0; i < stops; i++)
+            test_stopped_peer(i % 2 ? "2" : "1");
+        fprintf(stderr, "test_ucx stops: %d rounds passed\n", stops);
         return 0;
     }
     size_t rlen = (big ? BIG_BYTES : SCATTER_BYTES) + 2 * GUARD;
@@ -491,14 +617,16 @@ int main(int argc, char **argv)
     CHECK(L != NULL);
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         const struct mode *md = &modes[m];
-        fprintf(stderr, "%s (%s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1]);
+        fprintf(stderr, "%s (%s %s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1],
+                md->peer_opts[2]);
         char pname[16], iname[16];
         snprintf(pname, sizeof(pname), "t_%s", md->name);
         snprintf(iname, sizeof(iname), "i_%s", md->name);
-        struct peer *p = peer_start(pname, md->peer_opts[0], md->peer_opts[1], NULL);
+        struct peer *p =
+            peer_start(pname, md->peer_opts[0], md->peer_opts[1], md->peer_opts[2], NULL);
         peer_ready(p);
         struct rbuf rb = peer_alloc(p, 0, rlen, "heap");
-        struct ixl_agent *a = make_initiator(iname, md->kv, 2, L, L_len);
+        struct ixl_agent *a = make_initiator(iname, md->kv, 3, L, L_len);
         load_peer(a, p);
         if (big) {
             xfer_one(a, &rb, IXL_OP_WRITE, BIG_BYTES);
@@ -512,14 +640,18 @@ int main(int argc, char **argv)
             xfer_scatter(a, &rb, IXL_OP_WRITE);
             xfer_scatter(a, &rb, IXL_OP_READ);
             test_notifs(a, &rb, 1 << 20);
-            if (strcmp(md->name, "sm") == 0)
+            if (strncmp(md->name, "sm", 2) == 0)
                 test_shm_peer_refused(&rb);
         }
         drop_initiator(a, L, L_len);
         peer_exit(p);
     }
-    if (!big)
-        test_peer_failures();
+    if (!big) {
+        test_peer_failures("1");
+        test_peer_failures("2");
+        test_stopped_peer("1");
+        test_stopped_peer("2");
+    }
     free(L);
     fprintf(stderr, "test_ucx%s: all passed in %" PRIu64 " ms\n", big ? " big" : "", now_ms() - t0);
     return 0;
