@@ -165,6 +165,8 @@ struct ucx_req {
     atomic_bool canceled;   /* release gave up: no more phases */
     atomic_int status;      /* what check_xfer says: may be an error while busy (a stall) */
     atomic_bool busy;       /* from post until every part ended: UCX may use the buffers */
+    bool held;              /* release answered BUSY: on e->held (the core may abandon it) */
+    struct ucx_req *hnext, *hprev;
 };
 
 struct notif {
@@ -209,6 +211,7 @@ struct ucx_engine {
     pthread_mutex_t lock; /* remotes list and addresses (with every worker lock), allocations */
     struct ucx_remote *remotes;
     struct ucx_alloc *allocs;
+    struct ucx_req *held; /* requests whose release answered BUSY; destroy frees them */
 
     pthread_mutex_t nlock;
     struct notif *nhead, **ntail;
@@ -1101,9 +1104,29 @@ static int ucx_release_req(struct ixl_engine *base, struct ixl_req *req)
                  "a request to '%s' still has operations in UCX, which cannot cancel them: "
                  "release again once they end (completed, or failed if the peer is gone)",
                  q->rem->name);
+            pthread_mutex_lock(&e->lock);
+            if (!q->held) {
+                q->held = true;
+                q->hprev = NULL;
+                q->hnext = e->held;
+                if (e->held != NULL)
+                    e->held->hprev = q;
+                e->held = q;
+            }
+            pthread_mutex_unlock(&e->lock);
             return IXL_ERR_BUSY;
         }
     }
+    pthread_mutex_lock(&e->lock);
+    if (q->held) {
+        if (q->hprev != NULL)
+            q->hprev->hnext = q->hnext;
+        else
+            e->held = q->hnext;
+        if (q->hnext != NULL)
+            q->hnext->hprev = q->hprev;
+    }
+    pthread_mutex_unlock(&e->lock);
     free(q->notif);
     free(q);
     return IXL_OK;
@@ -1694,6 +1717,14 @@ static void ucx_destroy_engine(struct ixl_engine *base)
         if (w->epfd >= 0)
             close(w->epfd);
         pthread_mutex_destroy(&w->lock);
+    }
+    /* Requests the core abandoned (release kept answering BUSY): UCX is gone with their operations,
+     * and nothing refers to them any more. */
+    while (e->held != NULL) {
+        struct ucx_req *q = e->held;
+        e->held = q->hnext;
+        free(q->notif);
+        free(q);
     }
     while (e->allocs != NULL) { /* the core frees what it allocated; this is what it did not */
         struct ucx_alloc *a = e->allocs;

@@ -11,10 +11,12 @@
  *                   READ, a peer stopped (SIGSTOP) with a request in flight (REMOTE_DISCONNECT
  *                   after timeout_ms, posts to it fail at once, release BUSY while it is
  *                   stopped, before and after the deadline; SIGCONT: release ok, new requests
- *                   work)
+ *                   work; an agent destroyed with a request to a stopped peer in flight)
  *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
  *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
+ *   test_ucx ikill N  N initiators killed in the middle of a WRITE into this process (UCX
+ *                     1.13.1 aborts this process: a known UCX bug, see test_initiator_killed)
  *
  * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
  * plugin was not built (libucx missing): a failure under CI=true.
@@ -555,6 +557,97 @@ static void test_stopped_peer(const char *workers)
     free(BL);
 }
 
+/* An agent destroyed while a WRITE to a stopped peer is in flight: the core's release keeps
+ * answering BUSY for its 5 s and abandons the request, the plugin's destroy frees it (ASan
+ * would see the leak otherwise). The peer is killed, not continued: a target whose initiator
+ * went away in the middle of a WRITE is aborted by UCX 1.13 itself once it runs again (see
+ * `test_ucx ikill`). */
+static void test_destroy_stopped(void)
+{
+    fprintf(stderr, "tcp: agent destroyed with a WRITE to a stopped peer in flight\n");
+    BL = aligned_alloc(4096, INFLIGHT_BYTES);
+    CHECK(BL != NULL);
+    const struct ixl_kv kv[] = {{"transports", "tcp"}, {"err_mode", "peer"}};
+    struct ixl_agent *a = make_initiator("i_dstop", kv, 2, BL, INFLIGHT_BYTES);
+    workers_opt = "workers=1";
+    struct rbuf rb;
+    struct peer *v = victim_start(&rb);
+    load_peer(a, v);
+    small_ok(a, &rb);
+    int st;
+    CHECK(kill(v->pid, SIGSTOP) == 0);
+    CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+    net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
+    (void)post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+    uint64_t t0 = now_ms();
+    ixl_agent_destroy(a);
+    uint64_t took = now_ms() - t0;
+    CHECK(took <= 9000);
+    peer_kill(v);
+    free(BL);
+    fprintf(stderr, "  destroyed in %" PRIu64 " ms (the request abandoned and freed)\n", took);
+}
+
+/* This process as the target of a peer's WRITE, the peer killed in the middle: the target
+ * should go on and serve a new initiator. Over tcp UCX 1.13.1 aborts it instead (a put over
+ * tcp is emulated with active messages, and the target's acknowledgment to the dead initiator
+ * fails inside UCX: "ucp_request.inl:346 Fatal: unexpected error" under ucp_put_handler).
+ * Not in ctest, since it fails: `build/tests/test_ucx ikill N` reproduces it. */
+static void test_initiator_killed(int rounds)
+{
+    fprintf(stderr, "tcp: an initiator killed with its WRITE into this process in flight\n");
+    BL = aligned_alloc(4096, INFLIGHT_BYTES);
+    CHECK(BL != NULL);
+    const struct ixl_kv kv[] = {{"transports", "tcp"}, {"err_mode", "peer"}};
+    struct ixl_agent *a = make_initiator("t_ikill", kv, 2, BL, INFLIGHT_BYTES);
+    struct ixl_dlist *dl = list1((uintptr_t)BL, INFLIGHT_BYTES);
+    void *ser;
+    size_t ser_len;
+    CHECK_RC(ixl_dlist_serialize(dl, &ser, &ser_len), IXL_OK);
+    char *dhex = malloc(2 * ser_len + 1);
+    CHECK(dhex != NULL);
+    net_hex_encode(ser, ser_len, dhex);
+    for (int i = 0; i < rounds; i++) {
+        workers_opt = i % 2 ? "workers=2" : "workers=1";
+        struct rbuf rb;
+        struct peer *v = victim_start(&rb);
+        load_into_peer(v, a);
+        PEER_OK(v, "fill 0 %" PRIu64, fresh_seed(0));
+        peer_send(v, "xfer write t_ikill 0 0 %s", dhex);
+        sleep_ms(20 + (unsigned)(i * 37) % 200);
+        peer_kill(v);
+        sleep_ms(300); /* this process's progress threads meet the dead peer */
+    }
+    /* still a working target: a new initiator writes and reads a fresh pattern */
+    workers_opt = "workers=1";
+    struct rbuf rb;
+    struct peer *v = victim_start(&rb);
+    load_into_peer(v, a);
+    uint64_t s0 = fresh_seed(0);
+    PEER_OK(v, "fill 0 %" PRIu64 " 0 65536", s0);
+    memset(BL, POISON_L, 65536);
+    struct ixl_dlist *d64 = list1((uintptr_t)BL, 65536);
+    void *s64;
+    size_t s64_len;
+    CHECK_RC(ixl_dlist_serialize(d64, &s64, &s64_len), IXL_OK);
+    char *h64 = malloc(2 * s64_len + 1);
+    CHECK(h64 != NULL);
+    net_hex_encode(s64, s64_len, h64);
+    PEER_OK(v, "xfer write t_ikill 0 0 %s", h64);
+    CHECK(net_pat_find_bad(BL, 65536, s0, 0) == 65536);
+    peer_exit(v);
+    fprintf(stderr, "  %d initiators killed mid-WRITE; this target still serves a new one\n",
+            rounds);
+    free(h64);
+    ixl_free(s64);
+    ixl_dlist_destroy(d64);
+    free(dhex);
+    ixl_free(ser);
+    ixl_dlist_destroy(dl);
+    drop_initiator(a, BL, INFLIGHT_BYTES);
+    free(BL);
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 struct mode {
@@ -605,6 +698,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_ucx churn: %d rounds passed\n", churn);
         return 0;
     }
+    if (argc > 2 && strcmp(argv[1], "ikill") == 0) {
+        test_initiator_killed(atoi(argv[2]));
+        return 0;
+    }
     if (stops > 0) {
         for (int i = 0; i < stops; i++)
             test_stopped_peer(i % 2 ? "2" : "1");
@@ -651,6 +748,7 @@ int main(int argc, char **argv)
         test_peer_failures("2");
         test_stopped_peer("1");
         test_stopped_peer("2");
+        test_destroy_stopped();
     }
     free(L);
     fprintf(stderr, "test_ucx%s: all passed in %" PRIu64 " ms\n", big ? " big" : "", now_ms() - t0);
