@@ -588,6 +588,22 @@ static void test_destroy_stopped(void)
     fprintf(stderr, "  destroyed in %" PRIu64 " ms (the request abandoned and freed)\n", took);
 }
 
+/* [addr, addr+len) of this process as a serialized one-descriptor list, hex-encoded (the form
+ * ixl_peer's xfer command takes). The caller frees it. */
+static char *dlist_hex(uintptr_t addr, size_t len)
+{
+    struct ixl_dlist *dl = list1(addr, len);
+    void *ser;
+    size_t ser_len;
+    CHECK_RC(ixl_dlist_serialize(dl, &ser, &ser_len), IXL_OK);
+    char *hex = malloc(2 * ser_len + 1);
+    CHECK(hex != NULL);
+    net_hex_encode(ser, ser_len, hex);
+    ixl_free(ser);
+    ixl_dlist_destroy(dl);
+    return hex;
+}
+
 /* This process as the target of a peer's WRITE, the peer killed in the middle: the target
  * should go on and serve a new initiator. Over tcp UCX 1.13.1 aborts it instead (a put over
  * tcp is emulated with active messages, and the target's acknowledgment to the dead initiator
@@ -600,13 +616,7 @@ static void test_initiator_killed(int rounds)
     CHECK(BL != NULL);
     const struct ixl_kv kv[] = {{"transports", "tcp"}, {"err_mode", "peer"}};
     struct ixl_agent *a = make_initiator("t_ikill", kv, 2, BL, INFLIGHT_BYTES);
-    struct ixl_dlist *dl = list1((uintptr_t)BL, INFLIGHT_BYTES);
-    void *ser;
-    size_t ser_len;
-    CHECK_RC(ixl_dlist_serialize(dl, &ser, &ser_len), IXL_OK);
-    char *dhex = malloc(2 * ser_len + 1);
-    CHECK(dhex != NULL);
-    net_hex_encode(ser, ser_len, dhex);
+    char *dhex = dlist_hex((uintptr_t)BL, INFLIGHT_BYTES);
     for (int i = 0; i < rounds; i++) {
         workers_opt = i % 2 ? "workers=2" : "workers=1";
         struct rbuf rb;
@@ -626,24 +636,14 @@ static void test_initiator_killed(int rounds)
     uint64_t s0 = fresh_seed(0);
     PEER_OK(v, "fill 0 %" PRIu64 " 0 65536", s0);
     memset(BL, POISON_L, 65536);
-    struct ixl_dlist *d64 = list1((uintptr_t)BL, 65536);
-    void *s64;
-    size_t s64_len;
-    CHECK_RC(ixl_dlist_serialize(d64, &s64, &s64_len), IXL_OK);
-    char *h64 = malloc(2 * s64_len + 1);
-    CHECK(h64 != NULL);
-    net_hex_encode(s64, s64_len, h64);
+    char *h64 = dlist_hex((uintptr_t)BL, 65536);
     PEER_OK(v, "xfer write t_ikill 0 0 %s", h64);
     CHECK(net_pat_find_bad(BL, 65536, s0, 0) == 65536);
     peer_exit(v);
     fprintf(stderr, "  %d initiators killed mid-WRITE; this target still serves a new one\n",
             rounds);
     free(h64);
-    ixl_free(s64);
-    ixl_dlist_destroy(d64);
     free(dhex);
-    ixl_free(ser);
-    ixl_dlist_destroy(dl);
     drop_initiator(a, BL, INFLIGHT_BYTES);
     free(BL);
 }
