@@ -478,6 +478,13 @@ static void active_del(struct ucx_worker *w, struct ucx_part *p)
     w->n_active--;
 }
 
+/* Whether r's lane l cannot take new operations: no endpoint, a failed one, or a stalled peer.
+ * Under that lane's worker lock. */
+static bool lane_down(const struct ucx_lane *l, struct ucx_remote *r)
+{
+    return l->ep == NULL || l->failed || l->stalled || atomic_load(&r->stalled);
+}
+
 static void req_set_err(struct ucx_req *q, int status);
 
 /* r's lane of w missed the deadline: its requests in flight fail now (their operations stay
@@ -788,7 +795,7 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
             return;
         if (p->phase == PH_DATA && !req_stopped(q) && (q->op == IXL_OP_WRITE || q->notif != NULL)) {
             p->phase = PH_FLUSH;
-            if (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)) {
+            if (lane_down(l, q->rem)) {
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
@@ -811,7 +818,7 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
         if (q->notif != NULL && !req_stopped(q)) {
             p->phase = PH_NOTIF;
             active_add(w, p);
-            if (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)) {
+            if (lane_down(l, q->rem)) {
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
@@ -856,8 +863,7 @@ static void part_start_locked(struct ucx_worker *w, struct ucx_part *p)
     struct ucx_lane *l = &q->rem->lane[w->idx];
     p->phase = PH_DATA;
     p->pending = 1; /* held until every operation is issued */
-    if (!req_stopped(q) &&
-        (l->ep == NULL || l->failed || l->stalled || atomic_load(&q->rem->stalled)))
+    if (!req_stopped(q) && lane_down(l, q->rem))
         req_set_err(q, IXL_ERR_REMOTE_DISCONNECT); /* failed since post created it */
     ucp_request_param_t rp = {.op_attr_mask =
                                   UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
