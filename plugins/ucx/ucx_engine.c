@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +58,11 @@
 #define UCX_STR2(x) #x
 #define UCX_STR(x) UCX_STR2(x)
 #define UCX_AM_NOTIF 0x1d1
+#define UCX_AM_RMA 0x1d2       /* the plugin's WRITE/READ messages (ucx_wire.h) */
+#define UCX_AM_RMA_REPLY 0x1d3 /* their replies */
+/* Largest request message of the plugin's own WRITE/READ: descriptors are batched up to this
+ * many bytes (and UCX_RMA_MAX_ENTRIES), larger ones cut into pieces of it. */
+#define UCX_AM_MSG ((uint64_t)1 << 20)
 #define UCX_RELEASE_WAIT_MS 200
 /* After a forced close, UCX 1.13 still tears the old endpoint's tcp connections down in later
  * progress calls, on both sides. An endpoint to the same address created before that is over
@@ -86,6 +92,7 @@ struct ucx_lane {
     bool failed;          /* ep reported an error: closed at next progress */
     bool stalled;         /* missed the deadline (timeout_ms): no new operations until it answers */
     bool reached;         /* an endpoint to the current address was created once */
+    bool sw_rma;          /* ep has no RMA transport: WRITE/READ are the plugin's messages */
     uint64_t quiet_until; /* CLOCK_MONOTONIC ms: no new ep to addr before (UCX_REOPEN_QUIET_MS) */
     size_t outstanding;   /* operations on ep not completed */
     uint64_t last_ms;     /* last completion on ep, or when outstanding left 0 */
@@ -121,6 +128,7 @@ struct ucx_rkey {
 struct ucx_md {
     enum md_kind kind;
     uint64_t addr, len;
+    uint64_t key; /* the region's key in the plugin's messages (MD_LOCAL: random, its own) */
     /* MD_LOCAL */
     ucp_mem_h memh;
     struct ucx_alloc *alloc; /* memh belongs to this allocation (not unmapped with md) */
@@ -146,6 +154,8 @@ struct ucx_part {
     uint64_t o0, o1;
     enum req_phase phase;
     size_t pending;                 /* UCX operations not completed (+1 while issuing) */
+    size_t replies;                 /* of those, replies awaited to the plugin's messages */
+    bool am;                        /* moved by the plugin's messages (lane sw_rma) */
     bool queued;                    /* on w->ready */
     struct ucx_part *next;          /* w->todo or w->ready */
     struct ucx_part *anext, *aprev; /* w->active, while in flight */
@@ -169,6 +179,32 @@ struct ucx_req {
     struct ucx_req *hnext, *hprev;
 };
 
+/* A message of the plugin's own WRITE/READ awaiting its reply: slot of w->ops, named on the wire
+ * by its token (gen << 32 | slot index), so that a reply that arrives late (the request failed or
+ * was released) or is forged finds nothing. Under its worker's lock. */
+struct ucx_op {
+    struct ucx_remote *rem; /* NULL: free */
+    struct ucx_part *p;     /* NULL: orphaned (its request was released): the reply, when it
+                               comes, only says that rem answers again */
+    uint32_t gen;
+    uint32_t next_free;
+    bool read;
+    size_t d0; /* READ: the reply's bytes go to the local descriptors from d0 at o0 on */
+    uint64_t o0, bytes;
+};
+
+/* A message the plugin handed to ucp_am_send_nbx (a request, or a target's reply when p is
+ * NULL): its bytes and iov live until UCX completes the send. On its worker's list (under the
+ * worker's lock) so that destroy frees what UCX never completed. */
+struct ucx_send {
+    struct ucx_send *next, *prev;
+    struct ucx_worker *w;
+    struct ucx_part *p;
+    uint64_t token;
+    size_t niov;
+    ucp_dt_iov_t iov[]; /* niov entries, then the message's own bytes */
+};
+
 struct notif {
     struct notif *next;
     char *agent;
@@ -187,6 +223,9 @@ struct ucx_worker {
     struct ucx_part *active;            /* parts in flight on this worker */
     size_t n_active;
     uint64_t last_any_ms; /* last progress that did something, or a part added */
+    struct ucx_op *ops;   /* messages awaiting replies (see struct ucx_op) */
+    uint32_t n_ops, cap_ops, free_op;
+    struct ucx_send *sends; /* messages UCX has not completed */
     pthread_t thread;
     bool thread_started;
 };
@@ -200,6 +239,7 @@ struct ucx_engine {
     char tls[128];
     unsigned progress_us;
     uint64_t timeout_ms; /* 0: no deadline */
+    bool own_rma;        /* rma_emulation=ixl */
 
     ucp_context_h ctx;
     unsigned nw;
@@ -212,6 +252,13 @@ struct ucx_engine {
     struct ucx_remote *remotes;
     struct ucx_alloc *allocs;
     struct ucx_req *held; /* requests whose release answered BUSY; destroy frees them */
+
+    /* Local regions by key, for the targets' side of the plugin's messages: an open-addressing
+     * table (linear probing; keys are random). Readers copy under the read lock, so a region
+     * deregistered (write lock) is never written or read by a message after that returns. */
+    pthread_rwlock_t klock;
+    struct ucx_md **kt;
+    size_t kt_cap, kt_n;
 
     pthread_mutex_t nlock;
     struct notif *nhead, **ntail;
@@ -235,6 +282,11 @@ static const struct ixl_option ucx_options[] = {
      "an endpoint with operations outstanding and none completed for this long is closed and "
      "its requests fail with IXL_ERR_REMOTE_DISCONNECT (a stopped peer); 0: never"},
     {"progress_us", "1000", "longest sleep of a progress thread between two progress calls"},
+    {"rma_emulation", "ixl",
+     "WRITE/READ over an endpoint without an RMA transport (tcp): ixl (the plugin's own active "
+     "messages: descriptors batched, every range checked by the target against its regions' "
+     "keys; a dead initiator cannot abort the target) or ucx (UCX's emulated put/get, one "
+     "message per put; UCX 1.13.1 aborts a target whose initiator dies in the middle)"},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------------
@@ -312,6 +364,8 @@ static void progress_until_locked(struct ucx_worker *w, uint64_t until)
             sched_yield();
 }
 
+static void ops_drop(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, int status);
+
 /* Force-closes r's endpoint from worker w: every operation on it completes (canceled). Under
  * w->lock. */
 static void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r)
@@ -319,6 +373,7 @@ static void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r)
     struct ucx_lane *l = &r->lane[w->idx];
     if (l->ep == NULL)
         return;
+    ops_drop(w, r, NULL, IXL_ERR_REMOTE_DISCONNECT); /* replies on the old endpoint never come */
     /* UCX refuses a forced close without peer error handling: then the endpoint is flushed
      * and closed (bounded below; UCX finishes it if the peer answers later). */
     ucp_request_param_t p = {
@@ -341,15 +396,17 @@ static void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r)
     l->quiet_until = now_ms() + UCX_REOPEN_QUIET_MS;
 }
 
-/* Which transports the endpoint's lanes use, from ucp_ep_print_info (1.13 has no query). */
-static void ep_path(ucp_ep_h ep, char *out, size_t n)
+/* Which transports the endpoint's lanes use, from ucp_ep_print_info (1.13 has no query), and
+ * whether one of them is an RMA lane (none: UCX would emulate put/get with messages). */
+static bool ep_path(ucp_ep_h ep, char *out, size_t n)
 {
     char *text = NULL;
     size_t len = 0;
+    bool rma = false;
     out[0] = '\0';
     FILE *f = open_memstream(&text, &len);
     if (f == NULL)
-        return;
+        return true;
     ucp_ep_print_info(ep, f);
     fclose(f);
     /* lines like "#   lane[1]:  8:posix/memory.0 md[4]  ... rma_bw#0" */
@@ -359,6 +416,8 @@ static void ep_path(ucp_ep_h ep, char *out, size_t n)
         if (nl != NULL)
             *nl = '\0';
         char *colon = strstr(line, "lane[");
+        if (colon != NULL && strstr(colon, "rma") != NULL)
+            rma = true;
         if (colon != NULL && (colon = strchr(colon, ':')) != NULL &&
             (colon = strchr(colon + 1, ':')) != NULL &&
             (strstr(line, "rma") != NULL || strstr(line, "am") != NULL)) {
@@ -374,6 +433,7 @@ static void ep_path(ucp_ep_h ep, char *out, size_t n)
         line = nl ? nl + 1 : NULL;
     }
     free(text);
+    return rma;
 }
 
 static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -450,7 +510,7 @@ static int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *o
     l->failed = false;
     l->reached = true;
     l->gen++;
-    ep_path(ep, l->path, sizeof(l->path));
+    l->sw_rma = !ep_path(ep, l->path, sizeof(l->path)) && e->own_rma;
     *out = ep;
     return IXL_OK;
 }
@@ -723,14 +783,14 @@ static void req_set_err(struct ucx_req *q, int status)
     atomic_compare_exchange_strong(&q->err, &none, status);
 }
 
-static void op_cb(void *request, ucs_status_t status, void *user_data)
+/* One of p's operations ended with an IXL status; `answered`: the peer took part in it (a
+ * completed put/get/flush, a reply), so it is not stalled. Under p's worker lock. */
+static void op_done(struct ucx_part *p, int status, bool answered)
 {
-    struct ucx_part *p = user_data;
     struct ucx_lane *l = &p->q->rem->lane[p->w->idx];
-    ucp_request_free(request); /* freeing it earlier would cancel this callback */
     l->outstanding--;
     l->last_ms = now_ms();
-    if (status == UCS_OK) {
+    if (answered) {
         l->stalled = false; /* the peer answers (again) */
         if (atomic_exchange(&p->q->rem->stalled, false)) {
             struct ucx_engine *e = p->q->e;
@@ -738,8 +798,8 @@ static void op_cb(void *request, ucs_status_t status, void *user_data)
                          p->q->rem->name);
         }
     }
-    if (status != UCS_OK)
-        req_set_err(p->q, status_of(status));
+    if (status != IXL_OK)
+        req_set_err(p->q, status);
     if (--p->pending == 0 && !p->queued) {
         /* The next phase starts after ucp_worker_progress returns, not inside UCX's
          * callback. */
@@ -747,6 +807,12 @@ static void op_cb(void *request, ucs_status_t status, void *user_data)
         p->next = p->w->ready;
         p->w->ready = p;
     }
+}
+
+static void op_cb(void *request, ucs_status_t status, void *user_data)
+{
+    ucp_request_free(request); /* freeing it earlier would cancel this callback */
+    op_done(user_data, status_of(status), status == UCS_OK);
 }
 
 /* Counts an operation's immediate result: a request (completes by op_cb), done, or failed. */
@@ -767,6 +833,432 @@ static void op_count(struct ucx_part *p)
     if (l->outstanding++ == 0)
         l->last_ms = now_ms();
     p->pending++;
+}
+
+/* ---- the plugin's own WRITE/READ messages (lanes without an RMA transport) ---------------------
+ *
+ * UCX 1.13 emulates put/get over tcp with its own active messages, and its target side treats a
+ * failed acknowledgment as fatal: a target whose initiator dies in the middle of a transfer
+ * aborts ("ucp_request.inl:346 Fatal: unexpected error" under ucp_put_handler). So over such
+ * lanes the plugin sends its own messages (ucx_wire.h): a WRITE message carries up to
+ * UCX_RMA_MAX_ENTRIES descriptors' bytes (at most UCX_AM_MSG), the target checks every range
+ * against its registered regions by key, copies, and replies; a READ message names the ranges
+ * and the reply carries their bytes. A reply to a dead initiator fails like any send. The
+ * replies replace the flush: a part whose messages were all answered is in place at the target.
+ */
+
+static size_t key_slot(const struct ucx_engine *e, uint64_t key)
+{
+    return (size_t)(key ^ key >> 29) & (e->kt_cap - 1);
+}
+
+/* The local region with this key, or NULL. Under e->klock (either). */
+static struct ucx_md *key_find(const struct ucx_engine *e, uint64_t key)
+{
+    if (e->kt_cap == 0)
+        return NULL;
+    for (size_t i = key_slot(e, key);; i = (i + 1) & (e->kt_cap - 1)) {
+        if (e->kt[i] == NULL)
+            return NULL;
+        if (e->kt[i]->key == key)
+            return e->kt[i];
+    }
+}
+
+/* Gives m a fresh random key and enters it. Under e->klock (write). */
+static int key_insert(struct ucx_engine *e, struct ucx_md *m)
+{
+    if (2 * (e->kt_n + 1) > e->kt_cap) {
+        size_t cap = e->kt_cap ? 2 * e->kt_cap : 64, old = e->kt_cap;
+        struct ucx_md **t = calloc(cap, sizeof(*t)), **ot = e->kt;
+        if (t == NULL)
+            return IXL_ERR_NO_MEMORY;
+        e->kt = t;
+        e->kt_cap = cap;
+        for (size_t i = 0; i < old; i++)
+            if (ot[i] != NULL) {
+                size_t j = key_slot(e, ot[i]->key);
+                while (t[j] != NULL)
+                    j = (j + 1) & (cap - 1);
+                t[j] = ot[i];
+            }
+        free(ot);
+    }
+    do {
+        if (getrandom(&m->key, sizeof(m->key), 0) != (ssize_t)sizeof(m->key))
+            return IXL_ERR_SYSTEM;
+    } while (m->key == 0 || key_find(e, m->key) != NULL);
+    size_t i = key_slot(e, m->key);
+    while (e->kt[i] != NULL)
+        i = (i + 1) & (e->kt_cap - 1);
+    e->kt[i] = m;
+    e->kt_n++;
+    return IXL_OK;
+}
+
+/* Removes m (backward-shift deletion: no tombstones). Under e->klock (write). */
+static void key_remove(struct ucx_engine *e, struct ucx_md *m)
+{
+    size_t mask = e->kt_cap - 1, i = key_slot(e, m->key);
+    while (e->kt[i] != m) {
+        if (e->kt[i] == NULL)
+            return;
+        i = (i + 1) & mask;
+    }
+    e->kt[i] = NULL;
+    e->kt_n--;
+    for (size_t j = (i + 1) & mask; e->kt[j] != NULL; j = (j + 1) & mask) {
+        size_t h = key_slot(e, e->kt[j]->key);
+        /* kt[j] stays unless its home lies cyclically outside (i, j] */
+        bool stays = i < j ? (h > i && h <= j) : (h > i || h <= j);
+        if (!stays) {
+            e->kt[i] = e->kt[j];
+            e->kt[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+/* A send context with room for niov iov entries and `bytes` bytes of message; on w's list. Under
+ * w->lock. */
+static struct ucx_send *send_new(struct ucx_worker *w, struct ucx_part *p, size_t niov,
+                                 size_t bytes)
+{
+    struct ucx_send *s = malloc(sizeof(*s) + niov * sizeof(ucp_dt_iov_t) + bytes);
+    if (s == NULL)
+        return NULL;
+    s->w = w;
+    s->p = p;
+    s->token = 0;
+    s->niov = niov;
+    s->prev = NULL;
+    s->next = w->sends;
+    if (w->sends != NULL)
+        w->sends->prev = s;
+    w->sends = s;
+    return s;
+}
+
+static unsigned char *send_bytes(struct ucx_send *s)
+{
+    return (unsigned char *)&s->iov[s->niov];
+}
+
+static void send_free(struct ucx_send *s)
+{
+    struct ucx_worker *w = s->w;
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        w->sends = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    free(s);
+}
+
+/* A slot for a message of p awaiting its reply: its token, or 0 (no memory). Under w->lock. */
+static uint64_t op_new(struct ucx_worker *w, struct ucx_part *p, bool read, size_t d0, uint64_t o0,
+                       uint64_t bytes)
+{
+    if (w->free_op == UINT32_MAX) {
+        if (w->n_ops == w->cap_ops) {
+            uint32_t cap = w->cap_ops ? 2 * w->cap_ops : 256;
+            struct ucx_op *ops = cap > w->cap_ops ? realloc(w->ops, cap * sizeof(*ops)) : NULL;
+            if (ops == NULL)
+                return 0;
+            w->ops = ops;
+            w->cap_ops = cap;
+        }
+        w->ops[w->n_ops] = (struct ucx_op){.gen = 0, .next_free = UINT32_MAX};
+        w->free_op = w->n_ops++;
+    }
+    uint32_t i = w->free_op;
+    struct ucx_op *o = &w->ops[i];
+    w->free_op = o->next_free;
+    o->rem = p->q->rem;
+    o->p = p;
+    if (++o->gen == 0) /* tokens are never 0 */
+        o->gen = 1;
+    o->read = read;
+    o->d0 = d0;
+    o->o0 = o0;
+    o->bytes = bytes;
+    p->replies++;
+    return (uint64_t)o->gen << 32 | i;
+}
+
+/* The slot a token names (live or orphaned), or NULL (free, reused since, or never given out).
+ * Under w->lock. */
+static struct ucx_op *op_find(struct ucx_worker *w, uint64_t token)
+{
+    uint32_t i = (uint32_t)token;
+    if (i >= w->n_ops || w->ops[i].rem == NULL || w->ops[i].gen != (uint32_t)(token >> 32))
+        return NULL;
+    return &w->ops[i];
+}
+
+static void op_free(struct ucx_worker *w, struct ucx_op *o)
+{
+    o->rem = NULL;
+    o->p = NULL;
+    o->next_free = w->free_op;
+    w->free_op = (uint32_t)(o - w->ops);
+}
+
+/* The reply o awaited came (or never will, or no longer matters): the operation counts done;
+ * `orphan`: the slot stays to recognize the reply, which writes nothing. Under w->lock. */
+static void op_end(struct ucx_worker *w, struct ucx_op *o, int status, bool answered, bool orphan)
+{
+    struct ucx_part *p = o->p;
+    o->p = NULL;
+    if (!orphan)
+        op_free(w, o);
+    p->replies--;
+    op_done(p, status, answered);
+}
+
+/* Ends every awaited reply of r's requests, live or orphaned (r's endpoint of w is gone), or
+ * orphans those of part p (released): none of them lands after this. Under w->lock. */
+static void ops_drop(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, int status)
+{
+    for (uint32_t i = 0; i < w->n_ops; i++) {
+        struct ucx_op *o = &w->ops[i];
+        if (p != NULL && o->p == p)
+            op_end(w, o, status, false, true);
+        else if (p == NULL && o->rem == r && o->p != NULL)
+            op_end(w, o, status, false, false);
+        else if (p == NULL && o->rem == r)
+            op_free(w, o);
+    }
+}
+
+/* UCX completed (or failed) a send of the plugin's. Under its worker's lock. */
+static void send_done(struct ucx_send *s, ucs_status_t st)
+{
+    struct ucx_part *p = s->p;
+    if (p != NULL) {
+        struct ucx_op *o = st != UCS_OK ? op_find(s->w, s->token) : NULL;
+        if (o != NULL && o->p != NULL)
+            op_end(s->w, o, status_of(st), false, false); /* never left: no reply */
+        else if (o != NULL)
+            op_free(s->w, o);
+        op_done(p, status_of(st), false); /* local completion says nothing of the peer */
+    }
+    send_free(s);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    ucp_request_free(request);
+    send_done(user_data, status);
+}
+
+/* Hands s (its message: iov, or `len` bytes at buf) to UCX as an eager active message. */
+static void send_am(ucp_ep_h ep, unsigned id, struct ucx_send *s, const void *buf, size_t len,
+                    bool reply)
+{
+    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                                              UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+                              .cb.send = send_cb,
+                              .user_data = s,
+                              .flags =
+                                  UCP_AM_SEND_FLAG_EAGER | (reply ? UCP_AM_SEND_FLAG_REPLY : 0)};
+    if (s->niov > 0) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        rp.datatype = ucp_dt_make_iov();
+        buf = s->iov;
+        len = s->niov;
+    }
+    ucs_status_ptr_t sp = ucp_am_send_nbx(ep, id, NULL, 0, buf, len, &rp);
+    if (!UCS_PTR_IS_PTR(sp))
+        send_done(s, UCS_PTR_STATUS(sp));
+}
+
+/* One request message of part p: n entries (src: their local bytes), `bytes` in all, whose local
+ * side starts at descriptor d0, byte o0. Under w->lock. */
+static int am_issue(struct ucx_worker *w, struct ucx_part *p, const struct ucx_rma_entry *ent,
+                    void *const *src, size_t n, uint64_t bytes, size_t d0, uint64_t o0)
+{
+    struct ucx_req *q = p->q;
+    bool read = q->op == IXL_OP_READ;
+    size_t hlen = UCX_RMA_HDR + n * UCX_RMA_ENTRY;
+    struct ucx_send *s = send_new(w, p, read ? 0 : n + 1, hlen);
+    uint64_t token = s != NULL ? op_new(w, p, read, d0, o0, bytes) : 0;
+    if (token == 0) {
+        if (s != NULL)
+            send_free(s);
+        req_set_err(q, IXL_ERR_NO_MEMORY);
+        return IXL_ERR_NO_MEMORY;
+    }
+    s->token = token;
+    unsigned char *hdr = send_bytes(s);
+    ucx_rma_req_encode(hdr, read ? UCX_RMA_READ : UCX_RMA_WRITE, token, n, ent);
+    if (!read) {
+        s->iov[0] = (ucp_dt_iov_t){.buffer = hdr, .length = hlen};
+        for (size_t i = 0; i < n; i++)
+            s->iov[i + 1] = (ucp_dt_iov_t){.buffer = src[i], .length = ent[i].len};
+    }
+    op_count(p); /* the reply */
+    op_count(p); /* the send */
+    send_am(q->rem->lane[w->idx].ep, UCX_AM_RMA, s, hdr, hlen, true);
+    return IXL_OK;
+}
+
+/* Issues p's messages on worker w. Under w->lock. */
+static void part_start_am_locked(struct ucx_worker *w, struct ucx_part *p)
+{
+    struct ucx_req *q = p->q;
+    size_t d = p->d0;
+    uint64_t off = p->o0;
+    while (!req_stopped(q) && (d < p->d1 || (d == p->d1 && off < p->o1))) {
+        struct ucx_rma_entry ent[UCX_RMA_MAX_ENTRIES];
+        void *src[UCX_RMA_MAX_ENTRIES];
+        size_t n = 0, d0 = d;
+        uint64_t bytes = 0, o0 = off;
+        while (n < UCX_RMA_MAX_ENTRIES && bytes < UCX_AM_MSG &&
+               (d < p->d1 || (d == p->d1 && off < p->o1))) {
+            const struct ixl_xfer_desc *ld = &q->local.descs[d], *rd = &q->remote.descs[d];
+            uint64_t end = d == p->d1 ? p->o1 : ld->len;
+            if (off >= end) {
+                d++;
+                off = 0;
+                continue;
+            }
+            uint64_t take = end - off < UCX_AM_MSG - bytes ? end - off : UCX_AM_MSG - bytes;
+            ent[n] = (struct ucx_rma_entry){
+                .key = ((const struct ucx_md *)rd->md)->key, .addr = rd->addr + off, .len = take};
+            src[n++] = (void *)(uintptr_t)(ld->addr + off);
+            bytes += take;
+            off += take;
+        }
+        if (n == 0 || am_issue(w, p, ent, src, n, bytes, d0, o0) != IXL_OK)
+            break;
+    }
+}
+
+/* Target side: a request message from a peer's worker. Runs in ucp_worker_progress (w->lock). */
+static ucs_status_t am_rma_cb(void *arg, const void *header, size_t header_len, void *data,
+                              size_t len, const ucp_am_recv_param_t *param)
+{
+    struct ucx_worker *w = arg;
+    struct ucx_engine *e = w->e;
+    (void)header;
+    (void)header_len;
+    enum ucx_rma_kind kind;
+    uint64_t token, total;
+    size_t n;
+    const unsigned char *ents, *payload;
+    ucp_ep_h reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || reply == NULL ||
+        !ucx_rma_req_decode(data, len, &kind, &token, &n, &ents, &payload, &total)) {
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: dropped a malformed WRITE/READ message (%zu bytes)", len);
+        return UCS_OK;
+    }
+    bool read = kind == UCX_RMA_READ;
+    int st = total > UCX_RMA_MAX_BYTES ? IXL_ERR_TOO_LARGE : IXL_OK;
+    struct ucx_send *s = NULL;
+    pthread_rwlock_rdlock(&e->klock);
+    struct ucx_rma_entry en;
+    for (size_t i = 0; i < n && st == IXL_OK; i++) {
+        ucx_rma_entry_at(ents, i, &en);
+        const struct ucx_md *m = key_find(e, en.key);
+        if (m == NULL || en.addr < m->addr || en.len > m->len ||
+            en.addr - m->addr > m->len - en.len)
+            st = IXL_ERR_REMOTE_REFUSED;
+    }
+    if (st == IXL_OK && read && (s = send_new(w, NULL, 0, UCX_RMA_HDR + total)) == NULL)
+        st = IXL_ERR_NO_MEMORY;
+    unsigned char *out = s != NULL ? send_bytes(s) + UCX_RMA_HDR : NULL;
+    for (size_t i = 0; i < n && st == IXL_OK; i++) {
+        ucx_rma_entry_at(ents, i, &en);
+        if (read)
+            memcpy(out, (const void *)(uintptr_t)en.addr, en.len);
+        else
+            memcpy((void *)(uintptr_t)en.addr, payload, en.len);
+        out = read ? out + en.len : out;
+        payload += read ? 0 : en.len;
+    }
+    pthread_rwlock_unlock(&e->klock);
+    if (st != IXL_OK) {
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: refused a %s message of %zu ranges, %" PRIu64 " bytes: %s",
+                     read ? "READ" : "WRITE", n, total,
+                     st == IXL_ERR_REMOTE_REFUSED ? "a range outside every registered region"
+                     : st == IXL_ERR_TOO_LARGE    ? "over the largest message"
+                                                  : "out of memory");
+        if (s != NULL)
+            send_free(s);
+        s = NULL;
+    }
+    if (s == NULL && (s = send_new(w, NULL, 0, UCX_RMA_HDR)) == NULL)
+        return UCS_OK; /* no memory even for the reply: the initiator's deadline fails it */
+    size_t blen = st == IXL_OK && read ? UCX_RMA_HDR + total : UCX_RMA_HDR;
+    ucx_rma_reply_encode(send_bytes(s), read ? UCX_RMA_DATA : UCX_RMA_ACK, st, token);
+    send_am(reply, UCX_AM_RMA_REPLY, s, send_bytes(s), blen, false);
+    return UCS_OK;
+}
+
+/* Initiator side: a reply to one of w's messages. Runs in ucp_worker_progress (w->lock). */
+static ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_len, void *data,
+                                size_t len, const ucp_am_recv_param_t *param)
+{
+    struct ucx_worker *w = arg;
+    struct ucx_engine *e = w->e;
+    (void)header;
+    (void)header_len;
+    enum ucx_rma_kind kind;
+    int32_t status;
+    uint64_t token;
+    const unsigned char *payload;
+    size_t plen;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !ucx_rma_reply_decode(data, len, &kind, &status, &token, &payload, &plen)) {
+        e->host->log(e->host->ctx, IXL_LOG_WARN, "UCX: dropped a malformed reply (%zu bytes)", len);
+        return UCS_OK;
+    }
+    struct ucx_op *o = op_find(w, token);
+    if (o == NULL)
+        return UCS_OK;  /* its request failed: nothing of it lands */
+    if (o->p == NULL) { /* its request was released: nothing lands, but the peer answers */
+        struct ucx_remote *r = o->rem;
+        op_free(w, o);
+        r->lane[w->idx].stalled = false;
+        if (atomic_exchange(&r->stalled, false))
+            e->host->log(e->host->ctx, IXL_LOG_INFO, "UCX: '%s' answers again", r->name);
+        return UCS_OK;
+    }
+    struct ucx_req *q = o->p->q;
+    int st = IXL_OK;
+    if (o->read != (kind == UCX_RMA_DATA) || (status == 0 && o->read && plen != o->bytes))
+        st = IXL_ERR_PROTOCOL;
+    else if (status != 0)
+        st = status == IXL_ERR_TOO_LARGE || status == IXL_ERR_NO_MEMORY ? status
+                                                                        : IXL_ERR_REMOTE_REFUSED;
+    if (st != IXL_OK)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: '%s' answered a %s message with status %" PRId32 "%s", q->rem->name,
+                     o->read ? "READ" : "WRITE", status,
+                     st == IXL_ERR_PROTOCOL ? " and a reply that does not match it" : "");
+    if (st == IXL_OK && o->read) {
+        size_t d = o->d0;
+        uint64_t off = o->o0;
+        for (uint64_t left = plen; left > 0;) {
+            const struct ixl_xfer_desc *ld = &q->local.descs[d];
+            if (off >= ld->len) {
+                d++;
+                off = 0;
+                continue;
+            }
+            uint64_t take = ld->len - off < left ? ld->len - off : left;
+            memcpy((void *)(uintptr_t)(ld->addr + off), payload, take);
+            payload += take;
+            left -= take;
+            off += take;
+        }
+    }
+    op_end(w, o, st, true, false);
+    return UCS_OK;
 }
 
 static void req_finish(struct ucx_req *q)
@@ -793,7 +1285,9 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
     for (;;) {
         if (p->pending != 0 || p->phase == PH_DONE)
             return;
-        if (p->phase == PH_DATA && !req_stopped(q) && (q->op == IXL_OP_WRITE || q->notif != NULL)) {
+        /* The replies to the plugin's own messages say the data is in place: no flush. */
+        if (p->phase == PH_DATA && !p->am && !req_stopped(q) &&
+            (q->op == IXL_OP_WRITE || q->notif != NULL)) {
             p->phase = PH_FLUSH;
             if (lane_down(l, q->rem)) {
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
@@ -865,6 +1359,13 @@ static void part_start_locked(struct ucx_worker *w, struct ucx_part *p)
     p->pending = 1; /* held until every operation is issued */
     if (!req_stopped(q) && lane_down(l, q->rem))
         req_set_err(q, IXL_ERR_REMOTE_DISCONNECT); /* failed since post created it */
+    p->am = l->sw_rma && q->local.type == IXL_MEM_DRAM && q->remote.type == IXL_MEM_DRAM;
+    if (p->am) {
+        part_start_am_locked(w, p);
+        p->pending--;
+        part_advance_locked(w, p);
+        return;
+    }
     ucp_request_param_t rp = {.op_attr_mask =
                                   UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.send = op_cb,
@@ -1102,6 +1603,16 @@ static int ucx_release_req(struct ixl_engine *base, struct ixl_req *req)
     struct ucx_req *q = (struct ucx_req *)req;
     if (atomic_load(&q->busy)) {
         atomic_store(&q->canceled, true); /* no more phases: no flush, no notification */
+        /* Replies awaited by the plugin's own messages are dropped: a late one finds no slot,
+         * so nothing lands in the buffers after this returns. What UCX still sends from them
+         * (a WRITE's bytes) it must finish. */
+        for (unsigned k = 0; k < q->nparts; k++) {
+            struct ucx_worker *w = q->part[k].w;
+            pthread_mutex_lock(&w->lock);
+            if (q->part[k].replies > 0)
+                ops_drop(w, NULL, &q->part[k], IXL_ERR_CANCELED);
+            pthread_mutex_unlock(&w->lock);
+        }
         if (!wait_done(q, UCX_RELEASE_WAIT_MS)) {
             /* A put or get cannot be canceled once issued, and the forced close that would
              * cancel them is not safe in UCX 1.13 (see UCX_STALL_MS): the operations end on
@@ -1144,7 +1655,8 @@ static int ucx_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl
     struct ucx_req *q = (struct ucx_req *)req;
     struct ucx_worker *w = q->part[0].w != NULL ? q->part[0].w : &q->e->w[0];
     pthread_mutex_lock(&w->lock);
-    snprintf(out->path, sizeof(out->path), "%s", q->rem->lane[w->idx].path);
+    snprintf(out->path, sizeof(out->path), "%s%s", q->rem->lane[w->idx].path,
+             q->part[0].am ? "+am" : "");
     pthread_mutex_unlock(&w->lock);
     return IXL_OK;
 }
@@ -1324,9 +1836,17 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
              desc->len, desc->addr, ucs_status_string(st));
         return IXL_ERR_BACKEND;
     }
-    m->pub = ucx_wrap(UCX_RKEY_MAGIC, rk, rk_len, &m->pub_len);
+    pthread_rwlock_wrlock(&e->klock);
+    int krc = key_insert(e, m);
+    pthread_rwlock_unlock(&e->klock);
+    m->pub = krc == IXL_OK ? ucx_pub_encode(m->key, rk, rk_len, &m->pub_len) : NULL;
     ucp_rkey_buffer_release(rk);
     if (m->pub == NULL) {
+        if (krc == IXL_OK) {
+            pthread_rwlock_wrlock(&e->klock);
+            key_remove(e, m);
+            pthread_rwlock_unlock(&e->klock);
+        }
         pthread_mutex_lock(&e->lock);
         if (m->alloc)
             m->alloc->regs--;
@@ -1334,7 +1854,7 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
             ucp_mem_unmap(e->ctx, m->memh);
         pthread_mutex_unlock(&e->lock);
         free(m);
-        return IXL_ERR_NO_MEMORY;
+        return krc != IXL_OK ? krc : IXL_ERR_NO_MEMORY;
     }
     *out = (struct ixl_md *)m;
     return IXL_OK;
@@ -1344,6 +1864,9 @@ static int ucx_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_md *m = (struct ucx_md *)md;
+    pthread_rwlock_wrlock(&e->klock); /* waits for a peer's message copying in or out of it */
+    key_remove(e, m);
+    pthread_rwlock_unlock(&e->klock);
     pthread_mutex_lock(&e->lock);
     if (m->alloc)
         m->alloc->regs--;
@@ -1431,7 +1954,7 @@ static int ucx_get_public_data(struct ixl_engine *base, const struct ixl_md *md,
 }
 
 static int remote_md_new(struct ucx_engine *e, struct ucx_remote *r, uint64_t addr, uint64_t len,
-                         const void *rkey, size_t rkey_len, struct ixl_md **out)
+                         uint64_t key, const void *rkey, size_t rkey_len, struct ixl_md **out)
 {
     struct ucx_md *m = calloc(1, sizeof(*m));
     if (m == NULL || (m->rkey_buf = malloc(rkey_len)) == NULL ||
@@ -1444,6 +1967,7 @@ static int remote_md_new(struct ucx_engine *e, struct ucx_remote *r, uint64_t ad
     m->kind = MD_REMOTE;
     m->addr = addr;
     m->len = len;
+    m->key = key;
     m->rem = r;
     memcpy(m->rkey_buf, rkey, rkey_len);
     m->rkey_len = rkey_len;
@@ -1461,10 +1985,12 @@ static int ucx_load_remote_md(struct ixl_engine *base, const char *remote_agent,
         return IXL_ERR_BAD_MEM_TYPE;
     }
     size_t rk_len;
-    const void *rk = ucx_unwrap(UCX_RKEY_MAGIC, data, len, &rk_len);
+    uint64_t key;
+    const void *rk = ucx_pub_decode(data, len, &key, &rk_len);
     if (rk == NULL) {
-        fail(e, IXL_ERR_MALFORMED, "public data of a region of '%s' is not a UCX remote key",
-             remote_agent);
+        fail(e, IXL_ERR_MALFORMED,
+             "public data of a region of '%s' is not a UCX region key and remote key (version %d)",
+             remote_agent, UCX_VERSION);
         return IXL_ERR_MALFORMED;
     }
     struct ucx_remote *r = remote_get(e, remote_agent);
@@ -1472,7 +1998,7 @@ static int ucx_load_remote_md(struct ixl_engine *base, const char *remote_agent,
         fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
         return IXL_ERR_NOT_FOUND;
     }
-    return remote_md_new(e, r, desc->addr, desc->len, rk, rk_len, out);
+    return remote_md_new(e, r, desc->addr, desc->len, key, rk, rk_len, out);
 }
 
 static int ucx_load_local_md(struct ixl_engine *base, struct ixl_md *md, struct ixl_md **out)
@@ -1481,10 +2007,11 @@ static int ucx_load_local_md(struct ixl_engine *base, struct ixl_md *md, struct 
     struct ucx_md *m = (struct ucx_md *)md;
     struct ucx_remote *self = remote_get(e, e->name);
     size_t rk_len;
-    const void *rk = ucx_unwrap(UCX_RKEY_MAGIC, m->pub, m->pub_len, &rk_len);
+    uint64_t key;
+    const void *rk = ucx_pub_decode(m->pub, m->pub_len, &key, &rk_len);
     if (self == NULL || rk == NULL)
         return IXL_ERR_BACKEND;
-    return remote_md_new(e, self, m->addr, m->len, rk, rk_len, out);
+    return remote_md_new(e, self, m->addr, m->len, key, rk, rk_len, out);
 }
 
 static int ucx_unload_md(struct ixl_engine *base, struct ixl_md *md)
@@ -1542,10 +2069,19 @@ static int worker_create(struct ucx_engine *e, unsigned i, ucp_address_t **addr,
                                  .id = UCX_AM_NOTIF,
                                  .cb = am_notif_cb,
                                  .arg = e};
+    ucp_am_handler_param_t rma = ap, reply = ap;
+    rma.id = UCX_AM_RMA;
+    rma.cb = am_rma_cb;
+    rma.arg = w;
+    reply.id = UCX_AM_RMA_REPLY;
+    reply.cb = am_reply_cb;
+    reply.arg = w;
     ucs_status_t st = ucp_worker_create(e->ctx, &wp, &w->w);
     if (st != UCS_OK)
         w->w = NULL;
     else if ((st = ucp_worker_set_am_recv_handler(w->w, &ap)) == UCS_OK &&
+             (st = ucp_worker_set_am_recv_handler(w->w, &rma)) == UCS_OK &&
+             (st = ucp_worker_set_am_recv_handler(w->w, &reply)) == UCS_OK &&
              (st = ucp_worker_get_efd(w->w, &w->efd)) == UCS_OK)
         st = ucp_worker_get_address(w->w, addr, addr_len);
     if (st != UCS_OK) {
@@ -1575,26 +2111,29 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     e->notif_max = init->notif_max;
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->nlock, NULL);
+    pthread_rwlock_init(&e->klock, NULL);
     if ((e->name = strdup(init->agent_name)) == NULL) {
         ucx_destroy_engine(&e->base);
         return IXL_ERR_NO_MEMORY;
     }
     unsigned long workers, keepalive, prog, timeout;
-    const char *mode = param(init, "err_mode");
+    const char *mode = param(init, "err_mode"), *emu = param(init, "rma_emulation");
     if (parse_uint(param(init, "workers"), 1, UCX_MAX_WORKERS, &workers) != 0 ||
         parse_uint(param(init, "keepalive_ms"), 1, 3600000, &keepalive) != 0 ||
         parse_uint(param(init, "timeout_ms"), 0, 3600000, &timeout) != 0 ||
         parse_uint(param(init, "progress_us"), 1, 1000000, &prog) != 0 ||
-        (strcmp(mode, "peer") != 0 && strcmp(mode, "none") != 0)) {
+        (strcmp(mode, "peer") != 0 && strcmp(mode, "none") != 0) ||
+        (strcmp(emu, "ixl") != 0 && strcmp(emu, "ucx") != 0)) {
         fail(e, IXL_ERR_INVALID_ARG,
              "bad option: workers (1..%d), keepalive_ms (1..3600000), timeout_ms (0..3600000), "
-             "progress_us (1..1000000) or err_mode (peer|none)",
+             "progress_us (1..1000000), err_mode (peer|none) or rma_emulation (ixl|ucx)",
              UCX_MAX_WORKERS);
         ucx_destroy_engine(&e->base);
         return IXL_ERR_INVALID_ARG;
     }
     e->progress_us = (unsigned)prog;
     e->timeout_ms = timeout;
+    e->own_rma = strcmp(emu, "ixl") == 0;
     e->err_mode =
         strcmp(mode, "peer") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     snprintf(e->tls, sizeof(e->tls), "%s", param(init, "transports"));
@@ -1609,6 +2148,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         w->idx = i;
         w->efd = w->wakefd = w->epfd = -1;
         w->todo_tail = &w->todo;
+        w->free_op = UINT32_MAX;
         pthread_mutex_init(&w->lock, NULL);
     }
 
@@ -1718,6 +2258,9 @@ static void ucx_destroy_engine(struct ixl_engine *base)
         struct ucx_worker *w = &e->w[i];
         if (w->w != NULL)
             ucp_worker_destroy(w->w);
+        while (w->sends != NULL) /* messages UCX never completed (a stopped peer) */
+            send_free(w->sends);
+        free(w->ops);
         if (w->wakefd >= 0)
             close(w->wakefd);
         if (w->epfd >= 0)
@@ -1756,8 +2299,10 @@ static void ucx_destroy_engine(struct ixl_engine *base)
     free(e->w);
     free(e->info);
     free(e->name);
+    free(e->kt);
     pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->nlock);
+    pthread_rwlock_destroy(&e->klock);
     free(e);
 }
 

@@ -144,3 +144,125 @@ bool ucx_notif_decode(const void *data, size_t len, size_t msg_max, const char *
     *msg_len = len - 2 - nlen;
     return true;
 }
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+void *ucx_pub_encode(uint64_t key, const void *rkey, size_t len, size_t *out_len)
+{
+    if (len == 0 || len > SIZE_MAX - 8)
+        return NULL;
+    unsigned char *p = malloc(8 + len);
+    if (p == NULL)
+        return NULL;
+    put64(p, key);
+    memcpy(p + 8, rkey, len);
+    void *w = ucx_wrap(UCX_RKEY_MAGIC, p, 8 + len, out_len);
+    free(p);
+    return w;
+}
+
+const void *ucx_pub_decode(const void *bytes, size_t len, uint64_t *key, size_t *rkey_len)
+{
+    size_t plen;
+    const unsigned char *p = ucx_unwrap(UCX_RKEY_MAGIC, bytes, len, &plen);
+    if (p == NULL || plen <= 8)
+        return NULL;
+    *key = get64(p);
+    *rkey_len = plen - 8;
+    return p + 8;
+}
+
+static void rma_hdr(unsigned char *b, enum ucx_rma_kind kind, uint32_t word, uint64_t token,
+                    uint16_t n)
+{
+    b[0] = (unsigned char)kind;
+    b[1] = UCX_RMA_VERSION;
+    b[2] = (unsigned char)n;
+    b[3] = (unsigned char)(n >> 8);
+    put32(b + 4, word);
+    put64(b + 8, token);
+}
+
+void ucx_rma_req_encode(void *out, enum ucx_rma_kind kind, uint64_t token, size_t n,
+                        const struct ucx_rma_entry *entries)
+{
+    unsigned char *b = out;
+    rma_hdr(b, kind, 0, token, (uint16_t)n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *e = b + UCX_RMA_HDR + i * UCX_RMA_ENTRY;
+        put64(e, entries[i].key);
+        put64(e + 8, entries[i].addr);
+        put64(e + 16, entries[i].len);
+    }
+}
+
+void ucx_rma_entry_at(const unsigned char *entries, size_t i, struct ucx_rma_entry *out)
+{
+    const unsigned char *e = entries + i * UCX_RMA_ENTRY;
+    out->key = get64(e);
+    out->addr = get64(e + 8);
+    out->len = get64(e + 16);
+}
+
+bool ucx_rma_req_decode(const void *data, size_t len, enum ucx_rma_kind *kind, uint64_t *token,
+                        size_t *n, const unsigned char **entries, const unsigned char **payload,
+                        uint64_t *total)
+{
+    const unsigned char *b = data;
+    if (b == NULL || len < UCX_RMA_HDR || (b[0] != UCX_RMA_WRITE && b[0] != UCX_RMA_READ) ||
+        b[1] != UCX_RMA_VERSION || get32(b + 4) != 0)
+        return false;
+    size_t cnt = (size_t)b[2] | (size_t)b[3] << 8;
+    if (cnt == 0 || cnt > UCX_RMA_MAX_ENTRIES || (len - UCX_RMA_HDR) / UCX_RMA_ENTRY < cnt)
+        return false;
+    const unsigned char *ents = b + UCX_RMA_HDR;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        uint64_t l = get64(ents + i * UCX_RMA_ENTRY + 16);
+        if (l == 0 || l > UINT64_MAX - sum)
+            return false;
+        sum += l;
+    }
+    size_t rest = len - UCX_RMA_HDR - cnt * UCX_RMA_ENTRY;
+    if (b[0] == UCX_RMA_WRITE ? rest != sum : rest != 0)
+        return false;
+    *kind = (enum ucx_rma_kind)b[0];
+    *token = get64(b + 8);
+    *n = cnt;
+    *entries = ents;
+    *payload = ents + cnt * UCX_RMA_ENTRY;
+    *total = sum;
+    return true;
+}
+
+void ucx_rma_reply_encode(void *out, enum ucx_rma_kind kind, int32_t status, uint64_t token)
+{
+    rma_hdr(out, kind, (uint32_t)status, token, 0);
+}
+
+bool ucx_rma_reply_decode(const void *data, size_t len, enum ucx_rma_kind *kind, int32_t *status,
+                          uint64_t *token, const unsigned char **payload, size_t *payload_len)
+{
+    const unsigned char *b = data;
+    if (b == NULL || len < UCX_RMA_HDR || (b[0] != UCX_RMA_ACK && b[0] != UCX_RMA_DATA) ||
+        b[1] != UCX_RMA_VERSION || b[2] != 0 || b[3] != 0)
+        return false;
+    int32_t st = (int32_t)get32(b + 4);
+    if (st > 0 || (len > UCX_RMA_HDR && (b[0] != UCX_RMA_DATA || st != 0)))
+        return false;
+    *kind = (enum ucx_rma_kind)b[0];
+    *status = st;
+    *token = get64(b + 8);
+    *payload = b + UCX_RMA_HDR;
+    *payload_len = len - UCX_RMA_HDR;
+    return true;
+}

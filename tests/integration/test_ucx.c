@@ -3,7 +3,8 @@
  * with a UCX backend, driven over pipes) are the targets.
  *
  *   test_ucx        tcp (err_mode=peer) and shared memory (transports=sm, err_mode=none), each
- *                   with 1 and 2 workers per side: READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor
+ *                   with 1 and 2 workers per side, and tcp with UCX's own emulated put/get
+ *                   (rma_emulation=ucx): READ/WRITE at 4 KiB and 1 MiB, 10^4-descriptor
  *                   requests, notifications after data, shared memory refused with
  *                   err_mode=peer (the message says so); over tcp with 1 and 2 workers: a peer
  *                   killed with a request in flight, a post to the dead peer
@@ -11,12 +12,16 @@
  *                   READ, a peer stopped (SIGSTOP) with a request in flight (REMOTE_DISCONNECT
  *                   after timeout_ms, posts to it fail at once, release BUSY while it is
  *                   stopped, before and after the deadline; SIGCONT: release ok, new requests
- *                   work; an agent destroyed with a request to a stopped peer in flight)
+ *                   work; an agent destroyed with a request to a stopped peer in flight);
+ *                   this process as the target: WRITE/READ into a region it deregistered
+ *                   (REMOTE_REFUSED, nothing written), initiators killed in the middle of their
+ *                   WRITE or READ (this process goes on serving)
  *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
  *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
- *   test_ucx ikill N  N initiators killed in the middle of a WRITE into this process (UCX
- *                     1.13.1 aborts this process: a known UCX bug, see test_initiator_killed)
+ *   test_ucx ikill N [ucx]  N initiators killed in the middle of a WRITE or READ with this
+ *                     process (with ucx: rma_emulation=ucx, which UCX 1.13.1 aborts, see
+ *                     test_initiator_killed)
  *
  * Every destination is poisoned and every source has a fresh pattern. Skips (77) when the UCX
  * plugin was not built (libucx missing): a failure under CI=true.
@@ -120,6 +125,8 @@ static void check_info(struct ixl_xfer *x, uint64_t bytes, uint64_t descs, char 
     snprintf(path, n, "%s", info.path);
 }
 
+static const char *want_path; /* what xfer_one's requests must report as their path */
+
 /* op of len bytes between L + GUARD and the peer's buffer at GUARD; checks the data and that
  * the guard bytes on both sides of the destination kept their poison. */
 static void xfer_one(struct ixl_agent *a, const struct rbuf *rb, enum ixl_op op, size_t len)
@@ -140,6 +147,8 @@ static void xfer_one(struct ixl_agent *a, const struct rbuf *rb, enum ixl_op op,
     CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
     char path[32];
     check_info(x, len, 1, path, sizeof(path));
+    if (want_path != NULL && strcmp(path, want_path) != 0)
+        check_fail(__FILE__, __LINE__, "path '%s', want '%s'", path, want_path);
     if (op == IXL_OP_WRITE) {
         PEER_OK(rb->p, "check %d %" PRIu64 " %u %zu", rb->id, seed, GUARD, len);
         PEER_OK(rb->p, "checkbyte %d %d 0 %u", rb->id, POISON_R, GUARD);
@@ -604,18 +613,22 @@ static char *dlist_hex(uintptr_t addr, size_t len)
     return hex;
 }
 
-/* This process as the target of a peer's WRITE, the peer killed in the middle: the target
- * should go on and serve a new initiator. Over tcp UCX 1.13.1 aborts it instead (a put over
- * tcp is emulated with active messages, and the target's acknowledgment to the dead initiator
- * fails inside UCX: "ucp_request.inl:346 Fatal: unexpected error" under ucp_put_handler).
- * Not in ctest, since it fails: `build/tests/test_ucx ikill N` reproduces it. */
-static void test_initiator_killed(int rounds)
+/* This process as the target of a peer's WRITE or READ, the peer killed in the middle: the
+ * target goes on and serves a new initiator. With rma_emulation=ucx (UCX's emulated put over
+ * tcp) UCX 1.13.1 aborts it instead: the target's acknowledgment to the dead initiator fails
+ * inside UCX, "ucp_request.inl:346 Fatal: unexpected error" under ucp_put_handler; the plugin's
+ * own messages (the default) exist for that. `test_ucx ikill N ucx` reproduces the abort. */
+static void test_initiator_killed(int rounds, const char *emulation)
 {
-    fprintf(stderr, "tcp: an initiator killed with its WRITE into this process in flight\n");
+    fprintf(stderr,
+            "tcp (rma_emulation=%s): initiators killed with their WRITE/READ with this "
+            "process in flight\n",
+            emulation);
     BL = aligned_alloc(4096, INFLIGHT_BYTES);
     CHECK(BL != NULL);
-    const struct ixl_kv kv[] = {{"transports", "tcp"}, {"err_mode", "peer"}};
-    struct ixl_agent *a = make_initiator("t_ikill", kv, 2, BL, INFLIGHT_BYTES);
+    const struct ixl_kv kv[] = {
+        {"transports", "tcp"}, {"err_mode", "peer"}, {"rma_emulation", emulation}};
+    struct ixl_agent *a = make_initiator("t_ikill", kv, 3, BL, INFLIGHT_BYTES);
     char *dhex = dlist_hex((uintptr_t)BL, INFLIGHT_BYTES);
     for (int i = 0; i < rounds; i++) {
         workers_opt = i % 2 ? "workers=2" : "workers=1";
@@ -623,7 +636,7 @@ static void test_initiator_killed(int rounds)
         struct peer *v = victim_start(&rb);
         load_into_peer(v, a);
         PEER_OK(v, "fill 0 %" PRIu64, fresh_seed(0));
-        peer_send(v, "xfer write t_ikill 0 0 %s", dhex);
+        peer_send(v, "xfer %s t_ikill 0 0 %s", i % 4 < 2 ? "write" : "read", dhex);
         sleep_ms(20 + (unsigned)(i * 37) % 200);
         peer_kill(v);
         sleep_ms(300); /* this process's progress threads meet the dead peer */
@@ -640,7 +653,7 @@ static void test_initiator_killed(int rounds)
     PEER_OK(v, "xfer write t_ikill 0 0 %s", h64);
     CHECK(net_pat_find_bad(BL, 65536, s0, 0) == 65536);
     peer_exit(v);
-    fprintf(stderr, "  %d initiators killed mid-WRITE; this target still serves a new one\n",
+    fprintf(stderr, "  %d initiators killed mid-WRITE/READ; this target still serves a new one\n",
             rounds);
     free(h64);
     free(dhex);
@@ -648,27 +661,77 @@ static void test_initiator_killed(int rounds)
     free(BL);
 }
 
+/* This process as a target whose region was deregistered while an initiator still holds its
+ * metadata: the initiator's WRITE and READ into it are refused by this side's check of the
+ * region key (REMOTE_REFUSED), nothing is written, and the region still registered works. */
+static void test_target_refuses(void)
+{
+    fprintf(stderr, "tcp: WRITE/READ into a region the target deregistered\n");
+    const size_t len = 65536;
+    uint8_t *keep = aligned_alloc(4096, len), *gone = aligned_alloc(4096, len);
+    CHECK(keep != NULL && gone != NULL);
+    const struct ixl_kv kv[] = {{"transports", "tcp"}, {"err_mode", "peer"}};
+    struct ixl_agent *a = make_initiator("t_refuse", kv, 2, keep, len);
+    struct ixl_reg_desc gd = {(uintptr_t)gone, len, 0, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &gd, 1, NULL), IXL_OK);
+    workers_opt = "workers=1";
+    struct rbuf rb;
+    struct peer *v = victim_start(&rb);
+    load_into_peer(v, a);
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, &gd, 1, NULL), IXL_OK);
+    memset(gone, POISON_L, len);
+    char *hg = dlist_hex((uintptr_t)gone, len), *hk = dlist_hex((uintptr_t)keep, len);
+    static const char *const ops[] = {"write", "read"};
+    for (int i = 0; i < 2; i++) {
+        PEER_OK(v, "fill 0 %" PRIu64 " 0 65536", fresh_seed(0));
+        peer_send(v, "xfer %s t_refuse 0 0 %s", ops[i], hg);
+        const char *ans = peer_line(v, WAIT_MS);
+        CHECK(ans != NULL);
+        if (strstr(ans, "REMOTE_REFUSED") == NULL)
+            check_fail(__FILE__, __LINE__, "%s into a deregistered region answered '%s'", ops[i],
+                       ans);
+    }
+    for (size_t i = 0; i < len; i++)
+        CHECK(gone[i] == POISON_L);
+    uint64_t s0 = fresh_seed(0);
+    PEER_OK(v, "fill 0 %" PRIu64 " 0 65536", s0);
+    memset(keep, POISON_L, len);
+    PEER_OK(v, "xfer write t_refuse 0 0 %s", hk);
+    CHECK(net_pat_find_bad(keep, len, s0, 0) == len);
+    peer_exit(v);
+    fprintf(stderr, "  WRITE and READ refused (REMOTE_REFUSED), nothing written; the region "
+                    "still registered works\n");
+    free(hg);
+    free(hk);
+    drop_initiator(a, keep, len);
+    free(keep);
+    free(gone);
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 struct mode {
     const char *name;
-    const char *peer_opts[3];
-    struct ixl_kv kv[3];
+    const char *peer_opts[4];
+    struct ixl_kv kv[4];
 };
 
 static const struct mode modes[] = {
     {"tcp",
-     {"transports=tcp", "err_mode=peer", "workers=1"},
-     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "1"}}},
+     {"transports=tcp", "err_mode=peer", "workers=1", "rma_emulation=ixl"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "1"}, {"rma_emulation", "ixl"}}},
+    {"tcpu",
+     {"transports=tcp", "err_mode=peer", "workers=1", "rma_emulation=ucx"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "1"}, {"rma_emulation", "ucx"}}},
     {"sm",
-     {"transports=sm", "err_mode=none", "workers=1"},
-     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "1"}}},
+     {"transports=sm", "err_mode=none", "workers=1", "rma_emulation=ixl"},
+     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "1"}, {"rma_emulation", "ixl"}}},
     {"tcp2",
-     {"transports=tcp", "err_mode=peer", "workers=2"},
-     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "2"}}},
+     {"transports=tcp", "err_mode=peer", "workers=2", "rma_emulation=ixl"},
+     {{"transports", "tcp"}, {"err_mode", "peer"}, {"workers", "2"}, {"rma_emulation", "ixl"}}},
     {"sm2",
-     {"transports=sm", "err_mode=none", "workers=2"},
-     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "2"}}},
+     {"transports=sm", "err_mode=none", "workers=2", "rma_emulation=ixl"},
+     {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "2"}, {"rma_emulation", "ixl"}}},
 };
 
 int main(int argc, char **argv)
@@ -699,7 +762,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "ikill") == 0) {
-        test_initiator_killed(atoi(argv[2]));
+        test_initiator_killed(atoi(argv[2]), argc > 3 ? argv[3] : "ixl");
         return 0;
     }
     if (stops > 0) {
@@ -714,16 +777,20 @@ int main(int argc, char **argv)
     CHECK(L != NULL);
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         const struct mode *md = &modes[m];
-        fprintf(stderr, "%s (%s %s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1],
-                md->peer_opts[2]);
+        fprintf(stderr, "%s (%s %s %s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1],
+                md->peer_opts[2], md->peer_opts[3]);
         char pname[16], iname[16];
         snprintf(pname, sizeof(pname), "t_%s", md->name);
         snprintf(iname, sizeof(iname), "i_%s", md->name);
-        struct peer *p =
-            peer_start(pname, md->peer_opts[0], md->peer_opts[1], md->peer_opts[2], NULL);
+        struct peer *p = peer_start(pname, md->peer_opts[0], md->peer_opts[1], md->peer_opts[2],
+                                    md->peer_opts[3], NULL);
         peer_ready(p);
         struct rbuf rb = peer_alloc(p, 0, rlen, "heap");
-        struct ixl_agent *a = make_initiator(iname, md->kv, 3, L, L_len);
+        struct ixl_agent *a = make_initiator(iname, md->kv, 4, L, L_len);
+        /* over tcp the plugin's own messages move the data unless rma_emulation=ucx */
+        want_path = strncmp(md->name, "tcp", 3) != 0 ? NULL
+                    : strcmp(md->name, "tcpu") == 0  ? "tcp"
+                                                     : "tcp+am";
         load_peer(a, p);
         if (big) {
             xfer_one(a, &rb, IXL_OP_WRITE, BIG_BYTES);
@@ -749,6 +816,8 @@ int main(int argc, char **argv)
         test_stopped_peer("1");
         test_stopped_peer("2");
         test_destroy_stopped();
+        test_target_refuses();
+        test_initiator_killed(4, "ixl");
     }
     free(L);
     fprintf(stderr, "test_ucx%s: all passed in %" PRIu64 " ms\n", big ? " big" : "", now_ms() - t0);
