@@ -9,7 +9,11 @@
 #   tcp       UCX_TLS=tcp, UCX_NET_DEVICES=lo; ixl: transports=tcp devices=lo err_mode=peer,
 #             ucx_perftest with -e (peer error handling). Ratio reported, no target: UCX 1.13's
 #             own put over tcp is slow and erratic here.
+#             The plugin moves WRITE/READ over tcp with its own active messages (path tcp+am;
+#             rma_emulation=ixl, docs/ucx.md).
 #   tcp-none  the same with err_mode=none and no -e.
+#   tcp-ucx   tcp as above, the plugin with rma_emulation=ucx: UCX's own emulated put (path
+#             tcp), for comparison with the plugin's messages. No target.
 #   shm-heap  a diagnostic: shm, but ucx_perftest's buffers from the heap (UCX_ALLOC_PRIO=heap),
 #             not from UCX's shared-memory allocator: the kind of memory ixl registers when
 #             the plugin does not allocate (docs/ucx.md). No target.
@@ -116,12 +120,12 @@ mode_env() {
     case $1 in
     shm) echo "UCX_TLS=shm" ;;
     shm-heap) echo "UCX_TLS=shm UCX_ALLOC_PRIO=heap" ;;
-    tcp | tcp-none) echo "UCX_TLS=tcp UCX_NET_DEVICES=lo" ;;
+    tcp | tcp-none | tcp-ucx) echo "UCX_TLS=tcp UCX_NET_DEVICES=lo" ;;
     esac
 }
 mode_pflags() {
     case $1 in
-    tcp) echo "-e" ;;
+    tcp | tcp-ucx) echo "-e" ;;
     esac
 }
 mode_opts() {
@@ -129,13 +133,14 @@ mode_opts() {
     shm | shm-heap) echo "--opt transports=shm --opt err_mode=none" ;;
     tcp) echo "--opt transports=tcp --opt devices=lo --opt err_mode=peer" ;;
     tcp-none) echo "--opt transports=tcp --opt devices=lo --opt err_mode=none" ;;
+    tcp-ucx) echo "--opt transports=tcp --opt devices=lo --opt err_mode=peer --opt rma_emulation=ucx" ;;
     esac
 }
 for m in $modes; do
     case $m in
-    shm | shm-heap | tcp | tcp-none) ;;
+    shm | shm-heap | tcp | tcp-none | tcp-ucx) ;;
     *)
-        echo "ucx.sh: unknown mode '$m' (MODES: shm shm-heap tcp tcp-none)" >&2
+        echo "ucx.sh: unknown mode '$m' (MODES: shm shm-heap tcp tcp-none tcp-ucx)" >&2
         exit 2
         ;;
     esac

@@ -1655,8 +1655,9 @@ static int ucx_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl
     struct ucx_req *q = (struct ucx_req *)req;
     struct ucx_worker *w = q->part[0].w != NULL ? q->part[0].w : &q->e->w[0];
     pthread_mutex_lock(&w->lock);
-    snprintf(out->path, sizeof(out->path), "%s%s", q->rem->lane[w->idx].path,
-             q->part[0].am ? "+am" : "");
+    const struct ucx_lane *l = &q->rem->lane[w->idx];
+    bool am = l->sw_rma && q->local.type == IXL_MEM_DRAM && q->remote.type == IXL_MEM_DRAM;
+    snprintf(out->path, sizeof(out->path), "%s%s", l->path, am ? "+am" : "");
     pthread_mutex_unlock(&w->lock);
     return IXL_OK;
 }
