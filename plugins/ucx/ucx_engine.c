@@ -63,6 +63,9 @@
 /* Largest request message of the plugin's own WRITE/READ: descriptors are batched up to this
  * many bytes (and UCX_RMA_MAX_ENTRIES), larger ones cut into pieces of it. */
 #define UCX_AM_MSG ((uint64_t)1 << 20)
+/* Bytes of a part's messages awaiting replies: more are issued as replies come back (below half
+ * of it). Bounds what a target holds for one request (a READ's reply buffers). */
+#define UCX_AM_WINDOW ((uint64_t)8 << 20)
 #define UCX_RELEASE_WAIT_MS 200
 /* After a forced close, UCX 1.13 still tears the old endpoint's tcp connections down in later
  * progress calls, on both sides. An endpoint to the same address created before that is over
@@ -153,9 +156,12 @@ struct ucx_part {
     size_t d0, d1;
     uint64_t o0, o1;
     enum req_phase phase;
-    size_t pending;                 /* UCX operations not completed (+1 while issuing) */
-    size_t replies;                 /* of those, replies awaited to the plugin's messages */
-    bool am;                        /* moved by the plugin's messages (lane sw_rma) */
+    size_t pending; /* UCX operations not completed (+1 while issuing) */
+    size_t replies; /* of those, replies awaited to the plugin's messages */
+    bool am;        /* moved by the plugin's messages (lane sw_rma) */
+    size_t nd;      /* am: the next message starts at descriptor nd, byte no */
+    uint64_t no;
+    uint64_t inflight;              /* am: bytes of messages awaiting replies (<= UCX_AM_WINDOW) */
     bool queued;                    /* on w->ready */
     struct ucx_part *next;          /* w->todo or w->ready */
     struct ucx_part *anext, *aprev; /* w->active, while in flight */
@@ -225,6 +231,7 @@ struct ucx_worker {
     uint64_t last_any_ms; /* last progress that did something, or a part added */
     struct ucx_op *ops;   /* messages awaiting replies (see struct ucx_op) */
     uint32_t n_ops, cap_ops, free_op;
+    uint64_t rng;           /* xorshift state: the random half of tokens */
     struct ucx_send *sends; /* messages UCX has not completed */
     pthread_t thread;
     bool thread_started;
@@ -977,13 +984,22 @@ static uint64_t op_new(struct ucx_worker *w, struct ucx_part *p, bool read, size
     w->free_op = o->next_free;
     o->rem = p->q->rem;
     o->p = p;
-    if (++o->gen == 0) /* tokens are never 0 */
-        o->gen = 1;
+    /* A random generation: a peer cannot guess the token of another peer's message, and a late
+     * reply does not match the slot's next use. Never 0, so tokens are never 0. */
+    uint32_t g;
+    do {
+        w->rng ^= w->rng << 13;
+        w->rng ^= w->rng >> 7;
+        w->rng ^= w->rng << 17;
+        g = (uint32_t)(w->rng >> 32);
+    } while (g == 0 || g == o->gen);
+    o->gen = g;
     o->read = read;
     o->d0 = d0;
     o->o0 = o0;
     o->bytes = bytes;
     p->replies++;
+    p->inflight += bytes;
     return (uint64_t)o->gen << 32 | i;
 }
 
@@ -1011,10 +1027,18 @@ static void op_end(struct ucx_worker *w, struct ucx_op *o, int status, bool answ
 {
     struct ucx_part *p = o->p;
     o->p = NULL;
+    p->inflight -= o->bytes;
     if (!orphan)
         op_free(w, o);
     p->replies--;
     op_done(p, status, answered);
+    /* the window has room: its next messages go out after this progress call */
+    if (p->pending > 0 && !p->queued && p->phase == PH_DATA && p->inflight <= UCX_AM_WINDOW / 2 &&
+        (p->nd < p->d1 || (p->nd == p->d1 && p->no < p->o1))) {
+        p->queued = true;
+        p->next = w->ready;
+        w->ready = p;
+    }
 }
 
 /* Ends every awaited reply of r's requests, live or orphaned (r's endpoint of w is gone), or
@@ -1104,13 +1128,15 @@ static int am_issue(struct ucx_worker *w, struct ucx_part *p, const struct ucx_r
     return IXL_OK;
 }
 
-/* Issues p's messages on worker w. Under w->lock. */
-static void part_start_am_locked(struct ucx_worker *w, struct ucx_part *p)
+/* Issues p's next messages on worker w, from (nd, no) while the window has room. Under w->lock,
+ * with p->pending held above 0 by the caller. */
+static void part_fill_am_locked(struct ucx_worker *w, struct ucx_part *p)
 {
     struct ucx_req *q = p->q;
-    size_t d = p->d0;
-    uint64_t off = p->o0;
-    while (!req_stopped(q) && (d < p->d1 || (d == p->d1 && off < p->o1))) {
+    size_t d = p->nd;
+    uint64_t off = p->no;
+    while (!req_stopped(q) && p->inflight < UCX_AM_WINDOW &&
+           (d < p->d1 || (d == p->d1 && off < p->o1))) {
         struct ucx_rma_entry ent[UCX_RMA_MAX_ENTRIES];
         void *src[UCX_RMA_MAX_ENTRIES];
         size_t n = 0, d0 = d;
@@ -1134,6 +1160,8 @@ static void part_start_am_locked(struct ucx_worker *w, struct ucx_part *p)
         if (n == 0 || am_issue(w, p, ent, src, n, bytes, d0, o0) != IXL_OK)
             break;
     }
+    p->nd = d;
+    p->no = off;
 }
 
 /* Target side: a request message from a peer's worker. Runs in ucp_worker_progress (w->lock). */
@@ -1149,14 +1177,29 @@ static ucs_status_t am_rma_cb(void *arg, const void *header, size_t header_len, 
     size_t n;
     const unsigned char *ents, *payload;
     ucp_ep_h reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || reply == NULL ||
-        !ucx_rma_req_decode(data, len, &kind, &token, &n, &ents, &payload, &total)) {
+    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    int st = IXL_OK;
+    if (rndv || !ucx_rma_req_decode(data, len, &kind, &token, &n, &ents, &payload, &total)) {
+        /* answered when its token can be read, so that its request fails now rather than at
+         * the deadline */
+        bool peek = !rndv && ucx_rma_peek(data, len, &kind, &token) &&
+                    (kind == UCX_RMA_WRITE || kind == UCX_RMA_READ);
+        e->host->log(e->host->ctx, IXL_LOG_WARN, "UCX: malformed WRITE/READ message (%zu bytes)%s",
+                     len, peek && reply != NULL ? ": answered with IXL_ERR_PROTOCOL" : ", dropped");
+        if (!peek)
+            return UCS_OK;
+        n = 0;
+        total = 0;
+        st = IXL_ERR_PROTOCOL;
+    }
+    if (reply == NULL) {
         e->host->log(e->host->ctx, IXL_LOG_WARN,
-                     "UCX: dropped a malformed WRITE/READ message (%zu bytes)", len);
+                     "UCX: dropped a WRITE/READ message with no endpoint to reply on");
         return UCS_OK;
     }
     bool read = kind == UCX_RMA_READ;
-    int st = total > UCX_RMA_MAX_BYTES ? IXL_ERR_TOO_LARGE : IXL_OK;
+    if (st == IXL_OK && total > UCX_RMA_MAX_BYTES)
+        st = IXL_ERR_TOO_LARGE;
     struct ucx_send *s = NULL;
     pthread_rwlock_rdlock(&e->klock);
     struct ucx_rma_entry en;
@@ -1180,15 +1223,15 @@ static ucs_status_t am_rma_cb(void *arg, const void *header, size_t header_len, 
         payload += read ? 0 : en.len;
     }
     pthread_rwlock_unlock(&e->klock);
-    if (st != IXL_OK) {
+    if (st != IXL_OK && st != IXL_ERR_PROTOCOL)
         e->host->log(e->host->ctx, IXL_LOG_WARN,
                      "UCX: refused a %s message of %zu ranges, %" PRIu64 " bytes: %s",
                      read ? "READ" : "WRITE", n, total,
                      st == IXL_ERR_REMOTE_REFUSED ? "a range outside every registered region"
                      : st == IXL_ERR_TOO_LARGE    ? "over the largest message"
                                                   : "out of memory");
-        if (s != NULL)
-            send_free(s);
+    if (st != IXL_OK && s != NULL) {
+        send_free(s);
         s = NULL;
     }
     if (s == NULL && (s = send_new(w, NULL, 0, UCX_RMA_HDR)) == NULL)
@@ -1212,12 +1255,22 @@ static ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_len
     uint64_t token;
     const unsigned char *payload;
     size_t plen;
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        !ucx_rma_reply_decode(data, len, &kind, &status, &token, &payload, &plen)) {
+    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    bool bad = rndv || !ucx_rma_reply_decode(data, len, &kind, &status, &token, &payload, &plen);
+    if (bad && (rndv || !ucx_rma_peek(data, len, &kind, &token))) {
         e->host->log(e->host->ctx, IXL_LOG_WARN, "UCX: dropped a malformed reply (%zu bytes)", len);
         return UCS_OK;
     }
     struct ucx_op *o = op_find(w, token);
+    if (bad && o != NULL && o->p != NULL) { /* its message fails now, not at the deadline */
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: a malformed reply (%zu bytes) from '%s': its request fails", len,
+                     o->rem->name);
+        op_end(w, o, IXL_ERR_PROTOCOL, true, false);
+        return UCS_OK;
+    }
+    if (bad)
+        return UCS_OK;
     if (o == NULL)
         return UCS_OK;  /* its request failed: nothing of it lands */
     if (o->p == NULL) { /* its request was released: nothing lands, but the peer answers */
@@ -1283,6 +1336,12 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
                               .cb.send = op_cb,
                               .user_data = p};
     for (;;) {
+        if (p->am && p->phase == PH_DATA && !req_stopped(q) &&
+            (p->nd < p->d1 || (p->nd == p->d1 && p->no < p->o1))) {
+            p->pending++; /* nothing completing inside finishes the part */
+            part_fill_am_locked(w, p);
+            p->pending--;
+        }
         if (p->pending != 0 || p->phase == PH_DONE)
             return;
         /* The replies to the plugin's own messages say the data is in place: no flush. */
@@ -1361,7 +1420,10 @@ static void part_start_locked(struct ucx_worker *w, struct ucx_part *p)
         req_set_err(q, IXL_ERR_REMOTE_DISCONNECT); /* failed since post created it */
     p->am = l->sw_rma && q->local.type == IXL_MEM_DRAM && q->remote.type == IXL_MEM_DRAM;
     if (p->am) {
-        part_start_am_locked(w, p);
+        p->nd = p->d0;
+        p->no = p->o0;
+        p->inflight = 0;
+        part_fill_am_locked(w, p);
         p->pending--;
         part_advance_locked(w, p);
         return;
@@ -1678,8 +1740,14 @@ static int ucx_get_conn_info(struct ixl_engine *base, const void **info, size_t 
 static int remote_set_locked(struct ucx_engine *e, const char *name, const void *info, size_t len)
 {
     struct ucx_remote *r = remote_find(e, name);
-    if (r != NULL && r->info_len == len && memcmp(r->info, info, len) == 0)
+    if (r != NULL && r->info_len == len && memcmp(r->info, info, len) == 0) {
+        /* reloaded as it was: a stalled peer gets another chance (a lane still silent with
+         * operations outstanding is found stalled again at the next progress) */
+        for (unsigned i = 0; i < e->nw; i++)
+            r->lane[i].stalled = false;
+        atomic_store(&r->stalled, false);
         return IXL_OK;
+    }
     void *copy = malloc(len);
     if (copy == NULL)
         return IXL_ERR_NO_MEMORY;
@@ -1837,13 +1905,18 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
              desc->len, desc->addr, ucs_status_string(st));
         return IXL_ERR_BACKEND;
     }
-    pthread_rwlock_wrlock(&e->klock);
-    int krc = key_insert(e, m);
-    pthread_rwlock_unlock(&e->klock);
+    /* Only DRAM is reachable by the plugin's messages (the target copies with the CPU): other
+     * regions keep key 0, which no table entry has. */
+    int krc = IXL_OK;
+    if (type == IXL_MEM_DRAM) {
+        pthread_rwlock_wrlock(&e->klock);
+        krc = key_insert(e, m);
+        pthread_rwlock_unlock(&e->klock);
+    }
     m->pub = krc == IXL_OK ? ucx_pub_encode(m->key, rk, rk_len, &m->pub_len) : NULL;
     ucp_rkey_buffer_release(rk);
     if (m->pub == NULL) {
-        if (krc == IXL_OK) {
+        if (krc == IXL_OK && m->key != 0) {
             pthread_rwlock_wrlock(&e->klock);
             key_remove(e, m);
             pthread_rwlock_unlock(&e->klock);
@@ -1865,9 +1938,11 @@ static int ucx_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
     struct ucx_md *m = (struct ucx_md *)md;
-    pthread_rwlock_wrlock(&e->klock); /* waits for a peer's message copying in or out of it */
-    key_remove(e, m);
-    pthread_rwlock_unlock(&e->klock);
+    if (m->key != 0) {
+        pthread_rwlock_wrlock(&e->klock); /* waits for a peer's message copying in or out of it */
+        key_remove(e, m);
+        pthread_rwlock_unlock(&e->klock);
+    }
     pthread_mutex_lock(&e->lock);
     if (m->alloc)
         m->alloc->regs--;
@@ -2150,6 +2225,8 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         w->efd = w->wakefd = w->epfd = -1;
         w->todo_tail = &w->todo;
         w->free_op = UINT32_MAX;
+        if (getrandom(&w->rng, sizeof(w->rng), 0) != (ssize_t)sizeof(w->rng) || w->rng == 0)
+            w->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)now_ms() ^ ((uint64_t)i << 40);
         pthread_mutex_init(&w->lock, NULL);
     }
 

@@ -266,3 +266,15 @@ bool ucx_rma_reply_decode(const void *data, size_t len, enum ucx_rma_kind *kind,
     *payload_len = len - UCX_RMA_HDR;
     return true;
 }
+
+bool ucx_rma_peek(const void *data, size_t len, enum ucx_rma_kind *kind, uint64_t *token)
+{
+    const unsigned char *b = data;
+    if (b == NULL || len < UCX_RMA_HDR || b[1] != UCX_RMA_VERSION ||
+        (b[0] != UCX_RMA_WRITE && b[0] != UCX_RMA_READ && b[0] != UCX_RMA_ACK &&
+         b[0] != UCX_RMA_DATA))
+        return false;
+    *kind = (enum ucx_rma_kind)b[0];
+    *token = get64(b + 8);
+    return true;
+}

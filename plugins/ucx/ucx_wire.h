@@ -88,6 +88,9 @@ bool ucx_rma_req_decode(const void *data, size_t len, enum ucx_rma_kind *kind, u
                         size_t *n, const unsigned char **entries, const unsigned char **payload,
                         uint64_t *total);
 void ucx_rma_entry_at(const unsigned char *entries, size_t i, struct ucx_rma_entry *out);
+/* The kind and token of a message or reply whose header is readable (UCX_RMA_HDR bytes, a known
+ * kind, this version), whatever follows: what a malformed one is answered or ended with. */
+bool ucx_rma_peek(const void *data, size_t len, enum ucx_rma_kind *kind, uint64_t *token);
 /* A reply header into out (UCX_RMA_HDR bytes). */
 void ucx_rma_reply_encode(void *out, enum ucx_rma_kind kind, int32_t status, uint64_t token);
 /* Checks a received reply: kind A or D, version, status 0 or negative, no payload unless a D with
