@@ -54,12 +54,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         REQUIRE(rklen > 0 && rk == data + UCX_HDR_LEN + 8 && rk + rklen == data + size);
     /* A WRITE/READ message: every entry inside the input, lengths > 0, the payload exactly their
      * total (WRITE) or empty (READ). */
-    enum ucx_rma_kind kind;
+    enum ucx_rma_kind kind, pk;
+    uint64_t ptok;
     uint64_t token, total;
     size_t ne;
     const unsigned char *ents, *payload;
     if (ucx_rma_req_decode(data, size, &kind, &token, &ne, &ents, &payload, &total)) {
         REQUIRE(kind == UCX_RMA_WRITE || kind == UCX_RMA_READ);
+        REQUIRE(ucx_rma_peek(data, size, &pk, &ptok) && pk == kind && ptok == token);
         REQUIRE(ne >= 1 && ne <= UCX_RMA_MAX_ENTRIES && ents == data + UCX_RMA_HDR);
         REQUIRE(payload == ents + ne * UCX_RMA_ENTRY && payload <= data + size);
         uint64_t sum = 0;
@@ -75,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ucx_rma_req_encode(back, kind, token, ne, en);
         REQUIRE(memcmp(back, data, UCX_RMA_HDR + ne * UCX_RMA_ENTRY) == 0);
     }
+    if (ucx_rma_peek(data, size, &pk, &ptok))
+        REQUIRE(size >= UCX_RMA_HDR && (uint8_t)pk == data[0] && data[1] == UCX_RMA_VERSION);
     int32_t rst;
     size_t rplen;
     if (ucx_rma_reply_decode(data, size, &kind, &rst, &token, &payload, &rplen)) {
