@@ -1858,6 +1858,25 @@ static int ucx_disconnect(struct ixl_engine *base, const char *remote_agent)
 /* ---- memory -----------------------------------------------------------------------------------
  */
 
+/* Undoes a local registration: its key out of the table (waiting for a peer's message copying in
+ * or out of it), its memory handle unmapped (or its allocation's count dropped), m freed. */
+static void md_local_free(struct ucx_engine *e, struct ucx_md *m)
+{
+    if (m->key != 0) {
+        pthread_rwlock_wrlock(&e->klock);
+        key_remove(e, m);
+        pthread_rwlock_unlock(&e->klock);
+    }
+    pthread_mutex_lock(&e->lock);
+    if (m->alloc)
+        m->alloc->regs--;
+    else
+        ucp_mem_unmap(e->ctx, m->memh);
+    pthread_mutex_unlock(&e->lock);
+    free(m->pub);
+    free(m);
+}
+
 static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
                             const struct ixl_reg_desc *desc, struct ixl_md **out)
 {
@@ -1916,18 +1935,7 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
     m->pub = krc == IXL_OK ? ucx_pub_encode(m->key, rk, rk_len, &m->pub_len) : NULL;
     ucp_rkey_buffer_release(rk);
     if (m->pub == NULL) {
-        if (krc == IXL_OK && m->key != 0) {
-            pthread_rwlock_wrlock(&e->klock);
-            key_remove(e, m);
-            pthread_rwlock_unlock(&e->klock);
-        }
-        pthread_mutex_lock(&e->lock);
-        if (m->alloc)
-            m->alloc->regs--;
-        else
-            ucp_mem_unmap(e->ctx, m->memh);
-        pthread_mutex_unlock(&e->lock);
-        free(m);
+        md_local_free(e, m);
         return krc != IXL_OK ? krc : IXL_ERR_NO_MEMORY;
     }
     *out = (struct ixl_md *)m;
@@ -1936,21 +1944,7 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
 
 static int ucx_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
 {
-    struct ucx_engine *e = (struct ucx_engine *)base;
-    struct ucx_md *m = (struct ucx_md *)md;
-    if (m->key != 0) {
-        pthread_rwlock_wrlock(&e->klock); /* waits for a peer's message copying in or out of it */
-        key_remove(e, m);
-        pthread_rwlock_unlock(&e->klock);
-    }
-    pthread_mutex_lock(&e->lock);
-    if (m->alloc)
-        m->alloc->regs--;
-    else
-        ucp_mem_unmap(e->ctx, m->memh);
-    pthread_mutex_unlock(&e->lock);
-    free(m->pub);
-    free(m);
+    md_local_free((struct ucx_engine *)base, (struct ucx_md *)md);
     return IXL_OK;
 }
 
