@@ -167,6 +167,15 @@ struct ucx_part {
     struct ucx_part *anext, *aprev; /* w->active, while in flight */
 };
 
+/* What one of the plugin's active messages sends: UCX reads it through the plugin's generic
+ * datatype (see pack_ops), from iov[0..n), `total` bytes; i/at: the entry the last pack ended
+ * in and the message offset it starts at. Lives until UCX completes the send. */
+struct pack_src {
+    const ucp_dt_iov_t *iov;
+    size_t n, total, i, at;
+    ucp_dt_iov_t one; /* the entry of a contiguous message */
+};
+
 struct ucx_req {
     struct ucx_engine *e;
     enum ixl_op op;
@@ -174,7 +183,8 @@ struct ucx_req {
     struct ucx_remote *rem;
     void *notif; /* [u16 name length][name][message], ready to send */
     size_t notif_len;
-    unsigned nparts; /* parts with bytes (at least 1), cut at prep */
+    struct pack_src notif_src; /* while the notification is sent */
+    unsigned nparts;           /* parts with bytes (at least 1), cut at prep */
     struct ucx_part part[UCX_MAX_WORKERS];
     atomic_uint parts_left; /* parts whose data (and flush) are not done */
     atomic_int err;         /* first error of this post (an IXL status), 0 while none */
@@ -207,6 +217,7 @@ struct ucx_send {
     struct ucx_worker *w;
     struct ucx_part *p;
     uint64_t token;
+    struct pack_src src;
     size_t niov;
     ucp_dt_iov_t iov[]; /* niov entries, then the message's own bytes */
 };
@@ -249,6 +260,7 @@ struct ucx_engine {
     bool own_rma;        /* rma_emulation=ixl */
 
     ucp_context_h ctx;
+    ucp_datatype_t packer; /* pack_ops; 0: not made */
     unsigned nw;
     struct ucx_worker *w; /* nw of them */
     void *info;           /* wrapped worker addresses */
@@ -458,6 +470,22 @@ static bool tls_has_shm(const char *tls)
     for (size_t i = 0; i < sizeof(shm_tls) / sizeof(shm_tls[0]); i++)
         if (strstr(tls, shm_tls[i]) != NULL)
             return true;
+    return false;
+}
+
+/* Whether UCX may open its tcp transport with these UCX_TLS and UCX_NET_DEVICES: tcp allowed
+ * ("^..." lists what is excluded) and a device that is not an RDMA port ("mlx5_0:1"). */
+static bool tcp_may_open(const char *tls, const char *devices)
+{
+    bool tl = tls[0] == '^' ? strstr(tls, "tcp") == NULL
+                            : strstr(tls, "all") != NULL || strstr(tls, "tcp") != NULL;
+    if (!tl || strcmp(devices, "all") == 0)
+        return tl;
+    for (const char *d = devices; *d != '\0'; d += strcspn(d, ","), d += *d == ',') {
+        size_t n = strcspn(d, ",");
+        if (n > 0 && memchr(d, ':', n) == NULL)
+            return true;
+    }
     return false;
 }
 
@@ -722,58 +750,115 @@ static int ucx_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void 
     return IXL_OK;
 }
 
-static void am_free_cb(void *request, ucs_status_t status, void *user_data)
+/* ---- the plugin's active messages ------------------------------------------------------------
+ *
+ * Every message the plugin sends is handed to UCX as a generic datatype that packs from a
+ * pack_src: UCX copies it into its own segments and never sends it zero-copy. UCX 1.13.1's tcp
+ * transport completes a zero-copy send twice when the socket fails in the middle of it (the peer
+ * died) and aborts the process ("uct_iface.h:884 Assertion `comp->count > 0' failed" under
+ * uct_tcp_ep_sendv; `test_ucx wkill 40` hit it in 3 of 6 runs while the messages went
+ * zero-copy). The copy costs what UCX's own bcopy costs; the shm and RDMA paths move data with
+ * put/get and send only small messages. */
+
+static void pack_src_set(struct pack_src *ps, const ucp_dt_iov_t *iov, size_t n, const void *buf,
+                         size_t len)
 {
-    (void)status;
-    ucp_request_free(request);
-    free(user_data);
+    if (n == 0) {
+        ps->one = (ucp_dt_iov_t){.buffer = (void *)buf, .length = len};
+        iov = &ps->one;
+        n = 1;
+    }
+    ps->iov = iov;
+    ps->n = n;
+    ps->total = 0;
+    for (size_t i = 0; i < n; i++)
+        ps->total += iov[i].length;
+}
+
+static void *pack_start(void *ctx, const void *buffer, size_t count)
+{
+    (void)ctx;
+    (void)count;
+    struct pack_src *ps = (struct pack_src *)buffer;
+    ps->i = 0;
+    ps->at = 0;
+    return ps;
+}
+
+static void *unpack_start(void *ctx, void *buffer, size_t count)
+{
+    (void)ctx;
+    (void)count;
+    return buffer; /* never received into: the handlers take the data as it arrived */
+}
+
+static size_t pack_size(void *state)
+{
+    return ((struct pack_src *)state)->total;
+}
+
+/* Bytes [offset, offset + max) of the message (fewer at its end) into dest. UCX packs in order:
+ * the entry the last call ended in is where the next one starts looking. */
+static size_t pack_bytes(void *state, size_t offset, void *dest, size_t max)
+{
+    struct pack_src *ps = state;
+    if (offset < ps->at) {
+        ps->i = 0;
+        ps->at = 0;
+    }
+    while (ps->i < ps->n && offset - ps->at >= ps->iov[ps->i].length) {
+        ps->at += ps->iov[ps->i].length;
+        ps->i++;
+    }
+    size_t done = 0;
+    while (done < max && ps->i < ps->n) {
+        const ucp_dt_iov_t *v = &ps->iov[ps->i];
+        size_t skip = offset + done - ps->at;
+        size_t take = v->length - skip < max - done ? v->length - skip : max - done;
+        memcpy((char *)dest + done, (const char *)v->buffer + skip, take);
+        done += take;
+        if (skip + take == v->length) {
+            ps->at += v->length;
+            ps->i++;
+        }
+    }
+    return done;
+}
+
+static ucs_status_t unpack_bytes(void *state, size_t offset, const void *src, size_t len)
+{
+    (void)state;
+    (void)offset;
+    (void)src;
+    (void)len;
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static void pack_finish(void *state)
+{
+    (void)state;
+}
+
+static const ucp_generic_dt_ops_t pack_ops = {.start_pack = pack_start,
+                                              .start_unpack = unpack_start,
+                                              .packed_size = pack_size,
+                                              .pack = pack_bytes,
+                                              .unpack = unpack_bytes,
+                                              .finish = pack_finish};
+
+/* Hands ps's message to UCX as an eager active message with rp's callback. */
+static ucs_status_ptr_t am_send_src(struct ucx_engine *e, ucp_ep_h ep, unsigned id,
+                                    struct pack_src *ps, ucp_request_param_t *rp)
+{
+    rp->op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
+    rp->datatype = e->packer;
+    rp->flags |= UCP_AM_SEND_FLAG_EAGER;
+    return ucp_am_send_nbx(ep, id, NULL, 0, ps, 1, rp);
 }
 
 static struct ucx_worker *next_home(struct ucx_engine *e)
 {
     return &e->w[atomic_fetch_add(&e->rr, 1) % e->nw];
-}
-
-static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, const void *msg,
-                         size_t len)
-{
-    struct ucx_engine *e = (struct ucx_engine *)base;
-    size_t blen;
-    void *b = ucx_notif_encode(e->name, msg, len, &blen);
-    if (b == NULL)
-        return IXL_ERR_NO_MEMORY;
-    pthread_mutex_lock(&e->lock);
-    struct ucx_remote *r = remote_find(e, remote_agent);
-    pthread_mutex_unlock(&e->lock);
-    if (r == NULL) {
-        free(b);
-        fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
-        return IXL_ERR_NOT_FOUND;
-    }
-    struct ucx_worker *w = next_home(e);
-    pthread_mutex_lock(&w->lock);
-    ucp_ep_h ep;
-    int rc = ep_get_locked(w, r, &ep);
-    if (rc == IXL_OK) {
-        ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                                 UCP_OP_ATTR_FIELD_USER_DATA |
-                                                 UCP_OP_ATTR_FIELD_FLAGS,
-                                 .cb.send = am_free_cb,
-                                 .user_data = b,
-                                 .flags = UCP_AM_SEND_FLAG_EAGER};
-        void *sr = ucp_am_send_nbx(ep, UCX_AM_NOTIF, NULL, 0, b, blen, &p);
-        if (UCS_PTR_IS_ERR(sr)) {
-            fail(e, status_of(UCS_PTR_STATUS(sr)), "notification to '%s': %s", remote_agent,
-                 ucs_status_string(UCS_PTR_STATUS(sr)));
-            rc = status_of(UCS_PTR_STATUS(sr));
-        } else if (sr != NULL) {
-            b = NULL; /* am_free_cb frees it and the request */
-        }
-    }
-    pthread_mutex_unlock(&w->lock);
-    wake(w);
-    free(b);
-    return rc;
 }
 
 /* ---- requests ---------------------------------------------------------------------------------
@@ -1077,25 +1162,60 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     send_done(user_data, status);
 }
 
-/* Hands s (its message: iov, or `len` bytes at buf) to UCX as an eager active message. */
-static void send_am(ucp_ep_h ep, unsigned id, struct ucx_send *s, const void *buf, size_t len,
-                    bool reply)
+/* Hands s (its message: iov, or `len` bytes at buf) to UCX as an eager active message (a
+ * request's message asks for a reply). UCS_INPROGRESS: UCX completes it later; otherwise it
+ * ended (s is freed) with the status returned. Under s's worker's lock. */
+static ucs_status_t send_am(ucp_ep_h ep, unsigned id, struct ucx_send *s, const void *buf,
+                            size_t len, bool reply)
 {
-    ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                                              UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+    ucp_request_param_t rp = {.op_attr_mask =
+                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.send = send_cb,
                               .user_data = s,
-                              .flags =
-                                  UCP_AM_SEND_FLAG_EAGER | (reply ? UCP_AM_SEND_FLAG_REPLY : 0)};
-    if (s->niov > 0) {
-        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
-        rp.datatype = ucp_dt_make_iov();
-        buf = s->iov;
-        len = s->niov;
+                              .flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0};
+    pack_src_set(&s->src, s->iov, s->niov, buf, len);
+    ucs_status_ptr_t sp = am_send_src(s->w->e, ep, id, &s->src, &rp);
+    if (UCS_PTR_IS_PTR(sp))
+        return UCS_INPROGRESS;
+    send_done(s, UCS_PTR_STATUS(sp));
+    return UCS_PTR_STATUS(sp);
+}
+
+static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, const void *msg,
+                         size_t len)
+{
+    struct ucx_engine *e = (struct ucx_engine *)base;
+    size_t blen;
+    void *b = ucx_notif_encode(e->name, msg, len, &blen);
+    if (b == NULL)
+        return IXL_ERR_NO_MEMORY;
+    pthread_mutex_lock(&e->lock);
+    struct ucx_remote *r = remote_find(e, remote_agent);
+    pthread_mutex_unlock(&e->lock);
+    if (r == NULL) {
+        free(b);
+        fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
+        return IXL_ERR_NOT_FOUND;
     }
-    ucs_status_ptr_t sp = ucp_am_send_nbx(ep, id, NULL, 0, buf, len, &rp);
-    if (!UCS_PTR_IS_PTR(sp))
-        send_done(s, UCS_PTR_STATUS(sp));
+    struct ucx_worker *w = next_home(e);
+    pthread_mutex_lock(&w->lock);
+    ucp_ep_h ep;
+    int rc = ep_get_locked(w, r, &ep);
+    struct ucx_send *s = NULL;
+    if (rc == IXL_OK && (s = send_new(w, NULL, 0, blen)) == NULL)
+        rc = IXL_ERR_NO_MEMORY;
+    if (rc == IXL_OK) {
+        memcpy(send_bytes(s), b, blen);
+        ucs_status_t st = send_am(ep, UCX_AM_NOTIF, s, send_bytes(s), blen, false);
+        if (st != UCS_OK && st != UCS_INPROGRESS) {
+            fail(e, status_of(st), "notification to '%s': %s", remote_agent, ucs_status_string(st));
+            rc = status_of(st);
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
+    free(b);
+    return rc;
 }
 
 /* One request message of part p: n entries (src: their local bytes), `bytes` in all, whose local
@@ -1375,11 +1495,9 @@ static void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
-            rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-            rp.flags = UCP_AM_SEND_FLAG_EAGER;
             op_count(p);
-            op_started(p,
-                       ucp_am_send_nbx(l->ep, UCX_AM_NOTIF, NULL, 0, q->notif, q->notif_len, &rp));
+            pack_src_set(&q->notif_src, NULL, 0, q->notif, q->notif_len);
+            op_started(p, am_send_src(q->e, l->ep, UCX_AM_NOTIF, &q->notif_src, &rp));
             continue;
         }
         req_finish(q);
@@ -2233,9 +2351,33 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     }
     char ka[32];
     snprintf(ka, sizeof(ka), "%lums", keepalive);
-    const char *mods[][2] = {
-        {"TLS", e->tls}, {"NET_DEVICES", param(init, "devices")}, {"KEEPALIVE_INTERVAL", ka}};
-    for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++)
+    /* Settings of UCX's tcp transport (set by their names without "TCP_", as UCX takes
+     * transport settings through ucp_config_modify; left alone where the user set them, and
+     * where tcp cannot open: UCX warns about a transport setting no transport took):
+     * - MAX_POLL 1 (default 16): the tcp transport handles the events of one epoll_wait in a
+     *   batch, and UCX 1.13.1 asserts (`ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED',
+     *   tcp_iface.c:307) when an event of the batch belongs to an endpoint that failed while an
+     *   earlier one was handled: a target's reply to a dead initiator, sent from the handler of
+     *   the initiator's message, fails the other connection to it (`test_ucx ikill` under
+     *   ASan). One event per poll leaves no stale one. (cuda_copy and cuda_ipc have a
+     *   MAX_POLL too: they then take one completion per progress call.)
+     * - TX_SEG_SIZE 64 KiB (default 8 KiB): the plugin's messages are copied into UCX's send
+     *   segments (see pack_ops), one send() each; 64 KiB is the receive segment
+     *   (UCX_TCP_RX_SEG_SIZE), the most a peer takes in one. */
+    const char *devices = param(init, "devices");
+    bool tcp = tcp_may_open(e->tls, devices);
+    const char *mods[5][2] = {
+        {"TLS", e->tls}, {"NET_DEVICES", devices}, {"KEEPALIVE_INTERVAL", ka}};
+    size_t nmods = 3;
+    if (tcp && getenv("UCX_TCP_MAX_POLL") == NULL) {
+        mods[nmods][0] = "MAX_POLL";
+        mods[nmods++][1] = "1";
+    }
+    if (tcp && getenv("UCX_TCP_TX_SEG_SIZE") == NULL && getenv("UCX_TCP_RX_SEG_SIZE") == NULL) {
+        mods[nmods][0] = "TX_SEG_SIZE";
+        mods[nmods++][1] = "64k";
+    }
+    for (size_t i = 0; i < nmods; i++)
         if ((st = ucp_config_modify(cfg, mods[i][0], mods[i][1])) != UCS_OK) {
             fail(e, IXL_ERR_INVALID_ARG, "UCX_%s=%s refused: %s", mods[i][0], mods[i][1],
                  ucs_status_string(st));
@@ -2252,6 +2394,12 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     if (st != UCS_OK) {
         e->ctx = NULL;
         fail(e, IXL_ERR_BACKEND, "ucp_init (transports '%s'): %s", e->tls, ucs_status_string(st));
+        ucx_destroy_engine(&e->base);
+        return IXL_ERR_BACKEND;
+    }
+    if ((st = ucp_dt_create_generic(&pack_ops, NULL, &e->packer)) != UCS_OK) {
+        e->packer = 0;
+        fail(e, IXL_ERR_BACKEND, "ucp_dt_create_generic: %s", ucs_status_string(st));
         ucx_destroy_engine(&e->base);
         return IXL_ERR_BACKEND;
     }
@@ -2355,6 +2503,8 @@ static void ucx_destroy_engine(struct ixl_engine *base)
     }
     if (e->ctx != NULL)
         ucp_cleanup(e->ctx);
+    if (e->packer != 0)
+        ucp_dt_destroy(e->packer);
     while (e->remotes != NULL) {
         struct ucx_remote *r = e->remotes;
         e->remotes = r->next;
