@@ -2351,32 +2351,20 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     }
     char ka[32];
     snprintf(ka, sizeof(ka), "%lums", keepalive);
-    /* Settings of UCX's tcp transport (set by their names without "TCP_", as UCX takes
-     * transport settings through ucp_config_modify; left alone where the user set them, and
-     * where tcp cannot open: UCX warns about a transport setting no transport took):
-     * - MAX_POLL 1 (default 16): the tcp transport handles the events of one epoll_wait in a
-     *   batch, and UCX 1.13.1 asserts (`ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED',
-     *   tcp_iface.c:307) when an event of the batch belongs to an endpoint that failed while an
-     *   earlier one was handled: a target's reply to a dead initiator, sent from the handler of
-     *   the initiator's message, fails the other connection to it (`test_ucx ikill` under
-     *   ASan). One event per poll leaves no stale one. (cuda_copy and cuda_ipc have a
-     *   MAX_POLL too: they then take one completion per progress call.)
-     * - TX_SEG_SIZE 64 KiB (default 8 KiB): the plugin's messages are copied into UCX's send
-     *   segments (see pack_ops), one send() each; 64 KiB is the receive segment
-     *   (UCX_TCP_RX_SEG_SIZE), the most a peer takes in one. */
+    /* TX_SEG_SIZE, the tcp transport's send segment (UCX_TCP_TX_SEG_SIZE; transport settings
+     * go through ucp_config_modify by their names without "TCP_", and no other transport has
+     * this one): 64 KiB instead of 8. The plugin's messages are copied into these segments
+     * (see pack_ops), one send() each; 64 KiB is the receive segment (UCX_TCP_RX_SEG_SIZE),
+     * the most a peer takes in one. Left alone where the user set either, and where tcp cannot
+     * open: UCX warns about a transport setting no transport took. */
     const char *devices = param(init, "devices");
-    bool tcp = tcp_may_open(e->tls, devices);
-    const char *mods[5][2] = {
-        {"TLS", e->tls}, {"NET_DEVICES", devices}, {"KEEPALIVE_INTERVAL", ka}};
-    size_t nmods = 3;
-    if (tcp && getenv("UCX_TCP_MAX_POLL") == NULL) {
-        mods[nmods][0] = "MAX_POLL";
-        mods[nmods++][1] = "1";
-    }
-    if (tcp && getenv("UCX_TCP_TX_SEG_SIZE") == NULL && getenv("UCX_TCP_RX_SEG_SIZE") == NULL) {
-        mods[nmods][0] = "TX_SEG_SIZE";
-        mods[nmods++][1] = "64k";
-    }
+    bool seg = tcp_may_open(e->tls, devices) && getenv("UCX_TCP_TX_SEG_SIZE") == NULL &&
+               getenv("UCX_TCP_RX_SEG_SIZE") == NULL;
+    const char *mods[][2] = {{"TLS", e->tls},
+                             {"NET_DEVICES", devices},
+                             {"KEEPALIVE_INTERVAL", ka},
+                             {"TX_SEG_SIZE", "64k"}};
+    size_t nmods = sizeof(mods) / sizeof(mods[0]) - (seg ? 0 : 1);
     for (size_t i = 0; i < nmods; i++)
         if ((st = ucp_config_modify(cfg, mods[i][0], mods[i][1])) != UCS_OK) {
             fail(e, IXL_ERR_INVALID_ARG, "UCX_%s=%s refused: %s", mods[i][0], mods[i][1],
