@@ -756,7 +756,7 @@ static int ucx_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void 
  * pack_src: UCX copies it into its own segments and never sends it zero-copy. UCX 1.13.1's tcp
  * transport completes a zero-copy send twice when the socket fails in the middle of it (the peer
  * died) and aborts the process ("uct_iface.h:884 Assertion `comp->count > 0' failed" under
- * uct_tcp_ep_sendv; `test_ucx wkill 40` hit it in 3 of 6 runs while the messages went
+ * uct_tcp_ep_sendv; `test_ucx wkill 40` hit it in 5 of 12 runs while the messages went
  * zero-copy). The copy costs what UCX's own bcopy costs; the shm and RDMA paths move data with
  * put/get and send only small messages. */
 
