@@ -516,6 +516,9 @@ static void test_backend_choice(void)
     CHECK_RC(dereg(a, mem, 1 << 16), IXL_OK);
     CHECK_RC(ixl_mem_free(a, mem), IXL_OK);
     CHECK_RC(ixl_mem_free(a, mem), IXL_ERR_NOT_FOUND);
+    CHECK_RC(ixl_mem_free(a, NULL), IXL_OK); /* like free(NULL) */
+    uint16_t port;
+    CHECK_RC(ixl_agent_listen_port(a, &port), IXL_ERR_NOT_FOUND); /* no listener */
     struct ixl_mem_query q;
     char path[] = "mode:/proc/self/status";
     struct ixl_reg_desc fq = {0, 0, IXL_DEV_NONE, path, sizeof(path) - 1};
