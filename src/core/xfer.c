@@ -547,8 +547,8 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     x->ldesc = desc_take(agent, n < DESC_FIRST ? (n ? n : 1) : DESC_FIRST);
     x->rdesc = x->ldesc ? x->ldesc + desc_cap(x->ldesc) : NULL;
     if (x->ldesc == NULL) {
-        xfer_free(x);
-        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        goto free_xfer;
     }
     uint64_t lcount = ixl_dlist_count(lp->list), rcount = ixl_dlist_count(rp->list);
     int merge = !(params && (params->field_mask & IXL_XFER_F_NO_MERGE) && params->no_merge);
@@ -560,23 +560,23 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     for (size_t i = 0; i < n;) {
         int64_t a = li ? li[i] : (int64_t)i, c = ri ? ri[i] : (int64_t)i;
         if (a < 0 || (uint64_t)a >= lcount || c < 0 || (uint64_t)c >= rcount) {
-            xfer_free(x);
-            return IXL_AGENT_ERR(agent, IXL_ERR_INDEX,
-                                 "index pair %zu (%lld, %lld) is outside the prepared lists "
-                                 "(%llu local, %llu remote descriptors)",
-                                 i, (long long)a, (long long)c, (unsigned long long)lcount,
-                                 (unsigned long long)rcount);
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_INDEX,
+                               "index pair %zu (%lld, %lld) is outside the prepared lists "
+                               "(%llu local, %llu remote descriptors)",
+                               i, (long long)a, (long long)c, (unsigned long long)lcount,
+                               (unsigned long long)rcount);
+            goto free_xfer;
         }
         struct ixl_xfer_desc ld, rd;
         uint64_t lstride, rstride;
         uint64_t lleft = cursor_get(&lc, (uint64_t)a, &ld, &lstride);
         uint64_t rleft = cursor_get(&rc_, (uint64_t)c, &rd, &rstride);
         if (ld.len != rd.len) {
-            xfer_free(x);
-            return IXL_AGENT_ERR(agent, IXL_ERR_MISMATCH,
-                                 "descriptor pair %zu: local length %llu, remote length %llu "
-                                 "(each pair must have equal lengths)",
-                                 i, (unsigned long long)ld.len, (unsigned long long)rd.len);
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_MISMATCH,
+                               "descriptor pair %zu: local length %llu, remote length %llu "
+                               "(each pair must have equal lengths)",
+                               i, (unsigned long long)ld.len, (unsigned long long)rd.len);
+            goto free_xfer;
         }
         /* The pairs after i that continue both index sequences inside both segments: the
          * common case of consecutive blocks, handled without a lookup each. */
@@ -612,8 +612,8 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
                 }
             }
             if (m == desc_cap(x->ldesc) && desc_grow(x, m, n) != IXL_OK) {
-                xfer_free(x);
-                return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+                rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+                goto free_xfer;
             }
             x->ldesc[m] = ld;
             x->rdesc[m] = rd;
@@ -630,8 +630,8 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     if (notif) {
         x->notif = malloc(params->notif_len);
         if (x->notif == NULL) {
-            xfer_free(x);
-            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+            goto free_xfer;
         }
         memcpy(x->notif, params->notif, params->notif_len);
         x->notif_len = params->notif_len;
@@ -641,8 +641,8 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     size_t nreg = lp->n_regions + (rp->remote ? 0 : rp->n_regions);
     x->regions = malloc((nreg ? nreg : 1) * sizeof(*x->regions));
     if (x->regions == NULL) {
-        xfer_free(x);
-        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+        goto free_xfer;
     }
     memcpy(x->regions, lp->regions, lp->n_regions * sizeof(*x->regions));
     if (!rp->remote)
@@ -666,8 +666,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
                           be->plugin->info.name, ixl_strerror(rc));
         if (rc == IXL_ERR_BAD_MEM_TYPE)
             *skip |= 1u << b;
-        xfer_free(x);
-        return rc;
+        goto free_xfer;
     }
     /* The path is known once prepared; a post may refine it (read again at completion). */
     if (be->plugin->has[IXL_OPT_REQ_INFO]) {
@@ -679,6 +678,10 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     }
     *out = x;
     return IXL_OK;
+
+free_xfer:
+    xfer_free(x);
+    return rc;
 }
 
 /* xfer_build_one over the backends, in order, until one takes the pair of memory types. When
