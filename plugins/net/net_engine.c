@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "net.h"
+#include "../common/ixl_plugin_util.h"
 
 #define CONN_MAGIC "IXLNETC1"
 #define PUB_MAGIC 0x3142554eu /* "NUB1" */
@@ -40,28 +40,6 @@ int net_error(struct net_engine *e, int status, const char *fmt, ...)
     va_end(ap);
     e->host->error(e->host->ctx, status, "%s", msg);
     return status;
-}
-
-static uint64_t random64(void)
-{
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
-        v = net_now_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-    return v ? v : 1;
-}
-
-static void put(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -195,7 +173,7 @@ static void host_identity(uint8_t out[24])
     }
     struct stat st;
     if (stat("/proc/self/ns/pid", &st) == 0)
-        put(out + 16, (uint64_t)st.st_ino, 8);
+        ixlp_put_le(out + 16, (uint64_t)st.st_ino, 8);
 }
 
 static void collect_addrs(struct net_engine *e)
@@ -232,17 +210,17 @@ static void build_conn_info(struct net_engine *e)
 {
     uint8_t *p = e->conn_info;
     memcpy(p, CONN_MAGIC, 8);
-    put(p + 8, e->instance, 8);
-    put(p + 16, (uint64_t)getpid(), 4);
+    ixlp_put_le(p + 8, e->instance, 8);
+    ixlp_put_le(p + 16, (uint64_t)getpid(), 4);
     memcpy(p + 20, e->host_id, 24);
     p[44] = e->local_paths ? 1 : 0;
-    put(p + 45, (uint64_t)(uintptr_t)&e->probe, 8);
-    put(p + 53, e->port, 2);
+    ixlp_put_le(p + 45, (uint64_t)(uintptr_t)&e->probe, 8);
+    ixlp_put_le(p + 53, e->port, 2);
     p[55] = (uint8_t)e->n_adv_addrs;
     for (int i = 0; i < e->n_adv_addrs; i++)
         memcpy(p + 56 + 4 * i, &e->adv_addrs[i], 4);
     size_t at = 56 + 4 * (size_t)e->n_adv_addrs;
-    put(p + at, e->notif_max > UINT32_MAX ? UINT32_MAX : e->notif_max, 4);
+    ixlp_put_le(p + at, e->notif_max > UINT32_MAX ? UINT32_MAX : e->notif_max, 4);
     e->conn_len = at + 4;
 }
 
@@ -292,7 +270,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     }
     pthread_mutex_unlock(&e->lock);
 
-    uint64_t instance = get(b + 8, 8);
+    uint64_t instance = ixlp_get_le(b + 8, 8);
     pthread_mutex_lock(&p->lock);
     int changed = p->loaded && p->instance != instance;
     pthread_mutex_unlock(&p->lock);
@@ -300,15 +278,15 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
     pthread_mutex_lock(&p->lock);
     p->instance = instance;
-    p->pid = (uint32_t)get(b + 16, 4);
+    p->pid = (uint32_t)ixlp_get_le(b + 16, 4);
     p->same_host = memcmp(b + 20, e->host_id, 24) == 0;
     p->peer_allows_local = b[44] & 1;
-    p->probe_addr = get(b + 45, 8);
-    p->port = (uint16_t)get(b + 53, 2);
+    p->probe_addr = ixlp_get_le(b + 45, 8);
+    p->port = (uint16_t)ixlp_get_le(b + 53, 2);
     p->n_addrs = b[55];
     for (int i = 0; i < p->n_addrs; i++)
         memcpy(&p->addrs[i], b + 56 + 4 * i, 4);
-    p->notif_max = (size_t)get(b + 56 + 4 * (size_t)p->n_addrs, 4);
+    p->notif_max = (size_t)ixlp_get_le(b + 56 + 4 * (size_t)p->n_addrs, 4);
     if (changed || !p->loaded) {
         p->cma = -1;
         if (p->pidfd >= 0)
@@ -432,7 +410,7 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
     pthread_mutex_unlock(&e->lock);
     pthread_rwlock_wrlock(&e->regions_lock);
     do
-        g->key = random64();
+        g->key = ixlp_random64();
     while (net_region_find(e, g->key) != NULL);
     int rc = rtab_insert(e, g);
     pthread_rwlock_unlock(&e->regions_lock);
@@ -441,13 +419,13 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
         return net_error(e, rc, "out of memory");
     }
     /* The public data: the network path needs the key, the mapped path the memfd. */
-    put(g->pub, PUB_MAGIC, 4);
-    put(g->pub + 4, g->key, 8);
-    put(g->pub + 12, g->addr, 8);
-    put(g->pub + 20, g->len, 8);
-    put(g->pub + 28, (uint32_t)g->memfd, 4);
-    put(g->pub + 32, g->memfd_off, 8);
-    put(g->pub + 40, g->memfd_size, 8);
+    ixlp_put_le(g->pub, PUB_MAGIC, 4);
+    ixlp_put_le(g->pub + 4, g->key, 8);
+    ixlp_put_le(g->pub + 12, g->addr, 8);
+    ixlp_put_le(g->pub + 20, g->len, 8);
+    ixlp_put_le(g->pub + 28, (uint32_t)g->memfd, 4);
+    ixlp_put_le(g->pub + 32, g->memfd_off, 8);
+    ixlp_put_le(g->pub + 40, g->memfd_size, 8);
     *out = (struct ixl_md *)g;
     return IXL_OK;
 }
@@ -492,17 +470,17 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
 {
     struct net_engine *e = (struct net_engine *)base;
     const uint8_t *b = data;
-    if (type != IXL_MEM_DRAM || len != PUB_BYTES || get(b, 4) != PUB_MAGIC)
+    if (type != IXL_MEM_DRAM || len != PUB_BYTES || ixlp_get_le(b, 4) != PUB_MAGIC)
         return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", remote);
     struct net_rmd *m = rmd_new();
     if (m == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    m->key = get(b + 4, 8);
-    m->addr = get(b + 12, 8);
-    m->len = get(b + 20, 8);
-    m->memfd = (int32_t)(uint32_t)get(b + 28, 4);
-    m->memfd_off = get(b + 32, 8);
-    m->memfd_size = get(b + 40, 8);
+    m->key = ixlp_get_le(b + 4, 8);
+    m->addr = ixlp_get_le(b + 12, 8);
+    m->len = ixlp_get_le(b + 20, 8);
+    m->memfd = (int32_t)(uint32_t)ixlp_get_le(b + 28, 4);
+    m->memfd_off = ixlp_get_le(b + 32, 8);
+    m->memfd_size = ixlp_get_le(b + 40, 8);
     if (m->addr != d->addr || m->len != d->len || m->len == 0 || m->len > UINT64_MAX - m->addr ||
         (m->memfd >= 0 &&
          (m->memfd_off > m->memfd_size || m->len > m->memfd_size - m->memfd_off))) {
@@ -767,7 +745,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     e->listen_fd = -1;
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
-    e->instance = random64();
+    e->instance = ixlp_random64();
     e->probe = e->instance;
     e->next_serial = 1;
     pthread_mutex_init(&e->lock, NULL);

@@ -45,7 +45,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +52,7 @@
 
 #include <ixl/ixl_plugin.h>
 
+#include "../common/ixl_plugin_util.h"
 #include "ucx_wire.h"
 
 #define UCX_STR2(x) #x
@@ -977,7 +977,7 @@ static int key_insert(struct ucx_engine *e, struct ucx_md *m)
         free(ot);
     }
     do {
-        if (getrandom(&m->key, sizeof(m->key), 0) != (ssize_t)sizeof(m->key))
+        if (!ixlp_getrandom64(&m->key))
             return IXL_ERR_SYSTEM;
     } while (m->key == 0 || key_find(e, m->key) != NULL);
     size_t i = key_slot(e, m->key);
@@ -2337,8 +2337,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         w->efd = w->wakefd = w->epfd = -1;
         w->todo_tail = &w->todo;
         w->free_op = UINT32_MAX;
-        if (getrandom(&w->rng, sizeof(w->rng), 0) != (ssize_t)sizeof(w->rng) || w->rng == 0)
-            w->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)now_ms() ^ ((uint64_t)i << 40);
+        w->rng = ixlp_random64(); /* xorshift state: never 0 */
         pthread_mutex_init(&w->lock, NULL);
     }
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/ixl_plugin_util.h"
+
 uint32_t ucx_fnv32(const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -11,17 +13,6 @@ uint32_t ucx_fnv32(const void *p, size_t n)
     for (size_t i = 0; i < n; i++)
         h = (h ^ b[i]) * 0x100000001b3ull;
     return (uint32_t)h;
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static void *wrap_v(uint32_t magic, uint32_t version, const void *payload, size_t len,
@@ -32,10 +23,10 @@ static void *wrap_v(uint32_t magic, uint32_t version, const void *payload, size_
     unsigned char *b = malloc(UCX_HDR_LEN + len);
     if (b == NULL)
         return NULL;
-    put32(b, magic);
-    put32(b + 4, version);
-    put32(b + 8, (uint32_t)len);
-    put32(b + 12, ucx_fnv32(payload, len));
+    ixlp_put_le(b, magic, 4);
+    ixlp_put_le(b + 4, version, 4);
+    ixlp_put_le(b + 8, (uint32_t)len, 4);
+    ixlp_put_le(b + 12, ucx_fnv32(payload, len), 4);
     memcpy(b + UCX_HDR_LEN, payload, len);
     *out_len = UCX_HDR_LEN + len;
     return b;
@@ -45,9 +36,10 @@ static const void *unwrap_v(uint32_t magic, uint32_t version, const void *bytes,
                             size_t *out_len)
 {
     const unsigned char *b = bytes;
-    if (b == NULL || len <= UCX_HDR_LEN || get32(b) != magic || get32(b + 4) != version ||
-        get32(b + 8) != len - UCX_HDR_LEN ||
-        get32(b + 12) != ucx_fnv32(b + UCX_HDR_LEN, len - UCX_HDR_LEN))
+    if (b == NULL || len <= UCX_HDR_LEN || (uint32_t)ixlp_get_le(b, 4) != magic ||
+        (uint32_t)ixlp_get_le(b + 4, 4) != version ||
+        (uint32_t)ixlp_get_le(b + 8, 4) != len - UCX_HDR_LEN ||
+        (uint32_t)ixlp_get_le(b + 12, 4) != ucx_fnv32(b + UCX_HDR_LEN, len - UCX_HDR_LEN))
         return NULL;
     *out_len = len - UCX_HDR_LEN;
     return b + UCX_HDR_LEN;
@@ -76,10 +68,10 @@ void *ucx_info_encode(size_t n, const void *const *addrs, const size_t *lens, si
     unsigned char *p = malloc(total);
     if (p == NULL)
         return NULL;
-    put32(p, (uint32_t)n);
+    ixlp_put_le(p, (uint32_t)n, 4);
     size_t off = 4;
     for (size_t i = 0; i < n; i++) {
-        put32(p + off, (uint32_t)lens[i]);
+        ixlp_put_le(p + off, (uint32_t)lens[i], 4);
         memcpy(p + off + 4, addrs[i], lens[i]);
         off += 4 + lens[i];
     }
@@ -94,13 +86,13 @@ size_t ucx_info_decode(const void *bytes, size_t len, const void **addrs, size_t
     const unsigned char *p = unwrap_v(UCX_INFO_MAGIC, UCX_INFO_VERSION, bytes, len, &plen);
     if (p == NULL || plen < 4)
         return 0;
-    size_t n = get32(p), off = 4;
+    size_t n = (uint32_t)ixlp_get_le(p, 4), off = 4;
     if (n == 0 || n > UCX_MAX_ADDRS)
         return 0;
     for (size_t i = 0; i < n; i++) {
         if (plen - off < 4)
             return 0;
-        size_t l = get32(p + off);
+        size_t l = (uint32_t)ixlp_get_le(p + off, 4);
         off += 4;
         if (l == 0 || l > plen - off)
             return 0;
@@ -145,17 +137,6 @@ bool ucx_notif_decode(const void *data, size_t len, size_t msg_max, const char *
     return true;
 }
 
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 void *ucx_pub_encode(uint64_t key, const void *rkey, size_t len, size_t *out_len)
 {
     if (len == 0 || len > SIZE_MAX - 8)
@@ -163,7 +144,7 @@ void *ucx_pub_encode(uint64_t key, const void *rkey, size_t len, size_t *out_len
     unsigned char *p = malloc(8 + len);
     if (p == NULL)
         return NULL;
-    put64(p, key);
+    ixlp_put_le(p, key, 8);
     memcpy(p + 8, rkey, len);
     void *w = ucx_wrap(UCX_RKEY_MAGIC, p, 8 + len, out_len);
     free(p);
@@ -176,7 +157,7 @@ const void *ucx_pub_decode(const void *bytes, size_t len, uint64_t *key, size_t 
     const unsigned char *p = ucx_unwrap(UCX_RKEY_MAGIC, bytes, len, &plen);
     if (p == NULL || plen <= 8)
         return NULL;
-    *key = get64(p);
+    *key = ixlp_get_le(p, 8);
     *rkey_len = plen - 8;
     return p + 8;
 }
@@ -188,8 +169,8 @@ static void rma_hdr(unsigned char *b, enum ucx_rma_kind kind, uint32_t word, uin
     b[1] = UCX_RMA_VERSION;
     b[2] = (unsigned char)n;
     b[3] = (unsigned char)(n >> 8);
-    put32(b + 4, word);
-    put64(b + 8, token);
+    ixlp_put_le(b + 4, word, 4);
+    ixlp_put_le(b + 8, token, 8);
 }
 
 void ucx_rma_req_encode(void *out, enum ucx_rma_kind kind, uint64_t token, size_t n,
@@ -199,18 +180,18 @@ void ucx_rma_req_encode(void *out, enum ucx_rma_kind kind, uint64_t token, size_
     rma_hdr(b, kind, 0, token, (uint16_t)n);
     for (size_t i = 0; i < n; i++) {
         unsigned char *e = b + UCX_RMA_HDR + i * UCX_RMA_ENTRY;
-        put64(e, entries[i].key);
-        put64(e + 8, entries[i].addr);
-        put64(e + 16, entries[i].len);
+        ixlp_put_le(e, entries[i].key, 8);
+        ixlp_put_le(e + 8, entries[i].addr, 8);
+        ixlp_put_le(e + 16, entries[i].len, 8);
     }
 }
 
 void ucx_rma_entry_at(const unsigned char *entries, size_t i, struct ucx_rma_entry *out)
 {
     const unsigned char *e = entries + i * UCX_RMA_ENTRY;
-    out->key = get64(e);
-    out->addr = get64(e + 8);
-    out->len = get64(e + 16);
+    out->key = ixlp_get_le(e, 8);
+    out->addr = ixlp_get_le(e + 8, 8);
+    out->len = ixlp_get_le(e + 16, 8);
 }
 
 bool ucx_rma_req_decode(const void *data, size_t len, enum ucx_rma_kind *kind, uint64_t *token,
@@ -219,7 +200,7 @@ bool ucx_rma_req_decode(const void *data, size_t len, enum ucx_rma_kind *kind, u
 {
     const unsigned char *b = data;
     if (b == NULL || len < UCX_RMA_HDR || (b[0] != UCX_RMA_WRITE && b[0] != UCX_RMA_READ) ||
-        b[1] != UCX_RMA_VERSION || get32(b + 4) != 0)
+        b[1] != UCX_RMA_VERSION || (uint32_t)ixlp_get_le(b + 4, 4) != 0)
         return false;
     size_t cnt = (size_t)b[2] | (size_t)b[3] << 8;
     if (cnt == 0 || cnt > UCX_RMA_MAX_ENTRIES || (len - UCX_RMA_HDR) / UCX_RMA_ENTRY < cnt)
@@ -227,7 +208,7 @@ bool ucx_rma_req_decode(const void *data, size_t len, enum ucx_rma_kind *kind, u
     const unsigned char *ents = b + UCX_RMA_HDR;
     uint64_t sum = 0;
     for (size_t i = 0; i < cnt; i++) {
-        uint64_t l = get64(ents + i * UCX_RMA_ENTRY + 16);
+        uint64_t l = ixlp_get_le(ents + i * UCX_RMA_ENTRY + 16, 8);
         if (l == 0 || l > UINT64_MAX - sum)
             return false;
         sum += l;
@@ -236,7 +217,7 @@ bool ucx_rma_req_decode(const void *data, size_t len, enum ucx_rma_kind *kind, u
     if (b[0] == UCX_RMA_WRITE ? rest != sum : rest != 0)
         return false;
     *kind = (enum ucx_rma_kind)b[0];
-    *token = get64(b + 8);
+    *token = ixlp_get_le(b + 8, 8);
     *n = cnt;
     *entries = ents;
     *payload = ents + cnt * UCX_RMA_ENTRY;
@@ -256,12 +237,12 @@ bool ucx_rma_reply_decode(const void *data, size_t len, enum ucx_rma_kind *kind,
     if (b == NULL || len < UCX_RMA_HDR || (b[0] != UCX_RMA_ACK && b[0] != UCX_RMA_DATA) ||
         b[1] != UCX_RMA_VERSION || b[2] != 0 || b[3] != 0)
         return false;
-    int32_t st = (int32_t)get32(b + 4);
+    int32_t st = (int32_t)(uint32_t)ixlp_get_le(b + 4, 4);
     if (st > 0 || (len > UCX_RMA_HDR && (b[0] != UCX_RMA_DATA || st != 0)))
         return false;
     *kind = (enum ucx_rma_kind)b[0];
     *status = st;
-    *token = get64(b + 8);
+    *token = ixlp_get_le(b + 8, 8);
     *payload = b + UCX_RMA_HDR;
     *payload_len = len - UCX_RMA_HDR;
     return true;
@@ -275,6 +256,6 @@ bool ucx_rma_peek(const void *data, size_t len, enum ucx_rma_kind *kind, uint64_
          b[0] != UCX_RMA_DATA))
         return false;
     *kind = (enum ucx_rma_kind)b[0];
-    *token = get64(b + 8);
+    *token = ixlp_get_le(b + 8, 8);
     return true;
 }
