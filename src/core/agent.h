@@ -102,7 +102,8 @@ struct ixl_agent {
     pthread_cond_t progress_cond;
     bool progress_stop;
 
-    /* Metadata exchange: the listener, fetches in flight, etcd (src/meta/exchange.c). */
+    /* Metadata exchange (src/meta/exchange.c; which implementation serves a call is its own
+     * choice, src/meta/mdx.h). */
     struct ixl_mdx *mdx;
 
     _Atomic uint64_t st_posted, st_completed, st_failed, st_bytes, st_notifs_rx, st_notifs_tx;
@@ -125,8 +126,8 @@ void ixl_agent_progress_backends(struct ixl_agent *agent);
 /* Backend lookups under agent->lock (read). */
 struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const char *name);
 
-/* The metadata exchange (src/meta/exchange.c): started after the backends at creation
- * (listener, etcd), stopped first at destroy. */
+/* The metadata exchange (src/meta/exchange.c): started after the backends at creation with
+ * the implementations the params configure, stopped first at destroy. */
 int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params);
 void ixl_mdx_stop(struct ixl_agent *agent);
 

@@ -1,6 +1,8 @@
 /*
  * Metadata exchange without a side channel: the agent's listener (peer mode) and etcd (central
- * KV mode), behind ixl_md_send / ixl_md_fetch / ixl_md_invalidate_local.
+ * KV mode), behind ixl_md_send / ixl_md_fetch / ixl_md_invalidate_local. Both implement
+ * struct ixl_mdx_ops (mdx.h): the peer exchange is here, etcd's in mdx_etcd.c; mdx_pick chooses
+ * per call.
  *
  * Peer mode (mdx_wire.h): the listener thread accepts connections and hands each to a thread
  * of its own (at most MDX_MAX_CONNS at once), which reads one request under a deadline, answers
@@ -38,16 +40,15 @@
 
 #include "core/agent.h"
 #include "core/internal.h"
-#include "meta/etcd.h"
+#include "meta/mdx.h"
 #include "meta/mdx_wire.h"
 #include "util/config.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
 
-#define MDX_MAX_CONNS 256       /* connections served at once; more are closed at accept */
-#define MDX_IO_MS 5000          /* one request: connect, send, reply (both sides) */
-#define MDX_FETCH_WAIT_MS 30000 /* etcd: how long a fetch waits for the name to appear */
+#define MDX_MAX_CONNS 256 /* connections served at once; more are closed at accept */
+#define MDX_IO_MS 5000    /* one request: connect, send, reply (both sides) */
 #define MDX_POLL_MS 50
 
 struct mdx_thread {
@@ -61,7 +62,7 @@ struct mdx_thread {
     char label[IXL_MDX_LABEL_MAX + 1];
     char host[256];
     uint16_t port;
-    bool use_etcd;
+    const struct mdx_impl *im; /* the exchange it fetches from */
 };
 
 struct mdx_peer {
@@ -77,6 +78,13 @@ struct mdx_label {
     struct mdx_label *next;
 };
 
+/* An implementation of the exchange: its operations (NULL: not configured) and their object. */
+struct mdx_impl {
+    const struct ixl_mdx_ops *ops;
+    void *impl;
+};
+enum { MDX_PEER, MDX_ETCD, MDX_N }; /* stopped in reverse order: etcd first */
+
 struct ixl_mdx {
     struct ixl_agent *agent;
     pthread_mutex_t lock;
@@ -90,7 +98,7 @@ struct ixl_mdx {
     unsigned n_conns;
     struct mdx_peer *peers;   /* where invalidate_local goes */
     struct mdx_label *labels; /* labeled blobs served by the listener */
-    struct ixl_etcd *etcd;
+    struct mdx_impl impl[MDX_N];
 };
 
 /* ---- sockets with deadlines ------------------------------------------------------------- */
@@ -550,17 +558,117 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
     return rc;
 }
 
-static bool use_etcd(const struct ixl_peer *peer)
+/* ---- the peer exchange (struct ixl_mdx_ops over the listeners) ----------------------------- */
+
+static int peer_publish(void *impl, const struct ixl_peer *peer, const char *label,
+                        const void *blob, size_t len, char *msg, size_t msglen)
 {
-    return peer == NULL || peer->addr == NULL;
+    struct ixl_mdx *x = impl;
+    struct ixl_agent *agent = x->agent;
+    struct mdx_msg m = {.type = MDX_SEND,
+                        .name = {agent->name, strlen(agent->name)},
+                        .label = {label ? label : "", label ? strlen(label) : 0},
+                        .blob = blob,
+                        .blob_len = len};
+    int rc = request(x, NULL, peer->addr, peer->port, &m, NULL, NULL, msg, msglen);
+    if (rc == IXL_OK)
+        remember_peer(x, peer->addr, peer->port);
+    return rc;
 }
 
-static int need_etcd(struct ixl_agent *agent, const char *what)
+static int peer_fetch(void *impl, struct mdx_thread *t, const char *remote,
+                      const struct ixl_peer *peer, const char *label, void **blob, size_t *len,
+                      char *msg, size_t msglen)
 {
-    return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
-                         "%s: no peer address given and no etcd configured (agent params "
-                         "etcd_endpoints or IXL_ETCD_ENDPOINTS)",
-                         what);
+    struct ixl_mdx *x = impl;
+    struct ixl_agent *agent = x->agent;
+    struct mdx_msg m = {.type = MDX_FETCH,
+                        .name = {remote, strlen(remote)},
+                        .label = {label, strlen(label)},
+                        .from = {agent->name, strlen(agent->name)},
+                        .port = x->listening ? x->port : 0};
+    return request(x, t, peer->addr, peer->port, &m, blob, len, msg, msglen);
+}
+
+/* Tells peer, or (NULL) every peer this agent sent its metadata to; a peer that had dropped it
+ * already is fine, one that cannot be told is the error (the last one's message). */
+static int peer_invalidate(void *impl, const struct ixl_peer *peer, char *msg, size_t msglen)
+{
+    struct ixl_mdx *x = impl;
+    struct ixl_agent *agent = x->agent;
+    int rc = IXL_OK;
+    /* the peers to tell: the one given, or every one remembered (the list is taken) */
+    struct mdx_peer *list = NULL, one;
+    if (peer != NULL) {
+        snprintf(one.host, sizeof(one.host), "%s", peer->addr);
+        one.port = peer->port;
+        one.next = NULL;
+        list = &one;
+    } else {
+        pthread_mutex_lock(&x->lock);
+        list = x->peers;
+        x->peers = NULL;
+        pthread_mutex_unlock(&x->lock);
+    }
+    struct mdx_msg m = {.type = MDX_INVAL,
+                        .name = {agent->name, strlen(agent->name)},
+                        .incarnation = agent->incarnation};
+    char one_msg[IXL_MDX_MSG_MAX + 300];
+    for (struct mdx_peer *p = list; p != NULL; p = p->next) {
+        int r = request(x, NULL, p->host, p->port, &m, NULL, NULL, one_msg, sizeof(one_msg));
+        if (r != IXL_OK && r != IXL_ERR_NOT_FOUND) {
+            rc = r;
+            snprintf(msg, msglen, "%s", one_msg);
+        }
+    }
+    if (list != &one) {
+        while (list != NULL) {
+            struct mdx_peer *n = list->next;
+            free(list);
+            list = n;
+        }
+    }
+    return rc;
+}
+
+/* Stops the listener; the connection threads are cut and joined with the fetches. */
+static void peer_destroy(void *impl)
+{
+    struct ixl_mdx *x = impl;
+    if (x->listening) {
+        uint64_t one = 1;
+        ssize_t w = write(x->wakefd, &one, sizeof(one));
+        (void)w;
+        pthread_join(x->lthread, NULL);
+    }
+    if (x->lfd >= 0)
+        close(x->lfd);
+}
+
+static const struct ixl_mdx_ops peer_ops = {
+    .name = "peer",
+    .publish = peer_publish,
+    .fetch = peer_fetch,
+    .invalidate = peer_invalidate,
+    .destroy = peer_destroy,
+};
+
+/* ---- the API ------------------------------------------------------------------------------- */
+
+/* The one place a call chooses its exchange: a peer address goes to that peer's listener, no
+ * address (peer NULL, or its addr NULL) to etcd, which must then be configured. */
+static int mdx_pick(struct ixl_agent *agent, const struct ixl_peer *peer, const char *what,
+                    const struct mdx_impl **out)
+{
+    const struct mdx_impl *im =
+        &agent->mdx->impl[peer != NULL && peer->addr != NULL ? MDX_PEER : MDX_ETCD];
+    if (im->ops == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "%s: no peer address given and no etcd configured (agent params "
+                             "etcd_endpoints or IXL_ETCD_ENDPOINTS)",
+                             what);
+    *out = im;
+    return IXL_OK;
 }
 
 static void store_label(struct ixl_mdx *x, const char *label, void *blob, size_t len)
@@ -615,31 +723,19 @@ ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "ixl_md_send: a label is 1 to %d characters of [A-Za-z0-9_.-]",
                              IXL_MDX_LABEL_MAX);
-    if (use_etcd(peer) && x->etcd == NULL)
-        return need_etcd(agent, "ixl_md_send");
+    const struct mdx_impl *im = NULL;
+    int rc = mdx_pick(agent, peer, "ixl_md_send", &im);
+    if (rc != IXL_OK)
+        return rc;
     void *blob;
     size_t len;
-    int rc = ixl_md_get(agent, params, &blob, &len);
+    rc = ixl_md_get(agent, params, &blob, &len);
     if (rc != IXL_OK)
         return rc;
     char msg[IXL_MDX_MSG_MAX + 300];
-    if (use_etcd(peer)) {
-        rc = ixl_etcd_publish(x->etcd, agent->name, label, agent->incarnation, blob, len, msg,
-                              sizeof(msg));
-        if (rc != IXL_OK)
-            IXL_AGENT_ERR(agent, rc, "ixl_md_send to etcd: %s", msg);
-    } else {
-        struct mdx_msg m = {.type = MDX_SEND,
-                            .name = {agent->name, strlen(agent->name)},
-                            .label = {label ? label : "", label ? strlen(label) : 0},
-                            .blob = blob,
-                            .blob_len = len};
-        rc = request(x, NULL, peer->addr, peer->port, &m, NULL, NULL, msg, sizeof(msg));
-        if (rc != IXL_OK)
-            IXL_AGENT_ERR(agent, rc, "ixl_md_send: %s", msg);
-        else
-            remember_peer(x, peer->addr, peer->port);
-    }
+    rc = im->ops->publish(im->impl, peer, label, blob, len, msg, sizeof(msg));
+    if (rc != IXL_OK)
+        IXL_AGENT_ERR(agent, rc, "ixl_md_send to %s: %s", im->ops->name, msg);
     if (rc == IXL_OK && label != NULL) {
         void *copy = malloc(len);
         if (copy != NULL) {
@@ -660,22 +756,9 @@ static void *fetch_main(void *arg)
     size_t len = 0;
     char msg[IXL_MDX_MSG_MAX + 300] = "";
     int rc;
-    if (t->use_etcd) {
-        uint64_t deadline = ixl_now_us() + (uint64_t)MDX_FETCH_WAIT_MS * 1000u;
-        for (;;) {
-            rc = ixl_etcd_fetch(x->etcd, t->remote, t->label, 0, &blob, &len, msg, sizeof(msg));
-            if (rc != IXL_ERR_NOT_FOUND || atomic_load(&x->stop) || ixl_now_us() >= deadline)
-                break;
-            usleep(MDX_POLL_MS * 1000);
-        }
-    } else {
-        struct mdx_msg m = {.type = MDX_FETCH,
-                            .name = {t->remote, strlen(t->remote)},
-                            .label = {t->label, strlen(t->label)},
-                            .from = {agent->name, strlen(agent->name)},
-                            .port = x->listening ? x->port : 0};
-        rc = request(x, t, t->host, t->port, &m, &blob, &len, msg, sizeof(msg));
-    }
+    struct ixl_peer peer = {t->host[0] ? t->host : NULL, t->port};
+    rc = t->im->ops->fetch(t->im->impl, t, t->remote, &peer, t->label, &blob, &len, msg,
+                           sizeof(msg));
     if (rc == IXL_OK && !atomic_load(&x->stop)) {
         char name[IXL_NAME_MAX];
         rc = ixl_md_load(agent, blob, len, name);
@@ -689,7 +772,7 @@ static void *fetch_main(void *arg)
     if (rc != IXL_OK && !atomic_load(&x->stop))
         IXL_LOG_ERR("agent %s: fetching the metadata of '%s'%s%s from %s failed: %s (%s)",
                     agent->name, t->remote, t->label[0] ? " under label " : "", t->label,
-                    t->use_etcd ? "etcd" : t->host, msg, ixl_strerror(rc));
+                    t->host[0] ? t->host : t->im->ops->name, msg, ixl_strerror(rc));
     free(blob);
     ixl_agent_wake(agent);
     thread_finish(t, false);
@@ -712,9 +795,11 @@ ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struc
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "ixl_md_fetch: a label is 1 to %d characters of [A-Za-z0-9_.-]",
                              IXL_MDX_LABEL_MAX);
-    if (use_etcd(peer) && x->etcd == NULL)
-        return need_etcd(agent, "ixl_md_fetch");
-    if (!use_etcd(peer) &&
+    const struct mdx_impl *im = NULL;
+    int rc = mdx_pick(agent, peer, "ixl_md_fetch", &im);
+    if (rc != IXL_OK)
+        return rc;
+    if (peer != NULL && peer->addr != NULL &&
         (strlen(peer->addr) >= sizeof(((struct mdx_thread *)0)->host) || peer->port == 0))
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch: bad peer address");
     struct mdx_thread *t = calloc(1, sizeof(*t));
@@ -723,12 +808,12 @@ ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struc
     t->fd = -1;
     snprintf(t->remote, sizeof(t->remote), "%s", remote);
     snprintf(t->label, sizeof(t->label), "%s", label ? label : "");
-    t->use_etcd = use_etcd(peer);
-    if (!t->use_etcd) {
+    t->im = im;
+    if (peer != NULL && peer->addr != NULL) {
         snprintf(t->host, sizeof(t->host), "%s", peer->addr);
         t->port = peer->port;
     }
-    int rc = spawn(x, t, fetch_main);
+    rc = spawn(x, t, fetch_main);
     if (rc != IXL_OK) {
         free(t);
         return IXL_AGENT_ERR(agent, rc, "ixl_md_fetch: cannot start a thread");
@@ -742,43 +827,20 @@ ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_pee
         return IXL_ERR_INVALID_ARG;
     ixl_err_clear(agent->id);
     struct ixl_mdx *x = agent->mdx;
-    if (peer != NULL && peer->addr == NULL && x->etcd == NULL)
-        return need_etcd(agent, "ixl_md_invalidate_local");
+    /* peer NULL: every exchange this agent's metadata went to (etcd first); else the one
+     * mdx_pick chooses */
+    const struct mdx_impl *one = NULL;
     int rc = IXL_OK;
+    if (peer != NULL && (rc = mdx_pick(agent, peer, "ixl_md_invalidate_local", &one)) != IXL_OK)
+        return rc;
     char msg[IXL_MDX_MSG_MAX + 300];
-    if (x->etcd != NULL && (peer == NULL || peer->addr == NULL)) {
-        int r = ixl_etcd_remove(x->etcd, agent->name, msg, sizeof(msg));
+    for (int i = MDX_N; i-- > 0;) {
+        const struct mdx_impl *im = &x->impl[i];
+        if (im->ops == NULL || (peer != NULL && im != one))
+            continue;
+        int r = im->ops->invalidate(im->impl, peer, msg, sizeof(msg));
         if (r != IXL_OK)
-            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local at etcd: %s", msg);
-    }
-    /* the peers to tell: the one given, or every one remembered (the list is taken) */
-    struct mdx_peer *list = NULL, one;
-    if (peer != NULL && peer->addr != NULL) {
-        snprintf(one.host, sizeof(one.host), "%s", peer->addr);
-        one.port = peer->port;
-        one.next = NULL;
-        list = &one;
-    } else if (peer == NULL) {
-        pthread_mutex_lock(&x->lock);
-        list = x->peers;
-        x->peers = NULL;
-        pthread_mutex_unlock(&x->lock);
-    }
-    struct mdx_msg m = {.type = MDX_INVAL,
-                        .name = {agent->name, strlen(agent->name)},
-                        .incarnation = agent->incarnation};
-    for (struct mdx_peer *p = list; p != NULL; p = p->next) {
-        int r = request(x, NULL, p->host, p->port, &m, NULL, NULL, msg, sizeof(msg));
-        /* a peer that had dropped it already is fine; one that cannot be told is an error */
-        if (r != IXL_OK && r != IXL_ERR_NOT_FOUND)
-            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local: %s", msg);
-    }
-    if (list != &one) {
-        while (list != NULL) {
-            struct mdx_peer *n = list->next;
-            free(list);
-            list = n;
-        }
+            rc = IXL_AGENT_ERR(agent, r, "ixl_md_invalidate_local at %s: %s", im->ops->name, msg);
     }
     if (peer == NULL) { /* labeled metadata is this agent's metadata too */
         pthread_mutex_lock(&x->lock);
@@ -806,29 +868,6 @@ ixl_status ixl_agent_listen_port(struct ixl_agent *agent, uint16_t *out)
     return IXL_OK;
 }
 
-/* ---- etcd watch ---------------------------------------------------------------------------- */
-
-/* An agent's head went (deleted or expired: incarnation 0) or another instance replaced it:
- * the remote loaded under that name is dropped, unless it already is that new instance. */
-static void etcd_gone(void *ctx, const char *name, const char *label, uint64_t incarnation)
-{
-    struct ixl_mdx *x = ctx;
-    if (label[0] != '\0' || atomic_load(&x->stop) || strcmp(name, x->agent->name) == 0)
-        return;
-    struct ixl_agent *agent = x->agent;
-    pthread_rwlock_rdlock(&agent->lock);
-    struct remote *r = ixl_remote_find(agent, name);
-    uint64_t loaded = r != NULL ? r->incarnation : 0;
-    pthread_rwlock_unlock(&agent->lock);
-    if (r == NULL || (incarnation != 0 && loaded == incarnation))
-        return;
-    if (ixl_remote_invalidate_inc(agent, name, loaded) == IXL_OK) {
-        IXL_LOG_INF("agent %s: '%s' %s in etcd: its metadata is dropped", agent->name, name,
-                    incarnation ? "restarted" : "left");
-        ixl_agent_wake(agent);
-    }
-}
-
 /* ---- start / stop --------------------------------------------------------------------------- */
 
 int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params)
@@ -849,20 +888,17 @@ int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params
         if (rc != IXL_OK)
             return rc;
     }
+    /* The implementations the params configure: the peer exchange always (a listener only with
+     * a listen port), etcd with endpoints. */
+    x->impl[MDX_PEER] = (struct mdx_impl){&peer_ops, x};
     const char *ep =
         (m & IXL_AGENT_F_ETCD) ? params->etcd_endpoints : ixl_cfg_get(IXL_CFG_ETCD_ENDPOINTS);
     if (ep != NULL && ep[0] != '\0') {
         char msg[512];
-        struct ixl_etcd_opts o = {
-            .endpoints = ep,
-            .ns = ixl_cfg_get(IXL_CFG_ETCD_NAMESPACE),
-            .ttl_s = (unsigned)strtoul(ixl_cfg_get(IXL_CFG_ETCD_TTL), NULL, 10),
-        };
-        int rc = ixl_etcd_open(&o, &x->etcd, msg, sizeof(msg));
-        if (rc == IXL_OK)
-            rc = ixl_etcd_watch(x->etcd, etcd_gone, x, msg, sizeof(msg));
+        int rc = ixl_mdx_etcd_open(agent, ep, &x->stop, &x->impl[MDX_ETCD].impl, msg, sizeof(msg));
         if (rc != IXL_OK)
             return IXL_AGENT_ERR(agent, rc, "etcd %s: %s", ep, msg);
+        x->impl[MDX_ETCD].ops = &ixl_mdx_etcd_ops;
     }
     return IXL_OK;
 }
@@ -873,16 +909,10 @@ void ixl_mdx_stop(struct ixl_agent *agent)
     if (x == NULL)
         return;
     atomic_store(&x->stop, true);
-    if (x->etcd != NULL)
-        ixl_etcd_close(x->etcd); /* first: its watch thread may call into the remote table */
-    if (x->listening) {
-        uint64_t one = 1;
-        ssize_t w = write(x->wakefd, &one, sizeof(one));
-        (void)w;
-        pthread_join(x->lthread, NULL);
-    }
-    if (x->lfd >= 0)
-        close(x->lfd);
+    /* etcd first: its watch thread may call into the remote table; then the listener */
+    for (int i = MDX_N; i-- > 0;)
+        if (x->impl[i].ops != NULL)
+            x->impl[i].ops->destroy(x->impl[i].impl);
     /* cut every socket still in use, then wait for the threads (each sees stop within
      * MDX_POLL_MS) */
     pthread_mutex_lock(&x->lock);
