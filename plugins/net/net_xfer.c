@@ -244,7 +244,7 @@ static char *target_ptr(const struct net_req *r, size_t i)
 /* Copies with non-temporal stores, four pages at a time, interleaved (the idea of glibc's
  * large-copy loop): for requests much larger than the cache the destination is not worth
  * caching, and streaming stores skip the read for ownership. memcpy streams only single calls
- * past a threshold derived from the cache size (190 MiB on the VMs measured), so a request of
+ * past a threshold derived from the cache size (190 MiB on a small VM), so a request of
  * many 32 KiB blocks or 16 MiB descriptors would never stream. Callers end with copy_fence(). */
 static void copy_nt(char *d, const char *s, size_t n)
 {
@@ -289,9 +289,8 @@ static void copy_fence(void)
 }
 #endif
 
-/* Requests at least this large stream their stores (a few times a server's last-level cache;
- * measured here: 16 MiB descriptors 6.6 GB/s with memcpy, 10.3 streamed, as fast as one
- * 1 GiB memcpy). */
+/* Requests at least this large stream their stores: a few times a server's last-level cache,
+ * where streaming makes many descriptors as fast as one large memcpy (README.md, Paths). */
 #define NT_BYTES ((uint64_t)64 << 20)
 
 /* Copies bytes [from, to) of the request (its descriptors laid end to end). */
@@ -318,7 +317,7 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             char *t = target_ptr(r, i) + off;
             /* Large copies in 1 GiB steps, so a release waits at most one step (~0.1 s). One
              * call per large range lets memcpy choose non-temporal stores for sizes past the
-             * cache: 64 MiB steps measured 7 GB/s where one 256 MiB call gave 10.8 here. */
+             * cache (smaller steps are markedly slower: README.md, Paths). */
             for (uint64_t done = 0; done < n;) {
                 size_t step = (size_t)(n - done < COPY_STEP ? n - done : COPY_STEP);
                 char *dst = r->op == IXL_OP_WRITE ? t + done : l + done;

@@ -604,9 +604,8 @@ static void test_destroy_stopped(void)
  * fourth one stopped first, so that its socket is full when it dies). A running peer's replies
  * are still unread here when its connection resets: UCX meets the reset in a send, not a
  * receive. There UCX 1.13.1's tcp completes a zero-copy send twice and aborts this process
- * ("uct_iface.h:884 Assertion `comp->count > 0' failed"; the plugin of e8cdc6a, which sent its
- * messages zero-copy, aborted in 5 of 12 runs of `test_ucx wkill 40`); the plugin's messages are
- * never zero-copy (pack_ops in the plugin). */
+ * ("uct_iface.h:884 Assertion `comp->count > 0' failed"); the plugin's messages are never
+ * zero-copy (pack_ops in the plugin). */
 static void test_write_killed(int rounds)
 {
     fprintf(stderr, "tcp: peers killed in the middle of a WRITE's send\n");
