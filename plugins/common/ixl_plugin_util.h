@@ -8,6 +8,7 @@
 #define IXL_PLUGIN_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/random.h>
 #include <sys/types.h>
@@ -30,23 +31,28 @@ static inline uint64_t ixlp_get_le(const uint8_t *p, int n)
     return v;
 }
 
-/* 64 bits from the kernel's random source; false when getrandom() fails (a seccomp filter, a
- * kernel without it), and *out is then unchanged. For values that must not be guessable. */
-static inline bool ixlp_getrandom64(uint64_t *out)
+/* The source of random bytes: getrandom(2) itself, or the host's hook for it (fault injection).
+ */
+typedef ssize_t (*ixlp_getrandom_fn)(void *buf, size_t n, unsigned int flags);
+
+/* 64 bits from fn (the kernel's random source); false when it fails (a seccomp filter, a kernel
+ * without getrandom, an injected fault), and *out is then unchanged. For values that must not be
+ * guessable. */
+static inline bool ixlp_getrandom64(ixlp_getrandom_fn fn, uint64_t *out)
 {
     uint64_t v;
-    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+    if (fn(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
         return false;
     *out = v;
     return true;
 }
 
-/* A non-zero 64-bit value: random where the kernel gives one, otherwise a mix of the clock and
- * the process id (distinct between processes and calls, but predictable). For ids and seeds. */
-static inline uint64_t ixlp_random64(void)
+/* A non-zero 64-bit value: random where fn gives one, otherwise a mix of the clock and the
+ * process id (distinct between processes and calls, but predictable). For ids and seeds. */
+static inline uint64_t ixlp_random64(ixlp_getrandom_fn fn)
 {
     uint64_t v;
-    if (!ixlp_getrandom64(&v)) {
+    if (!ixlp_getrandom64(fn, &v)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) * 0x9e3779b97f4a7c15ull ^

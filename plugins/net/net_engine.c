@@ -410,7 +410,7 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
     pthread_mutex_unlock(&e->lock);
     pthread_rwlock_wrlock(&e->regions_lock);
     do
-        g->key = ixlp_random64();
+        g->key = ixlp_random64(getrandom);
     while (net_region_find(e, g->key) != NULL);
     int rc = rtab_insert(e, g);
     pthread_rwlock_unlock(&e->regions_lock);
@@ -745,7 +745,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     e->listen_fd = -1;
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
-    e->instance = ixlp_random64();
+    e->instance = ixlp_random64(getrandom);
     e->probe = e->instance;
     e->next_serial = 1;
     pthread_mutex_init(&e->lock, NULL);

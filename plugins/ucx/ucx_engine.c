@@ -350,7 +350,7 @@ static int key_insert(struct ucx_engine *e, struct ucx_md *m)
         free(ot);
     }
     do {
-        if (!ixlp_getrandom64(&m->key))
+        if (!ixlp_getrandom64(getrandom, &m->key))
             return IXL_ERR_SYSTEM;
     } while (m->key == 0 || key_find(e, m->key) != NULL);
     size_t i = key_slot(e, m->key);
@@ -745,7 +745,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         w->efd = w->wakefd = w->epfd = -1;
         w->todo_tail = &w->todo;
         w->free_op = UINT32_MAX;
-        w->rng = ixlp_random64(); /* xorshift state: never 0 */
+        w->rng = ixlp_random64(getrandom); /* xorshift state: never 0 */
         pthread_mutex_init(&w->lock, NULL);
     }
 
