@@ -147,70 +147,14 @@ struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const cha
     return NULL;
 }
 
-static void free_params(struct ixl_kv *kv, size_t n)
-{
-    for (size_t i = 0; kv && i < n; i++) {
-        free((char *)kv[i].key);
-        free((char *)kv[i].value);
-    }
-    free(kv);
-}
-
 static void backend_free(struct ixl_backend *b)
 {
     if (b == NULL)
         return;
     if (b->engine)
         b->plugin->d.destroy_engine(b->engine);
-    free_params(b->params, b->n_params);
+    ixl_pm_options_free(b->params, b->values, b->n_params);
     free(b);
-}
-
-/* The plugin's options with the user's values over the defaults. Unknown keys are refused
- * with the list of known ones, since a misspelt option silently ignored is a lost setting. */
-static int build_params(struct ixl_agent *agent, const struct ixl_plugin *p,
-                        const struct ixl_kv *user, size_t n_user, struct ixl_kv **out,
-                        size_t *n_out)
-{
-    const struct ixl_option *opts = p->info.options;
-    size_t n = p->info.n_options;
-    for (size_t i = 0; i < n_user; i++) {
-        if (user[i].key == NULL || user[i].value == NULL)
-            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
-                                 "backend %s: option %zu has a NULL key or value", p->info.name, i);
-        size_t j;
-        for (j = 0; j < n; j++)
-            if (strcmp(opts[j].name, user[i].key) == 0)
-                break;
-        if (j == n) {
-            char known[512] = "";
-            size_t used = 0;
-            for (j = 0; j < n && used < sizeof(known); j++)
-                used += (size_t)snprintf(known + used, sizeof(known) - used, "%s%s", j ? ", " : "",
-                                         opts[j].name);
-            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
-                                 "backend %s has no option '%s' (its options: %s)", p->info.name,
-                                 user[i].key, n ? known : "none");
-        }
-    }
-    struct ixl_kv *kv = calloc(n ? n : 1, sizeof(*kv));
-    if (kv == NULL)
-        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    for (size_t j = 0; j < n; j++) {
-        const char *v = opts[j].default_value;
-        for (size_t i = 0; i < n_user; i++)
-            if (strcmp(opts[j].name, user[i].key) == 0)
-                v = user[i].value; /* the last one given wins */
-        kv[j].key = strdup(opts[j].name);
-        kv[j].value = strdup(v);
-        if (kv[j].key == NULL || kv[j].value == NULL) {
-            free_params(kv, j + 1);
-            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-        }
-    }
-    *out = kv;
-    *n_out = n;
-    return IXL_OK;
 }
 
 static int backend_create_locked(struct ixl_agent *agent, const char *name,
@@ -240,9 +184,13 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     b->host.log = host_log;
     b->host.error = host_error;
     b->host.signal = host_signal;
-    int rc = build_params(agent, p, params, n, &b->params, &b->n_params);
-    if (rc != IXL_OK)
+    char why[1024];
+    int rc =
+        ixl_pm_options_build(p, params, n, &b->params, &b->values, &b->n_params, why, sizeof(why));
+    if (rc != IXL_OK) {
+        IXL_AGENT_ERR(agent, rc, "%s", why);
         goto free_backend;
+    }
 
     struct ixl_engine_init init = {
         .size = sizeof(init),
@@ -253,6 +201,8 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
         .progress_thread = agent->params.progress_thread,
         .progress_period_us = agent->params.progress_period_us,
         .notif_max = agent->params.notif_max,
+        .values = b->values,
+        .n_values = b->n_params,
     };
     struct ixl_engine *e = NULL;
     ixl_err_clear(agent->id);
