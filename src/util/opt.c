@@ -116,8 +116,8 @@ const char *ixl_opt_want(const struct ixl_option *o, char *buf, size_t cap)
         snprintf(a, sizeof(a), "%" PRId64, lo);
         snprintf(b, sizeof(b), "%" PRId64, hi);
         snprintf(buf, cap, "a duration in %s%s%s%s%s (a bare number is %s; suffixes us, ms, s)",
-                 o->unit, ranged ? ", " : "", ranged ? a : "", ranged ? ".." : "",
-                 ranged ? b : "", o->unit);
+                 o->unit, ranged ? ", " : "", ranged ? a : "", ranged ? ".." : "", ranged ? b : "",
+                 o->unit);
         break;
     case IXL_OPT_ENUM: {
         size_t used = (size_t)snprintf(buf, cap, "one of ");
@@ -304,8 +304,8 @@ int ixl_opt_check(const struct ixl_option *o, char *why, size_t cap)
         }
         if (o->type == IXL_OPT_DURATION &&
             (o->unit == NULL || duration_factor(o->unit, strlen(o->unit)) == 0)) {
-            snprintf(why, cap, "option %s: a duration's unit must be us, ms or s (not %s)",
-                     o->name, o->unit ? o->unit : "NULL");
+            snprintf(why, cap, "option %s: a duration's unit must be us, ms or s (not %s)", o->name,
+                     o->unit ? o->unit : "NULL");
             return IXL_ERR_INVALID_ARG;
         }
         break;

@@ -10,7 +10,7 @@ echo "$out"
 echo "$out" | grep -q "^  TEST " || fail "TEST plugin not listed"
 echo "$out" | grep -q "option delay_us" || fail "TEST options not listed"
 echo "$out" | grep -q "capabilities: local,remote,notif,progress" || fail "capabilities"
-for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF TESTDUP; do
+for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF BROKEN_OPTS TESTDUP; do
     echo "$out" | grep -A1 "libixl_plugin_$f.so" | grep -q "refused: " ||
         fail "$f not listed as refused with a reason"
 done
