@@ -351,7 +351,8 @@ static int valid_agent_name(const char *name)
     return n > 0 && n < IXL_NAME_MAX;
 }
 
-static void fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p)
+/* IXL_ERR_INVALID_ARG (logged) when an IXL_* variable it reads does not parse. */
+static int fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p)
 {
     struct ixl_agent_params *d = &agent->params;
     uint64_t m = p ? p->field_mask : 0;
@@ -366,11 +367,19 @@ static void fill_params(struct ixl_agent *agent, const struct ixl_agent_params *
     d->thread_mode = (m & IXL_AGENT_F_THREAD_MODE) ? p->thread_mode : IXL_THREAD_SAFE;
     d->telemetry = (m & IXL_AGENT_F_TELEMETRY) ? p->telemetry : true;
     d->backends = NULL; /* consumed at creation */
-    size_t nmax = (size_t)strtoull(ixl_cfg_get(IXL_CFG_NOTIF_MAX), NULL, 10);
-    if (m & IXL_AGENT_F_NOTIF_MAX)
+    uint64_t nmax = IXL_NOTIF_MAX_DEFAULT;
+    if (m & IXL_AGENT_F_NOTIF_MAX) {
         nmax = p->notif_max;
-    d->notif_max = nmax < IXL_NOTIF_MAX_DEFAULT ? IXL_NOTIF_MAX_DEFAULT : nmax;
+    } else {
+        char why[512];
+        if (ixl_cfg_num(IXL_CFG_NOTIF_MAX, &nmax, why, sizeof(why)) != IXL_OK) {
+            ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: %s", agent->name, why);
+            return IXL_ERR_INVALID_ARG;
+        }
+    }
+    d->notif_max = nmax < IXL_NOTIF_MAX_DEFAULT ? IXL_NOTIF_MAX_DEFAULT : (size_t)nmax;
     d->etcd_endpoints = NULL;
+    return IXL_OK;
 }
 
 /* Creates the backends of a comma-separated list. explicit: a failure fails the agent. */
@@ -426,7 +435,10 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
         salt = (uint16_t)(getpid() ^ agent->id);
     agent->incarnation =
         (((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) << 12) | (salt & 0xfffu);
-    fill_params(agent, params);
+    if ((rc = fill_params(agent, params)) != IXL_OK) {
+        free(agent);
+        return rc;
+    }
 
     pthread_rwlock_init(&agent->lock, NULL);
     pthread_mutex_init(&agent->notif_lock, NULL);

@@ -853,10 +853,13 @@ int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params
         (m & IXL_AGENT_F_ETCD) ? params->etcd_endpoints : ixl_cfg_get(IXL_CFG_ETCD_ENDPOINTS);
     if (ep != NULL && ep[0] != '\0') {
         char msg[512];
+        uint64_t ttl_s;
+        if (ixl_cfg_num(IXL_CFG_ETCD_TTL, &ttl_s, msg, sizeof(msg)) != IXL_OK)
+            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "etcd %s: %s", ep, msg);
         struct ixl_etcd_opts o = {
             .endpoints = ep,
             .ns = ixl_cfg_get(IXL_CFG_ETCD_NAMESPACE),
-            .ttl_s = (unsigned)strtoul(ixl_cfg_get(IXL_CFG_ETCD_TTL), NULL, 10),
+            .ttl_s = (unsigned)ttl_s, /* 1..3600: the table's range */
         };
         int rc = ixl_etcd_open(&o, &x->etcd, msg, sizeof(msg));
         if (rc == IXL_OK)

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "plugin/manager.h"
+#include "util/config.h"
 #include "util/opt.h"
 
 static const char *const colors[] = {"red", "green", "blue", NULL};
@@ -357,8 +358,33 @@ static void test_tables(void)
     TABLE(dup, "two options are called n");
 }
 
+/* The IXL_* variables that hold sizes and durations follow the same rules; one that does not
+ * parse fails the agent's creation with a message naming it. */
+static void test_config(void)
+{
+    uint64_t v = 0;
+    CHECK_RC(ixl_cfg_num(IXL_CFG_ETCD_TTL, &v, why, sizeof(why)), IXL_OK);
+    CHECK(v == 2);
+    v = 7;
+    CHECK_RC(ixl_cfg_num(IXL_CFG_NOTIF_MAX, &v, why, sizeof(why)), IXL_ERR_INVALID_ARG);
+    CHECK(v == 7);
+    CHECK_STR_HAS(why, "IXL_NOTIF_MAX='64KB': unknown size suffix; want a size in bytes, 64K..");
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent *a = NULL;
+    CHECK_RC(ixl_agent_create("cfg", &ap, &a), IXL_ERR_INVALID_ARG);
+    CHECK(a == NULL);
+    ap.field_mask |= IXL_AGENT_F_NOTIF_MAX; /* the variable is not read then */
+    ap.notif_max = 1 << 20;
+    CHECK_RC(ixl_agent_create("cfg", &ap, &a), IXL_OK);
+    ixl_agent_destroy(a);
+}
+
 int main(void)
 {
+    /* Read once, at the first ixl call. */
+    setenv("IXL_ETCD_TTL", "2000ms", 1);
+    setenv("IXL_NOTIF_MAX", "64KB", 1);
+    test_config();
     test_bool();
     test_int();
     test_size();
