@@ -341,9 +341,10 @@ static const struct ixl_option ucx_options[UO_COUNT] = {
                     .unit = "ms",
                     .min = 0,
                     .max = 3600000,
-                    .description = "an endpoint with operations outstanding and none completed "
-                                   "for this long is closed and its requests fail with "
-                                   "IXL_ERR_REMOTE_DISCONNECT (a stopped peer); 0: never"},
+                    .description = "operations to a peer outstanding and none completed for "
+                                   "this long: its requests fail with IXL_ERR_REMOTE_DISCONNECT "
+                                   "and new posts to it fail until it completes one again (a "
+                                   "stopped peer); 0: never"},
     [UO_PROGRESS] = {.name = "progress_us",
                      .default_value = "1000",
                      .type = IXL_OPT_DURATION,
