@@ -80,6 +80,8 @@ static void print_type(const struct ixl_option *o)
     case IXL_OPT_SIZE:
         fmt_size(lo, sizeof(lo), o->min);
         fmt_size(hi, sizeof(hi), o->max);
+        if (o->max == INT64_MAX)
+            hi[0] = '\0'; /* "64K.." */
         if (ranged)
             printf("size %s..%s bytes", lo, hi);
         else

@@ -89,35 +89,49 @@ static void fmt_size(char *buf, size_t cap, int64_t v)
         snprintf(buf, cap, "%" PRId64 "%c", v >> (10 * (best + 1)), letters[best]);
 }
 
+/* The declared range as words: sep then "4K..1G", or ", at least 64K", ", at most 0"; "" when
+ * it is the type's own (min == max == 0). */
+static void fmt_range(char *buf, size_t cap, const struct ixl_option *o, const char *sep)
+{
+    char a[32], b[32];
+    if (o->type == IXL_OPT_SIZE) {
+        fmt_size(a, sizeof(a), o->min);
+        fmt_size(b, sizeof(b), o->max);
+    } else {
+        snprintf(a, sizeof(a), "%" PRId64, o->min);
+        snprintf(b, sizeof(b), "%" PRId64, o->max);
+    }
+    int64_t floor = o->type == IXL_OPT_INT ? INT64_MIN : 0;
+    if ((o->min == 0 && o->max == 0) || (o->min == floor && o->max == INT64_MAX))
+        buf[0] = '\0';
+    else if (o->max == INT64_MAX)
+        snprintf(buf, cap, ", at least %s", a);
+    else if (o->min == floor && o->type == IXL_OPT_INT)
+        snprintf(buf, cap, ", at most %s", b);
+    else
+        snprintf(buf, cap, "%s%s..%s", sep, a, b);
+}
+
 const char *ixl_opt_want(const struct ixl_option *o, char *buf, size_t cap)
 {
-    int64_t lo, hi;
-    range_of(o, &lo, &hi);
-    bool ranged = !(o->min == 0 && o->max == 0);
-    char a[32], b[32];
+    char r[80];
     switch (o->type) {
     case IXL_OPT_BOOL:
         snprintf(buf, cap, "a boolean (1, 0, true, false, yes, no, on, off)");
         break;
     case IXL_OPT_INT:
-        snprintf(a, sizeof(a), "%" PRId64, lo);
-        snprintf(b, sizeof(b), "%" PRId64, hi);
-        snprintf(buf, cap, "an integer%s%s%s%s%s%s%s", o->unit ? " (" : "", o->unit ? o->unit : "",
-                 o->unit ? ")" : "", ranged ? " in " : "", ranged ? a : "", ranged ? ".." : "",
-                 ranged ? b : "");
+        fmt_range(r, sizeof(r), o, " in ");
+        snprintf(buf, cap, "an integer%s%s%s%s", o->unit ? " (" : "", o->unit ? o->unit : "",
+                 o->unit ? ")" : "", r);
         break;
     case IXL_OPT_SIZE:
-        fmt_size(a, sizeof(a), lo);
-        fmt_size(b, sizeof(b), hi);
-        snprintf(buf, cap, "a size in bytes%s%s%s%s (suffixes K, M, G, T: powers of 1024)",
-                 ranged ? ", " : "", ranged ? a : "", ranged ? ".." : "", ranged ? b : "");
+        fmt_range(r, sizeof(r), o, ", ");
+        snprintf(buf, cap, "a size in bytes%s (suffixes K, M, G, T: powers of 1024)", r);
         break;
     case IXL_OPT_DURATION:
-        snprintf(a, sizeof(a), "%" PRId64, lo);
-        snprintf(b, sizeof(b), "%" PRId64, hi);
-        snprintf(buf, cap, "a duration in %s%s%s%s%s (a bare number is %s; suffixes us, ms, s)",
-                 o->unit, ranged ? ", " : "", ranged ? a : "", ranged ? ".." : "", ranged ? b : "",
-                 o->unit);
+        fmt_range(r, sizeof(r), o, ", ");
+        snprintf(buf, cap, "a duration in %s%s (a bare number is %s; suffixes us, ms, s)", o->unit,
+                 r, o->unit);
         break;
     case IXL_OPT_ENUM: {
         size_t used = (size_t)snprintf(buf, cap, "one of ");

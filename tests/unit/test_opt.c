@@ -231,6 +231,17 @@ static void test_want(void)
     CHECK_STR_HAS(ixl_opt_want(&o_int_any, buf, sizeof(buf)), "an integer");
     CHECK(strstr(buf, "..") == NULL);
     CHECK_STR_HAS(ixl_opt_want(&o_str, buf, sizeof(buf)), "a string");
+    struct ixl_option o = o_int_any;
+    o.min = INT64_MIN;
+    o.max = 0;
+    CHECK(strcmp(ixl_opt_want(&o, buf, sizeof(buf)), "an integer, at most 0") == 0);
+    o.min = 1;
+    o.max = INT64_MAX;
+    CHECK(strcmp(ixl_opt_want(&o, buf, sizeof(buf)), "an integer, at least 1") == 0);
+    o.min = INT64_MIN;
+    CHECK(strcmp(ixl_opt_want(&o, buf, sizeof(buf)), "an integer") == 0);
+    o = o_size;
+    CHECK_STR_HAS(ixl_opt_want(&o, buf, sizeof(buf)), "a size in bytes, 4K..1G (suffixes");
     CHECK(strcmp(ixl_opt_type_name(IXL_OPT_DURATION), "duration") == 0);
     CHECK(strcmp(ixl_opt_type_name((enum ixl_opt_type)0), "unknown") == 0);
 }
@@ -368,7 +379,8 @@ static void test_config(void)
     v = 7;
     CHECK_RC(ixl_cfg_num(IXL_CFG_NOTIF_MAX, &v, why, sizeof(why)), IXL_ERR_INVALID_ARG);
     CHECK(v == 7);
-    CHECK_STR_HAS(why, "IXL_NOTIF_MAX='64KB': unknown size suffix; want a size in bytes, 64K..");
+    CHECK_STR_HAS(why, "IXL_NOTIF_MAX='64KB': unknown size suffix; want a size in bytes, at least "
+                       "64K (suffixes");
     struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
     struct ixl_agent *a = NULL;
     CHECK_RC(ixl_agent_create("cfg", &ap, &a), IXL_ERR_INVALID_ARG);
@@ -377,6 +389,18 @@ static void test_config(void)
     ap.notif_max = 1 << 20;
     CHECK_RC(ixl_agent_create("cfg", &ap, &a), IXL_OK);
     ixl_agent_destroy(a);
+}
+
+/* Arrays of these cross the plugin boundary: their layout is frozen (ixl_types.h). */
+static void test_layout(void)
+{
+    if (sizeof(void *) != 8)
+        return;
+    CHECK(sizeof(struct ixl_option) == 96);
+    CHECK(offsetof(struct ixl_option, type) == 24 && offsetof(struct ixl_option, unit) == 32);
+    CHECK(offsetof(struct ixl_option, min) == 40 && offsetof(struct ixl_option, choices) == 56);
+    CHECK(offsetof(struct ixl_option, reserved) == 64);
+    CHECK(sizeof(struct ixl_opt_value) == 40 && offsetof(struct ixl_opt_value, str) == 16);
 }
 
 int main(void)
@@ -392,6 +416,7 @@ int main(void)
     test_enum_string();
     test_want();
     test_tables();
+    test_layout();
     printf("ok\n");
     return 0;
 }
