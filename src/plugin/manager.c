@@ -385,6 +385,9 @@ void ixl_pm_options_free(struct ixl_kv *kv, struct ixl_opt_value *values, size_t
     free(values);
 }
 
+/* Unknown keys are refused with the list of known ones, since a misspelt option silently
+ * ignored is a lost setting. Only the value in force of each option is parsed (a key given
+ * twice: the last wins). */
 int ixl_pm_options_build(const struct ixl_plugin *p, const struct ixl_kv *user, size_t n_user,
                          struct ixl_kv **kv_out, struct ixl_opt_value **values_out, size_t *n_out,
                          char *why, size_t cap)
