@@ -243,7 +243,9 @@ struct ixl_plugin_desc {
     const char *version; /* the plugin's own version, free text */
     uint32_t caps;       /* enum ixl_cap bits: what engines of this plugin can at most do */
     uint32_t mem_mask;   /* IXL_MEM_BIT() of each memory type it may support */
-    const struct ixl_option *options; /* every option create_engine accepts */
+    /* Every option create_engine accepts, typed (struct ixl_option, ixl_types.h: a malformed
+     * table is refused); create_engine gets their values parsed, in this order. */
+    const struct ixl_option *options;
     size_t n_options;
 
     /** Creates an engine. On failure returns an error and explains through init->host. */
