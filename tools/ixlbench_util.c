@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ixlbench.h"
+#include "util/opt.h"
 
 #define MD_MAGIC "IXLBENCH-MD 1"
 #define GOLDEN 0x9E3779B97F4A7C15ull
@@ -22,42 +23,18 @@ uint64_t ixb_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The rule of every ixl size (src/util/opt.c, compiled in): a decimal number, or one with K,
+ * M, G, T (KiB, ...; powers of 1024). */
 int ixb_parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    unsigned long long v;
-    int shift = 0;
+    static const struct ixl_option size = {
+        .name = "size", .default_value = "0", .description = "", .type = IXL_OPT_SIZE};
+    struct ixl_opt_value v;
+    char norm[IXL_OPT_NORM_MAX], why[256];
 
-    errno = 0;
-    v = strtoull(s, &end, 0);
-    if (errno != 0 || end == s || *s == '-')
+    if (ixl_opt_parse(&size, s, &v, norm, why, sizeof(why)) != IXL_OK)
         return -1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    default:
-        break;
-    }
-    if (shift != 0) {
-        end++;
-        if (*end == 'i' && end[1] == 'B')
-            end += 2;
-        else if (*end == 'B')
-            end++;
-    }
-    if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
-        return -1;
-    *out = (uint64_t)v << shift;
+    *out = v.u;
     return 0;
 }
 

@@ -250,7 +250,9 @@ IXL_API const char *ixl_agent_last_error(const struct ixl_agent *agent);
 
 /**
  * Creates a backend from plugin plugin_name with options params (n entries; unknown keys
- * are IXL_ERR_INVALID_ARG, with the known ones in the message). The backend belongs to the
+ * are IXL_ERR_INVALID_ARG, with the known ones in the message; a value that does not parse
+ * as the option's type (enum ixl_opt_type) or lies outside its range is IXL_ERR_INVALID_ARG
+ * naming the option, the value and what it wants). The backend belongs to the
  * agent and lives until the agent is destroyed. out may be NULL.
  * Errors: IXL_ERR_NOT_FOUND (no such plugin), IXL_ERR_EXISTS (the agent already has a
  * backend of this plugin), IXL_ERR_PLUGIN, IXL_ERR_BACKEND (the plugin's constructor failed).
@@ -269,7 +271,9 @@ IXL_API const char *ixl_backend_name(const struct ixl_backend *backend);
 IXL_API uint32_t ixl_backend_caps(const struct ixl_backend *backend);
 IXL_API uint32_t ixl_backend_mem_mask(const struct ixl_backend *backend);
 /**
- * The backend's effective options: every option of its plugin with the value in force.
+ * The backend's effective options: every option of its plugin, in the order of the plugin's
+ * options, with the value in force normalized (see enum ixl_opt_type: a size in bytes, a
+ * duration in the option's base unit, a boolean as 1 or 0, an enum's choice as declared).
  * *out points into the backend (lives as long as the agent); *n is its length.
  */
 IXL_API ixl_status ixl_backend_params(const struct ixl_backend *backend, const struct ixl_kv **out,

@@ -79,13 +79,20 @@ struct ixl_engine_init {
     uint32_t size;          /* sizeof(struct ixl_engine_init) as the core built it */
     const char *agent_name; /* the owning agent's name */
     const struct ixl_host *host;
-    /* The user's options after the core checked every key against the plugin's options;
-     * options the user left out are present with their default value. */
+    /* Every option of the plugin, in the order of its options array, as key and normalized
+     * text (see enum ixl_opt_type): the user's value, else the default. values has the same
+     * options parsed; reading those needs no string parsing. */
     const struct ixl_kv *params;
     size_t n_params;
     bool progress_thread; /* the agent calls progress() on a timer */
     uint32_t progress_period_us;
     size_t notif_max; /* the agent's maximum notification size */
+    /* ABI 2: the options, typed. values[i] is the value of the descriptor's options[i]
+     * (n_values == n_options): the core parsed and range-checked it, so create_engine reads
+     * values[i].i, .u or .str and checks only what the type cannot say (a list's syntax, a
+     * multiple of 4096), naming the option in its error. Borrowed for create_engine(). */
+    const struct ixl_opt_value *values;
+    size_t n_values;
 };
 
 /**
@@ -236,7 +243,9 @@ struct ixl_plugin_desc {
     const char *version; /* the plugin's own version, free text */
     uint32_t caps;       /* enum ixl_cap bits: what engines of this plugin can at most do */
     uint32_t mem_mask;   /* IXL_MEM_BIT() of each memory type it may support */
-    const struct ixl_option *options; /* every option create_engine accepts */
+    /* Every option create_engine accepts, typed (struct ixl_option, ixl_types.h: a malformed
+     * table is refused); create_engine gets their values parsed, in this order. */
+    const struct ixl_option *options;
     size_t n_options;
 
     /** Creates an engine. On failure returns an error and explains through init->host. */

@@ -129,11 +129,93 @@ enum ixl_cap {
     IXL_CAP_PROGRESS = 1u << 3, /* implements progress() */
 };
 
-/** An option a plugin accepts at backend creation. */
+/* ------------------------------------------------------------------------------------------ */
+/* Backend options                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * The type of a backend option. The core parses every value (the user's and the default) by
+ * the same rules and hands the plugin the result (struct ixl_opt_value); surrounding blanks
+ * are ignored for every type but STRING. Numbers are decimal.
+ *
+ *   BOOL      1, 0, true, false, yes, no, on, off (any case). Normalized: "1" or "0".
+ *   INT       a signed integer. unit, when not NULL, names what it counts ("connections"),
+ *             for people only: no suffix is accepted. Normalized: the decimal number.
+ *   SIZE      bytes: a bare number, or one followed by K, M, G or T (also KiB, MiB, GiB,
+ *             TiB; k, m, g, t): powers of 1024. Never negative. Normalized: bytes, decimal.
+ *   DURATION  a bare number is in the option's base unit, unit: "us", "ms" or "s"; or a
+ *             number followed by us, ms or s, converted to the base unit and refused unless
+ *             whole there ("1500us" for a base of ms). Never negative. Normalized: the
+ *             number in the base unit, without suffix.
+ *   ENUM      one of choices (any case). Normalized: the choice as declared; the value's
+ *             number is its index in choices.
+ *   STRING    any text, taken as it is (the plugin checks what it needs and names the
+ *             option in its error). Normalized: the text.
+ *
+ * Value 0 is no type: the manager refuses a plugin with an option of no type or of a type it
+ * does not know (a later ixl may add types; a plugin using one is refused by an older ixl,
+ * with the reason, rather than misread). Values are never renumbered.
+ */
+enum ixl_opt_type {
+    IXL_OPT_BOOL = 1,
+    IXL_OPT_INT = 2,
+    IXL_OPT_SIZE = 3,
+    IXL_OPT_DURATION = 4,
+    IXL_OPT_ENUM = 5,
+    IXL_OPT_STRING = 6,
+};
+
+/**
+ * An option a plugin accepts at backend creation: one entry of the descriptor's options
+ * array.
+ *
+ * Layout frozen: arrays of ixl_option cannot grow (the core indexes a plugin's array with
+ * its own sizeof), so this struct never changes size or layout within an ABI major. Later
+ * minor versions may give meaning only to the reserved slots, and only for hints an older
+ * core may ignore; anything that changes how a value is read is a new enum ixl_opt_type
+ * value instead. A plugin leaves the reserved slots zero (a designated initializer does).
+ *
+ * The manager refuses a plugin (with the reason, as for other refusals) whose table has an
+ * option without name or description, two options of one name, a type it does not know, a
+ * range with min > max, an ENUM without choices (or with a NULL or repeated choice), a
+ * DURATION whose unit is not "us", "ms" or "s", or a default value that does not parse as
+ * the option's type or lies outside its range.
+ */
 struct ixl_option {
-    const char *name;
-    const char *default_value;
-    const char *description;
+    const char *name;          /* [A-Za-z0-9_]+, unique within the plugin */
+    const char *default_value; /* parsed like a user's value; "" is valid for STRING */
+    const char *description;   /* one line for ixl-info: what it does (range and type are
+                                  printed from the fields below) */
+    enum ixl_opt_type type;
+    uint32_t flags; /* none defined: 0 */
+    /** INT: what it counts, for people (NULL: nothing said); DURATION: the base unit, "us",
+     *  "ms" or "s"; other types: NULL. */
+    const char *unit;
+    /** INT, SIZE, DURATION: the accepted range, bounds included (SIZE in bytes, DURATION in
+     *  the base unit). min == max == 0: no range beyond the type's own (INT: all of int64_t;
+     *  SIZE, DURATION: 0..INT64_MAX). Other types: 0. */
+    int64_t min;
+    int64_t max;
+    /** ENUM: the choices, a NULL-terminated array of non-empty strings; other types: NULL. */
+    const char *const *choices;
+    const void *reserved[4]; /* zero */
+};
+
+/**
+ * The value of one option as the core hands it to create_engine (struct ixl_engine_init's
+ * values): the user's value, else the default, parsed once. Same layout rule as ixl_option
+ * (arrays: frozen; the reserved slots are zero).
+ */
+struct ixl_opt_value {
+    /** BOOL: 0 or 1; INT: the value; ENUM: the index of the choice in choices; SIZE and
+     *  DURATION: the same number as u (their range ends at INT64_MAX). STRING: 0. */
+    int64_t i;
+    /** SIZE: bytes; DURATION: in the option's base unit; BOOL, ENUM, and INT when not
+     *  negative: the same number as i; a negative INT: 0. STRING: 0. */
+    uint64_t u;
+    /** The normalized text (see enum ixl_opt_type), as ixl_backend_params reports it. */
+    const char *str;
+    uint64_t reserved[2]; /* zero */
 };
 
 /** Key/value parameter (backend options). Strings borrowed for the call. */

@@ -44,105 +44,137 @@ int net_error(struct net_engine *e, int status, const char *fmt, ...)
 
 /* ---- options ------------------------------------------------------------------------------ */
 
-static const struct ixl_option net_options[] = {
-    {"path", "auto",
-     "data path to peers: auto (same node: mapped memory, then cross-memory attach, then TCP), "
-     "or force shm, cma or tcp"},
-    {"local_paths", "1", "0: same-node peers must use TCP to reach this agent's memory"},
-    {"listen_addr", "0.0.0.0", "address the data listener binds"},
-    {"port", "0", "data listener port (0: any free port)"},
-    {"addrs", "",
-     "addresses advertised to peers, comma-separated IPv4 (default: every "
-     "interface's)"},
-    {"conns", "4", "TCP connections per peer (1-16)"},
-    {"chunk", "1048576", "bytes per TCP frame when a descriptor is split"},
-    {"timeout_ms", "2000", "a peer silent this long with work outstanding is declared dead"},
-    {"heartbeat_ms", "250", "interval of the liveness checks"},
-    {"hugepages", "1", "1: memory from ixl_mem_alloc tries huge pages first"},
-    {"copy_threads", "2", "threads doing same-node copies (1-8)"},
+/* The options, by index: create_engine reads init->values[NO_x]. */
+enum net_opt {
+    NO_PATH,
+    NO_LOCAL_PATHS,
+    NO_LISTEN_ADDR,
+    NO_PORT,
+    NO_ADDRS,
+    NO_CONNS,
+    NO_CHUNK,
+    NO_TIMEOUT,
+    NO_HEARTBEAT,
+    NO_HUGEPAGES,
+    NO_COPY_THREADS,
+    NO_COUNT
 };
 
-static const char *opt(const struct ixl_engine_init *init, const char *key)
-{
-    for (size_t i = 0; i < init->n_params; i++)
-        if (strcmp(init->params[i].key, key) == 0)
-            return init->params[i].value;
-    for (size_t i = 0; i < sizeof(net_options) / sizeof(net_options[0]); i++)
-        if (strcmp(net_options[i].name, key) == 0)
-            return net_options[i].default_value;
-    return "";
-}
+/* In the order of enum net_path: the choice's index is the path. */
+static const char *const net_paths[] = {"auto", "shm", "cma", "tcp", NULL};
 
-static int opt_u64(struct net_engine *e, const struct ixl_engine_init *init, const char *key,
-                   uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    const char *v = opt(init, key);
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || errno || x < lo || x > hi)
-        return net_error(e, IXL_ERR_INVALID_ARG,
-                         "option %s='%s': want a number in %" PRIu64 "..%" PRIu64, key, v, lo, hi);
-    *out = x;
-    return IXL_OK;
-}
+static const struct ixl_option net_options[NO_COUNT] = {
+    [NO_PATH] = {.name = "path",
+                 .default_value = "auto",
+                 .type = IXL_OPT_ENUM,
+                 .choices = net_paths,
+                 .description = "data path to peers: auto (same node: mapped memory, then "
+                                "cross-memory attach, then TCP), or force shm, cma or tcp"},
+    [NO_LOCAL_PATHS] = {.name = "local_paths",
+                        .default_value = "1",
+                        .type = IXL_OPT_BOOL,
+                        .description = "0: same-node peers must use TCP to reach this agent's "
+                                       "memory"},
+    [NO_LISTEN_ADDR] = {.name = "listen_addr",
+                        .default_value = "0.0.0.0",
+                        .type = IXL_OPT_STRING,
+                        .description = "IPv4 address the data listener binds"},
+    [NO_PORT] = {.name = "port",
+                 .default_value = "0",
+                 .type = IXL_OPT_INT,
+                 .min = 0,
+                 .max = 65535,
+                 .description = "data listener port (0: any free port)"},
+    [NO_ADDRS] = {.name = "addrs",
+                  .default_value = "",
+                  .type = IXL_OPT_STRING,
+                  .description = "addresses advertised to peers, comma-separated IPv4 (default: "
+                                 "every interface's)"},
+    [NO_CONNS] = {.name = "conns",
+                  .default_value = "4",
+                  .type = IXL_OPT_INT,
+                  .unit = "connections",
+                  .min = 1,
+                  .max = NET_MAX_CONNS,
+                  .description = "TCP connections per peer"},
+    [NO_CHUNK] = {.name = "chunk",
+                  .default_value = "1M",
+                  .type = IXL_OPT_SIZE,
+                  .min = 4096,
+                  .max = 1 << 30,
+                  .description = "bytes per TCP frame when a descriptor is split"},
+    [NO_TIMEOUT] = {.name = "timeout_ms",
+                    .default_value = "2000",
+                    .type = IXL_OPT_DURATION,
+                    .unit = "ms",
+                    .min = 10,
+                    .max = 3600000,
+                    .description = "a peer silent this long with work outstanding is declared "
+                                   "dead"},
+    [NO_HEARTBEAT] = {.name = "heartbeat_ms",
+                      .default_value = "250",
+                      .type = IXL_OPT_DURATION,
+                      .unit = "ms",
+                      .min = 5,
+                      .max = 60000,
+                      .description = "interval of the liveness checks"},
+    [NO_HUGEPAGES] = {.name = "hugepages",
+                      .default_value = "1",
+                      .type = IXL_OPT_BOOL,
+                      .description = "memory from ixl_mem_alloc tries huge pages first"},
+    [NO_COPY_THREADS] = {.name = "copy_threads",
+                         .default_value = "2",
+                         .type = IXL_OPT_INT,
+                         .unit = "threads",
+                         .min = 1,
+                         .max = 8,
+                         .description = "threads doing same-node copies"},
+};
 
+/* The core parsed and range-checked every option (see net_options); what is left are the
+ * addresses, whose syntax no option type says. */
 static int parse_options(struct net_engine *e, const struct ixl_engine_init *init)
 {
-    const char *p = opt(init, "path");
-    if (strcmp(p, "auto") == 0)
-        e->force_path = NET_PATH_AUTO;
-    else if (strcmp(p, "shm") == 0)
-        e->force_path = NET_PATH_SHM;
-    else if (strcmp(p, "cma") == 0)
-        e->force_path = NET_PATH_CMA;
-    else if (strcmp(p, "tcp") == 0)
-        e->force_path = NET_PATH_TCP;
-    else
-        return net_error(e, IXL_ERR_INVALID_ARG, "option path='%s': want auto, shm, cma or tcp", p);
-    uint64_t v;
-    int rc;
-    if ((rc = opt_u64(e, init, "local_paths", 0, 1, &v)) != IXL_OK)
-        return rc;
-    e->local_paths = v;
-    if ((rc = opt_u64(e, init, "port", 0, 65535, &v)) != IXL_OK)
-        return rc;
-    e->port = (uint16_t)v;
-    if ((rc = opt_u64(e, init, "conns", 1, NET_MAX_CONNS, &v)) != IXL_OK)
-        return rc;
-    e->n_conns = (int)v;
-    if ((rc = opt_u64(e, init, "chunk", 4096, 1ull << 30, &e->chunk)) != IXL_OK)
-        return rc;
-    if ((rc = opt_u64(e, init, "timeout_ms", 10, 3600000, &v)) != IXL_OK)
-        return rc;
-    e->timeout_ns = v * 1000000ull;
-    if ((rc = opt_u64(e, init, "heartbeat_ms", 5, 60000, &v)) != IXL_OK)
-        return rc;
-    e->heartbeat_ns = v * 1000000ull;
-    if ((rc = opt_u64(e, init, "hugepages", 0, 1, &v)) != IXL_OK)
-        return rc;
-    e->hugepages = v;
-    if ((rc = opt_u64(e, init, "copy_threads", 1, 8, &v)) != IXL_OK)
-        return rc;
-    e->copy_threads = (int)v;
-    const char *la = opt(init, "listen_addr");
+    if (init->size < offsetof(struct ixl_engine_init, n_values) + sizeof(init->n_values) ||
+        init->n_values != NO_COUNT)
+        return net_error(e, IXL_ERR_INVALID_ARG, "NET: the core passed no typed options");
+    const struct ixl_opt_value *opt = init->values;
+    e->force_path = (enum net_path)opt[NO_PATH].i;
+    e->local_paths = opt[NO_LOCAL_PATHS].i != 0;
+    e->port = (uint16_t)opt[NO_PORT].u;
+    e->n_conns = (int)opt[NO_CONNS].i;
+    e->chunk = opt[NO_CHUNK].u;
+    e->timeout_ns = opt[NO_TIMEOUT].u * 1000000ull;
+    e->heartbeat_ns = opt[NO_HEARTBEAT].u * 1000000ull;
+    e->hugepages = opt[NO_HUGEPAGES].i != 0;
+    e->copy_threads = (int)opt[NO_COPY_THREADS].i;
+
+    const char *la = opt[NO_LISTEN_ADDR].str;
     struct in_addr tmp;
     if (inet_pton(AF_INET, la, &tmp) != 1)
-        return net_error(e, IXL_ERR_INVALID_ARG, "option listen_addr='%s': not an IPv4 address",
-                         la);
+        return net_error(e, IXL_ERR_INVALID_ARG,
+                         "option listen_addr='%s': want an IPv4 address (a.b.c.d)", la);
     snprintf(e->listen_addr, sizeof(e->listen_addr), "%s", la);
 
-    const char *adv = opt(init, "addrs");
+    const char *adv = opt[NO_ADDRS].str;
     while (*adv) {
         char one[64];
         const char *comma = strchr(adv, ',');
         size_t n = comma ? (size_t)(comma - adv) : strlen(adv);
-        if (n == 0 || n >= sizeof(one) || e->n_adv_addrs == NET_MAX_ADDRS)
-            return net_error(e, IXL_ERR_INVALID_ARG, "option addrs: bad list");
+        if (n == 0 || n >= sizeof(one))
+            return net_error(e, IXL_ERR_INVALID_ARG,
+                             "option addrs='%s': want comma-separated IPv4 addresses (an empty "
+                             "or overlong entry)",
+                             opt[NO_ADDRS].str);
+        if (e->n_adv_addrs == NET_MAX_ADDRS)
+            return net_error(e, IXL_ERR_INVALID_ARG, "option addrs='%s': more than %d addresses",
+                             opt[NO_ADDRS].str, NET_MAX_ADDRS);
         memcpy(one, adv, n);
         one[n] = '\0';
         if (inet_pton(AF_INET, one, &tmp) != 1)
-            return net_error(e, IXL_ERR_INVALID_ARG, "option addrs: '%s' is not IPv4", one);
+            return net_error(e, IXL_ERR_INVALID_ARG,
+                             "option addrs='%s': '%s' is not an IPv4 address", opt[NO_ADDRS].str,
+                             one);
         e->adv_addrs[e->n_adv_addrs++] = tmp.s_addr;
         adv = comma ? comma + 1 : adv + n;
     }
@@ -876,7 +908,7 @@ static const struct ixl_plugin_desc net_desc = {
     .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS,
     .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM),
     .options = net_options,
-    .n_options = sizeof(net_options) / sizeof(net_options[0]),
+    .n_options = NO_COUNT,
     .create_engine = net_create_engine,
     .destroy_engine = net_destroy_engine,
     .ops = &net_ops,

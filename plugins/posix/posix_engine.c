@@ -15,17 +15,40 @@
 
 #define PX_MEMS (IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_FILE) | IXL_MEM_BIT(IXL_MEM_BLK))
 
-static const struct ixl_option px_options[] = {
-    {"engine", "auto",
-     "auto (io_uring, else a thread pool of pread/pwrite when the kernel refuses io_uring), "
-     "io_uring, or threads"},
-    {"queue_depth", "64", "I/Os in flight per backend (1-4096)"},
-    {"chunk", "67108864",
-     "largest single I/O in bytes; larger descriptors are split (4096-1073741824, a multiple "
-     "of 4096; K, M, G suffixes accepted)"},
-    {"threads", "4", "workers of the thread-pool engine (1-64)"},
+/* The options, by index: create_engine reads init->values[PO_x]. */
+enum px_opt { PO_ENGINE, PO_QUEUE_DEPTH, PO_CHUNK, PO_THREADS, PO_COUNT };
+
+static const char *const px_engines[] = {"auto", "io_uring", "threads", NULL};
+
+static const struct ixl_option px_options[PO_COUNT] = {
+    [PO_ENGINE] = {.name = "engine",
+                   .default_value = "auto",
+                   .type = IXL_OPT_ENUM,
+                   .choices = px_engines,
+                   .description = "auto (io_uring, else a thread pool of pread/pwrite when the "
+                                  "kernel refuses io_uring), io_uring, or threads"},
+    [PO_QUEUE_DEPTH] = {.name = "queue_depth",
+                        .default_value = "64",
+                        .type = IXL_OPT_INT,
+                        .unit = "I/Os",
+                        .min = 1,
+                        .max = 4096,
+                        .description = "I/Os in flight per backend"},
+    [PO_CHUNK] = {.name = "chunk",
+                  .default_value = "64M",
+                  .type = IXL_OPT_SIZE,
+                  .min = 4096,
+                  .max = 1 << 30,
+                  .description = "largest single I/O, a multiple of 4096; larger descriptors are "
+                                 "split"},
+    [PO_THREADS] = {.name = "threads",
+                    .default_value = "4",
+                    .type = IXL_OPT_INT,
+                    .unit = "threads",
+                    .min = 1,
+                    .max = 64,
+                    .description = "workers of the thread-pool engine"},
 };
-#define PX_N_OPTIONS (sizeof(px_options) / sizeof(px_options[0]))
 
 int px_error(struct px_engine *e, int status, const char *fmt, ...)
 {
@@ -40,68 +63,23 @@ int px_error(struct px_engine *e, int status, const char *fmt, ...)
 
 /* ---- options ------------------------------------------------------------------------------- */
 
-static const char *opt(const struct ixl_engine_init *init, const char *key)
-{
-    for (size_t i = 0; i < init->n_params; i++)
-        if (strcmp(init->params[i].key, key) == 0)
-            return init->params[i].value;
-    for (size_t i = 0; i < PX_N_OPTIONS; i++)
-        if (strcmp(px_options[i].name, key) == 0)
-            return px_options[i].default_value;
-    return "";
-}
-
-/* A number with an optional K/M/G (binary) suffix, in lo..hi. */
-static int opt_size(struct px_engine *e, const struct ixl_engine_init *init, const char *key,
-                    uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    const char *v = opt(init, key);
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30;
-    if (shift)
-        end++;
-    if (*v == '\0' || *v == '-' || *end != '\0' || errno || (x << shift) >> shift != x ||
-        (x << shift) < lo || (x << shift) > hi)
-        return px_error(e, IXL_ERR_INVALID_ARG,
-                        "option %s='%s': want a number in %" PRIu64 "..%" PRIu64, key, v, lo, hi);
-    *out = x << shift;
-    return IXL_OK;
-}
-
+/* The core parsed and range-checked every option (see px_options); what is left is what no
+ * option type says. */
 static int parse_options(struct px_engine *e, const struct ixl_engine_init *init, int *engine)
 {
-    const char *v = opt(init, "engine");
-    if (strcmp(v, "auto") == 0)
-        *engine = -1;
-    else if (strcmp(v, "io_uring") == 0)
-        *engine = PX_URING;
-    else if (strcmp(v, "threads") == 0)
-        *engine = PX_THREADS;
-    else
+    if (init->size < offsetof(struct ixl_engine_init, n_values) + sizeof(init->n_values) ||
+        init->n_values != PO_COUNT)
+        return px_error(e, IXL_ERR_INVALID_ARG, "POSIX: the core passed no typed options");
+    const struct ixl_opt_value *opt = init->values;
+    static const int kinds[] = {-1, PX_URING, PX_THREADS}; /* in the order of px_engines */
+    uint64_t chunk = opt[PO_CHUNK].u;
+    if (chunk % 4096 != 0)
         return px_error(e, IXL_ERR_INVALID_ARG,
-                        "option engine='%s': want auto, io_uring or threads", v);
-    uint64_t qd, chunk, threads;
-    int rc = opt_size(e, init, "queue_depth", 1, 4096, &qd);
-    if (rc == IXL_OK)
-        rc = opt_size(e, init, "chunk", 4096, 1u << 30, &chunk);
-    if (rc == IXL_OK && chunk % 4096 != 0)
-        rc = px_error(e, IXL_ERR_INVALID_ARG, "option chunk=%" PRIu64 ": want a multiple of 4096",
-                      chunk);
-    if (rc == IXL_OK)
-        rc = opt_size(e, init, "threads", 1, 64, &threads);
-    if (rc != IXL_OK)
-        return rc;
-    e->qd = (uint32_t)qd;
+                        "option chunk=%" PRIu64 " bytes: want a multiple of 4096", chunk);
+    *engine = kinds[opt[PO_ENGINE].i];
+    e->qd = (uint32_t)opt[PO_QUEUE_DEPTH].u;
     e->chunk = chunk;
-    e->nthreads = (unsigned)threads;
+    e->nthreads = (unsigned)opt[PO_THREADS].u;
     return IXL_OK;
 }
 
@@ -700,7 +678,7 @@ static const struct ixl_plugin_desc px_desc = {
     .caps = IXL_CAP_LOCAL,
     .mem_mask = PX_MEMS,
     .options = px_options,
-    .n_options = PX_N_OPTIONS,
+    .n_options = PO_COUNT,
     .create_engine = px_create,
     .destroy_engine = px_destroy,
     .ops = &px_engine_ops,

@@ -18,29 +18,87 @@
 #define UCX_STR2(x) #x
 #define UCX_STR(x) UCX_STR2(x)
 
-static const struct ixl_option ucx_options[] = {
-    {"workers", "1",
-     "UCP workers per engine (1..16), each with its own progress thread; a request is split "
-     "over them in shares of at least 256 KiB"},
-    {"devices", "all", "UCX_NET_DEVICES: network devices UCX may use, e.g. eth0, mlx5_0:1"},
-    {"transports", "all",
-     "UCX_TLS: transports UCX may use, e.g. tcp, shm, sm,self, rc,ud (all: UCX chooses)"},
-    {"err_mode", "peer",
-     "error handling: peer (a dead peer fails its requests; UCX 1.13 then refuses shared "
-     "memory transports) or none (shared memory allowed; a dead peer may go unnoticed)"},
-    {"keepalive_ms", "1000",
-     "UCX_KEEPALIVE_INTERVAL in ms: how often endpoints check their peer (err_mode=peer)"},
-    {"timeout_ms", "2000",
-     "operations to a peer outstanding and none completed for this long (a stopped peer): its "
-     "requests fail with IXL_ERR_REMOTE_DISCONNECT and new posts to it fail until it completes "
-     "one again; the endpoint stays open, so release answers IXL_ERR_BUSY until the peer "
-     "resumes or dies; 0: never"},
-    {"progress_us", "1000", "longest sleep of a progress thread between two progress calls"},
-    {"rma_emulation", "ixl",
-     "WRITE/READ over an endpoint without an RMA transport (tcp): ixl (the plugin's own active "
-     "messages: descriptors batched, every range checked by the target against its regions' "
-     "keys; a dead initiator cannot abort the target) or ucx (UCX's emulated put/get, one "
-     "message per put; UCX 1.13.1 aborts a target whose initiator dies in the middle)"},
+/* The options, by index: create_engine reads init->values[UO_x]. */
+enum ucx_opt {
+    UO_WORKERS,
+    UO_DEVICES,
+    UO_TRANSPORTS,
+    UO_ERR_MODE,
+    UO_KEEPALIVE,
+    UO_TIMEOUT,
+    UO_PROGRESS,
+    UO_RMA_EMULATION,
+    UO_COUNT
+};
+
+static const char *const ucx_err_modes[] = {"peer", "none", NULL};    /* UCP_ERR_HANDLING_MODE_ */
+static const char *const ucx_rma_emulations[] = {"ixl", "ucx", NULL}; /* own_rma: index 0 */
+
+static const struct ixl_option ucx_options[UO_COUNT] = {
+    [UO_WORKERS] = {.name = "workers",
+                    .default_value = "1",
+                    .type = IXL_OPT_INT,
+                    .unit = "workers",
+                    .min = 1,
+                    .max = UCX_MAX_WORKERS,
+                    .description = "UCP workers per engine, each with its own progress thread; a "
+                                   "request is split over them in shares of at least 256 KiB"},
+    [UO_DEVICES] = {.name = "devices",
+                    .default_value = "all",
+                    .type = IXL_OPT_STRING,
+                    .description =
+                        "UCX_NET_DEVICES: network devices UCX may use, e.g. eth0, mlx5_0:1"},
+    [UO_TRANSPORTS] = {.name = "transports",
+                       .default_value = "all",
+                       .type = IXL_OPT_STRING,
+                       .description = "UCX_TLS: transports UCX may use, e.g. tcp, shm, sm,self, "
+                                      "rc,ud (all: UCX chooses)"},
+    [UO_ERR_MODE] = {.name = "err_mode",
+                     .default_value = "peer",
+                     .type = IXL_OPT_ENUM,
+                     .choices = ucx_err_modes,
+                     .description = "error handling: peer (a dead peer fails its requests; UCX "
+                                    "1.13 then refuses shared memory transports) or none "
+                                    "(shared memory allowed; a dead peer may go unnoticed)"},
+    [UO_KEEPALIVE] = {.name = "keepalive_ms",
+                      .default_value = "1000",
+                      .type = IXL_OPT_DURATION,
+                      .unit = "ms",
+                      .min = 1,
+                      .max = 3600000,
+                      .description = "UCX_KEEPALIVE_INTERVAL: how often endpoints check their "
+                                     "peer (err_mode=peer)"},
+    [UO_TIMEOUT] = {.name = "timeout_ms",
+                    .default_value = "2000",
+                    .type = IXL_OPT_DURATION,
+                    .unit = "ms",
+                    .min = 0,
+                    .max = 3600000,
+                    .description = "operations to a peer outstanding and none completed for "
+                                   "this long: its requests fail with IXL_ERR_REMOTE_DISCONNECT "
+                                   "and new posts to it fail until it completes one again (a "
+                                   "stopped peer); the endpoint stays open, so release "
+                                   "answers IXL_ERR_BUSY until the peer resumes or dies; 0: "
+                                   "never"},
+    [UO_PROGRESS] = {.name = "progress_us",
+                     .default_value = "1000",
+                     .type = IXL_OPT_DURATION,
+                     .unit = "us",
+                     .min = 1,
+                     .max = 1000000,
+                     .description = "longest sleep of a progress thread between two progress "
+                                    "calls"},
+    [UO_RMA_EMULATION] = {.name = "rma_emulation",
+                          .default_value = "ixl",
+                          .type = IXL_OPT_ENUM,
+                          .choices = ucx_rma_emulations,
+                          .description =
+                              "WRITE/READ over an endpoint without an RMA transport (tcp): ixl "
+                              "(the plugin's own active messages: descriptors batched, every "
+                              "range checked by the target against its regions' keys; a dead "
+                              "initiator cannot abort the target) or ucx (UCX's emulated "
+                              "put/get, one message per put; UCX 1.13.1 aborts a target whose "
+                              "initiator dies in the middle)"},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------------
@@ -629,28 +687,6 @@ static int ucx_unload_md(struct ixl_engine *base, struct ixl_md *md)
 /* ---- engine -----------------------------------------------------------------------------------
  */
 
-static const char *param(const struct ixl_engine_init *init, const char *key)
-{
-    for (size_t i = 0; i < init->n_params; i++)
-        if (strcmp(init->params[i].key, key) == 0)
-            return init->params[i].value;
-    for (size_t i = 0; i < sizeof(ucx_options) / sizeof(ucx_options[0]); i++)
-        if (strcmp(ucx_options[i].name, key) == 0)
-            return ucx_options[i].default_value;
-    return "";
-}
-
-static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static void ucx_destroy_engine(struct ixl_engine *base);
 
 /* Creates worker i: its UCP worker, notification handler, event fd and epoll set. */
@@ -712,27 +748,20 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         ucx_destroy_engine(&e->base);
         return IXL_ERR_NO_MEMORY;
     }
-    unsigned long workers, keepalive, prog, timeout;
-    const char *mode = param(init, "err_mode"), *emu = param(init, "rma_emulation");
-    if (parse_uint(param(init, "workers"), 1, UCX_MAX_WORKERS, &workers) != 0 ||
-        parse_uint(param(init, "keepalive_ms"), 1, 3600000, &keepalive) != 0 ||
-        parse_uint(param(init, "timeout_ms"), 0, 3600000, &timeout) != 0 ||
-        parse_uint(param(init, "progress_us"), 1, 1000000, &prog) != 0 ||
-        (strcmp(mode, "peer") != 0 && strcmp(mode, "none") != 0) ||
-        (strcmp(emu, "ixl") != 0 && strcmp(emu, "ucx") != 0)) {
-        fail(e, IXL_ERR_INVALID_ARG,
-             "bad option: workers (1..%d), keepalive_ms (1..3600000), timeout_ms (0..3600000), "
-             "progress_us (1..1000000), err_mode (peer|none) or rma_emulation (ixl|ucx)",
-             UCX_MAX_WORKERS);
+    /* The core parsed and range-checked every option (see ucx_options). */
+    if (init->size < offsetof(struct ixl_engine_init, n_values) + sizeof(init->n_values) ||
+        init->n_values != UO_COUNT) {
+        fail(e, IXL_ERR_INVALID_ARG, "the core passed no typed options");
         ucx_destroy_engine(&e->base);
         return IXL_ERR_INVALID_ARG;
     }
-    e->progress_us = (unsigned)prog;
-    e->timeout_ms = timeout;
-    e->own_rma = strcmp(emu, "ixl") == 0;
-    e->err_mode =
-        strcmp(mode, "peer") == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    snprintf(e->tls, sizeof(e->tls), "%s", param(init, "transports"));
+    const struct ixl_opt_value *opt = init->values;
+    uint64_t workers = opt[UO_WORKERS].u, keepalive = opt[UO_KEEPALIVE].u;
+    e->progress_us = (unsigned)opt[UO_PROGRESS].u;
+    e->timeout_ms = opt[UO_TIMEOUT].u;
+    e->own_rma = opt[UO_RMA_EMULATION].i == 0;
+    e->err_mode = opt[UO_ERR_MODE].i == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    snprintf(e->tls, sizeof(e->tls), "%s", opt[UO_TRANSPORTS].str);
     if ((e->w = calloc(workers, sizeof(*e->w))) == NULL) {
         ucx_destroy_engine(&e->base);
         return IXL_ERR_NO_MEMORY;
@@ -757,14 +786,14 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         return IXL_ERR_BACKEND;
     }
     char ka[32];
-    snprintf(ka, sizeof(ka), "%lums", keepalive);
+    snprintf(ka, sizeof(ka), "%" PRIu64 "ms", keepalive);
     /* TX_SEG_SIZE, the tcp transport's send segment (UCX_TCP_TX_SEG_SIZE; transport settings
      * go through ucp_config_modify by their names without "TCP_", and no other transport has
      * this one): 64 KiB instead of 8. The plugin's messages are copied into these segments
      * (see pack_ops), one send() each; 64 KiB is the receive segment (UCX_TCP_RX_SEG_SIZE),
      * the most a peer takes in one. Left alone where the user set either, and where tcp cannot
      * open: UCX warns about a transport setting no transport took. */
-    const char *devices = param(init, "devices");
+    const char *devices = opt[UO_DEVICES].str;
     bool seg = tcp_may_open(e->tls, devices) && getenv("UCX_TCP_TX_SEG_SIZE") == NULL &&
                getenv("UCX_TCP_RX_SEG_SIZE") == NULL;
     const char *mods[][2] = {{"TLS", e->tls},
@@ -956,7 +985,7 @@ static const struct ixl_plugin_desc ucx_desc = {
     .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS,
     .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_VRAM),
     .options = ucx_options,
-    .n_options = sizeof(ucx_options) / sizeof(ucx_options[0]),
+    .n_options = UO_COUNT,
     .create_engine = ucx_create_engine,
     .destroy_engine = ucx_destroy_engine,
     .ops = &ucx_ops,

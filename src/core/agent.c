@@ -147,70 +147,14 @@ struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const cha
     return NULL;
 }
 
-static void free_params(struct ixl_kv *kv, size_t n)
-{
-    for (size_t i = 0; kv && i < n; i++) {
-        free((char *)kv[i].key);
-        free((char *)kv[i].value);
-    }
-    free(kv);
-}
-
 static void backend_free(struct ixl_backend *b)
 {
     if (b == NULL)
         return;
     if (b->engine)
         b->plugin->d.destroy_engine(b->engine);
-    free_params(b->params, b->n_params);
+    ixl_pm_options_free(b->params, b->values, b->n_params);
     free(b);
-}
-
-/* The plugin's options with the user's values over the defaults. Unknown keys are refused
- * with the list of known ones, since a misspelt option silently ignored is a lost setting. */
-static int build_params(struct ixl_agent *agent, const struct ixl_plugin *p,
-                        const struct ixl_kv *user, size_t n_user, struct ixl_kv **out,
-                        size_t *n_out)
-{
-    const struct ixl_option *opts = p->info.options;
-    size_t n = p->info.n_options;
-    for (size_t i = 0; i < n_user; i++) {
-        if (user[i].key == NULL || user[i].value == NULL)
-            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
-                                 "backend %s: option %zu has a NULL key or value", p->info.name, i);
-        size_t j;
-        for (j = 0; j < n; j++)
-            if (strcmp(opts[j].name, user[i].key) == 0)
-                break;
-        if (j == n) {
-            char known[512] = "";
-            size_t used = 0;
-            for (j = 0; j < n && used < sizeof(known); j++)
-                used += (size_t)snprintf(known + used, sizeof(known) - used, "%s%s", j ? ", " : "",
-                                         opts[j].name);
-            return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
-                                 "backend %s has no option '%s' (its options: %s)", p->info.name,
-                                 user[i].key, n ? known : "none");
-        }
-    }
-    struct ixl_kv *kv = calloc(n ? n : 1, sizeof(*kv));
-    if (kv == NULL)
-        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    for (size_t j = 0; j < n; j++) {
-        const char *v = opts[j].default_value;
-        for (size_t i = 0; i < n_user; i++)
-            if (strcmp(opts[j].name, user[i].key) == 0)
-                v = user[i].value; /* the last one given wins */
-        kv[j].key = strdup(opts[j].name);
-        kv[j].value = strdup(v);
-        if (kv[j].key == NULL || kv[j].value == NULL) {
-            free_params(kv, j + 1);
-            return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-        }
-    }
-    *out = kv;
-    *n_out = n;
-    return IXL_OK;
 }
 
 static int backend_create_locked(struct ixl_agent *agent, const char *name,
@@ -240,9 +184,13 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     b->host.log = host_log;
     b->host.error = host_error;
     b->host.signal = host_signal;
-    int rc = build_params(agent, p, params, n, &b->params, &b->n_params);
-    if (rc != IXL_OK)
+    char why[1024];
+    int rc =
+        ixl_pm_options_build(p, params, n, &b->params, &b->values, &b->n_params, why, sizeof(why));
+    if (rc != IXL_OK) {
+        IXL_AGENT_ERR(agent, rc, "%s", why);
         goto free_backend;
+    }
 
     struct ixl_engine_init init = {
         .size = sizeof(init),
@@ -253,6 +201,8 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
         .progress_thread = agent->params.progress_thread,
         .progress_period_us = agent->params.progress_period_us,
         .notif_max = agent->params.notif_max,
+        .values = b->values,
+        .n_values = b->n_params,
     };
     struct ixl_engine *e = NULL;
     ixl_err_clear(agent->id);
@@ -401,7 +351,8 @@ static int valid_agent_name(const char *name)
     return n > 0 && n < IXL_NAME_MAX;
 }
 
-static void fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p)
+/* IXL_ERR_INVALID_ARG (logged) when an IXL_* variable it reads does not parse. */
+static int fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p)
 {
     struct ixl_agent_params *d = &agent->params;
     uint64_t m = p ? p->field_mask : 0;
@@ -416,11 +367,19 @@ static void fill_params(struct ixl_agent *agent, const struct ixl_agent_params *
     d->thread_mode = (m & IXL_AGENT_F_THREAD_MODE) ? p->thread_mode : IXL_THREAD_SAFE;
     d->telemetry = (m & IXL_AGENT_F_TELEMETRY) ? p->telemetry : true;
     d->backends = NULL; /* consumed at creation */
-    size_t nmax = (size_t)strtoull(ixl_cfg_get(IXL_CFG_NOTIF_MAX), NULL, 10);
-    if (m & IXL_AGENT_F_NOTIF_MAX)
+    uint64_t nmax = IXL_NOTIF_MAX_DEFAULT;
+    if (m & IXL_AGENT_F_NOTIF_MAX) {
         nmax = p->notif_max;
-    d->notif_max = nmax < IXL_NOTIF_MAX_DEFAULT ? IXL_NOTIF_MAX_DEFAULT : nmax;
+    } else {
+        char why[512];
+        if (ixl_cfg_num(IXL_CFG_NOTIF_MAX, &nmax, why, sizeof(why)) != IXL_OK) {
+            ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: %s", agent->name, why);
+            return IXL_ERR_INVALID_ARG;
+        }
+    }
+    d->notif_max = nmax < IXL_NOTIF_MAX_DEFAULT ? IXL_NOTIF_MAX_DEFAULT : (size_t)nmax;
     d->etcd_endpoints = NULL;
+    return IXL_OK;
 }
 
 /* Creates the backends of a comma-separated list. explicit: a failure fails the agent. */
@@ -476,7 +435,10 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
         salt = (uint16_t)(getpid() ^ agent->id);
     agent->incarnation =
         (((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) << 12) | (salt & 0xfffu);
-    fill_params(agent, params);
+    if ((rc = fill_params(agent, params)) != IXL_OK) {
+        free(agent);
+        return rc;
+    }
 
     pthread_rwlock_init(&agent->lock, NULL);
     pthread_mutex_init(&agent->notif_lock, NULL);

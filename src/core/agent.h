@@ -32,7 +32,8 @@ struct ixl_backend {
     unsigned slot; /* index in agent->backends */
     uint32_t caps;
     uint32_t mem_mask;
-    struct ixl_kv *params; /* effective options: every option of the plugin */
+    struct ixl_kv *params;        /* effective options: every option of the plugin, normalized */
+    struct ixl_opt_value *values; /* the same, typed (values[i].str is params[i].value) */
     size_t n_params;
     const void *conn_info; /* borrowed from the engine (REMOTE only) */
     size_t conn_len;

@@ -103,12 +103,18 @@ int ixl_mdx_etcd_open(struct ixl_agent *agent, const char *endpoints, const atom
     }
     m->agent = agent;
     m->stop = stop;
+    uint64_t ttl_s;
+    int rc = ixl_cfg_num(IXL_CFG_ETCD_TTL, &ttl_s, msg, msglen);
+    if (rc != IXL_OK) {
+        etcd_destroy(m);
+        return rc;
+    }
     struct ixl_etcd_opts o = {
         .endpoints = endpoints,
         .ns = ixl_cfg_get(IXL_CFG_ETCD_NAMESPACE),
-        .ttl_s = (unsigned)strtoul(ixl_cfg_get(IXL_CFG_ETCD_TTL), NULL, 10),
+        .ttl_s = (unsigned)ttl_s, /* 1..3600: the table's range */
     };
-    int rc = ixl_etcd_open(&o, &m->c, msg, msglen);
+    rc = ixl_etcd_open(&o, &m->c, msg, msglen);
     if (rc == IXL_OK)
         rc = ixl_etcd_watch(m->c, etcd_gone, m, msg, msglen);
     if (rc != IXL_OK) {

@@ -13,6 +13,7 @@
 #include "plugin/builtin.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/opt.h"
 
 #define PLUGIN_PREFIX "libixl_plugin_"
 #define PLUGIN_SUFFIX ".so"
@@ -351,15 +352,102 @@ int ixl_pm_check_desc(const struct ixl_plugin_desc *desc, char *why, size_t cap)
         snprintf(why, cap, "plugin %s advertises progress but lacks progress()", desc->name);
         return IXL_ERR_PLUGIN;
     }
+    if (desc->n_options > 0 && desc->options == NULL) {
+        snprintf(why, cap, "plugin %s: %zu options but no options array", desc->name,
+                 desc->n_options);
+        return IXL_ERR_PLUGIN;
+    }
     for (size_t i = 0; i < desc->n_options; i++) {
-        if (desc->options == NULL || desc->options[i].name == NULL ||
-            desc->options[i].default_value == NULL || desc->options[i].description == NULL) {
-            snprintf(why, cap, "plugin %s: option %zu lacks a name, default or description",
-                     desc->name, i);
+        const struct ixl_option *o = &desc->options[i];
+        char bad[480];
+        if (ixl_opt_check(o, bad, sizeof(bad)) != IXL_OK) {
+            snprintf(why, cap, "plugin %s: option table entry %zu: %s", desc->name, i, bad);
             return IXL_ERR_PLUGIN;
         }
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(desc->options[j].name, o->name) == 0) {
+                snprintf(why, cap, "plugin %s: two options are called %s", desc->name, o->name);
+                return IXL_ERR_PLUGIN;
+            }
     }
     return IXL_OK;
+}
+
+/* ---- options of a backend --------------------------------------------------------------- */
+
+void ixl_pm_options_free(struct ixl_kv *kv, struct ixl_opt_value *values, size_t n)
+{
+    for (size_t i = 0; kv && i < n; i++) {
+        free((char *)kv[i].key);
+        free((char *)kv[i].value);
+    }
+    free(kv);
+    free(values);
+}
+
+/* Unknown keys are refused with the list of known ones, since a misspelt option silently
+ * ignored is a lost setting. Only the value in force of each option is parsed (a key given
+ * twice: the last wins). */
+int ixl_pm_options_build(const struct ixl_plugin *p, const struct ixl_kv *user, size_t n_user,
+                         struct ixl_kv **kv_out, struct ixl_opt_value **values_out, size_t *n_out,
+                         char *why, size_t cap)
+{
+    const struct ixl_option *opts = p->info.options;
+    size_t n = p->info.n_options;
+    for (size_t i = 0; i < n_user; i++) {
+        if (user[i].key == NULL || user[i].value == NULL) {
+            snprintf(why, cap, "backend %s: option %zu has a NULL key or value", p->info.name, i);
+            return IXL_ERR_INVALID_ARG;
+        }
+        size_t j;
+        for (j = 0; j < n; j++)
+            if (strcmp(opts[j].name, user[i].key) == 0)
+                break;
+        if (j == n) {
+            char known[512] = "";
+            size_t used = 0;
+            for (j = 0; j < n && used < sizeof(known); j++)
+                used += (size_t)snprintf(known + used, sizeof(known) - used, "%s%s", j ? ", " : "",
+                                         opts[j].name);
+            snprintf(why, cap, "backend %s has no option '%s' (its options: %s)", p->info.name,
+                     user[i].key, n ? known : "none");
+            return IXL_ERR_INVALID_ARG;
+        }
+    }
+    int rc = IXL_ERR_NO_MEMORY;
+    struct ixl_kv *kv = calloc(n ? n : 1, sizeof(*kv));
+    struct ixl_opt_value *values = calloc(n ? n : 1, sizeof(*values));
+    if (kv == NULL || values == NULL) {
+        snprintf(why, cap, "out of memory");
+        goto free_options;
+    }
+    for (size_t j = 0; j < n; j++) {
+        const char *text = opts[j].default_value;
+        for (size_t i = 0; i < n_user; i++)
+            if (strcmp(opts[j].name, user[i].key) == 0)
+                text = user[i].value; /* the last one given wins */
+        char norm[IXL_OPT_NORM_MAX], bad[640];
+        if ((rc = ixl_opt_parse(&opts[j], text, &values[j], norm, bad, sizeof(bad))) != IXL_OK) {
+            snprintf(why, cap, "backend %s: option %s", p->info.name, bad);
+            goto free_options;
+        }
+        kv[j].key = strdup(opts[j].name);
+        kv[j].value = strdup(values[j].str);
+        if (kv[j].key == NULL || kv[j].value == NULL) {
+            rc = IXL_ERR_NO_MEMORY;
+            snprintf(why, cap, "out of memory");
+            goto free_options;
+        }
+        values[j].str = kv[j].value; /* norm is on this stack; the copy lives with the backend */
+    }
+    *kv_out = kv;
+    *values_out = values;
+    *n_out = n;
+    return IXL_OK;
+
+free_options:
+    ixl_pm_options_free(kv, values, n);
+    return rc;
 }
 
 /* ---- the registry of plugins ------------------------------------------------------------ */

@@ -42,4 +42,18 @@ const struct ixl_plugin *ixl_pm_get(size_t index);
 /* Validates a descriptor; on refusal writes the reason. Exposed for tests. */
 int ixl_pm_check_desc(const struct ixl_plugin_desc *desc, char *why, size_t cap);
 
+/*
+ * The options of a backend of plugin p: the user's values (unknown keys refused with the list
+ * of known ones) over the defaults, each parsed by its type. On success *kv_out and
+ * *values_out hold *n_out (the plugin's n_options) entries in the order of its options array:
+ * key and normalized value, and the typed value whose str is kv's value. On failure: the
+ * status (IXL_ERR_INVALID_ARG naming the option, its value and what it wants; or
+ * IXL_ERR_NO_MEMORY) with the message in why, and no output written.
+ */
+int ixl_pm_options_build(const struct ixl_plugin *p, const struct ixl_kv *user, size_t n_user,
+                         struct ixl_kv **kv_out, struct ixl_opt_value **values_out, size_t *n_out,
+                         char *why, size_t cap);
+/* Frees what ixl_pm_options_build made (NULLs accepted). */
+void ixl_pm_options_free(struct ixl_kv *kv, struct ixl_opt_value *values, size_t n);
+
 #endif

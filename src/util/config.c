@@ -6,30 +6,53 @@
 
 #include <ixl/ixl.h>
 
-struct cfg_entry {
-    const char *name;
-    const char *default_value;
-    const char *description;
-};
+#include "util/opt.h"
 
-/* One table, read once: ixl-info prints it, and nothing else in ixl calls getenv(). */
-static const struct cfg_entry table[IXL_CFG_COUNT] = {
-    [IXL_CFG_LOG_LEVEL] = {"IXL_LOG_LEVEL", "warn",
-                           "log level: none, error, warn, info, debug, trace (or 0-5)"},
-    [IXL_CFG_PLUGIN_DIR] = {"IXL_PLUGIN_DIR", "",
-                            "colon-separated directories searched for plugins before the "
-                            "installed plugin directory and plugins/ next to libixl.so"},
-    [IXL_CFG_BACKENDS] = {"IXL_BACKENDS", "NET,POSIX",
-                          "backends an agent creates when its params name none "
-                          "(comma-separated plugin names)"},
-    [IXL_CFG_ETCD_ENDPOINTS] = {"IXL_ETCD_ENDPOINTS", "",
-                                "etcd endpoints for metadata exchange (http://host:port,...)"},
-    [IXL_CFG_ETCD_NAMESPACE] = {"IXL_ETCD_NAMESPACE", "/ixl/agents",
-                                "key prefix of agent metadata in etcd"},
-    [IXL_CFG_ETCD_TTL] = {"IXL_ETCD_TTL", "10",
-                          "seconds an agent's etcd entries outlive it (its lease's TTL)"},
-    [IXL_CFG_NOTIF_MAX] = {"IXL_NOTIF_MAX", "65536",
-                           "default maximum notification size in bytes (at least 65536)"},
+/* One table, read once: ixl-info prints it, and nothing else in ixl calls getenv(). Entries
+ * are typed like backend options (enum ixl_opt_type): a size or a duration is parsed by
+ * src/util/opt.c, by the same rules (K/M/G, us/ms/s) as every option. */
+static const struct ixl_option table[IXL_CFG_COUNT] = {
+    [IXL_CFG_LOG_LEVEL] = {.name = "IXL_LOG_LEVEL",
+                           .default_value = "warn",
+                           .type = IXL_OPT_STRING,
+                           .description =
+                               "log level: none, error, warn, info, debug, trace (or 0-5)"},
+    [IXL_CFG_PLUGIN_DIR] = {.name = "IXL_PLUGIN_DIR",
+                            .default_value = "",
+                            .type = IXL_OPT_STRING,
+                            .description = "colon-separated directories searched for plugins "
+                                           "before the installed plugin directory and plugins/ "
+                                           "next to libixl.so"},
+    [IXL_CFG_BACKENDS] = {.name = "IXL_BACKENDS",
+                          .default_value = "NET,POSIX",
+                          .type = IXL_OPT_STRING,
+                          .description = "backends an agent creates when its params name none "
+                                         "(comma-separated plugin names)"},
+    [IXL_CFG_ETCD_ENDPOINTS] = {.name = "IXL_ETCD_ENDPOINTS",
+                                .default_value = "",
+                                .type = IXL_OPT_STRING,
+                                .description = "etcd endpoints for metadata exchange "
+                                               "(http://host:port,...)"},
+    [IXL_CFG_ETCD_NAMESPACE] = {.name = "IXL_ETCD_NAMESPACE",
+                                .default_value = "/ixl/agents",
+                                .type = IXL_OPT_STRING,
+                                .description = "key prefix of agent metadata in etcd"},
+    [IXL_CFG_ETCD_TTL] = {.name = "IXL_ETCD_TTL",
+                          .default_value = "10",
+                          .type = IXL_OPT_DURATION,
+                          .unit = "s",
+                          .min = 1,
+                          .max = 3600,
+                          .description = "how long an agent's etcd entries outlive it (its "
+                                         "lease's TTL): a duration, 1..3600 s (a bare number is "
+                                         "seconds; suffixes us, ms, s)"},
+    [IXL_CFG_NOTIF_MAX] = {.name = "IXL_NOTIF_MAX",
+                           .default_value = "64K",
+                           .type = IXL_OPT_SIZE,
+                           .min = IXL_NOTIF_MAX_DEFAULT,
+                           .max = INT64_MAX,
+                           .description = "default maximum notification size: a size in bytes, "
+                                          "at least 64K (suffixes K, M, G, T: powers of 1024)"},
 };
 
 static const char *values[IXL_CFG_COUNT];
@@ -49,6 +72,16 @@ const char *ixl_cfg_get(enum ixl_cfg which)
 {
     pthread_once(&once, read_env);
     return values[which];
+}
+
+int ixl_cfg_num(enum ixl_cfg which, uint64_t *out, char *why, size_t cap)
+{
+    struct ixl_opt_value v;
+    char norm[IXL_OPT_NORM_MAX];
+    int rc = ixl_opt_parse(&table[which], ixl_cfg_get(which), &v, norm, why, cap);
+    if (rc == IXL_OK)
+        *out = v.u;
+    return rc;
 }
 
 size_t ixl_config_count(void)

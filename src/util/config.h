@@ -2,6 +2,9 @@
 #ifndef IXL_UTIL_CONFIG_H
 #define IXL_UTIL_CONFIG_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 enum ixl_cfg {
     IXL_CFG_LOG_LEVEL,
     IXL_CFG_PLUGIN_DIR,
@@ -15,5 +18,12 @@ enum ixl_cfg {
 
 /* Value in force: the environment variable if set, else the default (never NULL). */
 const char *ixl_cfg_get(enum ixl_cfg which);
+
+/*
+ * The value in force of a variable that holds a size (bytes) or a duration (in its base
+ * unit), parsed by the rules of every option (src/util/opt.h). IXL_OK, or IXL_ERR_INVALID_ARG
+ * with "NAME='VALUE': what is wrong; want WHAT" in why and *out untouched.
+ */
+int ixl_cfg_num(enum ixl_cfg which, uint64_t *out, char *why, size_t cap);
 
 #endif

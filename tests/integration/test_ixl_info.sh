@@ -9,8 +9,22 @@ out=$(IXL_PLUGIN_DIR="$dir" "$info") || fail "ixl-info exited $?"
 echo "$out"
 echo "$out" | grep -q "^  TEST " || fail "TEST plugin not listed"
 echo "$out" | grep -q "option delay_us" || fail "TEST options not listed"
+# Each option with its type, range or choices, and default.
+has() { echo "$out" | grep -Eq "$1" || fail "no line matching: $1"; }
+has 'option delay_us +duration 0\.\.600000000 us, default "0"$'
+has 'option fail_post +int -2147483648\.\.0 status, default "0"$'
+has 'option release_busy +int 0\.\.1000000 times, default "0"$'
+has 'option no_progress +bool, default "0"$'
+has 'option mems +string, default "DRAM,VRAM,FILE"$'
+has '^ +memory types the engine supports, comma separated$'
+# The built-in NET and POSIX show the other types.
+has 'option path +enum auto\|shm\|cma\|tcp, default "auto"$'
+has 'option chunk +size 4K\.\.1G bytes, default "1M"$'
+has 'option timeout_ms +duration 10\.\.3600000 ms, default "2000"$'
+has 'option conns +int 1\.\.16 connections, default "4"$'
+has 'option engine +enum auto\|io_uring\|threads, default "auto"$'
 echo "$out" | grep -q "capabilities: local,remote,notif,progress" || fail "capabilities"
-for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF TESTDUP; do
+for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF BROKEN_OPTS TESTDUP; do
     echo "$out" | grep -A1 "libixl_plugin_$f.so" | grep -q "refused: " ||
         fail "$f not listed as refused with a reason"
 done

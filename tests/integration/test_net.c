@@ -1256,6 +1256,62 @@ static void test_stuck_peer(const struct rbuf *rb)
     small_ok(rb, INFLIGHT_BYTES - 64 * 1024);
 }
 
+/* The core parses NET's options by their types; NET checks the addresses. A bad value is
+ * IXL_ERR_INVALID_ARG naming the option, the value and what it wants; suffixes are
+ * normalized. */
+static void test_options(void)
+{
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent *a;
+    CHECK_RC(ixl_agent_create("net_opts", &ap, &a), IXL_OK);
+    static const struct {
+        struct ixl_kv kv[1];
+        const char *says;
+    } bad[] = {
+        {{{"conns", "0"}},
+         "option conns='0': out of range; want an integer (connections) in 1..16"},
+        {{{"conns", "4x"}}, "option conns='4x'"},
+        {{{"path", "udp"}}, "option path='udp': not a choice; want one of auto, shm, cma, tcp"},
+        {{{"timeout_ms", "1500us"}}, "option timeout_ms='1500us': not a whole number of ms"},
+        {{{"timeout_ms", "5"}}, "want a duration in ms, 10..3600000"},
+        {{{"heartbeat_ms", "2m"}}, "option heartbeat_ms='2m': unknown duration suffix"},
+        {{{"chunk", "1K"}}, "option chunk='1K': out of range; want a size in bytes, 4K..1G"},
+        {{{"local_paths", "2"}}, "option local_paths='2': not a boolean"},
+        {{{"port", "65536"}}, "option port='65536'"},
+        {{{"listen_addr", "1.2.3"}}, "option listen_addr='1.2.3': want an IPv4 address"},
+        {{{"addrs", "10.0.0.1,,10.0.0.2"}}, "option addrs='10.0.0.1,,10.0.0.2'"},
+        {{{"addrs", "10.0.0.1,host"}}, "option addrs='10.0.0.1,host': 'host' is not an IPv4"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = ixl_backend_create(a, "NET", bad[i].kv, 1, NULL);
+        if (rc != IXL_ERR_INVALID_ARG)
+            check_fail(__FILE__, __LINE__, "NET %s=%s: %s, want IXL_ERR_INVALID_ARG",
+                       bad[i].kv[0].key, bad[i].kv[0].value, ixl_strerror(rc));
+        CHECK_STR_HAS(ixl_agent_last_error(a), bad[i].says);
+    }
+    struct ixl_kv good[] = {{"timeout_ms", "3s"}, {"chunk", "256K"}, {"local_paths", "false"},
+                            {"path", "TCP"},      {"conns", "2"},    {"listen_addr", "127.0.0.1"}};
+    struct ixl_backend *b;
+    CHECK_RC(ixl_backend_create(a, "NET", good, sizeof(good) / sizeof(good[0]), &b), IXL_OK);
+    const struct ixl_kv *kv;
+    size_t n;
+    CHECK_RC(ixl_backend_params(b, &kv, &n), IXL_OK);
+    static const char *const want[][2] = {{"timeout_ms", "3000"}, {"chunk", "262144"},
+                                          {"local_paths", "0"},   {"path", "tcp"},
+                                          {"conns", "2"},         {"heartbeat_ms", "250"}};
+    for (size_t j = 0; j < sizeof(want) / sizeof(want[0]); j++) {
+        size_t i = 0;
+        while (i < n && strcmp(kv[i].key, want[j][0]) != 0)
+            i++;
+        if (i == n || strcmp(kv[i].value, want[j][1]) != 0)
+            check_fail(__FILE__, __LINE__, "NET option %s is '%s', want '%s'", want[j][0],
+                       i < n ? kv[i].value : "(missing)", want[j][1]);
+    }
+    ixl_agent_destroy(a);
+    fprintf(stderr, "  options: %zu bad values refused by name, suffixes normalized\n",
+            sizeof(bad) / sizeof(bad[0]));
+}
+
 static void test_peer_failures(void)
 {
     BL = malloc(INFLIGHT_BYTES);
@@ -1283,8 +1339,10 @@ int main(int argc, char **argv)
     uint64_t t0 = now_ms();
 
     /* First, while this process has no thread, so the forked initiator starts clean. */
-    if (!big)
+    if (!big) {
         test_seccomp_fallback();
+        test_options();
+    }
 
     size_t rlen = (big ? BIG_BYTES : SCATTER_BYTES) + 2 * GUARD;
     L_len = rlen + (big ? 0 : 2 * ((1 << 20) + 2 * GUARD));

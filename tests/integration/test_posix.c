@@ -1583,19 +1583,50 @@ static void test_options(void)
     struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
     struct ixl_agent *a;
     CHECK_RC(ixl_agent_create("posix_opts", &ap, &a), IXL_OK);
-    static const struct ixl_kv bad[][1] = {
-        {{"engine", "bogus"}}, {{"queue_depth", "0"}},    {{"queue_depth", "4097"}},
-        {{"chunk", "4097"}},   {{"chunk", "2048"}},       {{"threads", "0"}},
-        {{"threads", "65"}},   {{"no_such_option", "1"}},
+    /* Each refusal names the option, the value and what it wants. */
+    static const struct {
+        struct ixl_kv kv[1];
+        const char *says;
+    } bad[] = {
+        {{{"engine", "bogus"}},
+         "option engine='bogus': not a choice; want one of auto, io_uring, threads"},
+        {{{"queue_depth", "0"}}, "option queue_depth='0': out of range; want an integer"},
+        {{{"queue_depth", "4097"}}, "1..4096"},
+        {{{"queue_depth", "1K"}}, "option queue_depth='1K'"},
+        {{{"chunk", "4097"}}, "option chunk=4097 bytes: want a multiple of 4096"},
+        {{{"chunk", "2048"}}, "option chunk='2048': out of range; want a size in bytes, 4K..1G"},
+        {{{"chunk", "2G"}}, "option chunk='2G'"},
+        {{{"chunk", "-4K"}}, "option chunk='-4K': negative"},
+        {{{"chunk", "99999999999G"}}, "too large"},
+        {{{"chunk", "64KB"}}, "unknown size suffix"},
+        {{{"chunk", ""}}, "option chunk='': empty"},
+        {{{"threads", "0"}}, "option threads='0'"},
+        {{{"threads", "65"}}, "1..64"},
+        {{{"no_such_option", "1"}}, "no option 'no_such_option'"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int rc = ixl_backend_create(a, "POSIX", bad[i], 1, NULL);
-        if (rc == IXL_OK)
-            check_fail(__FILE__, __LINE__, "POSIX %s=%s was accepted", bad[i][0].key,
-                       bad[i][0].value);
+        int rc = ixl_backend_create(a, "POSIX", bad[i].kv, 1, NULL);
+        if (rc != IXL_ERR_INVALID_ARG)
+            check_fail(__FILE__, __LINE__, "POSIX %s=%s: %s, want IXL_ERR_INVALID_ARG",
+                       bad[i].kv[0].key, bad[i].kv[0].value, ixl_strerror(rc));
+        CHECK_STR_HAS(ixl_agent_last_error(a), bad[i].says);
         fprintf(stderr, "  %-44s %s: %s\n", "option refused", ixl_strerror(rc),
                 ixl_agent_last_error(a));
     }
+    /* Suffixes, case and blanks: the effective values are normalized. */
+    struct ixl_kv sfx[] = {{"engine", " THREADS"}, {"chunk", "64K"}, {"queue_depth", "+8 "}};
+    struct ixl_backend *bs;
+    CHECK_RC(ixl_backend_create(a, "POSIX", sfx, 3, &bs), IXL_OK);
+    const struct ixl_kv *skv;
+    size_t sn;
+    CHECK_RC(ixl_backend_params(bs, &skv, &sn), IXL_OK);
+    CHECK(sn == 4);
+    CHECK(strcmp(skv[0].key, "engine") == 0 && strcmp(skv[0].value, "threads") == 0);
+    CHECK(strcmp(skv[1].key, "queue_depth") == 0 && strcmp(skv[1].value, "8") == 0);
+    CHECK(strcmp(skv[2].key, "chunk") == 0 && strcmp(skv[2].value, "65536") == 0);
+    CHECK(strcmp(skv[3].key, "threads") == 0 && strcmp(skv[3].value, "4") == 0);
+    ixl_agent_destroy(a);
+    CHECK_RC(ixl_agent_create("posix_opts", &ap, &a), IXL_OK);
     struct ixl_kv good[] = {
         {"engine", "threads"}, {"queue_depth", "7"}, {"chunk", "65536"}, {"threads", "3"}};
     struct ixl_backend *b;

@@ -786,6 +786,59 @@ static const struct mode modes[] = {
      {{"transports", "sm"}, {"err_mode", "none"}, {"workers", "2"}, {"rma_emulation", "ixl"}}},
 };
 
+/* The core parses UCX's options by their types: a bad value is IXL_ERR_INVALID_ARG naming
+ * the option, the value and what it wants; suffixes and case are normalized. */
+static void test_options(void)
+{
+    static const struct {
+        struct ixl_kv kv[1];
+        const char *says;
+    } bad[] = {
+        {{{"workers", "17"}},
+         "option workers='17': out of range; want an integer (workers) in 1..16"},
+        {{{"workers", ""}}, "option workers='': empty"},
+        {{{"err_mode", "bogus"}}, "option err_mode='bogus': not a choice; want one of peer, none"},
+        {{{"rma_emulation", "rdma"}}, "want one of ixl, ucx"},
+        {{{"timeout_ms", "1500us"}}, "option timeout_ms='1500us': not a whole number of ms"},
+        {{{"timeout_ms", "-1"}}, "option timeout_ms='-1': negative"},
+        {{{"keepalive_ms", "0"}}, "option keepalive_ms='0': out of range; want a duration in ms"},
+        {{{"progress_us", "2s"}}, "option progress_us='2s': out of range"},
+    };
+    struct ixl_agent *a;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = make_agent("ucx_opts", bad[i].kv, 1, &a);
+        if (rc != IXL_ERR_INVALID_ARG)
+            check_fail(__FILE__, __LINE__, "UCX %s=%s: %s, want IXL_ERR_INVALID_ARG",
+                       bad[i].kv[0].key, bad[i].kv[0].value, ixl_strerror(rc));
+        CHECK_STR_HAS(ixl_agent_last_error(a), bad[i].says);
+        ixl_agent_destroy(a);
+    }
+    const struct ixl_kv good[] = {{"timeout_ms", "3s"},
+                                  {"progress_us", "1ms"},
+                                  {"rma_emulation", "UCX"},
+                                  {"transports", "tcp"}};
+    CHECK_RC(make_agent("ucx_opts", good, 4, &a), IXL_OK);
+    struct ixl_backend *b;
+    CHECK_RC(ixl_backend_find(a, "UCX", &b), IXL_OK);
+    const struct ixl_kv *kv;
+    size_t n;
+    CHECK_RC(ixl_backend_params(b, &kv, &n), IXL_OK);
+    static const char *const want[][2] = {{"timeout_ms", "3000"},   {"progress_us", "1000"},
+                                          {"rma_emulation", "ucx"}, {"transports", "tcp"},
+                                          {"workers", "1"},         {"keepalive_ms", "1000"}};
+    for (size_t j = 0; j < sizeof(want) / sizeof(want[0]); j++) {
+        size_t i = 0;
+        while (i < n && strcmp(kv[i].key, want[j][0]) != 0)
+            i++;
+        if (i == n || strcmp(kv[i].value, want[j][1]) != 0)
+            check_fail(__FILE__, __LINE__, "UCX option %s is '%s', want '%s'", want[j][0],
+                       i < n ? kv[i].value : "(missing)", want[j][1]);
+    }
+    ixl_agent_destroy(a);
+    fprintf(stderr, "options: %zu bad values refused by name, suffixes normalized\n",
+            sizeof(bad) / sizeof(bad[0]));
+}
+
 int main(int argc, char **argv)
 {
     bool big = argc > 1 && strcmp(argv[1], "big") == 0;
@@ -807,6 +860,8 @@ int main(int argc, char **argv)
         ixl_agent_destroy(probe);
     }
 
+    if (argc == 1)
+        test_options();
     if (churn > 0) {
         for (int i = 0; i < churn; i++)
             test_peer_failures(i % 2 ? "2" : "1");

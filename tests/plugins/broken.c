@@ -5,6 +5,7 @@
  *   BROKEN_ABI     - abi_major one above IXL_PLUGIN_ABI_MAJOR;
  *   BROKEN_SMALL   - an ops table smaller than IXL_ENGINE_OPS_MIN_SIZE;
  *   BROKEN_NONOTIF - REMOTE|LOCAL without NOTIF, every method present;
+ *   BROKEN_OPTS    - an option of a type ixl does not know;
  *   BROKEN_DUP     - a valid plugin that calls itself "TEST".
  * None of them makes working engines: create_engine answers IXL_ERR_NOT_SUPPORTED.
  */
@@ -20,10 +21,13 @@
 #define BROKEN_NAME "BROKEN_SMALL"
 #elif defined(BROKEN_NONOTIF)
 #define BROKEN_NAME "BROKEN_NONOTIF"
+#elif defined(BROKEN_OPTS)
+#define BROKEN_NAME "BROKEN_OPTS"
 #elif defined(BROKEN_DUP)
 #define BROKEN_NAME "TEST"
 #else
-#error "define one of BROKEN_NOSYM, BROKEN_ABI, BROKEN_SMALL, BROKEN_NONOTIF, BROKEN_DUP"
+#error \
+    "define one of BROKEN_NOSYM, BROKEN_ABI, BROKEN_SMALL, BROKEN_NONOTIF, BROKEN_OPTS, BROKEN_DUP"
 #endif
 
 #if defined(BROKEN_NONOTIF)
@@ -36,6 +40,12 @@
 #define BROKEN_OPS_SIZE offsetof(struct ixl_engine_ops, prep_xfer)
 #else
 #define BROKEN_OPS_SIZE sizeof(struct ixl_engine_ops)
+#endif
+
+#if defined(BROKEN_OPTS)
+#define BROKEN_OPT_TYPE ((enum ixl_opt_type)99)
+#else
+#define BROKEN_OPT_TYPE IXL_OPT_INT
 #endif
 
 #if defined(BROKEN_ABI)
@@ -206,7 +216,10 @@ static const struct ixl_engine_ops br_ops = {
 };
 
 static const struct ixl_option br_options[] = {
-    {"unused", "0", "an option so that the descriptor is complete"},
+    {.name = "unused",
+     .default_value = "0",
+     .type = BROKEN_OPT_TYPE,
+     .description = "an option so that the descriptor is complete"},
 };
 
 static const struct ixl_plugin_desc br_desc = {

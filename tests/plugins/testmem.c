@@ -62,14 +62,42 @@
 #define TM_MAX_RELEASE_BUSY 1000000ull
 #define TM_BYTES_PER_US 10000ull /* 10 GB/s */
 
-static const struct ixl_option tm_options[] = {
-    {"delay_us", "0",
-     "microseconds a worker thread waits before doing a posted transfer; 0 = inline"},
-    {"mems", "DRAM,VRAM,FILE", "memory types the engine supports, comma separated"},
-    {"fail_post", "0", "if nonzero, every post_xfer fails with this (negative) status"},
-    {"release_busy", "0",
-     "release of an in-flight request returns IXL_ERR_BUSY this many times first"},
-    {"no_progress", "0", "1: engines do not advertise the progress capability"},
+/* The options, by index: create_engine reads init->values[TO_x]. */
+enum tm_opt { TO_DELAY_US, TO_MEMS, TO_FAIL_POST, TO_RELEASE_BUSY, TO_NO_PROGRESS, TO_COUNT };
+
+static const struct ixl_option tm_options[TO_COUNT] = {
+    [TO_DELAY_US] = {.name = "delay_us",
+                     .default_value = "0",
+                     .type = IXL_OPT_DURATION,
+                     .unit = "us",
+                     .min = 0,
+                     .max = TM_MAX_DELAY_US,
+                     .description = "how long a worker thread waits before doing a posted "
+                                    "transfer; 0 = inline"},
+    [TO_MEMS] = {.name = "mems",
+                 .default_value = "DRAM,VRAM,FILE",
+                 .type = IXL_OPT_STRING,
+                 .description = "memory types the engine supports, comma separated"},
+    [TO_FAIL_POST] = {.name = "fail_post",
+                      .default_value = "0",
+                      .type = IXL_OPT_INT,
+                      .unit = "status",
+                      .min = INT_MIN,
+                      .max = 0,
+                      .description = "if nonzero, every post_xfer fails with this (negative) "
+                                     "status"},
+    [TO_RELEASE_BUSY] = {.name = "release_busy",
+                         .default_value = "0",
+                         .type = IXL_OPT_INT,
+                         .unit = "times",
+                         .min = 0,
+                         .max = TM_MAX_RELEASE_BUSY,
+                         .description = "release of an in-flight request returns IXL_ERR_BUSY "
+                                        "this many times first"},
+    [TO_NO_PROGRESS] = {.name = "no_progress",
+                        .default_value = "0",
+                        .type = IXL_OPT_BOOL,
+                        .description = "engines do not advertise the progress capability"},
 };
 
 /* ---- objects ---------------------------------------------------------------------------- */
@@ -325,40 +353,6 @@ static int tm_name_ok(const char *s)
         return 0;
     size_t n = strnlen(s, IXL_NAME_MAX);
     return n >= 1 && n < IXL_NAME_MAX;
-}
-
-static int tm_parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        unsigned d = (unsigned)(*s - '0');
-        if (d > max || v > (max - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-static int tm_parse_bool(const char *s, int *out)
-{
-    if (s == NULL)
-        return -1;
-    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
-        !strcasecmp(s, "on")) {
-        *out = 1;
-        return 0;
-    }
-    if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
-        !strcasecmp(s, "off")) {
-        *out = 0;
-        return 0;
-    }
-    return -1;
 }
 
 static int tm_parse_mems(const char *s, uint32_t *out)
@@ -698,48 +692,20 @@ static int tm_create_engine(const struct ixl_engine_init *init, struct ixl_engin
     if (!tm_name_ok(init->agent_name))
         return tm_error(h, IXL_ERR_INVALID_ARG, "%s: invalid agent name", TESTMEM_NAME);
 
-    uint64_t delay_us = 0, release_busy = 0;
-    uint32_t mems =
-        IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_VRAM) | IXL_MEM_BIT(IXL_MEM_FILE);
-    int fail_post = 0, no_progress = 0;
-    size_t n_params = 0;
-    const struct ixl_kv *params = NULL;
-    if (init->size >= offsetof(struct ixl_engine_init, n_params) + sizeof(init->n_params)) {
-        params = init->params;
-        n_params = init->n_params;
-    }
-    if (n_params > 0 && params == NULL)
-        return tm_error(h, IXL_ERR_INVALID_ARG, "%s: %zu parameters but no array", TESTMEM_NAME,
-                        n_params);
-    for (size_t i = 0; i < n_params; i++) {
-        const char *k = params[i].key, *v = params[i].value;
-        int bad = 0;
-        if (k == NULL || v == NULL) {
-            return tm_error(h, IXL_ERR_INVALID_ARG, "%s: parameter %zu lacks a key or value",
-                            TESTMEM_NAME, i);
-        } else if (strcmp(k, "delay_us") == 0) {
-            bad = tm_parse_u64(v, TM_MAX_DELAY_US, &delay_us);
-        } else if (strcmp(k, "mems") == 0) {
-            bad = tm_parse_mems(v, &mems);
-        } else if (strcmp(k, "fail_post") == 0) {
-            uint64_t mag = 0;
-            const char *digits = v[0] == '-' ? v + 1 : v;
-            bad = tm_parse_u64(digits, (uint64_t)INT_MAX + 1, &mag);
-            if (!bad && v[0] != '-' && mag != 0)
-                bad = 1; /* a failure status is negative */
-            if (!bad)
-                fail_post = mag == (uint64_t)INT_MAX + 1 ? INT_MIN : -(int)mag;
-        } else if (strcmp(k, "release_busy") == 0) {
-            bad = tm_parse_u64(v, TM_MAX_RELEASE_BUSY, &release_busy);
-        } else if (strcmp(k, "no_progress") == 0) {
-            bad = tm_parse_bool(v, &no_progress);
-        } else {
-            return tm_error(h, IXL_ERR_INVALID_ARG, "%s: unknown option '%s'", TESTMEM_NAME, k);
-        }
-        if (bad)
-            return tm_error(h, IXL_ERR_INVALID_ARG, "%s: option %s: cannot use value '%s'",
-                            TESTMEM_NAME, k, v);
-    }
+    /* The core parsed every option by its type and range (tm_options): only mems, a list,
+     * is left to check here. */
+    if (init->size < offsetof(struct ixl_engine_init, n_values) + sizeof(init->n_values) ||
+        init->n_values != TO_COUNT || init->values == NULL)
+        return tm_error(h, IXL_ERR_INVALID_ARG, "%s: the core passed no typed options",
+                        TESTMEM_NAME);
+    const struct ixl_opt_value *opt = init->values;
+    uint64_t delay_us = opt[TO_DELAY_US].u, release_busy = opt[TO_RELEASE_BUSY].u;
+    int fail_post = (int)opt[TO_FAIL_POST].i, no_progress = opt[TO_NO_PROGRESS].i != 0;
+    uint32_t mems = 0;
+    if (tm_parse_mems(opt[TO_MEMS].str, &mems) != 0)
+        return tm_error(h, IXL_ERR_INVALID_ARG,
+                        "%s: option mems='%s': want DRAM, VRAM or FILE, comma separated",
+                        TESTMEM_NAME, opt[TO_MEMS].str);
     size_t notif_max = IXL_NOTIF_MAX_DEFAULT;
     if (init->size >= offsetof(struct ixl_engine_init, notif_max) + sizeof(init->notif_max) &&
         init->notif_max > 0)
@@ -1571,7 +1537,7 @@ static const struct ixl_plugin_desc tm_desc = {
     .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS,
     .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_VRAM) | IXL_MEM_BIT(IXL_MEM_FILE),
     .options = tm_options,
-    .n_options = sizeof(tm_options) / sizeof(tm_options[0]),
+    .n_options = TO_COUNT,
     .create_engine = tm_create_engine,
     .destroy_engine = tm_destroy_engine,
     .ops = &tm_ops,

@@ -56,6 +56,13 @@ def test_default_backends_come_from_configuration(agents):
     assert sorted(a.backends) == sorted(configured)
     assert "NET" in a.get_plugin_list() and "POSIX" in a.get_plugin_list()
     assert "engine" in a.get_plugin_params("POSIX")
+    opts = {o["name"]: o for o in a.get_plugin_options("POSIX")}
+    assert opts["engine"]["type"] == "enum"
+    assert opts["engine"]["choices"] == ["auto", "io_uring", "threads"]
+    assert opts["chunk"]["type"] == "size" and opts["chunk"]["max"] == 1 << 30
+    net = {o["name"]: o for o in a.get_plugin_options("NET")}
+    assert net["timeout_ms"]["type"] == "duration" and net["timeout_ms"]["unit"] == "ms"
+    assert net["local_paths"]["type"] == "bool" and "min" not in net["local_paths"]
     assert "FILE" in a.get_plugin_mem_types("POSIX")
     assert a.get_backend_params("POSIX")["engine"]
     assert agents("none", backends=[]).backends == {}

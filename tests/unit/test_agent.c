@@ -60,14 +60,23 @@ int main(void)
     CHECK_RC(ixl_backend_create(a, "TEST", bad, 1, &b), IXL_ERR_INVALID_ARG);
     CHECK_STR_HAS(ixl_agent_last_error(a), "no option 'delay_usec'");
     CHECK_STR_HAS(ixl_agent_last_error(a), "delay_us");
+    /* A bad value: the message names the backend, the option, the value and what it wants. */
     struct ixl_kv badval[] = {{"delay_us", "soon"}};
-    CHECK(ixl_backend_create(a, "TEST", badval, 1, &b) < 0);
-    CHECK_STR_HAS(ixl_agent_last_error(a), "TEST");
+    CHECK_RC(ixl_backend_create(a, "TEST", badval, 1, &b), IXL_ERR_INVALID_ARG);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "backend TEST: option delay_us='soon': not a number; "
+                                           "want a duration in us, 0..600000000");
+    struct ixl_kv badneg[] = {{"fail_post", "5"}, {"delay_us", "1ms"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", badneg, 2, &b), IXL_ERR_INVALID_ARG);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "option fail_post='5': out of range");
+    struct ixl_kv badmems[] = {{"mems", "DRAM,HBM"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", badmems, 1, &b), IXL_ERR_INVALID_ARG);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "option mems='DRAM,HBM'");
     CHECK(ixl_backend_count(a) == 1);
 
-    struct ixl_kv good[] = {{"delay_us", "5"}, {"mems", "DRAM"}};
-    CHECK_RC(ixl_backend_create(a, "TEST", good, 2, &b), IXL_OK);
-    CHECK(strcmp(param(b, "delay_us"), "5") == 0);
+    struct ixl_kv good[] = {{"delay_us", "5ms"}, {"mems", "DRAM"}, {"no_progress", "off"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", good, 3, &b), IXL_OK);
+    CHECK(strcmp(param(b, "delay_us"), "5000") == 0); /* normalized: the base unit, no suffix */
+    CHECK(strcmp(param(b, "no_progress"), "0") == 0);
     CHECK(param(b, "fail_post") != NULL); /* every option, with its default */
     CHECK(ixl_backend_mem_mask(b) == IXL_MEM_BIT(IXL_MEM_DRAM));
     CHECK(ixl_backend_caps(b) & IXL_CAP_REMOTE);

@@ -46,8 +46,11 @@ int main(void)
     int has_delay = 0;
     for (size_t i = 0; i < info.n_options; i++) {
         CHECK(info.options[i].name && info.options[i].default_value && info.options[i].description);
-        if (strcmp(info.options[i].name, "delay_us") == 0)
+        if (strcmp(info.options[i].name, "delay_us") == 0) {
             has_delay = 1;
+            CHECK(info.options[i].type == IXL_OPT_DURATION);
+            CHECK(strcmp(info.options[i].unit, "us") == 0);
+        }
     }
     CHECK(has_delay);
 
@@ -72,6 +75,7 @@ int main(void)
     CHECK_STR_HAS(refusal_of("libixl_plugin_BROKEN_ABI.so"), "ABI 2.");
     CHECK_STR_HAS(refusal_of("libixl_plugin_BROKEN_SMALL.so"), "too small");
     CHECK_STR_HAS(refusal_of("libixl_plugin_BROKEN_NONOTIF.so"), "without notifications");
+    CHECK_STR_HAS(refusal_of("libixl_plugin_BROKEN_OPTS.so"), "option unused: unknown type 99");
     CHECK_STR_HAS(refusal_of("libixl_plugin_TESTDUP.so"), "duplicate plugin name 'TEST'");
     CHECK(refusal_of("libixl_plugin_TEST.so") == NULL);
 

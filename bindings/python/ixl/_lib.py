@@ -11,8 +11,8 @@ plugins/ next to libixl.so (so a build tree's plugins come with its library).
 import ctypes
 import ctypes.util
 import os
-from ctypes import (POINTER, Structure, c_bool, c_char_p, c_int, c_size_t, c_uint, c_uint16,
-                    c_uint32, c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_bool, c_char_p, c_int, c_int64, c_size_t, c_uint,
+                    c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import errors
 
@@ -75,8 +75,22 @@ class KV(Structure):
     _fields_ = [("key", c_char_p), ("value", c_char_p)]
 
 
+# enum ixl_opt_type (ixl_types.h): the type of a backend option.
+OPT_BOOL = 1
+OPT_INT = 2
+OPT_SIZE = 3
+OPT_DURATION = 4
+OPT_ENUM = 5
+OPT_STRING = 6
+OPT_TYPE_NAMES = {OPT_BOOL: "bool", OPT_INT: "int", OPT_SIZE: "size", OPT_DURATION: "duration",
+                  OPT_ENUM: "enum", OPT_STRING: "string"}
+
+
 class Option(Structure):
-    _fields_ = [("name", c_char_p), ("default_value", c_char_p), ("description", c_char_p)]
+    """struct ixl_option: frozen layout (arrays of it cannot grow)."""
+    _fields_ = [("name", c_char_p), ("default_value", c_char_p), ("description", c_char_p),
+                ("type", c_int), ("flags", c_uint32), ("unit", c_char_p), ("min", c_int64),
+                ("max", c_int64), ("choices", POINTER(c_char_p)), ("reserved", c_void_p * 4)]
 
 
 class PluginInfo(Structure):

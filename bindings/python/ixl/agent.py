@@ -300,6 +300,30 @@ class Agent:
         return {text(info.options[i].name): text(info.options[i].default_value)
                 for i in range(info.n_options)}
 
+    def get_plugin_options(self, backend):
+        """The plugin's options as a list of dicts: name, type ("bool", "int", "size",
+        "duration", "enum", "string"), default, description, and where they apply unit
+        (an int's, or a duration's base unit), min and max (an int's, a size's in bytes, a
+        duration's in its unit; absent when unbounded) and choices (an enum's)."""
+        info = plugin_info(backend)
+        out = []
+        for i in range(info.n_options):
+            o = info.options[i]
+            d = {"name": text(o.name), "type": _lib.OPT_TYPE_NAMES.get(o.type, "unknown"),
+                 "default": text(o.default_value), "description": text(o.description)}
+            if o.unit:
+                d["unit"] = text(o.unit)
+            if o.type in (_lib.OPT_INT, _lib.OPT_SIZE, _lib.OPT_DURATION) and (o.min or o.max):
+                d["min"], d["max"] = o.min, o.max
+            if o.type == _lib.OPT_ENUM:
+                choices, j = [], 0
+                while o.choices[j]:
+                    choices.append(text(o.choices[j]))
+                    j += 1
+                d["choices"] = choices
+            out.append(d)
+        return out
+
     def get_plugin_mem_types(self, backend):
         mask = plugin_info(backend).mem_mask
         return [n for i, n in enumerate(_lib.MEM_NAMES) if mask & (1 << i)]
