@@ -279,7 +279,7 @@ static struct req_result time_request(struct ixl_agent *a, const struct ixl_prep
         int rc = ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, n, NULL, &x);
         uint64_t t1 = now_ns();
         need(rc, a, "ixl_xfer_create_prepped");
-        struct ixl_xfer_info info;
+        struct ixl_xfer_info info = {.size = sizeof(info)};
         need(ixl_xfer_info(x, &info), a, "ixl_xfer_info");
         res.descs = info.desc_count;
         uint64_t t2 = now_ns();
@@ -483,7 +483,7 @@ int main(int argc, char **argv)
     /* Before the first ixl call: the configuration is read once. */
     if (getenv("IXL_PLUGIN_DIR") == NULL && IXL_BENCH_PLUGIN_DIR[0] != '\0')
         setenv("IXL_PLUGIN_DIR", IXL_BENCH_PLUGIN_DIR, 1);
-    struct ixl_plugin_info info;
+    struct ixl_plugin_info info = {.size = sizeof(info)};
     if (ixl_plugin_find("TEST", &info) != IXL_OK) {
         fprintf(stderr,
                 "bench_core: skipped: the TEST plugin is not on the plugin path (IXL_PLUGIN_DIR="

@@ -630,7 +630,7 @@ static int run_ixl(const char *path, size_t size, unsigned iters, const struct i
     struct ixl_agent *agent = NULL;
     struct ixl_dlist *remote = NULL, *local = NULL, *back = NULL;
     struct ixl_xfer *wx = NULL, *rx = NULL;
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     struct ixl_reg_desc rd[2];
     unsigned char *src = NULL, *dst = NULL, *md = NULL, *dls = NULL;
     const char *used = "";

@@ -370,7 +370,7 @@ static void barrier(struct row_ctx *rc)
 static void note_info(struct thr *th, struct ixl_xfer *x)
 {
     struct row_ctx *rc = th->rc;
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
 
     if (th->noted || ixl_xfer_info(x, &info) != IXL_OK)
         return;

@@ -224,7 +224,7 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
     bool record = it >= w;
     uint64_t seed = in->seed++, t0, t1, t2, t3;
     struct ixl_xfer *x = NULL;
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     struct ixl_xfer_params p = {.field_mask = IXL_XFER_F_NOTIF};
     struct ixb_ctl_ans a;
     char tag[64];

@@ -21,6 +21,23 @@
  *  - After an error, ixl_agent_last_error() gives a sentence that says what went wrong and,
  *    where the caller can fix it, what to do.
  *
+ * How the structs of this header grow without breaking callers built against an older one:
+ *  - Output structs the caller allocates and the library fills (struct ixl_plugin_info,
+ *    ixl_config_var, ixl_xfer_telemetry, ixl_xfer_info, ixl_cost, ixl_agent_stats) begin
+ *    with uint32_t size. Set it to sizeof(struct ...) before the call. The library writes
+ *    only the fields that lie entirely within min(size, its own sizeof) and sets size to that
+ *    min: a caller built against an older header gets the fields it knows and nothing past
+ *    them; a caller built against a newer one reads size back to see which fields the library
+ *    filled. A size below the struct's first generation is IXL_ERR_INVALID_ARG, and nothing
+ *    is written on any error.
+ *  - Input parameter structs (struct ixl_agent_params, ixl_reg_params, ixl_md_params,
+ *    ixl_xfer_params, ixl_prep_params) begin with field_mask: a field is read only when its
+ *    bit is set.
+ *  - Structs passed in arrays (struct ixl_desc, ixl_run, ixl_reg_desc, ixl_kv, ixl_mem_query,
+ *    ixl_option, and the items of struct ixl_notif_batch) are frozen: their stride is part of
+ *    the contract. A later generation adds a new struct type and new functions that take it.
+ *  - New fields only ever go at the end of a struct; enum values are never renumbered.
+ *
  * Memory types and the meaning of a registration descriptor's fields:
  *
  *   type  addr     len                  dev                        bytes
@@ -139,6 +156,7 @@ IXL_API void ixl_log_set_sink(ixl_log_fn fn, void *ctx);
 
 /** A configuration variable: its environment name, value now, default and meaning. */
 struct ixl_config_var {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_config_var) */
     const char *name;
     const char *value;
     const char *default_value;
@@ -158,6 +176,7 @@ IXL_API const char *ixl_config_value(const char *name);
 
 /** What the plugin manager knows of a plugin. Strings live until process exit. */
 struct ixl_plugin_info {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_plugin_info) */
     const char *name;
     const char *version;
     unsigned abi_major;
@@ -488,6 +507,7 @@ IXL_API ixl_status ixl_xfer_set_notif(struct ixl_xfer *xfer, const void *msg, si
 
 /** Per-request telemetry of the last completed post. */
 struct ixl_xfer_telemetry {
+    uint32_t size;       /* set by the caller to sizeof(struct ixl_xfer_telemetry) */
     uint64_t post_us;    /* time spent in ixl_xfer_post() */
     uint64_t xfer_us;    /* from post to the completion the agent saw */
     uint64_t bytes;      /* bytes moved */
@@ -500,6 +520,7 @@ IXL_API ixl_status ixl_xfer_telemetry(struct ixl_xfer *xfer, struct ixl_xfer_tel
 
 /** What a request is and how it ran. Strings live as long as the request. */
 struct ixl_xfer_info {
+    uint32_t size;       /* set by the caller to sizeof(struct ixl_xfer_info) */
     const char *backend; /* the chosen backend */
     const char *path;    /* the data path the backend used ("tcp", "cma", ...) or "" */
     uint64_t desc_count; /* after merging */
@@ -596,6 +617,7 @@ IXL_API ixl_status ixl_agent_progress(struct ixl_agent *agent);
 
 /** Agent-wide counters (since creation). */
 struct ixl_agent_stats {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_agent_stats) */
     uint64_t posted;
     uint64_t completed;
     uint64_t failed;

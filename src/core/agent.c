@@ -14,6 +14,7 @@
 
 #include "core/hooks.h"
 #include "util/config.h"
+#include "util/out.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -156,6 +157,10 @@ static void free_params(struct ixl_kv *kv, size_t n)
     free(kv);
 }
 
+/* The engine's size covers field (the plugin ABI's growth rule). */
+#define ENGINE_COVERS(e, field) \
+    ((e)->size >= offsetof(struct ixl_engine, field) + sizeof((e)->field))
+
 static void backend_free(struct ixl_backend *b)
 {
     if (b == NULL)
@@ -265,10 +270,21 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
                           ixl_strerror(rc));
         goto free_backend;
     }
-    e->desc = p->desc;
     b->engine = e;
-    b->caps = e->caps;
-    b->mem_mask = e->mem_mask;
+    /* The engine's base grows size first: refuse one older than the first generation, touch
+     * only what its size covers. */
+    if (e->size < IXL_ENGINE_MIN_SIZE) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
+                           "backend %s: its engine's size %u is below the smallest struct "
+                           "ixl_engine (%zu bytes); set base.size = sizeof(struct ixl_engine) in "
+                           "create_engine",
+                           p->info.name, (unsigned)e->size, (size_t)IXL_ENGINE_MIN_SIZE);
+        goto free_backend;
+    }
+    if (ENGINE_COVERS(e, desc))
+        e->desc = p->desc;
+    b->caps = ENGINE_COVERS(e, caps) ? e->caps : 0;
+    b->mem_mask = ENGINE_COVERS(e, mem_mask) ? e->mem_mask : 0;
     if ((b->caps & ~p->info.caps) || (b->mem_mask & ~p->info.mem_mask)) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
                            "backend %s claims capabilities or memory types beyond its plugin's",
@@ -594,15 +610,25 @@ ixl_status ixl_agent_progress(struct ixl_agent *agent)
     return IXL_OK;
 }
 
+/* struct ixl_agent_stats's first generation ends at notifs_sent (the growth rule in ixl.h). */
+#define IXL_AGENT_STATS_V1 IXL_SIZE_THROUGH(struct ixl_agent_stats, notifs_sent)
+
 ixl_status ixl_agent_stats(struct ixl_agent *agent, struct ixl_agent_stats *out)
 {
     if (agent == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
-    out->posted = atomic_load(&agent->st_posted);
-    out->completed = atomic_load(&agent->st_completed);
-    out->failed = atomic_load(&agent->st_failed);
-    out->bytes = atomic_load(&agent->st_bytes);
-    out->notifs_received = atomic_load(&agent->st_notifs_rx);
-    out->notifs_sent = atomic_load(&agent->st_notifs_tx);
-    return IXL_OK;
+    if (ixl_out_check(out, IXL_AGENT_STATS_V1) != IXL_OK)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_agent_stats: out->size must be sizeof(struct ixl_agent_stats)");
+    struct ixl_agent_stats st = {
+        .size = sizeof(st),
+        .posted = atomic_load(&agent->st_posted),
+        .completed = atomic_load(&agent->st_completed),
+        .failed = atomic_load(&agent->st_failed),
+        .bytes = atomic_load(&agent->st_bytes),
+        .notifs_received = atomic_load(&agent->st_notifs_rx),
+        .notifs_sent = atomic_load(&agent->st_notifs_tx),
+    };
+    return ixl_out_write(out, &st, sizeof(st), IXL_AGENT_STATS_V1,
+                         _Alignof(struct ixl_agent_stats));
 }

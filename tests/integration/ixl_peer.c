@@ -487,7 +487,7 @@ static void cmd_xfer(int argc, char **argv)
             rc = ixl_xfer_wait(x, 30000);
     }
     if (rc == IXL_OK) {
-        struct ixl_xfer_info info;
+        struct ixl_xfer_info info = {.size = sizeof(info)};
         ixl_xfer_info(x, &info);
         reply("ok %s", info.path[0] ? info.path : "?");
     } else {

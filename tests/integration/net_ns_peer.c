@@ -254,7 +254,7 @@ static void transfer(struct ixl_agent *a, enum ixl_op op, uint64_t local, uint64
                 ixl_strerror(rc), ixl_agent_last_error(a));
         exit(1);
     }
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     if (strcmp(info.backend, "NET") != 0 || strcmp(info.path, "tcp") != 0 || info.bytes != SIZE) {
         fprintf(stderr, "initiator: ran on %s path '%s' (%" PRIu64 " bytes), want NET tcp\n",

@@ -131,7 +131,7 @@ static int post_wait(struct ixl_xfer *x, int ms)
 static void check_info(struct ixl_agent *a, struct ixl_xfer *x, const char *want_path,
                        uint64_t bytes, uint64_t descs)
 {
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     if (strcmp(info.path, want_path) != 0)
         check_fail(__FILE__, __LINE__, "%s: path '%s', want '%s'", ixl_agent_name(a), info.path,

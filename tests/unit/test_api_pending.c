@@ -159,19 +159,19 @@ static int c_xfer_set_notif(void)
 
 static int c_xfer_telemetry(void)
 {
-    struct ixl_xfer_telemetry t;
+    struct ixl_xfer_telemetry t = {.size = sizeof(t)};
     return ixl_xfer_telemetry(NULL, &t) == IXL_ERR_INVALID_ARG ? IXL_OK : IXL_ERR_NOT_SUPPORTED;
 }
 
 static int c_xfer_info(void)
 {
-    struct ixl_xfer_info i;
+    struct ixl_xfer_info i = {.size = sizeof(i)};
     return ixl_xfer_info(NULL, &i) == IXL_ERR_INVALID_ARG ? IXL_OK : IXL_ERR_NOT_SUPPORTED;
 }
 
 static int c_xfer_estimate(void)
 {
-    struct ixl_cost c;
+    struct ixl_cost c = {.size = sizeof(c)};
     return ixl_xfer_estimate(NULL, &c) == IXL_ERR_INVALID_ARG ? IXL_OK : IXL_ERR_NOT_SUPPORTED;
 }
 

@@ -34,13 +34,13 @@ int main(void)
     ixl_log_set_level(IXL_LOG_WARN);
 
     /* By name, the manager opens the plugin's own file only: no refusal is logged yet. */
-    struct ixl_plugin_info info;
+    struct ixl_plugin_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_plugin_find("TEST", &info), IXL_OK);
     CHECK(captured_len == 0);
     CHECK(strcmp(info.name, "TEST") == 0);
     CHECK(!info.builtin);
     CHECK_STR_HAS(info.path, "libixl_plugin_TEST.so");
-    CHECK(info.abi_major == 1);
+    CHECK(info.abi_major == 2); /* IXL_PLUGIN_ABI_MAJOR */
     CHECK(info.caps == (IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS));
     CHECK(info.mem_mask & IXL_MEM_BIT(IXL_MEM_DRAM));
     int has_delay = 0;

@@ -79,15 +79,24 @@ class Option(Structure):
     _fields_ = [("name", c_char_p), ("default_value", c_char_p), ("description", c_char_p)]
 
 
-class PluginInfo(Structure):
-    _fields_ = [("name", c_char_p), ("version", c_char_p), ("abi_major", c_uint),
-                ("abi_minor", c_uint), ("caps", c_uint32), ("mem_mask", c_uint32),
+class _Sized(Structure):
+    """An output struct that grows "size first" (ixl.h): size is set to the struct's size as
+    this binding knows it, before every call that fills it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.size = ctypes.sizeof(self)
+
+
+class PluginInfo(_Sized):
+    _fields_ = [("size", c_uint32), ("name", c_char_p), ("version", c_char_p),
+                ("abi_major", c_uint), ("abi_minor", c_uint), ("caps", c_uint32), ("mem_mask", c_uint32),
                 ("builtin", c_bool), ("path", c_char_p), ("options", POINTER(Option)),
                 ("n_options", c_size_t)]
 
 
-class ConfigVar(Structure):
-    _fields_ = [("name", c_char_p), ("value", c_char_p), ("default_value", c_char_p),
+class ConfigVar(_Sized):
+    _fields_ = [("size", c_uint32), ("name", c_char_p), ("value", c_char_p), ("default_value", c_char_p),
                 ("description", c_char_p)]
 
 
@@ -123,18 +132,18 @@ class XferParams(Structure):
                 ("no_merge", c_bool)]
 
 
-class XferTelemetry(Structure):
-    _fields_ = [("post_us", c_uint64), ("xfer_us", c_uint64), ("bytes", c_uint64),
+class XferTelemetry(_Sized):
+    _fields_ = [("size", c_uint32), ("post_us", c_uint64), ("xfer_us", c_uint64), ("bytes", c_uint64),
                 ("desc_count", c_uint64), ("post_count", c_uint64)]
 
 
-class XferInfo(Structure):
-    _fields_ = [("backend", c_char_p), ("path", c_char_p), ("desc_count", c_uint64),
+class XferInfo(_Sized):
+    _fields_ = [("size", c_uint32), ("backend", c_char_p), ("path", c_char_p), ("desc_count", c_uint64),
                 ("bytes", c_uint64)]
 
 
-class Cost(Structure):
-    _fields_ = [("duration_us", c_uint64), ("error_margin_us", c_uint64), ("method", c_int)]
+class Cost(_Sized):
+    _fields_ = [("size", c_uint32), ("duration_us", c_uint64), ("error_margin_us", c_uint64), ("method", c_int)]
 
 
 class PrepParams(Structure):
@@ -151,8 +160,8 @@ class NotifBatchHead(Structure):
     _fields_ = [("count", c_size_t)]
 
 
-class AgentStats(Structure):
-    _fields_ = [("posted", c_uint64), ("completed", c_uint64), ("failed", c_uint64),
+class AgentStats(_Sized):
+    _fields_ = [("size", c_uint32), ("posted", c_uint64), ("completed", c_uint64), ("failed", c_uint64),
                 ("bytes", c_uint64), ("notifs_received", c_uint64),
                 ("notifs_sent", c_uint64)]
 
