@@ -303,7 +303,8 @@ static void bench_prep_and_requests(void)
     void *blob = NULL;
     size_t blob_len = 0;
     need(ixl_md_get(B.agent, NULL, &blob, &blob_len), B.agent, "ixl_md_get (bench-b)");
-    need(ixl_md_load(A.agent, blob, blob_len, NULL), A.agent, "ixl_md_load (bench-b into bench-a)");
+    need(ixl_md_load(A.agent, blob, blob_len, NULL, 0), A.agent,
+         "ixl_md_load (bench-b into bench-a)");
     ixl_free(blob);
 
     const char *layout_name[2] = {"contiguous, stride = len", "interleaved, stride 2 x len"};
@@ -423,7 +424,7 @@ static void bench_metadata(void)
         uint64_t a = now_ns();
         need(ixl_md_get(m, NULL, &blob, &blob_len), m, "ixl_md_get (10^4 regions)");
         uint64_t b = now_ns();
-        need(ixl_md_load(loader, blob, blob_len, NULL), loader, "ixl_md_load (10^4 regions)");
+        need(ixl_md_load(loader, blob, blob_len, NULL, 0), loader, "ixl_md_load (10^4 regions)");
         uint64_t c = now_ns();
         need(ixl_remote_invalidate(loader, "bench-md"), loader, "ixl_remote_invalidate");
         uint64_t d = now_ns();

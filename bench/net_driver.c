@@ -729,7 +729,7 @@ static int run_ixl(const char *path, size_t size, unsigned iters, const struct i
         goto out;
     }
     registered = true;
-    st = ixl_md_load(agent, md, h.md_len, NULL);
+    st = ixl_md_load(agent, md, h.md_len, NULL, 0);
     if (st != IXL_OK) {
         fprintf(stderr, "net_driver: ixl_md_load: %s: %s\n", ixl_strerror(st),
                 ixl_agent_last_error(agent));

@@ -162,7 +162,7 @@ int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t
         ixb_ctl_ans_free(&a);
         return -1;
     }
-    st = ixl_md_load(in->agent, md, md_len, NULL);
+    st = ixl_md_load(in->agent, md, md_len, NULL, 0);
     if (st == IXL_OK)
         st = ixl_dlist_deserialize(dl, dl_len, &out->regions);
     ixb_ctl_ans_free(&a);
@@ -1265,7 +1265,7 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
             fprintf(stderr, "ixlbench: metadata of %s from %s in %.1f ms\n", o->target_name,
                     o->peer_host ? "its listener" : "etcd", (double)(ixb_now_ns() - t0) / 1e6);
     } else {
-        st = ixl_md_load(in.agent, tmd, tmd_len, in.ctl.target);
+        st = ixl_md_load(in.agent, tmd, tmd_len, in.ctl.target, sizeof(in.ctl.target));
         free(tmd);
         if (st != IXL_OK) {
             fprintf(stderr, "ixlbench: the target's metadata in %s: %s: %s\n", md_file,

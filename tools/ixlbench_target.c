@@ -319,7 +319,7 @@ static void handle(struct target *t, const struct ixl_notif *n, uint64_t at)
     }
     if (strcmp(m.argv[0], "hello") == 0) {
         char name[IXL_NAME_MAX];
-        ixl_status st = ixl_md_load(t->agent, m.payload, m.payload_len, name);
+        ixl_status st = ixl_md_load(t->agent, m.payload, m.payload_len, name, sizeof(name));
         if (st != IXL_OK) {
             fprintf(stderr, "ixlbench target: cannot load the metadata of %s: %s: %s\n", n->agent,
                     ixl_strerror(st), ixl_agent_last_error(t->agent));

@@ -395,18 +395,19 @@ IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_param
  * and its connection info, if any, replaces the old one; a blob of a newer incarnation
  * (the agent restarted) replaces the old entry, whose requests then fail with IXL_ERR_STALE;
  * a blob of an older incarnation is IXL_ERR_STALE. name_out (may be NULL) receives the remote
- * agent's name; it must hold IXL_NAME_MAX bytes.
+ * agent's name, NUL-terminated, in name_cap bytes (IXL_NAME_MAX always suffices); a name
+ * that does not fit is IXL_ERR_TOO_LARGE and nothing of the blob is loaded.
  * Regions of a backend whose connection info was never loaded for that agent are skipped
  * (send connection info first, or with them). An agent with no backend in common is still
  * loaded (IXL_OK, with a warning in the log); transfers to it fail with IXL_ERR_NO_BACKEND.
  * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_INVALID_ARG (the agent's own metadata),
- * or a backend's refusal of the connection info or a region's public data; on error nothing
- * of the blob's regions is loaded. One exception: when a backend accepted a restarted agent's
- * new connection info before another part of its blob was refused, the old entry is gone too
- * (that backend no longer reaches the old instance).
+ * IXL_ERR_TOO_LARGE (name_cap), or a backend's refusal of the connection info or a region's public
+ * data; on error nothing of the blob's regions is loaded. One exception: when a backend accepted a
+ * restarted agent's new connection info before another part of its blob was refused, the old entry
+ * is gone too (that backend no longer reaches the old instance).
  */
 IXL_API ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len,
-                               char *name_out);
+                               char *name_out, size_t name_cap);
 /**
  * Invalidates a remote agent: disconnects its backends and unloads its regions. Requests
  * made for it fail at post with IXL_ERR_STALE, in-flight ones end in an error.

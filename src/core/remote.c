@@ -401,7 +401,8 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
     return rc;
 }
 
-ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, char *name_out)
+ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, char *name_out,
+                       size_t name_cap)
 {
     if (agent == NULL)
         return IXL_ERR_INVALID_ARG;
@@ -419,6 +420,15 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
                              "metadata of agent '%s' is this agent's own: transfers to itself "
                              "need no metadata (use its own name as the remote)",
                              agent->name);
+    }
+    /* Checked before anything is loaded: the call is all or nothing, outputs included. */
+    if (name_out != NULL && strlen(md.name) >= name_cap) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE,
+                           "ixl_md_load: the remote agent's name '%s' needs %zu bytes, name_out "
+                           "holds %zu (IXL_NAME_MAX always suffices); nothing loaded",
+                           md.name, strlen(md.name) + 1, name_cap);
+        ixl_md_decoded_free(&md);
+        return rc;
     }
 
     struct ixl_backend **map = NULL;
@@ -502,7 +512,7 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
                       "connection info loaded for it yet (send it first, or with the regions)",
                       agent->name, skipped, md.name);
     if (name_out)
-        snprintf(name_out, IXL_NAME_MAX, "%s", md.name);
+        snprintf(name_out, name_cap, "%s", md.name);
     goto unlock;
 
 drop_fresh:

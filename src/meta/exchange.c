@@ -346,7 +346,7 @@ static void serve(struct mdx_thread *t)
     size_t out_len = 0;
     switch (m.type) {
     case MDX_SEND:
-        st = ixl_md_load(agent, m.blob, m.blob_len, NULL);
+        st = ixl_md_load(agent, m.blob, m.blob_len, NULL, 0);
         if (st != IXL_OK)
             snprintf(text, sizeof(text), "%s", ixl_agent_last_error(agent));
         break;
@@ -678,7 +678,7 @@ static void *fetch_main(void *arg)
     }
     if (rc == IXL_OK && !atomic_load(&x->stop)) {
         char name[IXL_NAME_MAX];
-        rc = ixl_md_load(agent, blob, len, name);
+        rc = ixl_md_load(agent, blob, len, name, sizeof(name));
         if (rc == IXL_OK && strcmp(name, t->remote) != 0) {
             IXL_LOG_WARNING("agent %s: fetched metadata of '%s' names agent '%s'", agent->name,
                             t->remote, name);

@@ -11,8 +11,7 @@ int ixl_out_check(const void *out, size_t first_size)
     return size < first_size ? IXL_ERR_INVALID_ARG : IXL_OK;
 }
 
-int ixl_out_write(void *out, const void *built, size_t built_size, size_t first_size,
-                  size_t align)
+int ixl_out_write(void *out, const void *built, size_t built_size, size_t first_size, size_t align)
 {
     uint32_t size;
     memcpy(&size, out, sizeof(size));

@@ -21,8 +21,7 @@
  * align (the struct's alignment) rounds the copy down so none is written in part. Nothing is
  * written on error.
  */
-int ixl_out_write(void *out, const void *built, size_t built_size, size_t first_size,
-                  size_t align);
+int ixl_out_write(void *out, const void *built, size_t built_size, size_t first_size, size_t align);
 
 /* Only the size check of ixl_out_write: IXL_OK or IXL_ERR_INVALID_ARG. */
 int ixl_out_check(const void *out, size_t first_size);

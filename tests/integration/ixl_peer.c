@@ -412,7 +412,7 @@ static void cmd_load(int argc, char **argv)
         return;
     }
     char name[IXL_NAME_MAX];
-    int rc = ixl_md_load(agent, blob, len, name);
+    int rc = ixl_md_load(agent, blob, len, name, sizeof(name));
     free(blob);
     if (rc == IXL_OK)
         reply("ok %s", name);

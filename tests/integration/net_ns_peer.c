@@ -276,7 +276,7 @@ static int run_initiator(const char *dir, const char *addr)
     uint64_t remote = strtoull(text, NULL, 16);
     CHECK(remote != 0);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(a, md, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(a, md, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, "nstarget") == 0);
 
     memset(buf, 0, SIZE);

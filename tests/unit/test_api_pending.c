@@ -77,7 +77,7 @@ static int c_md_get(void)
 static int c_md_load(void)
 {
     static const unsigned char junk[16];
-    int rc = ixl_md_load(agent, junk, sizeof(junk), NULL);
+    int rc = ixl_md_load(agent, junk, sizeof(junk), NULL, 0);
     return rc == IXL_ERR_MALFORMED ? IXL_OK : rc;
 }
 

@@ -126,8 +126,7 @@ static void check_struct(const char *what, fill_fn fn, void *ctx, size_t lib_siz
         check_fail(__FILE__, __LINE__, "%s with a larger size failed", what);
     memcpy(&size, buf, sizeof(size));
     if (size != lib_size)
-        check_fail(__FILE__, __LINE__, "%s: size %u, want the library's %zu", what, size,
-                   lib_size);
+        check_fail(__FILE__, __LINE__, "%s: size %u, want the library's %zu", what, size, lib_size);
     for (size_t i = lib_size; i < cap; i++)
         if (buf[i] != CANARY)
             check_fail(__FILE__, __LINE__, "%s wrote byte %zu past its own struct", what, i);

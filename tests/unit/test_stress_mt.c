@@ -478,7 +478,7 @@ static void load_into(struct ixl_agent *to, struct ixl_agent *from,
     size_t len = 0;
     CHECK_RC(ixl_md_get(from, params, &blob, &len), IXL_OK);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(to, blob, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(to, blob, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, ixl_agent_name(from)) == 0);
     ixl_free(blob);
 }
@@ -526,7 +526,7 @@ static void restart_peer(uint64_t *rng, uint32_t round)
     load_into(init_a, peer_a, NULL);
     CHECK_RC(ixl_xfer_post(old), IXL_ERR_STALE);
     release(old);
-    CHECK_RC(ixl_md_load(init_a, old_blob, old_len, NULL), IXL_ERR_STALE);
+    CHECK_RC(ixl_md_load(init_a, old_blob, old_len, NULL, 0), IXL_ERR_STALE);
     ixl_free(old_blob);
 
     fill(meta_local, BUF, ((uint64_t)K_COUNT << 56) | round);

@@ -57,7 +57,7 @@ static void load_into(struct ixl_agent *to, struct ixl_agent *from)
     size_t len;
     CHECK_RC(ixl_md_get(from, NULL, &blob, &len), IXL_OK);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(to, blob, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(to, blob, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, ixl_agent_name(from)) == 0);
     ixl_free(blob);
 }

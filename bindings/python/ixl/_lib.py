@@ -214,7 +214,7 @@ _PROTOTYPES = {
     "ixl_mem_alloc": (_st, [_p, c_int, c_size_t, _p, _pp]),
     "ixl_mem_free": (_st, [_p, _p]),
     "ixl_md_get": (_st, [_p, POINTER(MdParams), _pp, POINTER(c_size_t)]),
-    "ixl_md_load": (_st, [_p, _p, c_size_t, c_char_p]),
+    "ixl_md_load": (_st, [_p, _p, c_size_t, c_char_p, c_size_t]),
     "ixl_remote_invalidate": (_st, [_p, c_char_p]),
     "ixl_remote_check": (_st, [_p, c_char_p, _p]),
     "ixl_remote_connect": (_st, [_p, c_char_p]),

@@ -440,7 +440,8 @@ class Agent:
         """Loads a remote agent's metadata; returns its name."""
         data = bytes(metadata)
         name = ctypes.create_string_buffer(_lib.NAME_MAX)
-        self._check(lib.ixl_md_load(self.ptr, data, len(data), name), "add_remote_agent")
+        self._check(lib.ixl_md_load(self.ptr, data, len(data), name, len(name)),
+                    "add_remote_agent")
         return name.value.decode()
 
     def remove_remote_agent(self, agent):
