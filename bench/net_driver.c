@@ -599,11 +599,11 @@ out:
     ixl_free(md);
     ixl_free(dls);
     ixl_dlist_destroy(dl);
-    if (registered) {
-        ixl_mem_deregister(agent, IXL_MEM_DRAM, &rd, 1, NULL);
-    }
+    if (registered && ixl_mem_deregister(agent, IXL_MEM_DRAM, &rd, 1, NULL) != IXL_OK)
+        fprintf(stderr, "net_driver: deregister: %s\n", ixl_agent_last_error(agent));
     if (from_ixl) {
-        ixl_mem_free(agent, buf);
+        if (ixl_mem_free(agent, buf) != IXL_OK)
+            fprintf(stderr, "net_driver: ixl_mem_free: %s\n", ixl_agent_last_error(agent));
     } else {
         free(buf);
     }
@@ -802,14 +802,14 @@ static int run_ixl(const char *path, size_t size, unsigned iters, const struct i
                  h.malloc_fallback ? note : NULL);
     rc = 0;
 out:
-    ixl_xfer_release(rx);
-    ixl_xfer_release(wx);
+    /* A release refused (BUSY) leaves the request to ixl_agent_destroy() below. */
+    if (ixl_xfer_release(rx) != IXL_OK || ixl_xfer_release(wx) != IXL_OK)
+        fprintf(stderr, "net_driver: release: %s\n", ixl_agent_last_error(agent));
     ixl_dlist_destroy(back);
     ixl_dlist_destroy(local);
     ixl_dlist_destroy(remote);
-    if (registered) {
-        ixl_mem_deregister(agent, IXL_MEM_DRAM, rd, 2, NULL);
-    }
+    if (registered && ixl_mem_deregister(agent, IXL_MEM_DRAM, rd, 2, NULL) != IXL_OK)
+        fprintf(stderr, "net_driver: deregister: %s\n", ixl_agent_last_error(agent));
     ixl_agent_destroy(agent);
     /* Closing the control pipe tells the target to exit. */
     close(ctl_pipe[1]);

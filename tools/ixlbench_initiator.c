@@ -183,8 +183,10 @@ int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t
 
 void ixb_lpool_free(struct ixb_init *in, struct ixb_lpool *p)
 {
-    if (p->registered)
-        ixl_mem_deregister(in->agent, in->o->init_mem, p->regs, p->n_regs, NULL);
+    if (p->registered &&
+        ixl_mem_deregister(in->agent, in->o->init_mem, p->regs, p->n_regs, NULL) != IXL_OK)
+        fprintf(stderr, "ixlbench: deregistering the local pool: %s\n",
+                ixl_agent_last_error(in->agent));
     ixb_unmap(p->base, p->len);
     free(p->regs);
     memset(p, 0, sizeof(*p));
@@ -809,9 +811,13 @@ static void *thr_main(void *arg)
         run_stream(th);
     for (unsigned s = 0; s < rc->depth; s++)
         if (th->x[s] != NULL) {
-            if (th->inflight[s])
-                ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS);
-            ixl_xfer_release(th->x[s]);
+            /* The wait's outcome no longer matters (the run is over); a release refused
+             * (BUSY) leaves the request to ixl_agent_destroy(). */
+            if (th->inflight[s] && ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS) != IXL_OK)
+                fprintf(stderr, "ixlbench: an unfinished request at the end: %s\n",
+                        ixl_agent_last_error(rc->in->agent));
+            if (ixl_xfer_release(th->x[s]) != IXL_OK)
+                fprintf(stderr, "ixlbench: release: %s\n", ixl_agent_last_error(rc->in->agent));
             th->x[s] = NULL;
         }
     return NULL;

@@ -18,6 +18,10 @@
  *    (struct ixl_xfer) must not be posted, released or re-parameterised by two threads at the
  *    same time; status/wait on one request may run concurrently with anything except its
  *    release. Destroy functions must not race with any other use of the same object.
+ *  - Functions marked IXL_NODISCARD return a status that must be looked at: ignoring it
+ *    loses data or leaks (a post or wait that failed, a release or deregistration refused
+ *    with IXL_ERR_BUSY that leaves the handle or registration alive). GCC and clang warn
+ *    when the result is dropped, even through a (void) cast.
  *  - After an error, ixl_agent_last_error() gives a sentence that says what went wrong and,
  *    where the caller can fix it, what to do.
  *
@@ -336,9 +340,9 @@ IXL_API ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
  * still used by a prepared list or a request that is not released is IXL_ERR_BUSY (release
  * those first). Unknown regions are IXL_ERR_NOT_FOUND.
  */
-IXL_API ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
-                                      const struct ixl_reg_desc *descs, size_t n,
-                                      const struct ixl_reg_params *params);
+IXL_API IXL_NODISCARD ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
+                                                    const struct ixl_reg_desc *descs, size_t n,
+                                                    const struct ixl_reg_params *params);
 
 /**
  * Asks a backend about n registration descriptors (does the file exist, its size), writing
@@ -358,7 +362,7 @@ IXL_API ixl_status ixl_mem_query(struct ixl_agent *agent, enum ixl_mem type,
 IXL_API ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, size_t len,
                                  struct ixl_backend *backend, void **out);
 /** Frees memory from ixl_mem_alloc() (deregister it first). Accepts NULL. */
-IXL_API ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr);
+IXL_API IXL_NODISCARD ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Metadata                                                                                   */
@@ -488,21 +492,21 @@ IXL_API ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op,
  * Errors: IXL_ERR_REPOST_ACTIVE, IXL_ERR_STALE (the remote was invalidated or reloaded since
  * the request was made: make a new one), IXL_ERR_REMOTE_DISCONNECT, the backend's error.
  */
-IXL_API ixl_status ixl_xfer_post(struct ixl_xfer *xfer);
+IXL_API IXL_NODISCARD ixl_status ixl_xfer_post(struct ixl_xfer *xfer);
 /** Progress and state: IXL_OK (done), IXL_IN_PROGRESS, IXL_ERR_NOT_POSTED, or the error. */
 IXL_API ixl_status ixl_xfer_status(struct ixl_xfer *xfer);
 /**
  * Waits for the request to leave IXL_IN_PROGRESS, for at most timeout_ms (-1 = no limit),
  * without spinning. Returns what ixl_xfer_status() would, or IXL_ERR_TIMEOUT.
  */
-IXL_API ixl_status ixl_xfer_wait(struct ixl_xfer *xfer, int timeout_ms);
+IXL_API IXL_NODISCARD ixl_status ixl_xfer_wait(struct ixl_xfer *xfer, int timeout_ms);
 /**
  * Releases the request, canceling it if in flight. IXL_OK: the handle is gone; nothing more is
  * written into local buffers for it and its notification will never be delivered (bytes of a
  * WRITE already sent may have landed). An error (IXL_ERR_BUSY: the backend could not stop the
  * transfer yet) leaves the handle valid and canceled; call again later. Accepts NULL (IXL_OK).
  */
-IXL_API ixl_status ixl_xfer_release(struct ixl_xfer *xfer);
+IXL_API IXL_NODISCARD ixl_status ixl_xfer_release(struct ixl_xfer *xfer);
 /** Replaces the notification message (not while in flight). len 0 = no notification. */
 IXL_API ixl_status ixl_xfer_set_notif(struct ixl_xfer *xfer, const void *msg, size_t len);
 

@@ -33,7 +33,7 @@ static int c_mem_register(void)
     struct ixl_reg_desc d = {(uintptr_t)buf_a, sizeof(buf_a), 0, NULL, 0};
     int rc = ixl_mem_register(agent, IXL_MEM_DRAM, &d, 1, NULL);
     if (rc == IXL_OK)
-        ixl_mem_deregister(agent, IXL_MEM_DRAM, &d, 1, NULL);
+        rc = ixl_mem_deregister(agent, IXL_MEM_DRAM, &d, 1, NULL);
     return rc;
 }
 
@@ -56,7 +56,7 @@ static int c_mem_alloc(void)
     void *p = NULL;
     int rc = ixl_mem_alloc(agent, IXL_MEM_DRAM, 4096, NULL, &p);
     if (rc == IXL_OK)
-        ixl_mem_free(agent, p);
+        rc = ixl_mem_free(agent, p);
     return rc;
 }
 
@@ -128,7 +128,9 @@ static int c_xfer_create(void)
 {
     struct ixl_xfer *x = NULL;
     int rc = ixl_xfer_create(agent, IXL_OP_WRITE, list, list, "nobody", NULL, &x);
-    ixl_xfer_release(x);
+    int released = ixl_xfer_release(x);
+    if (released != IXL_OK)
+        return released;
     return rc == IXL_ERR_NOT_FOUND || rc == IXL_ERR_NOT_REGISTERED ? IXL_OK : rc;
 }
 
