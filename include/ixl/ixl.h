@@ -438,10 +438,22 @@ IXL_API ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *p
                                const struct ixl_md_params *params);
 /**
  * Starts fetching remote's metadata from a peer or etcd; it completes into the agent's remote
- * table (check with ixl_remote_check(); the agent's fd becomes readable). Returns at once.
+ * table (the agent's fd becomes readable when it ends). Returns at once; follow it with
+ * ixl_md_fetch_status(). A peer's fetch gives up after 5 s without an answer; an etcd fetch
+ * waits up to 30 s for the name to appear.
  */
 IXL_API ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote,
                                 const struct ixl_peer *peer, const char *label);
+/**
+ * Where remote's metadata stands: IXL_OK (loaded: by a fetch, ixl_md_load, a peer's
+ * ixl_md_send or etcd), IXL_IN_PROGRESS (a fetch of it is running), IXL_ERR_NOT_FOUND (no
+ * fetch running or failed, and not loaded), or the error the last fetch of it failed with
+ * (IXL_ERR_CONN_REFUSED, IXL_ERR_UNREACHABLE, IXL_ERR_NOT_FOUND, IXL_ERR_MALFORMED...), its
+ * reason in ixl_agent_last_error(). A failed fetch's outcome stays until the next fetch of
+ * that remote or its invalidation (ixl_remote_invalidate, or the remote's own). Non-blocking;
+ * thread-safe.
+ */
+IXL_API ixl_status ixl_md_fetch_status(struct ixl_agent *agent, const char *remote);
 /** Tells the peers that loaded this agent's metadata (or etcd) to drop it. */
 IXL_API ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_peer *peer);
 /** The listener's port (after listen_port 0 = any). IXL_ERR_NOT_FOUND if none listens. */

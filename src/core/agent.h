@@ -129,5 +129,7 @@ struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const cha
  * (listener, etcd), stopped first at destroy. */
 int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params);
 void ixl_mdx_stop(struct ixl_agent *agent);
+/* Forgets the outcome of the last fetch of remote (its invalidation): ixl_md_fetch_status. */
+void ixl_mdx_fetch_forget(struct ixl_agent *agent, const char *remote);
 
 #endif

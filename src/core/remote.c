@@ -550,6 +550,7 @@ ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote)
     else
         remote_drop(agent, r);
     pthread_rwlock_unlock(&agent->lock);
+    ixl_mdx_fetch_forget(agent, remote); /* a failed fetch's outcome goes with it */
     return rc;
 }
 
@@ -563,6 +564,8 @@ int ixl_remote_invalidate_inc(struct ixl_agent *agent, const char *remote, uint6
         rc = IXL_OK;
     }
     pthread_rwlock_unlock(&agent->lock);
+    if (rc == IXL_OK)
+        ixl_mdx_fetch_forget(agent, remote);
     return rc;
 }
 
