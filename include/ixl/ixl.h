@@ -448,10 +448,12 @@ IXL_API ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote,
  * Where remote's metadata stands: IXL_OK (loaded: by a fetch, ixl_md_load, a peer's
  * ixl_md_send or etcd), IXL_IN_PROGRESS (a fetch of it is running), IXL_ERR_NOT_FOUND (no
  * fetch running or failed, and not loaded), or the error the last fetch of it failed with
- * (IXL_ERR_CONN_REFUSED, IXL_ERR_UNREACHABLE, IXL_ERR_NOT_FOUND, IXL_ERR_MALFORMED...), its
- * reason in ixl_agent_last_error(). A failed fetch's outcome stays until the next fetch of
- * that remote or its invalidation (ixl_remote_invalidate, or the remote's own). Non-blocking;
- * thread-safe.
+ * (IXL_ERR_CONN_REFUSED, IXL_ERR_UNREACHABLE, IXL_ERR_TIMEOUT, IXL_ERR_MALFORMED, the
+ * loader's refusal...), its reason in ixl_agent_last_error(). A fetch that failed because
+ * the peer or etcd has no such agent or label also gives IXL_ERR_NOT_FOUND: either way
+ * nothing is loaded and nothing is coming; the reason tells which. A failed fetch's outcome
+ * stays until the next fetch of that remote or its invalidation (ixl_remote_invalidate, or
+ * the remote's own). Non-blocking; thread-safe.
  */
 IXL_API ixl_status ixl_md_fetch_status(struct ixl_agent *agent, const char *remote);
 /** Tells the peers that loaded this agent's metadata (or etcd) to drop it. */

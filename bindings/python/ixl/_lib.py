@@ -220,6 +220,7 @@ _PROTOTYPES = {
     "ixl_remote_connect": (_st, [_p, c_char_p]),
     "ixl_md_send": (_st, [_p, POINTER(Peer), POINTER(MdParams)]),
     "ixl_md_fetch": (_st, [_p, c_char_p, POINTER(Peer), c_char_p]),
+    "ixl_md_fetch_status": (_st, [_p, c_char_p]),
     "ixl_md_invalidate_local": (_st, [_p, POINTER(Peer)]),
     "ixl_agent_listen_port": (_st, [_p, POINTER(c_uint16)]),
     "ixl_xfer_create": (_st, [_p, c_int, _p, _p, c_char_p, POINTER(XferParams), _pp]),

@@ -481,6 +481,19 @@ class Agent:
                                      label.encode() if label else None),
                     "fetch_remote_metadata")
 
+    def fetch_remote_metadata_status(self, remote_name):
+        """Where remote_name's metadata stands: "loaded", "in_progress" (a fetch runs) or
+        "none" (not loaded and no fetch coming: none started, or the last one found no such
+        agent or label). Any other failure of the last fetch raises its error, with the
+        reason."""
+        st = lib.ixl_md_fetch_status(self.ptr, _name(remote_name))
+        if st == 1:  # IXL_IN_PROGRESS
+            return "in_progress"
+        if st == -500:  # IXL_ERR_NOT_FOUND
+            return "none"
+        self._check(st, "fetch_remote_metadata_status")
+        return "loaded"
+
     def invalidate_local_metadata(self, ip_addr="", port=0):
         """Tells the peer at (ip_addr, port) to drop this agent's metadata; with no ip_addr,
         every peer it was sent to or fetched by, and etcd."""
