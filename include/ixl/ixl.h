@@ -274,14 +274,35 @@ IXL_API const char *ixl_agent_last_error(const struct ixl_agent *agent);
 /**
  * Creates a backend from plugin plugin_name with options params (n entries; unknown keys
  * are IXL_ERR_INVALID_ARG, with the known ones in the message). The backend belongs to the
- * agent and lives until the agent is destroyed. out may be NULL.
+ * agent and lives until ixl_backend_destroy() or the agent's destruction. out may be NULL.
+ * It takes the lowest free place in the agent's backend order (the order requests choose
+ * backends in): after the agent's existing ones, or a destroyed backend's place.
  * Errors: IXL_ERR_NOT_FOUND (no such plugin), IXL_ERR_EXISTS (the agent already has a
  * backend of this plugin), IXL_ERR_PLUGIN, IXL_ERR_BACKEND (the plugin's constructor failed).
  */
 IXL_API ixl_status ixl_backend_create(struct ixl_agent *agent, const char *plugin_name,
                                       const struct ixl_kv *params, size_t n,
                                       struct ixl_backend **out);
-/** Number of backends of the agent, and each by index (creation order). */
+/**
+ * Destroys a backend and gives its place back (another backend of the same plugin may be
+ * created next). Refused with IXL_ERR_BUSY, changing nothing, while it is in use: by a
+ * request made with it that is not released (a release that failed included), by a prepared
+ * list that can use it (destroy the list), or by memory it allocated (ixl_mem_free it), or
+ * when a region registered with it alone is used by a prepared list or request. Otherwise it
+ * takes its share of everything with it: each local region loses its registration with this
+ * backend, and a region registered with it alone is deregistered (ixl_mem_deregister of it is
+ * then IXL_ERR_NOT_FOUND); loaded remote regions and connection info it held are unloaded
+ * (remotes stay loaded for the other backends); notifications it received but that were not
+ * drained are lost; peers that loaded this agent's metadata keep its connection info until
+ * sent the metadata again. Backends created at agent creation (IXL_BACKENDS) are destroyed
+ * the same way and not created again. Accepts NULL (IXL_OK). Safe against concurrent calls on
+ * the agent that do not name this backend; it waits for progress and notification calls in
+ * the backend to return, and blocks the agent's other calls while the engine is destroyed.
+ * The handle is gone on IXL_OK. Unlike other destroy functions it returns a status, since
+ * in-use is refused instead of undone (see docs/design.md).
+ */
+IXL_API IXL_NODISCARD ixl_status ixl_backend_destroy(struct ixl_backend *backend);
+/** Number of backends of the agent, and each by index (in the agent's backend order). */
 IXL_API size_t ixl_backend_count(struct ixl_agent *agent);
 IXL_API ixl_status ixl_backend_get(struct ixl_agent *agent, size_t index, struct ixl_backend **out);
 /** Finds the agent's backend of plugin name. IXL_ERR_NOT_FOUND if none. */

@@ -206,7 +206,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
     int typed = 0;
     for (unsigned b = 0; b < agent->n_backends; b++) {
         struct ixl_backend *be = agent->backends[b];
-        if (only && !in_list(only, n_only, be))
+        if (be == NULL || (only && !in_list(only, n_only, be)))
             continue;
         if (!(be->mem_mask & IXL_MEM_BIT(list->type)))
             continue;
@@ -281,10 +281,12 @@ ixl_status ixl_prep_create(struct ixl_agent *agent, const char *remote,
     struct ixl_prep *p = NULL;
     int rc = prep_build(agent, remote, list, use ? params->backends : NULL,
                         use ? params->n_backends : 0, &p, remote ? "target" : "local");
+    /* Tracked before the lock goes, so ixl_backend_destroy sees every list it could use. */
+    if (rc == IXL_OK)
+        ixl_agent_track_prep(agent, p);
     pthread_rwlock_unlock(&agent->lock);
     if (rc != IXL_OK)
         return rc;
-    ixl_agent_track_prep(agent, p);
     *out = p;
     return IXL_OK;
 }
@@ -757,13 +759,14 @@ ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op, const struct
         rc = prep_build(agent, remote_agent, remote, only, n_only, &rp, "remote");
     if (rc == IXL_OK)
         rc = xfer_build(agent, op, lp, NULL, rp, NULL, (size_t)n, params, &x);
+    if (rc == IXL_OK) /* before the lock goes: ixl_backend_destroy sees every request */
+        ixl_agent_track_xfer(agent, x);
     pthread_rwlock_unlock(&agent->lock);
     /* The temporary lists' references go; the request holds its own. */
     prep_free(lp);
     prep_free(rp);
     if (rc != IXL_OK)
         return rc;
-    ixl_agent_track_xfer(agent, x);
     *out = x;
     return IXL_OK;
 }
@@ -794,10 +797,11 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
     pthread_rwlock_rdlock(&agent->lock);
     struct ixl_xfer *x = NULL;
     rc = xfer_build(agent, op, local, local_idx, remote, remote_idx, n, params, &x);
+    if (rc == IXL_OK) /* before the lock goes: ixl_backend_destroy sees every request */
+        ixl_agent_track_xfer(agent, x);
     pthread_rwlock_unlock(&agent->lock);
     if (rc != IXL_OK)
         return rc;
-    ixl_agent_track_xfer(agent, x);
     *out = x;
     return IXL_OK;
 }
