@@ -261,6 +261,22 @@ IXL_API ixl_status ixl_agent_create(const char *name, const struct ixl_agent_par
  * Destroys an agent: releases its requests and prepared lists, deregisters what is still
  * registered, invalidates remotes, destroys its backends. Accepts NULL. No other call on the
  * agent may run concurrently or afterwards.
+ *
+ * It blocks until every thread of the agent is joined. The worst case is the sum of:
+ *  - etcd (only with etcd_endpoints): the lease keep-alive request in flight, then the lease
+ *    revoke, each up to E x 5 s (E endpoints tried in turn, 5 s per HTTP request, 2 s of it
+ *    to connect); a fetch from etcd in flight (up to E x 5 s) runs meanwhile;
+ *  - the metadata listener and peer fetches: sockets are cut and each thread sees the stop
+ *    within 50 ms, except one still resolving a host name (getaddrinfo: the resolver's own
+ *    timeout; none for numeric addresses);
+ *  - the progress thread: one progress_period_us plus one progress() call;
+ *  - requests whose backend keeps refusing release (IXL_ERR_BUSY): retried for at most 5 s
+ *    in all, then abandoned to the engine's destroy;
+ *  - each backend's destroy_engine, which joins its threads and waits for I/O it cannot
+ *    cancel (a POSIX read or write in the kernel lasts as long as the device takes; see each
+ *    plugin's page).
+ * With no etcd and numeric addresses that is about 5 s + progress_period_us + 50 ms plus
+ * the engines' own time; with etcd, add up to 2 x E x 5 s.
  */
 IXL_API void ixl_agent_destroy(struct ixl_agent *agent);
 /** The agent's name (borrowed for the agent's lifetime). */

@@ -48,7 +48,8 @@ static int copy_via(struct ixl_agent *a, const char *remote, const void *from, v
                     struct ixl_backend *b)
 {
     struct ixl_dlist *l = list1(from, SZ), *r = list1(to, SZ);
-    struct ixl_xfer_params xp = {.field_mask = IXL_XFER_F_BACKENDS, .backends = &b, .n_backends = 1};
+    struct ixl_xfer_params xp = {
+        .field_mask = IXL_XFER_F_BACKENDS, .backends = &b, .n_backends = 1};
     struct ixl_xfer *x = NULL;
     int rc = ixl_xfer_create(a, IXL_OP_WRITE, l, r, remote, b ? &xp : NULL, &x);
     if (rc == IXL_OK) {
@@ -101,7 +102,8 @@ static void test_in_use(void)
     struct ixl_backend *tb;
     CHECK_RC(ixl_backend_create(a, "TESTB", &busy, 1, &tb), IXL_OK);
     struct ixl_backend *t = find(a, "TEST");
-    struct ixl_reg_desc rd[2] = {{(uintptr_t)src, SZ, 0, NULL, 0}, {(uintptr_t)dst, SZ, 0, NULL, 0}};
+    struct ixl_reg_desc rd[2] = {{(uintptr_t)src, SZ, 0, NULL, 0},
+                                 {(uintptr_t)dst, SZ, 0, NULL, 0}};
     CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, rd, 2, NULL), IXL_OK); /* with both */
 
     /* A request made with TESTB: refused, nothing changes, TESTB still moves data. */
@@ -176,7 +178,8 @@ static void test_remote(void)
 {
     struct ixl_agent *a = make_agent("bd-a", "TEST,TESTB", false);
     struct ixl_agent *b = make_agent("bd-b", "TEST,TESTB", false);
-    struct ixl_reg_desc ra = {(uintptr_t)src, SZ, 0, NULL, 0}, rb = {(uintptr_t)dst, SZ, 0, NULL, 0};
+    struct ixl_reg_desc ra = {(uintptr_t)src, SZ, 0, NULL, 0},
+                        rb = {(uintptr_t)dst, SZ, 0, NULL, 0};
     CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &ra, 1, NULL), IXL_OK);
     CHECK_RC(ixl_mem_register(b, IXL_MEM_DRAM, &rb, 1, NULL), IXL_OK);
     void *blob;
@@ -212,7 +215,8 @@ static void test_remote(void)
      * call into the destroyed backend. */
     struct ixl_dlist *l = list1(src, SZ), *r = list1(dst, SZ);
     struct ixl_backend *t = find(a, "TEST");
-    struct ixl_xfer_params xp = {.field_mask = IXL_XFER_F_BACKENDS, .backends = &t, .n_backends = 1};
+    struct ixl_xfer_params xp = {
+        .field_mask = IXL_XFER_F_BACKENDS, .backends = &t, .n_backends = 1};
     struct ixl_xfer *x;
     CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "bd-b", &xp, &x), IXL_OK);
     CHECK_RC(ixl_remote_invalidate(a, "bd-b"), IXL_OK); /* retired, held by x */
