@@ -74,6 +74,17 @@ int main(void)
     CHECK_STR_HAS(refusal_of("libixl_plugin_BROKEN_NONOTIF.so"), "without notifications");
     CHECK_STR_HAS(refusal_of("libixl_plugin_TESTDUP.so"), "duplicate plugin name 'TEST'");
     CHECK(refusal_of("libixl_plugin_TEST.so") == NULL);
+    CHECK(refusal_of("libixl_plugin_OLDENGINE.so") == NULL);
+
+    /* An engine without a size (built against ABI 1): its backend is refused and the engine
+     * destroyed (a leak would show under ASan). */
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent *a;
+    CHECK_RC(ixl_agent_create("old-engine", &ap, &a), IXL_OK);
+    CHECK_RC(ixl_backend_create(a, "OLDENGINE", NULL, 0, NULL), IXL_ERR_PLUGIN);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "below the smallest struct ixl_engine");
+    CHECK(ixl_backend_count(a) == 0);
+    ixl_agent_destroy(a);
 
     const char *p, *r;
     CHECK_RC(ixl_plugin_refused_get(ixl_plugin_refused_count(), &p, &r), IXL_ERR_INDEX);
