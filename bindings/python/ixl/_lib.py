@@ -201,6 +201,7 @@ _PROTOTYPES = {
     "ixl_agent_name": (c_char_p, [_p]),
     "ixl_agent_last_error": (c_char_p, [_p]),
     "ixl_backend_create": (_st, [_p, c_char_p, POINTER(KV), c_size_t, _pp]),
+    "ixl_backend_destroy": (_st, [_p]),
     "ixl_backend_count": (c_size_t, [_p]),
     "ixl_backend_get": (_st, [_p, c_size_t, _pp]),
     "ixl_backend_find": (_st, [_p, c_char_p, _pp]),

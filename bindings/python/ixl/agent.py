@@ -318,6 +318,15 @@ class Agent:
         self.backends[b.name] = b
         return b
 
+    def destroy_backend(self, backend):
+        """Destroys a backend (a Backend or a plugin name). Refused (ixl.BusyError) while a
+        request, a prepared list or allocated memory still uses it; its share of registrations
+        and loaded remotes goes with it (ixl_backend_destroy)."""
+        ptr = self._backend(backend)
+        name = text(lib.ixl_backend_name(ptr))
+        self._check(lib.ixl_backend_destroy(ptr), f"destroy_backend({name!r})")
+        self.backends.pop(name, None)
+
     def _backend(self, backend):
         if isinstance(backend, Backend):
             return backend.ptr
