@@ -279,7 +279,7 @@ static struct req_result time_request(struct ixl_agent *a, const struct ixl_prep
         int rc = ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, n, NULL, &x);
         uint64_t t1 = now_ns();
         need(rc, a, "ixl_xfer_create_prepped");
-        struct ixl_xfer_info info;
+        struct ixl_xfer_info info = {.size = sizeof(info)};
         need(ixl_xfer_info(x, &info), a, "ixl_xfer_info");
         res.descs = info.desc_count;
         uint64_t t2 = now_ns();
@@ -303,7 +303,8 @@ static void bench_prep_and_requests(void)
     void *blob = NULL;
     size_t blob_len = 0;
     need(ixl_md_get(B.agent, NULL, &blob, &blob_len), B.agent, "ixl_md_get (bench-b)");
-    need(ixl_md_load(A.agent, blob, blob_len, NULL), A.agent, "ixl_md_load (bench-b into bench-a)");
+    need(ixl_md_load(A.agent, blob, blob_len, NULL, 0), A.agent,
+         "ixl_md_load (bench-b into bench-a)");
     ixl_free(blob);
 
     const char *layout_name[2] = {"contiguous, stride = len", "interleaved, stride 2 x len"};
@@ -423,7 +424,7 @@ static void bench_metadata(void)
         uint64_t a = now_ns();
         need(ixl_md_get(m, NULL, &blob, &blob_len), m, "ixl_md_get (10^4 regions)");
         uint64_t b = now_ns();
-        need(ixl_md_load(loader, blob, blob_len, NULL), loader, "ixl_md_load (10^4 regions)");
+        need(ixl_md_load(loader, blob, blob_len, NULL, 0), loader, "ixl_md_load (10^4 regions)");
         uint64_t c = now_ns();
         need(ixl_remote_invalidate(loader, "bench-md"), loader, "ixl_remote_invalidate");
         uint64_t d = now_ns();
@@ -483,7 +484,7 @@ int main(int argc, char **argv)
     /* Before the first ixl call: the configuration is read once. */
     if (getenv("IXL_PLUGIN_DIR") == NULL && IXL_BENCH_PLUGIN_DIR[0] != '\0')
         setenv("IXL_PLUGIN_DIR", IXL_BENCH_PLUGIN_DIR, 1);
-    struct ixl_plugin_info info;
+    struct ixl_plugin_info info = {.size = sizeof(info)};
     if (ixl_plugin_find("TEST", &info) != IXL_OK) {
         fprintf(stderr,
                 "bench_core: skipped: the TEST plugin is not on the plugin path (IXL_PLUGIN_DIR="

@@ -599,11 +599,11 @@ out:
     ixl_free(md);
     ixl_free(dls);
     ixl_dlist_destroy(dl);
-    if (registered) {
-        ixl_mem_deregister(agent, IXL_MEM_DRAM, &rd, 1, NULL);
-    }
+    if (registered && ixl_mem_deregister(agent, IXL_MEM_DRAM, &rd, 1, NULL) != IXL_OK)
+        fprintf(stderr, "net_driver: deregister: %s\n", ixl_agent_last_error(agent));
     if (from_ixl) {
-        ixl_mem_free(agent, buf);
+        if (ixl_mem_free(agent, buf) != IXL_OK)
+            fprintf(stderr, "net_driver: ixl_mem_free: %s\n", ixl_agent_last_error(agent));
     } else {
         free(buf);
     }
@@ -630,7 +630,7 @@ static int run_ixl(const char *path, size_t size, unsigned iters, const struct i
     struct ixl_agent *agent = NULL;
     struct ixl_dlist *remote = NULL, *local = NULL, *back = NULL;
     struct ixl_xfer *wx = NULL, *rx = NULL;
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     struct ixl_reg_desc rd[2];
     unsigned char *src = NULL, *dst = NULL, *md = NULL, *dls = NULL;
     const char *used = "";
@@ -729,7 +729,7 @@ static int run_ixl(const char *path, size_t size, unsigned iters, const struct i
         goto out;
     }
     registered = true;
-    st = ixl_md_load(agent, md, h.md_len, NULL);
+    st = ixl_md_load(agent, md, h.md_len, NULL, 0);
     if (st != IXL_OK) {
         fprintf(stderr, "net_driver: ixl_md_load: %s: %s\n", ixl_strerror(st),
                 ixl_agent_last_error(agent));
@@ -802,14 +802,14 @@ static int run_ixl(const char *path, size_t size, unsigned iters, const struct i
                  h.malloc_fallback ? note : NULL);
     rc = 0;
 out:
-    ixl_xfer_release(rx);
-    ixl_xfer_release(wx);
+    /* A release refused (BUSY) leaves the request to ixl_agent_destroy() below. */
+    if (ixl_xfer_release(rx) != IXL_OK || ixl_xfer_release(wx) != IXL_OK)
+        fprintf(stderr, "net_driver: release: %s\n", ixl_agent_last_error(agent));
     ixl_dlist_destroy(back);
     ixl_dlist_destroy(local);
     ixl_dlist_destroy(remote);
-    if (registered) {
-        ixl_mem_deregister(agent, IXL_MEM_DRAM, rd, 2, NULL);
-    }
+    if (registered && ixl_mem_deregister(agent, IXL_MEM_DRAM, rd, 2, NULL) != IXL_OK)
+        fprintf(stderr, "net_driver: deregister: %s\n", ixl_agent_last_error(agent));
     ixl_agent_destroy(agent);
     /* Closing the control pipe tells the target to exit. */
     close(ctl_pipe[1]);

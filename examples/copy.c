@@ -14,6 +14,7 @@ static int copy_once(void *src, void *dst, size_t len)
     struct ixl_reg_desc regs[2] = {{(uintptr_t)src, len, 0, NULL, 0},
                                    {(uintptr_t)dst, len, 0, NULL, 0}};
     int rc = ixl_mem_register(agent, IXL_MEM_DRAM, regs, 2, NULL);
+    int registered = rc == IXL_OK;
     struct ixl_dlist *from = NULL, *to = NULL;
     struct ixl_desc a = {(uintptr_t)src, len, 0}, b = {(uintptr_t)dst, len, 0};
     struct ixl_xfer *xfer = NULL;
@@ -26,13 +27,21 @@ static int copy_once(void *src, void *dst, size_t len)
         rc = ixl_xfer_post(xfer);
         if (rc == IXL_IN_PROGRESS)
             rc = ixl_xfer_wait(xfer, 10000);
-        ixl_xfer_release(xfer);
+        /* Release may be refused (IXL_ERR_BUSY: a transfer that timed out is not stopped
+         * yet); the handle then stays valid: call again later, or let destroy free it. */
+        int released = ixl_xfer_release(xfer);
+        if (rc == IXL_OK)
+            rc = released;
     }
     if (rc != IXL_OK)
         fprintf(stderr, "copy failed: %s: %s\n", ixl_strerror(rc), ixl_agent_last_error(agent));
     ixl_dlist_destroy(from);
     ixl_dlist_destroy(to);
-    ixl_mem_deregister(agent, IXL_MEM_DRAM, regs, 2, NULL);
+    /* Deregistration is refused (IXL_ERR_BUSY) while a request still uses the memory. */
+    if (registered && ixl_mem_deregister(agent, IXL_MEM_DRAM, regs, 2, NULL) != IXL_OK) {
+        fprintf(stderr, "deregister failed: %s\n", ixl_agent_last_error(agent));
+        rc = IXL_ERR_BUSY;
+    }
     ixl_agent_destroy(agent);
     return rc == IXL_OK ? 0 : -1;
 }

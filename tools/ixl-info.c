@@ -109,7 +109,7 @@ static void print_plugins(void)
     size_t n = ixl_plugin_count();
     printf("plugins (%zu):\n", n);
     for (size_t i = 0; i < n; i++) {
-        struct ixl_plugin_info info;
+        struct ixl_plugin_info info = {.size = sizeof(info)};
         if (ixl_plugin_get(i, &info) != IXL_OK)
             continue;
         printf("  %-10s version %s, ABI %u.%u, %s\n", info.name, info.version, info.abi_major,
@@ -143,7 +143,7 @@ static void print_config(void)
     size_t n = ixl_config_count();
     printf("configuration:\n");
     for (size_t i = 0; i < n; i++) {
-        struct ixl_config_var v;
+        struct ixl_config_var v = {.size = sizeof(v)};
         if (ixl_config_get(i, &v) != IXL_OK)
             continue;
         printf("  %-20s = \"%s\"%s\n                         %s (default \"%s\")\n", v.name,

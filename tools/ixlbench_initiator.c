@@ -162,7 +162,7 @@ int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t
         ixb_ctl_ans_free(&a);
         return -1;
     }
-    st = ixl_md_load(in->agent, md, md_len, NULL);
+    st = ixl_md_load(in->agent, md, md_len, NULL, 0);
     if (st == IXL_OK)
         st = ixl_dlist_deserialize(dl, dl_len, &out->regions);
     ixb_ctl_ans_free(&a);
@@ -183,8 +183,10 @@ int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t
 
 void ixb_lpool_free(struct ixb_init *in, struct ixb_lpool *p)
 {
-    if (p->registered)
-        ixl_mem_deregister(in->agent, in->o->init_mem, p->regs, p->n_regs, NULL);
+    if (p->registered &&
+        ixl_mem_deregister(in->agent, in->o->init_mem, p->regs, p->n_regs, NULL) != IXL_OK)
+        fprintf(stderr, "ixlbench: deregistering the local pool: %s\n",
+                ixl_agent_last_error(in->agent));
     ixb_unmap(p->base, p->len);
     free(p->regs);
     memset(p, 0, sizeof(*p));
@@ -370,7 +372,7 @@ static void barrier(struct row_ctx *rc)
 static void note_info(struct thr *th, struct ixl_xfer *x)
 {
     struct row_ctx *rc = th->rc;
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
 
     if (th->noted || ixl_xfer_info(x, &info) != IXL_OK)
         return;
@@ -809,9 +811,13 @@ static void *thr_main(void *arg)
         run_stream(th);
     for (unsigned s = 0; s < rc->depth; s++)
         if (th->x[s] != NULL) {
-            if (th->inflight[s])
-                ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS);
-            ixl_xfer_release(th->x[s]);
+            /* The wait's outcome no longer matters (the run is over); a release refused
+             * (BUSY) leaves the request to ixl_agent_destroy(). */
+            if (th->inflight[s] && ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS) != IXL_OK)
+                fprintf(stderr, "ixlbench: an unfinished request at the end: %s\n",
+                        ixl_agent_last_error(rc->in->agent));
+            if (ixl_xfer_release(th->x[s]) != IXL_OK)
+                fprintf(stderr, "ixlbench: release: %s\n", ixl_agent_last_error(rc->in->agent));
             th->x[s] = NULL;
         }
     return NULL;
@@ -1265,7 +1271,7 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
             fprintf(stderr, "ixlbench: metadata of %s from %s in %.1f ms\n", o->target_name,
                     o->peer_host ? "its listener" : "etcd", (double)(ixb_now_ns() - t0) / 1e6);
     } else {
-        st = ixl_md_load(in.agent, tmd, tmd_len, in.ctl.target);
+        st = ixl_md_load(in.agent, tmd, tmd_len, in.ctl.target, sizeof(in.ctl.target));
         free(tmd);
         if (st != IXL_OK) {
             fprintf(stderr, "ixlbench: the target's metadata in %s: %s: %s\n", md_file,

@@ -224,7 +224,7 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
     bool record = it >= w;
     uint64_t seed = in->seed++, t0, t1, t2, t3;
     struct ixl_xfer *x = NULL;
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     struct ixl_xfer_params p = {.field_mask = IXL_XFER_F_NOTIF};
     struct ixb_ctl_ans a;
     char tag[64];
@@ -280,7 +280,8 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
     if (st != IXL_OK) {
         fprintf(stderr, "ixlbench: KV %s: the READ failed: %s: %s\n", kv_names[v], ixl_strerror(st),
                 ixl_agent_last_error(in->agent));
-        ixl_xfer_release(x);
+        if (ixl_xfer_release(x) != IXL_OK)
+            fprintf(stderr, "ixlbench: KV release: %s\n", ixl_agent_last_error(in->agent));
         return -1;
     }
     if (kv->row.path[0] == '\0' && ixl_xfer_info(x, &info) == IXL_OK) {
@@ -288,7 +289,10 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
                  info.path && info.path[0] ? info.path : "-");
         kv->row.descs = info.desc_count;
     }
-    ixl_xfer_release(x);
+    if (ixl_xfer_release(x) != IXL_OK) {
+        fprintf(stderr, "ixlbench: KV release: %s\n", ixl_agent_last_error(in->agent));
+        return -1;
+    }
     kv->t_post[it] = t1;
     kv->t_done[it] = t3;
     if (record) {

@@ -98,12 +98,16 @@ static void reply(struct target *t, const char *to, const void *payload, size_t 
 
 static void pool_free(struct target *t, struct pool *p)
 {
-    if (p->registered)
-        ixl_mem_deregister(t->agent, t->o->target_mem, p->regs, p->n_regs, NULL);
-    if (p->from_ixl)
-        ixl_mem_free(t->agent, p->base);
-    else
+    if (p->registered &&
+        ixl_mem_deregister(t->agent, t->o->target_mem, p->regs, p->n_regs, NULL) != IXL_OK)
+        fprintf(stderr, "ixlbench: deregistering the target pool: %s\n",
+                ixl_agent_last_error(t->agent));
+    if (p->from_ixl) {
+        if (ixl_mem_free(t->agent, p->base) != IXL_OK)
+            fprintf(stderr, "ixlbench: ixl_mem_free: %s\n", ixl_agent_last_error(t->agent));
+    } else {
         ixb_unmap(p->base, p->len);
+    }
     free(p->regs);
     memset(p, 0, sizeof(*p));
 }
@@ -319,7 +323,7 @@ static void handle(struct target *t, const struct ixl_notif *n, uint64_t at)
     }
     if (strcmp(m.argv[0], "hello") == 0) {
         char name[IXL_NAME_MAX];
-        ixl_status st = ixl_md_load(t->agent, m.payload, m.payload_len, name);
+        ixl_status st = ixl_md_load(t->agent, m.payload, m.payload_len, name, sizeof(name));
         if (st != IXL_OK) {
             fprintf(stderr, "ixlbench target: cannot load the metadata of %s: %s: %s\n", n->agent,
                     ixl_strerror(st), ixl_agent_last_error(t->agent));

@@ -18,8 +18,29 @@
  *    (struct ixl_xfer) must not be posted, released or re-parameterised by two threads at the
  *    same time; status/wait on one request may run concurrently with anything except its
  *    release. Destroy functions must not race with any other use of the same object.
+ *  - Functions marked IXL_NODISCARD return a status that must be looked at: ignoring it
+ *    loses data or leaks (a post or wait that failed, a release or deregistration refused
+ *    with IXL_ERR_BUSY that leaves the handle or registration alive). GCC and clang warn
+ *    when the result is dropped, even through a (void) cast.
  *  - After an error, ixl_agent_last_error() gives a sentence that says what went wrong and,
  *    where the caller can fix it, what to do.
+ *
+ * How the structs of this header grow without breaking callers built against an older one:
+ *  - Output structs the caller allocates and the library fills (struct ixl_plugin_info,
+ *    ixl_config_var, ixl_xfer_telemetry, ixl_xfer_info, ixl_cost, ixl_agent_stats) begin
+ *    with uint32_t size. Set it to sizeof(struct ...) before the call. The library writes
+ *    only the fields that lie entirely within min(size, its own sizeof) and sets size to that
+ *    min: a caller built against an older header gets the fields it knows and nothing past
+ *    them; a caller built against a newer one reads size back to see which fields the library
+ *    filled. A size below the struct's first generation is IXL_ERR_INVALID_ARG, and nothing
+ *    is written on any error.
+ *  - Input parameter structs (struct ixl_agent_params, ixl_reg_params, ixl_md_params,
+ *    ixl_xfer_params, ixl_prep_params) begin with field_mask: a field is read only when its
+ *    bit is set.
+ *  - Structs passed in arrays (struct ixl_desc, ixl_run, ixl_reg_desc, ixl_kv, ixl_mem_query,
+ *    ixl_option, and the items of struct ixl_notif_batch) are frozen: their stride is part of
+ *    the contract. A later generation adds a new struct type and new functions that take it.
+ *  - New fields only ever go at the end of a struct; enum values are never renumbered.
  *
  * Memory types and the meaning of a registration descriptor's fields:
  *
@@ -139,6 +160,7 @@ IXL_API void ixl_log_set_sink(ixl_log_fn fn, void *ctx);
 
 /** A configuration variable: its environment name, value now, default and meaning. */
 struct ixl_config_var {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_config_var) */
     const char *name;
     const char *value;
     const char *default_value;
@@ -158,6 +180,7 @@ IXL_API const char *ixl_config_value(const char *name);
 
 /** What the plugin manager knows of a plugin. Strings live until process exit. */
 struct ixl_plugin_info {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_plugin_info) */
     const char *name;
     const char *version;
     unsigned abi_major;
@@ -238,6 +261,22 @@ IXL_API ixl_status ixl_agent_create(const char *name, const struct ixl_agent_par
  * Destroys an agent: releases its requests and prepared lists, deregisters what is still
  * registered, invalidates remotes, destroys its backends. Accepts NULL. No other call on the
  * agent may run concurrently or afterwards.
+ *
+ * It blocks until every thread of the agent is joined. The worst case is the sum of:
+ *  - etcd (only with etcd_endpoints): the lease keep-alive request in flight, then the lease
+ *    revoke, each up to E x 5 s (E endpoints tried in turn, 5 s per HTTP request, 2 s of it
+ *    to connect); a fetch from etcd in flight (up to E x 5 s) runs meanwhile;
+ *  - the metadata listener and peer fetches: sockets are cut and each thread sees the stop
+ *    within 50 ms, except one still resolving a host name (getaddrinfo: the resolver's own
+ *    timeout; none for numeric addresses);
+ *  - the progress thread: one progress_period_us plus one progress() call;
+ *  - requests whose backend keeps refusing release (IXL_ERR_BUSY): retried for at most 5 s
+ *    in all, then abandoned to the engine's destroy;
+ *  - each backend's destroy_engine, which joins its threads and waits for I/O it cannot
+ *    cancel (a POSIX read or write in the kernel lasts as long as the device takes; see each
+ *    plugin's page).
+ * With no etcd and numeric addresses that is about 5 s + progress_period_us + 50 ms plus
+ * the engines' own time; with etcd, add up to 2 x E x 5 s.
  */
 IXL_API void ixl_agent_destroy(struct ixl_agent *agent);
 /** The agent's name (borrowed for the agent's lifetime). */
@@ -252,15 +291,36 @@ IXL_API const char *ixl_agent_last_error(const struct ixl_agent *agent);
  * Creates a backend from plugin plugin_name with options params (n entries; unknown keys
  * are IXL_ERR_INVALID_ARG, with the known ones in the message; a value that does not parse
  * as the option's type (enum ixl_opt_type) or lies outside its range is IXL_ERR_INVALID_ARG
- * naming the option, the value and what it wants). The backend belongs to the
- * agent and lives until the agent is destroyed. out may be NULL.
+ * naming the option, the value and what it wants). The backend belongs to the agent and lives
+ * until ixl_backend_destroy() or the agent's destruction. out may be NULL.
+ * It takes the lowest free place in the agent's backend order (the order requests choose
+ * backends in): after the agent's existing ones, or a destroyed backend's place.
  * Errors: IXL_ERR_NOT_FOUND (no such plugin), IXL_ERR_EXISTS (the agent already has a
  * backend of this plugin), IXL_ERR_PLUGIN, IXL_ERR_BACKEND (the plugin's constructor failed).
  */
 IXL_API ixl_status ixl_backend_create(struct ixl_agent *agent, const char *plugin_name,
                                       const struct ixl_kv *params, size_t n,
                                       struct ixl_backend **out);
-/** Number of backends of the agent, and each by index (creation order). */
+/**
+ * Destroys a backend and gives its place back (another backend of the same plugin may be
+ * created next). Refused with IXL_ERR_BUSY, changing nothing, while it is in use: by a
+ * request made with it that is not released (a release that failed included), by a prepared
+ * list that can use it (destroy the list), or by memory it allocated (ixl_mem_free it), or
+ * when a region registered with it alone is used by a prepared list or request. Otherwise it
+ * takes its share of everything with it: each local region loses its registration with this
+ * backend, and a region registered with it alone is deregistered (ixl_mem_deregister of it is
+ * then IXL_ERR_NOT_FOUND); loaded remote regions and connection info it held are unloaded
+ * (remotes stay loaded for the other backends); notifications it received but that were not
+ * drained are lost; peers that loaded this agent's metadata keep its connection info until
+ * sent the metadata again. Backends created at agent creation (IXL_BACKENDS) are destroyed
+ * the same way and not created again. Accepts NULL (IXL_OK). Safe against concurrent calls on
+ * the agent that do not name this backend; it waits for progress and notification calls in
+ * the backend to return, and blocks the agent's other calls while the engine is destroyed.
+ * The handle is gone on IXL_OK. Unlike other destroy functions it returns a status, since
+ * in-use is refused instead of undone (see docs/design.md).
+ */
+IXL_API IXL_NODISCARD ixl_status ixl_backend_destroy(struct ixl_backend *backend);
+/** Number of backends of the agent, and each by index (in the agent's backend order). */
 IXL_API size_t ixl_backend_count(struct ixl_agent *agent);
 IXL_API ixl_status ixl_backend_get(struct ixl_agent *agent, size_t index, struct ixl_backend **out);
 /** Finds the agent's backend of plugin name. IXL_ERR_NOT_FOUND if none. */
@@ -321,9 +381,9 @@ IXL_API ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
  * still used by a prepared list or a request that is not released is IXL_ERR_BUSY (release
  * those first). Unknown regions are IXL_ERR_NOT_FOUND.
  */
-IXL_API ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
-                                      const struct ixl_reg_desc *descs, size_t n,
-                                      const struct ixl_reg_params *params);
+IXL_API IXL_NODISCARD ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
+                                                    const struct ixl_reg_desc *descs, size_t n,
+                                                    const struct ixl_reg_params *params);
 
 /**
  * Asks a backend about n registration descriptors (does the file exist, its size), writing
@@ -343,7 +403,7 @@ IXL_API ixl_status ixl_mem_query(struct ixl_agent *agent, enum ixl_mem type,
 IXL_API ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, size_t len,
                                  struct ixl_backend *backend, void **out);
 /** Frees memory from ixl_mem_alloc() (deregister it first). Accepts NULL. */
-IXL_API ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr);
+IXL_API IXL_NODISCARD ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Metadata                                                                                   */
@@ -380,18 +440,19 @@ IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_param
  * and its connection info, if any, replaces the old one; a blob of a newer incarnation
  * (the agent restarted) replaces the old entry, whose requests then fail with IXL_ERR_STALE;
  * a blob of an older incarnation is IXL_ERR_STALE. name_out (may be NULL) receives the remote
- * agent's name; it must hold IXL_NAME_MAX bytes.
+ * agent's name, NUL-terminated, in name_cap bytes (IXL_NAME_MAX always suffices); a name
+ * that does not fit is IXL_ERR_TOO_LARGE and nothing of the blob is loaded.
  * Regions of a backend whose connection info was never loaded for that agent are skipped
  * (send connection info first, or with them). An agent with no backend in common is still
  * loaded (IXL_OK, with a warning in the log); transfers to it fail with IXL_ERR_NO_BACKEND.
  * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_INVALID_ARG (the agent's own metadata),
- * or a backend's refusal of the connection info or a region's public data; on error nothing
- * of the blob's regions is loaded. One exception: when a backend accepted a restarted agent's
- * new connection info before another part of its blob was refused, the old entry is gone too
- * (that backend no longer reaches the old instance).
+ * IXL_ERR_TOO_LARGE (name_cap), or a backend's refusal of the connection info or a region's public
+ * data; on error nothing of the blob's regions is loaded. One exception: when a backend accepted a
+ * restarted agent's new connection info before another part of its blob was refused, the old entry
+ * is gone too (that backend no longer reaches the old instance).
  */
 IXL_API ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len,
-                               char *name_out);
+                               char *name_out, size_t name_cap);
 /**
  * Invalidates a remote agent: disconnects its backends and unloads its regions. Requests
  * made for it fail at post with IXL_ERR_STALE, in-flight ones end in an error.
@@ -418,10 +479,24 @@ IXL_API ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *p
                                const struct ixl_md_params *params);
 /**
  * Starts fetching remote's metadata from a peer or etcd; it completes into the agent's remote
- * table (check with ixl_remote_check(); the agent's fd becomes readable). Returns at once.
+ * table (the agent's fd becomes readable when it ends). Returns at once; follow it with
+ * ixl_md_fetch_status(). A peer's fetch gives up after 5 s without an answer; an etcd fetch
+ * waits up to 30 s for the name to appear.
  */
 IXL_API ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote,
                                 const struct ixl_peer *peer, const char *label);
+/**
+ * Where remote's metadata stands: IXL_OK (loaded: by a fetch, ixl_md_load, a peer's
+ * ixl_md_send or etcd), IXL_IN_PROGRESS (a fetch of it is running), IXL_ERR_NOT_FOUND (no
+ * fetch running or failed, and not loaded), or the error the last fetch of it failed with
+ * (IXL_ERR_CONN_REFUSED, IXL_ERR_UNREACHABLE, IXL_ERR_TIMEOUT, IXL_ERR_MALFORMED, the
+ * loader's refusal...), its reason in ixl_agent_last_error(). A fetch that failed because
+ * the peer or etcd has no such agent or label also gives IXL_ERR_NOT_FOUND: either way
+ * nothing is loaded and nothing is coming; the reason tells which. A failed fetch's outcome
+ * stays until the next fetch of that remote or its invalidation (ixl_remote_invalidate, or
+ * the remote's own). Non-blocking; thread-safe.
+ */
+IXL_API ixl_status ixl_md_fetch_status(struct ixl_agent *agent, const char *remote);
 /** Tells the peers that loaded this agent's metadata (or etcd) to drop it. */
 IXL_API ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_peer *peer);
 /** The listener's port (after listen_port 0 = any). IXL_ERR_NOT_FOUND if none listens. */
@@ -472,26 +547,27 @@ IXL_API ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op,
  * Errors: IXL_ERR_REPOST_ACTIVE, IXL_ERR_STALE (the remote was invalidated or reloaded since
  * the request was made: make a new one), IXL_ERR_REMOTE_DISCONNECT, the backend's error.
  */
-IXL_API ixl_status ixl_xfer_post(struct ixl_xfer *xfer);
+IXL_API IXL_NODISCARD ixl_status ixl_xfer_post(struct ixl_xfer *xfer);
 /** Progress and state: IXL_OK (done), IXL_IN_PROGRESS, IXL_ERR_NOT_POSTED, or the error. */
 IXL_API ixl_status ixl_xfer_status(struct ixl_xfer *xfer);
 /**
  * Waits for the request to leave IXL_IN_PROGRESS, for at most timeout_ms (-1 = no limit),
  * without spinning. Returns what ixl_xfer_status() would, or IXL_ERR_TIMEOUT.
  */
-IXL_API ixl_status ixl_xfer_wait(struct ixl_xfer *xfer, int timeout_ms);
+IXL_API IXL_NODISCARD ixl_status ixl_xfer_wait(struct ixl_xfer *xfer, int timeout_ms);
 /**
  * Releases the request, canceling it if in flight. IXL_OK: the handle is gone; nothing more is
  * written into local buffers for it and its notification will never be delivered (bytes of a
  * WRITE already sent may have landed). An error (IXL_ERR_BUSY: the backend could not stop the
  * transfer yet) leaves the handle valid and canceled; call again later. Accepts NULL (IXL_OK).
  */
-IXL_API ixl_status ixl_xfer_release(struct ixl_xfer *xfer);
+IXL_API IXL_NODISCARD ixl_status ixl_xfer_release(struct ixl_xfer *xfer);
 /** Replaces the notification message (not while in flight). len 0 = no notification. */
 IXL_API ixl_status ixl_xfer_set_notif(struct ixl_xfer *xfer, const void *msg, size_t len);
 
 /** Per-request telemetry of the last completed post. */
 struct ixl_xfer_telemetry {
+    uint32_t size;       /* set by the caller to sizeof(struct ixl_xfer_telemetry) */
     uint64_t post_us;    /* time spent in ixl_xfer_post() */
     uint64_t xfer_us;    /* from post to the completion the agent saw */
     uint64_t bytes;      /* bytes moved */
@@ -504,6 +580,7 @@ IXL_API ixl_status ixl_xfer_telemetry(struct ixl_xfer *xfer, struct ixl_xfer_tel
 
 /** What a request is and how it ran. Strings live as long as the request. */
 struct ixl_xfer_info {
+    uint32_t size;       /* set by the caller to sizeof(struct ixl_xfer_info) */
     const char *backend; /* the chosen backend */
     const char *path;    /* the data path the backend used ("tcp", "cma", ...) or "" */
     uint64_t desc_count; /* after merging */
@@ -600,6 +677,7 @@ IXL_API ixl_status ixl_agent_progress(struct ixl_agent *agent);
 
 /** Agent-wide counters (since creation). */
 struct ixl_agent_stats {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_agent_stats) */
     uint64_t posted;
     uint64_t completed;
     uint64_t failed;

@@ -7,13 +7,27 @@
  * types and options as data, the plugin-manager entry points (create/destroy an engine), and
  * the engine's ops table, which begins with its own size.
  *
- * Growth rules: the descriptor and the ops table only grow at the end. The core reads a field
- * or calls a method only when the size the plugin reports covers it; every optional method
- * has a documented fallback. Methods every backend needs (register_mem, deregister_mem,
- * unload_md, prep_xfer, post_xfer, check_xfer, release_req) and the methods a capability the
- * plugin advertises requires (listed with each method) must be implemented: the manager refuses
- * the plugin otherwise, with the reason in the log and in ixl-info. Any other slot may be NULL:
- * the core points it at a shared stub that returns IXL_ERR_NOT_SUPPORTED.
+ * Growth rules: every struct that crosses this boundary begins with its size, and new fields
+ * only ever go at its end (the descriptor carries its size after the ABI version):
+ *  - written by the plugin, read by the core (struct ixl_plugin_desc, ixl_engine_ops,
+ *    ixl_engine): the plugin sets size to sizeof() as it was built; the core reads a field or
+ *    calls a method only when that size covers it, and refuses a size below the first
+ *    generation's;
+ *  - written by the core, read by the plugin (struct ixl_host, ixl_engine_init,
+ *    ixl_xfer_opts): the core sets size; the plugin reads a field only when size covers it;
+ *  - buffers the core hands the plugin to fill (struct ixl_req_info, ixl_cost): the core
+ *    sets size to its own sizeof, never below the first generation's; the plugin writes only
+ *    fields that lie entirely within size (so a plugin that writes only first-generation
+ *    fields needs no check);
+ *  - structs in arrays (struct ixl_xfer_desc, ixl_reg_desc, ixl_kv, ixl_mem_query,
+ *    ixl_option) are frozen: a later generation adds a new struct type and a new method.
+ * A change to a frozen layout, or any removal, bumps IXL_PLUGIN_ABI_MAJOR; the manager refuses
+ * a plugin of another major. Every optional method has a documented fallback. Methods every backend
+ * needs (register_mem, deregister_mem, unload_md, prep_xfer, post_xfer, check_xfer, release_req)
+ * and the methods a capability the plugin advertises requires (listed with each method) must be
+ * implemented: the manager refuses the plugin otherwise, with the reason in the log and in
+ * ixl-info. Any other slot may be NULL: the core points it at a shared stub that returns
+ * IXL_ERR_NOT_SUPPORTED.
  *
  * Callbacks: the core never holds a lock that host->signal() takes while it calls into a
  * plugin, so a plugin may call signal() from any thread at any time, and destroy_engine may
@@ -41,7 +55,8 @@
 extern "C" {
 #endif
 
-#define IXL_PLUGIN_ABI_MAJOR 1
+/* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too. */
+#define IXL_PLUGIN_ABI_MAJOR 2
 #define IXL_PLUGIN_ABI_MINOR 0
 
 /** The symbol a dynamic plugin exports. */
@@ -96,15 +111,22 @@ struct ixl_engine_init {
 };
 
 /**
- * The base of every engine: the plugin's engine struct embeds it first. The plugin fills caps
- * and mem_mask in create_engine(); they may be narrower than the descriptor's (a UCX built
- * without CUDA drops VRAM) but never wider.
+ * The base of every engine: the plugin's engine struct embeds it first. The plugin sets size
+ * to sizeof(struct ixl_engine) and fills caps and mem_mask in create_engine(); they may be
+ * narrower than the descriptor's (a UCX built without CUDA drops VRAM) but never wider. The
+ * core refuses an engine whose size is below IXL_ENGINE_MIN_SIZE (IXL_ERR_PLUGIN), writes
+ * desc and reads later fields only when size covers them.
  */
 struct ixl_engine {
+    uint32_t size;                      /* sizeof(struct ixl_engine) as the plugin was built */
     const struct ixl_plugin_desc *desc; /* set by the core after create_engine() returns */
     uint32_t caps;                      /* enum ixl_cap bits */
     uint32_t mem_mask;                  /* IXL_MEM_BIT() of each memory type */
 };
+
+/** The first generation of struct ixl_engine: everything up to mem_mask. */
+#define IXL_ENGINE_MIN_SIZE \
+    (offsetof(struct ixl_engine, mem_mask) + sizeof(((struct ixl_engine *)0)->mem_mask))
 
 /** One side of a transfer as the core hands it to the backend: matched element by element. */
 struct ixl_xfer_desc {
@@ -128,8 +150,10 @@ struct ixl_xfer_opts {
     size_t notif_len;
 };
 
-/** What a backend says of a request (optional method req_info). */
+/** What a backend says of a request (optional method req_info). The core sets size (at least
+ *  through path); the plugin writes only fields within it. */
 struct ixl_req_info {
+    uint32_t size; /* sizeof(struct ixl_req_info) as the core was built */
     char path[32]; /* the data path used: "tcp", "cma", "shm", "io_uring", ... */
 };
 
@@ -189,7 +213,8 @@ struct ixl_engine_ops {
     int (*prep_xfer)(struct ixl_engine *e, enum ixl_op op, const struct ixl_xfer_side *local,
                      const struct ixl_xfer_side *remote, const char *remote_agent,
                      const struct ixl_xfer_opts *opts, struct ixl_req **out);
-    /** Optional: estimates a prepared request's duration. Fallback: IXL_ERR_NOT_SUPPORTED. */
+    /** Optional: estimates a prepared request's duration into out, whose size the core set
+     *  (the growth rule at the top). Fallback: IXL_ERR_NOT_SUPPORTED. */
     int (*estimate_xfer_cost)(struct ixl_engine *e, struct ixl_req *req, struct ixl_cost *out);
     /** Starts a prepared request without blocking: IXL_OK (already done), IXL_IN_PROGRESS,
      *  or an error. opts is never NULL: its notification (notif NULL = none) replaces the one

@@ -1,8 +1,17 @@
 /*
  * ixl_types.h - types shared by the north-bound API (ixl.h) and the plugin ABI
  * (ixl_plugin.h): status codes, memory types, registration descriptors, capabilities.
- * Everything here is part of both contracts: enum values are never renumbered, structs
- * never change layout.
+ * Everything here is part of both contracts: enum values are never renumbered.
+ *
+ * How the structs grow (the same rule as in ixl.h and ixl_plugin.h):
+ *  - A struct written into the caller's memory begins with uint32_t size (here: struct
+ *    ixl_cost). The caller sets size to sizeof(struct) as it was compiled; the callee writes
+ *    only the fields that lie entirely within min(size, its own sizeof), sets size to that
+ *    min, and refuses a size below the first generation's with IXL_ERR_INVALID_ARG. New
+ *    fields only ever go at the end.
+ *  - Structs passed in arrays (struct ixl_reg_desc, ixl_kv, ixl_mem_query, ixl_option)
+ *    cannot grow, since their stride is part of the contract: they are frozen. A later
+ *    generation adds a new struct type and new functions that take it.
  */
 #ifndef IXL_IXL_TYPES_H
 #define IXL_IXL_TYPES_H
@@ -19,6 +28,14 @@ extern "C" {
 #define IXL_API __attribute__((visibility("default")))
 #else
 #define IXL_API
+#endif
+
+/* A function whose result must be looked at: ignoring it loses data or leaks (a release
+ * refused with IXL_ERR_BUSY leaves the handle alive). */
+#if defined(__GNUC__) || defined(__clang__)
+#define IXL_NODISCARD __attribute__((warn_unused_result))
+#else
+#define IXL_NODISCARD
 #endif
 
 /** Longest agent or backend name, including the terminating NUL. */
@@ -232,7 +249,9 @@ struct ixl_mem_query {
 
 enum ixl_cost_method { IXL_COST_UNKNOWN = 0, IXL_COST_ANALYTICAL = 1, IXL_COST_MEASURED = 2 };
 
+/** A cost estimate; size first (see the growth rule at the top). */
 struct ixl_cost {
+    uint32_t size; /* set by the caller to sizeof(struct ixl_cost) */
     uint64_t duration_us;
     uint64_t error_margin_us;
     enum ixl_cost_method method;

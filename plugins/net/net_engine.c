@@ -805,6 +805,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         net_destroy_engine(&e->base);
         return rc;
     }
+    e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS;
     e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
     *out = &e->base;

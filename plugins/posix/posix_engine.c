@@ -117,6 +117,7 @@ static int px_create(const struct ixl_engine_init *init, struct ixl_engine **out
         free(e);
         return rc;
     }
+    e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL;
     e->base.mem_mask = PX_MEMS;
     *out = &e->base;

@@ -827,6 +827,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         ucx_destroy_engine(&e->base);
         return IXL_ERR_BACKEND;
     }
+    e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS;
     e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
     ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};

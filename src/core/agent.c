@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "core/hooks.h"
+#include "core/internal.h"
 #include "util/config.h"
+#include "util/out.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -107,14 +109,17 @@ void ixl_agent_wait_wake(struct ixl_agent *agent, uint64_t gen, int timeout_ms)
 
 void ixl_agent_progress_backends(struct ixl_agent *agent)
 {
+    pthread_rwlock_rdlock(&agent->calls_lock);
     pthread_rwlock_rdlock(&agent->lock);
-    unsigned n = agent->n_backends;
+    unsigned n = 0;
     struct ixl_backend *list[IXL_MAX_BACKENDS];
-    memcpy(list, agent->backends, n * sizeof(list[0]));
+    for (unsigned i = 0; i < agent->n_backends; i++)
+        if (agent->backends[i] != NULL && (agent->backends[i]->caps & IXL_CAP_PROGRESS))
+            list[n++] = agent->backends[i];
     pthread_rwlock_unlock(&agent->lock);
     for (unsigned i = 0; i < n; i++)
-        if (list[i]->caps & IXL_CAP_PROGRESS)
-            list[i]->plugin->ops.progress(list[i]->engine);
+        list[i]->plugin->ops.progress(list[i]->engine);
+    pthread_rwlock_unlock(&agent->calls_lock);
 }
 
 static void *progress_main(void *arg)
@@ -142,10 +147,14 @@ static void *progress_main(void *arg)
 struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const char *name)
 {
     for (unsigned i = 0; i < agent->n_backends; i++)
-        if (strcmp(agent->backends[i]->plugin->info.name, name) == 0)
+        if (agent->backends[i] != NULL && strcmp(agent->backends[i]->plugin->info.name, name) == 0)
             return agent->backends[i];
     return NULL;
 }
+
+/* The engine's size covers field (the plugin ABI's growth rule). */
+#define ENGINE_COVERS(e, field) \
+    ((e)->size >= offsetof(struct ixl_engine, field) + sizeof((e)->field))
 
 static void backend_free(struct ixl_backend *b)
 {
@@ -169,7 +178,10 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     if (ixl_agent_backend_by_name(agent, p->info.name))
         return IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS, "agent '%s' already has a %s backend",
                                agent->name, p->info.name);
-    if (agent->n_backends == IXL_MAX_BACKENDS)
+    unsigned slot = 0; /* the lowest free one: a destroyed backend's, or the next */
+    while (slot < agent->n_backends && agent->backends[slot] != NULL)
+        slot++;
+    if (slot == IXL_MAX_BACKENDS)
         return IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE, "an agent holds at most %d backends",
                              IXL_MAX_BACKENDS);
 
@@ -178,7 +190,7 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     b->agent = agent;
     b->plugin = p;
-    b->slot = agent->n_backends;
+    b->slot = slot;
     b->host.size = sizeof(b->host);
     b->host.ctx = b;
     b->host.log = host_log;
@@ -215,10 +227,21 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
                           ixl_strerror(rc));
         goto free_backend;
     }
-    e->desc = p->desc;
     b->engine = e;
-    b->caps = e->caps;
-    b->mem_mask = e->mem_mask;
+    /* The engine's base grows size first: refuse one older than the first generation, touch
+     * only what its size covers. */
+    if (e->size < IXL_ENGINE_MIN_SIZE) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
+                           "backend %s: its engine's size %u is below the smallest struct "
+                           "ixl_engine (%zu bytes); set base.size = sizeof(struct ixl_engine) in "
+                           "create_engine",
+                           p->info.name, (unsigned)e->size, (size_t)IXL_ENGINE_MIN_SIZE);
+        goto free_backend;
+    }
+    if (ENGINE_COVERS(e, desc))
+        e->desc = p->desc;
+    b->caps = ENGINE_COVERS(e, caps) ? e->caps : 0;
+    b->mem_mask = ENGINE_COVERS(e, mem_mask) ? e->mem_mask : 0;
     if ((b->caps & ~p->info.caps) || (b->mem_mask & ~p->info.mem_mask)) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
                            "backend %s claims capabilities or memory types beyond its plugin's",
@@ -252,7 +275,9 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
             goto free_backend;
         }
     }
-    agent->backends[agent->n_backends++] = b;
+    agent->backends[slot] = b;
+    if (slot == agent->n_backends)
+        agent->n_backends++;
     if (out)
         *out = b;
     ixl_log_write(IXL_LOG_INFO, "agent %s: backend %s created", agent->name, p->info.name);
@@ -278,12 +303,72 @@ ixl_status ixl_backend_create(struct ixl_agent *agent, const char *plugin_name,
     return rc;
 }
 
+/* Why b cannot go yet (agent->lock held for writing): a request made with it that is not
+ * released, a prepared list that can use it, memory it allocated. 0 when none. */
+static int backend_busy(struct ixl_agent *agent, struct ixl_backend *b)
+{
+    size_t xfers = 0, preps = 0, allocs = 0;
+    pthread_mutex_lock(&agent->objs_lock);
+    for (struct ixl_node *n = agent->xfers; n != NULL; n = n->next)
+        xfers += ((struct ixl_xfer *)n->owner)->backend == b;
+    for (struct ixl_node *n = agent->preps; n != NULL; n = n->next)
+        preps += (((struct ixl_prep *)n->owner)->valid_mask >> b->slot) & 1u;
+    pthread_mutex_unlock(&agent->objs_lock);
+    for (size_t i = 0; i < agent->n_allocs; i++)
+        allocs += agent->allocs[i].backend == b;
+    if (xfers + preps + allocs == 0)
+        return IXL_OK;
+    return IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
+                         "backend %s of agent '%s' is in use by %zu request(s) not released, "
+                         "%zu prepared list(s) that can use it and %zu ixl_mem_alloc() buffer(s): "
+                         "release, destroy and free them first",
+                         b->plugin->info.name, agent->name, xfers, preps, allocs);
+}
+
+ixl_status ixl_backend_destroy(struct ixl_backend *backend)
+{
+    if (backend == NULL)
+        return IXL_OK;
+    struct ixl_agent *agent = backend->agent;
+    ixl_err_clear(agent->id);
+    /* First no call made without agent->lock is inside the engine (progress, notifications),
+     * then nothing else of the agent moves while the backend's share of it goes. */
+    pthread_rwlock_wrlock(&agent->calls_lock);
+    pthread_rwlock_wrlock(&agent->lock);
+    unsigned b = backend->slot;
+    int rc = IXL_OK;
+    if (b >= agent->n_backends || agent->backends[b] != backend)
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NOT_FOUND,
+                           "ixl_backend_destroy: not a backend of agent '%s'", agent->name);
+    if (rc == IXL_OK)
+        rc = backend_busy(agent, backend);
+    if (rc == IXL_OK)
+        rc = ixl_mem_drop_backend(agent, b);
+    if (rc == IXL_OK) {
+        ixl_remotes_drop_backend(agent, b);
+        agent->backends[b] = NULL;
+        while (agent->n_backends > 0 && agent->backends[agent->n_backends - 1] == NULL)
+            agent->n_backends--;
+        ixl_log_write(IXL_LOG_INFO, "agent %s: backend %s destroyed", agent->name,
+                      backend->plugin->info.name);
+        /* Under the locks, so a backend of the same plugin created next never overlaps this
+         * engine. destroy_engine may join threads that call host->signal(), which takes
+         * neither lock. */
+        backend_free(backend);
+    }
+    pthread_rwlock_unlock(&agent->lock);
+    pthread_rwlock_unlock(&agent->calls_lock);
+    return rc;
+}
+
 size_t ixl_backend_count(struct ixl_agent *agent)
 {
     if (agent == NULL)
         return 0;
     pthread_rwlock_rdlock(&agent->lock);
-    size_t n = agent->n_backends;
+    size_t n = 0;
+    for (unsigned i = 0; i < agent->n_backends; i++)
+        n += agent->backends[i] != NULL;
     pthread_rwlock_unlock(&agent->lock);
     return n;
 }
@@ -294,10 +379,11 @@ ixl_status ixl_backend_get(struct ixl_agent *agent, size_t index, struct ixl_bac
         return IXL_ERR_INVALID_ARG;
     pthread_rwlock_rdlock(&agent->lock);
     int rc = IXL_ERR_INDEX;
-    if (index < agent->n_backends) {
-        *out = agent->backends[index];
-        rc = IXL_OK;
-    }
+    for (unsigned i = 0; i < agent->n_backends && rc != IXL_OK; i++)
+        if (agent->backends[i] != NULL && index-- == 0) {
+            *out = agent->backends[i];
+            rc = IXL_OK;
+        }
     pthread_rwlock_unlock(&agent->lock);
     return rc;
 }
@@ -441,6 +527,13 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     }
 
     pthread_rwlock_init(&agent->lock, NULL);
+    /* Writers first: a destroy must not wait behind a stream of progress calls. No reader
+     * takes it twice, so the non-recursive kind is safe. */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&agent->calls_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&agent->notif_lock, NULL);
     pthread_mutex_init(&agent->objs_lock, NULL);
     pthread_mutex_init(&agent->pool_lock, NULL);
@@ -522,6 +615,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     pthread_mutex_destroy(&agent->notif_lock);
     pthread_mutex_destroy(&agent->objs_lock);
     pthread_mutex_destroy(&agent->pool_lock);
+    pthread_rwlock_destroy(&agent->calls_lock);
     pthread_rwlock_destroy(&agent->lock);
     free(agent);
 }
@@ -556,15 +650,25 @@ ixl_status ixl_agent_progress(struct ixl_agent *agent)
     return IXL_OK;
 }
 
+/* struct ixl_agent_stats's first generation ends at notifs_sent (the growth rule in ixl.h). */
+#define IXL_AGENT_STATS_V1 IXL_SIZE_THROUGH(struct ixl_agent_stats, notifs_sent)
+
 ixl_status ixl_agent_stats(struct ixl_agent *agent, struct ixl_agent_stats *out)
 {
     if (agent == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
-    out->posted = atomic_load(&agent->st_posted);
-    out->completed = atomic_load(&agent->st_completed);
-    out->failed = atomic_load(&agent->st_failed);
-    out->bytes = atomic_load(&agent->st_bytes);
-    out->notifs_received = atomic_load(&agent->st_notifs_rx);
-    out->notifs_sent = atomic_load(&agent->st_notifs_tx);
-    return IXL_OK;
+    if (ixl_out_check(out, IXL_AGENT_STATS_V1) != IXL_OK)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "ixl_agent_stats: out->size must be sizeof(struct ixl_agent_stats)");
+    struct ixl_agent_stats st = {
+        .size = sizeof(st),
+        .posted = atomic_load(&agent->st_posted),
+        .completed = atomic_load(&agent->st_completed),
+        .failed = atomic_load(&agent->st_failed),
+        .bytes = atomic_load(&agent->st_bytes),
+        .notifs_received = atomic_load(&agent->st_notifs_rx),
+        .notifs_sent = atomic_load(&agent->st_notifs_tx),
+    };
+    return ixl_out_write(out, &st, sizeof(st), IXL_AGENT_STATS_V1,
+                         _Alignof(struct ixl_agent_stats));
 }

@@ -1,7 +1,8 @@
 /*
  * The agent's internal state. Lock order (take left before right, never the reverse):
  *
- *   agent->notif_lock  ->  agent->lock (rwlock: registry, remotes, backends list)
+ *   agent->notif_lock  ->  agent->calls_lock  ->  agent->lock (rwlock: registry, remotes,
+ *                                                               backends list)
  *   agent->lock  ->  agent->wake_lock, agent->pool_lock, agent->objs_lock
  *   xfer->lock  ->  (backend calls only; never an agent lock)
  *
@@ -66,8 +67,14 @@ struct ixl_agent {
     char listen_addr[64];
 
     pthread_rwlock_t lock;
+    /* Indexed by slot; NULL where a backend was destroyed (ixl_backend_create reuses the
+     * lowest free slot). n_backends: one past the highest slot in use. */
     struct ixl_backend *backends[IXL_MAX_BACKENDS];
     unsigned n_backends;
+    /* Held for reading around calls into backends made without agent->lock (progress,
+     * notifications), for writing by ixl_backend_destroy while it takes a backend out, so no
+     * such call is inside an engine being destroyed. Writers first. */
+    pthread_rwlock_t calls_lock;
     struct ixl_registry *registry;    /* local regions (src/core/registry.c) */
     uint64_t next_dev;                /* next dev id for a path-mode FILE region (lock held) */
     struct ixl_remote_table *remotes; /* loaded remote agents (src/core/remote.c) */
@@ -120,8 +127,7 @@ void ixl_agent_wake(struct ixl_agent *agent);
 void ixl_agent_wait_wake(struct ixl_agent *agent, uint64_t gen, int timeout_ms);
 uint64_t ixl_agent_wake_gen(struct ixl_agent *agent);
 
-/* Calls progress() on every backend that has it (no agent lock needed: the backend list only
- * grows, and backends live as long as the agent). */
+/* Calls progress() on every backend that has it (under agent->calls_lock, not agent->lock). */
 void ixl_agent_progress_backends(struct ixl_agent *agent);
 
 /* Backend lookups under agent->lock (read). */
@@ -131,5 +137,7 @@ struct ixl_backend *ixl_agent_backend_by_name(struct ixl_agent *agent, const cha
  * the implementations the params configure, stopped first at destroy. */
 int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params);
 void ixl_mdx_stop(struct ixl_agent *agent);
+/* Forgets the outcome of the last fetch of remote (its invalidation): ixl_md_fetch_status. */
+void ixl_mdx_fetch_forget(struct ixl_agent *agent, const char *remote);
 
 #endif

@@ -20,11 +20,15 @@ struct remote {
     _Atomic int valid;  /* 0 once invalidated or replaced: its requests fail with STALE */
     uint32_t conn_mask; /* backend slots whose connection info was loaded */
     struct ixl_registry *regs;
+    struct remote *all_prev, *all_next; /* in the table's list of every live remote */
 };
 
 struct ixl_remote_table {
     struct remote **v;
     size_t n, cap;
+    /* Every remote struct not yet freed: the loaded ones and those retired but still held by
+     * a prepared list or request. Linked and unlinked with agent->lock held for writing. */
+    struct remote *all;
 };
 
 /* The most descriptors one request may have before merging. */
@@ -108,6 +112,13 @@ void ixl_agent_untrack_prep(struct ixl_agent *agent, struct ixl_prep *p);
 
 /* Forgets a request whose backend could not release it (agent destroy only). */
 void ixl_xfer_abandon(struct ixl_xfer *x);
+
+/* ixl_backend_destroy's parts (agent->lock held for writing, the backend idle): drop backend
+ * slot b's share of every local region (a region left with no backend is deregistered;
+ * IXL_ERR_BUSY without changing anything when such a region is still in use), and of every
+ * remote's regions and connection info. */
+int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b);
+void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b);
 
 /* Releases local region references taken by a prepared list or request. */
 void ixl_regions_unuse(struct region **v, size_t n);

@@ -149,7 +149,7 @@ static int pick_backends(struct ixl_agent *agent, enum ixl_mem type,
         }
     } else {
         for (unsigned i = 0; i < agent->n_backends; i++)
-            if (agent->backends[i]->mem_mask & IXL_MEM_BIT(type))
+            if (agent->backends[i] != NULL && (agent->backends[i]->mem_mask & IXL_MEM_BIT(type)))
                 m |= 1u << i;
     }
     if (m == 0)
@@ -477,6 +477,51 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
     return rc;
 }
 
+int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
+{
+    /* A region only b holds would be deregistered: refused while a prepared list or request
+     * still counts on it (it keeps a pointer to the region). */
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        struct rindex *x = &agent->registry->all[t];
+        for (size_t i = 0; i < x->n; i++) {
+            struct region *g = x->v[i];
+            if (g->backend_mask == (1u << b) && atomic_load(&g->users) > 0)
+                return IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
+                                     "%s region 0x%llx+%llu, registered with backend %s only, is "
+                                     "used by %llu prepared list(s) or request(s)",
+                                     ixl_mem_name(g->type), (unsigned long long)g->addr,
+                                     (unsigned long long)g->reg_len,
+                                     agent->backends[b]->plugin->info.name,
+                                     (unsigned long long)atomic_load(&g->users));
+        }
+    }
+    /* Taken from the indexes one by one (removal shifts them): list them first. */
+    size_t n = 0;
+    for (int t = 0; t < IXL_MEM_COUNT; t++)
+        for (size_t i = 0; i < agent->registry->all[t].n; i++)
+            n += (agent->registry->all[t].v[i]->backend_mask >> b) & 1u;
+    struct region **mine = malloc((n ? n : 1) * sizeof(*mine));
+    if (mine == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    n = 0;
+    for (int t = 0; t < IXL_MEM_COUNT; t++)
+        for (size_t i = 0; i < agent->registry->all[t].n; i++)
+            if (agent->registry->all[t].v[i]->backend_mask & (1u << b))
+                mine[n++] = agent->registry->all[t].v[i];
+    for (size_t i = 0; i < n; i++) {
+        struct region *g = mine[i];
+        ixl_registry_remove_backend(agent->registry, g, b);
+        unregister_one(agent, g, b);
+        if (g->backend_mask == 0) {
+            ixl_registry_remove(agent->registry, g);
+            free(g);
+        }
+    }
+    free(mine);
+    ixl_registry_commit(agent->registry);
+    return IXL_OK;
+}
+
 /* Deregisters everything left (agent destroy; agent->lock held for writing). */
 void ixl_mem_fini(struct ixl_agent *agent)
 {
@@ -514,7 +559,7 @@ ixl_status ixl_mem_query(struct ixl_agent *agent, enum ixl_mem type,
     int rc = IXL_ERR_NOT_SUPPORTED;
     for (unsigned b = 0; b < agent->n_backends; b++) {
         struct ixl_backend *be = agent->backends[b];
-        if ((backend && be != backend) || !(be->mem_mask & IXL_MEM_BIT(type)) ||
+        if (be == NULL || (backend && be != backend) || !(be->mem_mask & IXL_MEM_BIT(type)) ||
             !be->plugin->has[IXL_OPT_QUERY_MEM])
             continue;
         rc = be->plugin->ops.query_mem(be->engine, type, descs, n, out);
@@ -551,7 +596,7 @@ ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, size_t len,
     }
     for (unsigned b = 0; b < agent->n_backends; b++) {
         struct ixl_backend *be = agent->backends[b];
-        if ((backend && be != backend) || !(be->mem_mask & IXL_MEM_BIT(type)) ||
+        if (be == NULL || (backend && be != backend) || !(be->mem_mask & IXL_MEM_BIT(type)) ||
             !be->plugin->has[IXL_OPT_ALLOC_MEM])
             continue;
         void *p = NULL;

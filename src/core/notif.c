@@ -75,19 +75,21 @@ ixl_status ixl_notif_drain(struct ixl_agent *agent, struct ixl_notif_batch **out
     /* One drainer at a time: two would split one sender's notifications between batches in
      * an order the callers could not restore. */
     pthread_mutex_lock(&agent->notif_lock);
+    pthread_rwlock_rdlock(&agent->calls_lock); /* no backend is destroyed under these calls */
     pthread_rwlock_rdlock(&agent->lock);
-    unsigned n = agent->n_backends;
+    unsigned n = 0;
     struct ixl_backend *list[IXL_MAX_BACKENDS];
-    memcpy(list, agent->backends, n * sizeof(list[0]));
+    for (unsigned i = 0; i < agent->n_backends; i++)
+        if (agent->backends[i] != NULL && (agent->backends[i]->caps & IXL_CAP_NOTIF))
+            list[n++] = agent->backends[i];
     pthread_rwlock_unlock(&agent->lock);
     int rc = IXL_OK;
     for (unsigned i = 0; i < n && rc == IXL_OK; i++) {
-        if (!(list[i]->caps & IXL_CAP_NOTIF))
-            continue;
         if (list[i]->caps & IXL_CAP_PROGRESS)
             list[i]->plugin->ops.progress(list[i]->engine);
         rc = list[i]->plugin->ops.get_notifs(list[i]->engine, sink, &d);
     }
+    pthread_rwlock_unlock(&agent->calls_lock);
     pthread_mutex_unlock(&agent->notif_lock);
     if (rc == IXL_OK && d.failed)
         rc = IXL_ERR_NO_MEMORY;
@@ -142,6 +144,7 @@ ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, const voi
                              "notification of %zu bytes exceeds the maximum of %zu", len,
                              agent->params.notif_max);
     int self = strcmp(remote, agent->name) == 0;
+    pthread_rwlock_rdlock(&agent->calls_lock); /* the backend chosen stays until gen_notif ends */
     pthread_rwlock_rdlock(&agent->lock);
     struct remote *r = self ? NULL : ixl_remote_require(agent, remote);
     struct ixl_backend *be = NULL;
@@ -151,7 +154,7 @@ ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, const voi
     } else {
         for (unsigned b = 0; b < agent->n_backends && be == NULL; b++) {
             struct ixl_backend *c = agent->backends[b];
-            if (backend && c != backend)
+            if (c == NULL || (backend && c != backend))
                 continue;
             if (!(c->caps & IXL_CAP_NOTIF))
                 continue;
@@ -165,13 +168,16 @@ ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, const voi
                                remote);
     }
     pthread_rwlock_unlock(&agent->lock);
-    if (rc != IXL_OK)
+    if (rc == IXL_OK)
+        rc = be->plugin->ops.gen_notif(be->engine, remote, msg, len);
+    const char *be_name = be ? be->plugin->info.name : NULL; /* plugins outlive backends */
+    pthread_rwlock_unlock(&agent->calls_lock);
+    if (be_name == NULL)
         return rc;
-    rc = be->plugin->ops.gen_notif(be->engine, remote, msg, len);
     if (rc == IXL_OK)
         atomic_fetch_add(&agent->st_notifs_tx, 1);
     else if (ixl_err_get(agent->id)[0] == '\0')
-        IXL_AGENT_ERR(agent, rc, "backend %s could not send the notification to '%s': %s",
-                      be->plugin->info.name, remote, ixl_strerror(rc));
+        IXL_AGENT_ERR(agent, rc, "backend %s could not send the notification to '%s': %s", be_name,
+                      remote, ixl_strerror(rc));
     return rc;
 }

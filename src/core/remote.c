@@ -35,9 +35,33 @@ void ixl_remote_get(struct remote *r)
 
 /* Unloads every region's metadata and frees the remote (agent->lock held for writing, since
  * unload_md is serialized with the other metadata methods). */
+/* Links r into / out of the list of every live remote (agent->lock held for writing). */
+static void all_link(struct ixl_agent *agent, struct remote *r)
+{
+    struct ixl_remote_table *t = agent->remotes;
+    r->all_prev = NULL;
+    r->all_next = t->all;
+    if (t->all != NULL)
+        t->all->all_prev = r;
+    t->all = r;
+}
+
+static void all_unlink(struct ixl_agent *agent, struct remote *r)
+{
+    struct ixl_remote_table *t = agent->remotes;
+    if (r->all_prev != NULL)
+        r->all_prev->all_next = r->all_next;
+    else if (t->all == r)
+        t->all = r->all_next;
+    if (r->all_next != NULL)
+        r->all_next->all_prev = r->all_prev;
+    r->all_prev = r->all_next = NULL;
+}
+
 static void remote_free(struct remote *r)
 {
     struct ixl_agent *agent = r->agent;
+    all_unlink(agent, r);
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
         struct rindex *x = &r->regs->all[t];
         for (size_t i = 0; i < x->n; i++) {
@@ -96,6 +120,37 @@ void ixl_remotes_fini(struct ixl_agent *agent)
         remote_drop(agent, agent->remotes->v[agent->remotes->n - 1]);
     free(agent->remotes->v);
     agent->remotes->v = NULL;
+}
+
+void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b)
+{
+    struct ixl_backend *be = agent->backends[b];
+    /* Every remote, retired ones still held by requests of other backends included: when the
+     * last of those goes, it must not call into this backend (or the next in its slot). */
+    for (struct remote *r = agent->remotes->all; r != NULL; r = r->all_next) {
+        for (int t = 0; t < IXL_MEM_COUNT; t++) {
+            struct rindex *x = &r->regs->all[t];
+            /* Removal from x shifts it: walk back to front. */
+            for (size_t i = x->n; i-- > 0;) {
+                struct region *g = x->v[i];
+                if (!(g->backend_mask & (1u << b)))
+                    continue;
+                ixl_registry_remove_backend(r->regs, g, b);
+                be->plugin->ops.unload_md(be->engine, g->md[b]);
+                g->md[b] = NULL;
+                g->backend_mask &= ~(1u << b);
+                if (g->backend_mask == 0) {
+                    ixl_registry_remove(r->regs, g);
+                    free(g);
+                }
+            }
+        }
+        ixl_registry_commit(r->regs);
+        if (r->conn_mask & (1u << b)) {
+            be->plugin->ops.disconnect(be->engine, r->name);
+            r->conn_mask &= ~(1u << b);
+        }
+    }
 }
 
 /* ---- the local agent's metadata ------------------------------------------------------------ */
@@ -163,7 +218,7 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
     size_t at_nb = ixl_md_encode_count16(&w);
     for (unsigned b = 0; b < agent->n_backends; b++) {
         struct ixl_backend *be = agent->backends[b];
-        if (!want_backend(params, be))
+        if (be == NULL || !want_backend(params, be))
             continue;
         chosen |= 1u << b;
         wire_index[b] = nb++;
@@ -247,6 +302,8 @@ static struct ixl_backend *local_counterpart(struct ixl_agent *agent,
 {
     for (unsigned i = 0; i < agent->n_backends; i++) {
         struct ixl_backend *be = agent->backends[i];
+        if (be == NULL)
+            continue;
         const char *n = be->plugin->info.name;
         if ((be->caps & IXL_CAP_REMOTE) && strlen(n) == b->name_len &&
             memcmp(n, b->name, b->name_len) == 0)
@@ -401,7 +458,8 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
     return rc;
 }
 
-ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, char *name_out)
+ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, char *name_out,
+                       size_t name_cap)
 {
     if (agent == NULL)
         return IXL_ERR_INVALID_ARG;
@@ -419,6 +477,15 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
                              "metadata of agent '%s' is this agent's own: transfers to itself "
                              "need no metadata (use its own name as the remote)",
                              agent->name);
+    }
+    /* Checked before anything is loaded: the call is all or nothing, outputs included. */
+    if (name_out != NULL && strlen(md.name) >= name_cap) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE,
+                           "ixl_md_load: the remote agent's name '%s' needs %zu bytes, name_out "
+                           "holds %zu (IXL_NAME_MAX always suffices); nothing loaded",
+                           md.name, strlen(md.name) + 1, name_cap);
+        ixl_md_decoded_free(&md);
+        return rc;
     }
 
     struct ixl_backend **map = NULL;
@@ -442,6 +509,7 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
             goto unlock;
         }
         fresh->agent = agent;
+        all_link(agent, fresh);
         snprintf(fresh->name, sizeof(fresh->name), "%s", md.name);
         fresh->incarnation = md.incarnation;
         atomic_init(&fresh->refs, 1);
@@ -502,7 +570,7 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
                       "connection info loaded for it yet (send it first, or with the regions)",
                       agent->name, skipped, md.name);
     if (name_out)
-        snprintf(name_out, IXL_NAME_MAX, "%s", md.name);
+        snprintf(name_out, name_cap, "%s", md.name);
     goto unlock;
 
 drop_fresh:
@@ -540,6 +608,7 @@ ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote)
     else
         remote_drop(agent, r);
     pthread_rwlock_unlock(&agent->lock);
+    ixl_mdx_fetch_forget(agent, remote); /* a failed fetch's outcome goes with it */
     return rc;
 }
 
@@ -553,6 +622,8 @@ int ixl_remote_invalidate_inc(struct ixl_agent *agent, const char *remote, uint6
         rc = IXL_OK;
     }
     pthread_rwlock_unlock(&agent->lock);
+    if (rc == IXL_OK)
+        ixl_mdx_fetch_forget(agent, remote);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/internal.h"
 #include "util/log.h"
+#include "util/out.h"
 #include "util/time.h"
 
 /* ---- prepared lists ------------------------------------------------------------------------ */
@@ -205,7 +206,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
     int typed = 0;
     for (unsigned b = 0; b < agent->n_backends; b++) {
         struct ixl_backend *be = agent->backends[b];
-        if (only && !in_list(only, n_only, be))
+        if (be == NULL || (only && !in_list(only, n_only, be)))
             continue;
         if (!(be->mem_mask & IXL_MEM_BIT(list->type)))
             continue;
@@ -280,10 +281,12 @@ ixl_status ixl_prep_create(struct ixl_agent *agent, const char *remote,
     struct ixl_prep *p = NULL;
     int rc = prep_build(agent, remote, list, use ? params->backends : NULL,
                         use ? params->n_backends : 0, &p, remote ? "target" : "local");
+    /* Tracked before the lock goes, so ixl_backend_destroy sees every list it could use. */
+    if (rc == IXL_OK)
+        ixl_agent_track_prep(agent, p);
     pthread_rwlock_unlock(&agent->lock);
     if (rc != IXL_OK)
         return rc;
-    ixl_agent_track_prep(agent, p);
     *out = p;
     return IXL_OK;
 }
@@ -670,7 +673,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     }
     /* The path is known once prepared; a post may refine it (read again at completion). */
     if (be->plugin->has[IXL_OPT_REQ_INFO]) {
-        struct ixl_req_info info = {{0}};
+        struct ixl_req_info info = {.size = sizeof(info)};
         if (be->plugin->ops.req_info(be->engine, x->req, &info) == IXL_OK) {
             info.path[sizeof(info.path) - 1] = '\0';
             memcpy(x->path, info.path, sizeof(x->path));
@@ -759,13 +762,14 @@ ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op, const struct
         rc = prep_build(agent, remote_agent, remote, only, n_only, &rp, "remote");
     if (rc == IXL_OK)
         rc = xfer_build(agent, op, lp, NULL, rp, NULL, (size_t)n, params, &x);
+    if (rc == IXL_OK) /* before the lock goes: ixl_backend_destroy sees every request */
+        ixl_agent_track_xfer(agent, x);
     pthread_rwlock_unlock(&agent->lock);
     /* The temporary lists' references go; the request holds its own. */
     prep_free(lp);
     prep_free(rp);
     if (rc != IXL_OK)
         return rc;
-    ixl_agent_track_xfer(agent, x);
     *out = x;
     return IXL_OK;
 }
@@ -796,10 +800,11 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
     pthread_rwlock_rdlock(&agent->lock);
     struct ixl_xfer *x = NULL;
     rc = xfer_build(agent, op, local, local_idx, remote, remote_idx, n, params, &x);
+    if (rc == IXL_OK) /* before the lock goes: ixl_backend_destroy sees every request */
+        ixl_agent_track_xfer(agent, x);
     pthread_rwlock_unlock(&agent->lock);
     if (rc != IXL_OK)
         return rc;
-    ixl_agent_track_xfer(agent, x);
     *out = x;
     return IXL_OK;
 }
@@ -816,7 +821,7 @@ static void finish(struct ixl_xfer *x, int rc)
         atomic_fetch_add(&agent->st_completed, 1);
         atomic_fetch_add(&agent->st_bytes, x->bytes);
         if (x->backend->plugin->has[IXL_OPT_REQ_INFO]) {
-            struct ixl_req_info info = {{0}};
+            struct ixl_req_info info = {.size = sizeof(info)};
             if (x->backend->plugin->ops.req_info(x->backend->engine, x->req, &info) == IXL_OK) {
                 info.path[sizeof(info.path) - 1] = '\0';
                 memcpy(x->path, info.path, sizeof(x->path));
@@ -1017,39 +1022,59 @@ ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
     return IXL_OK;
 }
 
+/* First generations of the output structs (the growth rule in ixl.h). */
+#define IXL_XFER_TELEMETRY_V1 IXL_SIZE_THROUGH(struct ixl_xfer_telemetry, post_count)
+#define IXL_XFER_INFO_V1 IXL_SIZE_THROUGH(struct ixl_xfer_info, bytes)
+#define IXL_COST_V1 IXL_SIZE_THROUGH(struct ixl_cost, method)
+
 ixl_status ixl_xfer_telemetry(struct ixl_xfer *x, struct ixl_xfer_telemetry *out)
 {
     if (x == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
+    if (ixl_out_check(out, IXL_XFER_TELEMETRY_V1) != IXL_OK)
+        return IXL_AGENT_ERR(x->agent, IXL_ERR_INVALID_ARG,
+                             "ixl_xfer_telemetry: out->size must be sizeof(struct "
+                             "ixl_xfer_telemetry)");
     if (!x->agent->params.telemetry)
         return IXL_AGENT_QUIET(x->agent, IXL_ERR_NO_TELEMETRY, "telemetry is off for agent '%s'",
                                x->agent->name);
     pthread_mutex_lock(&x->lock);
     int rc = IXL_OK;
-    if (x->done_count == 0) {
+    struct ixl_xfer_telemetry t = {
+        .size = sizeof(t),
+        .post_us = x->post_ns / 1000u,
+        .xfer_us = x->xfer_ns / 1000u,
+        .bytes = x->bytes,
+        .desc_count = x->n,
+        .post_count = x->post_count,
+    };
+    if (x->done_count == 0)
         rc = IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_POSTED, "the request has not completed yet");
-    } else {
-        out->post_us = x->post_ns / 1000u;
-        out->xfer_us = x->xfer_ns / 1000u;
-        out->bytes = x->bytes;
-        out->desc_count = x->n;
-        out->post_count = x->post_count;
-    }
     pthread_mutex_unlock(&x->lock);
-    return rc;
+    if (rc != IXL_OK)
+        return rc;
+    return ixl_out_write(out, &t, sizeof(t), IXL_XFER_TELEMETRY_V1,
+                         _Alignof(struct ixl_xfer_telemetry));
 }
 
 ixl_status ixl_xfer_info(struct ixl_xfer *x, struct ixl_xfer_info *out)
 {
     if (x == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
+    if (ixl_out_check(out, IXL_XFER_INFO_V1) != IXL_OK)
+        return IXL_AGENT_ERR(x->agent, IXL_ERR_INVALID_ARG,
+                             "ixl_xfer_info: out->size must be sizeof(struct ixl_xfer_info)");
     pthread_mutex_lock(&x->lock);
-    out->backend = x->backend->plugin->info.name;
-    out->path = x->path;
-    out->desc_count = x->n;
-    out->bytes = x->bytes;
+    struct ixl_xfer_info info = {
+        .size = sizeof(info),
+        .backend = x->backend->plugin->info.name,
+        .path = x->path,
+        .desc_count = x->n,
+        .bytes = x->bytes,
+    };
     pthread_mutex_unlock(&x->lock);
-    return IXL_OK;
+    return ixl_out_write(out, &info, sizeof(info), IXL_XFER_INFO_V1,
+                         _Alignof(struct ixl_xfer_info));
 }
 
 ixl_status ixl_xfer_estimate(struct ixl_xfer *x, struct ixl_cost *out)
@@ -1057,9 +1082,23 @@ ixl_status ixl_xfer_estimate(struct ixl_xfer *x, struct ixl_cost *out)
     if (x == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
     ixl_err_clear(x->agent->id);
+    if (ixl_out_check(out, IXL_COST_V1) != IXL_OK)
+        return IXL_AGENT_ERR(x->agent, IXL_ERR_INVALID_ARG,
+                             "ixl_xfer_estimate: out->size must be sizeof(struct ixl_cost)");
     const struct ixl_plugin *p = x->backend->plugin;
     if (!p->has[IXL_OPT_ESTIMATE])
         return IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_SUPPORTED,
                                "backend %s gives no cost estimates", p->info.name);
-    return p->ops.estimate_xfer_cost(x->backend->engine, x->req, out);
+    /* The plugin writes within the core's size (at least the first generation's), the caller
+     * gets what lies within its own. */
+    struct ixl_cost cost = {.size = sizeof(cost)};
+    int rc = p->ops.estimate_xfer_cost(x->backend->engine, x->req, &cost);
+    if (rc != IXL_OK)
+        return rc;
+    if (cost.size < IXL_COST_V1 || cost.size > sizeof(cost))
+        return IXL_AGENT_ERR(x->agent, IXL_ERR_PLUGIN,
+                             "backend %s returned a cost estimate of size %u (expected %zu..%zu)",
+                             p->info.name, (unsigned)cost.size, (size_t)IXL_COST_V1, sizeof(cost));
+    cost.size = sizeof(cost);
+    return ixl_out_write(out, &cost, sizeof(cost), IXL_COST_V1, _Alignof(struct ixl_cost));
 }

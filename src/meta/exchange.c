@@ -63,6 +63,7 @@ struct mdx_thread {
     char host[256];
     uint16_t port;
     const struct mdx_impl *im; /* the exchange it fetches from */
+    uint64_t fetch_gen;        /* its entry in x->fetches */
 };
 
 struct mdx_peer {
@@ -85,6 +86,16 @@ struct mdx_impl {
 };
 enum { MDX_PEER, MDX_ETCD, MDX_N }; /* stopped in reverse order: etcd first */
 
+/* The last fetch of a remote that is running or failed (ixl_md_fetch_status). A fetch that
+ * succeeded leaves no entry: the remote table then answers. */
+struct mdx_fetch {
+    char remote[IXL_NAME_MAX];
+    uint64_t gen; /* of the fetch this entry is for: an older fetch's thread does not touch it */
+    int status;   /* IXL_IN_PROGRESS, or the failed fetch's error */
+    char reason[IXL_MDX_MSG_MAX + 300];
+    struct mdx_fetch *next;
+};
+
 struct ixl_mdx {
     struct ixl_agent *agent;
     pthread_mutex_t lock;
@@ -96,8 +107,10 @@ struct ixl_mdx {
     bool listening;
     struct mdx_thread *threads; /* connection and fetch threads */
     unsigned n_conns;
-    struct mdx_peer *peers;   /* where invalidate_local goes */
-    struct mdx_label *labels; /* labeled blobs served by the listener */
+    struct mdx_peer *peers;    /* where invalidate_local goes */
+    struct mdx_label *labels;  /* labeled blobs served by the listener */
+    struct mdx_fetch *fetches; /* fetches running or failed, by remote */
+    uint64_t fetch_gen;
     struct mdx_impl impl[MDX_N];
 };
 
@@ -354,7 +367,7 @@ static void serve(struct mdx_thread *t)
     size_t out_len = 0;
     switch (m.type) {
     case MDX_SEND:
-        st = ixl_md_load(agent, m.blob, m.blob_len, NULL);
+        st = ixl_md_load(agent, m.blob, m.blob_len, NULL, 0);
         if (st != IXL_OK)
             snprintf(text, sizeof(text), "%s", ixl_agent_last_error(agent));
         break;
@@ -747,6 +760,81 @@ ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
     return rc;
 }
 
+/* The entry of remote in x->fetches, or NULL (x->lock held). prev: the link to it. */
+static struct mdx_fetch *fetch_find_locked(struct ixl_mdx *x, const char *remote,
+                                           struct mdx_fetch ***prev)
+{
+    for (struct mdx_fetch **pp = &x->fetches; *pp != NULL; pp = &(*pp)->next)
+        if (strcmp((*pp)->remote, remote) == 0) {
+            if (prev)
+                *prev = pp;
+            return *pp;
+        }
+    return NULL;
+}
+
+/* A fetch ended: success drops its entry (the remote table answers from now on), an error
+ * stays with its reason until the next fetch of that remote or its invalidation. */
+static void fetch_record(struct ixl_mdx *x, const struct mdx_thread *t, int rc, const char *why)
+{
+    pthread_mutex_lock(&x->lock);
+    struct mdx_fetch **pp = NULL;
+    struct mdx_fetch *f = fetch_find_locked(x, t->remote, &pp);
+    if (f != NULL && f->gen == t->fetch_gen) {
+        if (rc == IXL_OK) {
+            *pp = f->next;
+            free(f);
+        } else {
+            f->status = rc;
+            snprintf(f->reason, sizeof(f->reason),
+                     "fetching the metadata of '%s'%s%s from %s failed: %s", t->remote,
+                     t->label[0] ? " under label " : "", t->label,
+                     t->host[0] ? t->host : t->im->ops->name, why[0] ? why : ixl_strerror(rc));
+        }
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* A new fetch of remote starts: its entry says IN_PROGRESS (replacing an older outcome). 0, or
+ * -1 out of memory. */
+static int fetch_begin(struct ixl_mdx *x, struct mdx_thread *t)
+{
+    pthread_mutex_lock(&x->lock);
+    struct mdx_fetch *f = fetch_find_locked(x, t->remote, NULL);
+    if (f == NULL && (f = calloc(1, sizeof(*f))) != NULL) {
+        snprintf(f->remote, sizeof(f->remote), "%s", t->remote);
+        f->next = x->fetches;
+        x->fetches = f;
+    }
+    if (f != NULL) {
+        f->gen = t->fetch_gen = ++x->fetch_gen;
+        f->status = IXL_IN_PROGRESS;
+        f->reason[0] = '\0';
+    }
+    pthread_mutex_unlock(&x->lock);
+    return f != NULL ? 0 : -1;
+}
+
+/* Drops remote's entry (a fetch that could not start, or the remote's invalidation). gen 0:
+ * whatever fetch it is for. */
+static void fetch_forget(struct ixl_mdx *x, const char *remote, uint64_t gen)
+{
+    pthread_mutex_lock(&x->lock);
+    struct mdx_fetch **pp = NULL;
+    struct mdx_fetch *f = fetch_find_locked(x, remote, &pp);
+    if (f != NULL && (gen == 0 || f->gen == gen)) {
+        *pp = f->next;
+        free(f);
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+void ixl_mdx_fetch_forget(struct ixl_agent *agent, const char *remote)
+{
+    if (agent->mdx != NULL)
+        fetch_forget(agent->mdx, remote, 0);
+}
+
 static void *fetch_main(void *arg)
 {
     struct mdx_thread *t = arg;
@@ -761,7 +849,7 @@ static void *fetch_main(void *arg)
                            sizeof(msg));
     if (rc == IXL_OK && !atomic_load(&x->stop)) {
         char name[IXL_NAME_MAX];
-        rc = ixl_md_load(agent, blob, len, name);
+        rc = ixl_md_load(agent, blob, len, name, sizeof(name));
         if (rc == IXL_OK && strcmp(name, t->remote) != 0) {
             IXL_LOG_WARNING("agent %s: fetched metadata of '%s' names agent '%s'", agent->name,
                             t->remote, name);
@@ -773,8 +861,9 @@ static void *fetch_main(void *arg)
         IXL_LOG_ERR("agent %s: fetching the metadata of '%s'%s%s from %s failed: %s (%s)",
                     agent->name, t->remote, t->label[0] ? " under label " : "", t->label,
                     t->host[0] ? t->host : t->im->ops->name, msg, ixl_strerror(rc));
+    fetch_record(x, t, rc, msg);
     free(blob);
-    ixl_agent_wake(agent);
+    ixl_agent_wake(agent); /* after the record: a woken poller sees the outcome */
     thread_finish(t, false);
     return NULL;
 }
@@ -813,12 +902,48 @@ ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struc
         snprintf(t->host, sizeof(t->host), "%s", peer->addr);
         t->port = peer->port;
     }
+    if (fetch_begin(x, t) != 0) {
+        free(t);
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    }
     rc = spawn(x, t, fetch_main);
     if (rc != IXL_OK) {
+        fetch_forget(x, t->remote, t->fetch_gen);
         free(t);
         return IXL_AGENT_ERR(agent, rc, "ixl_md_fetch: cannot start a thread");
     }
     return IXL_OK;
+}
+
+ixl_status ixl_md_fetch_status(struct ixl_agent *agent, const char *remote)
+{
+    if (agent == NULL)
+        return IXL_ERR_INVALID_ARG;
+    ixl_err_clear(agent->id);
+    if (remote == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch_status: NULL name");
+    struct ixl_mdx *x = agent->mdx;
+    pthread_mutex_lock(&x->lock);
+    struct mdx_fetch *f = fetch_find_locked(x, remote, NULL);
+    int rc = f != NULL ? f->status : IXL_OK;
+    char reason[sizeof(f->reason)];
+    if (f != NULL)
+        memcpy(reason, f->reason, sizeof(reason));
+    pthread_mutex_unlock(&x->lock);
+    if (f == NULL) {
+        /* No fetch running or failed: loaded (by a fetch, a load, a peer's send, etcd) or not. */
+        rc = ixl_remote_check(agent, remote, NULL);
+        if (rc == IXL_ERR_NOT_FOUND)
+            rc = IXL_AGENT_QUIET(agent, rc,
+                                 "no fetch of '%s' is running or failed, and its metadata is not "
+                                 "loaded",
+                                 remote);
+        return rc;
+    }
+    if (rc == IXL_IN_PROGRESS)
+        return IXL_IN_PROGRESS;
+    /* The fetch thread logged it already: recorded for this caller, not logged again. */
+    return IXL_AGENT_QUIET(agent, rc, "%s", reason);
 }
 
 ixl_status ixl_md_invalidate_local(struct ixl_agent *agent, const struct ixl_peer *peer)
@@ -938,6 +1063,11 @@ void ixl_mdx_stop(struct ixl_agent *agent)
         x->labels = l->next;
         free(l->blob);
         free(l);
+    }
+    while (x->fetches != NULL) {
+        struct mdx_fetch *f = x->fetches;
+        x->fetches = f->next;
+        free(f);
     }
     if (x->wakefd >= 0)
         close(x->wakefd);

@@ -12,6 +12,7 @@
 
 #include "plugin/builtin.h"
 #include "util/config.h"
+#include "util/out.h"
 #include "util/log.h"
 #include "util/opt.h"
 
@@ -724,6 +725,9 @@ const struct ixl_plugin *ixl_pm_get(size_t index)
 
 /* ---- north-bound listing ---------------------------------------------------------------- */
 
+/* struct ixl_plugin_info's first generation ends at n_options (see the growth rule in ixl.h). */
+#define IXL_PLUGIN_INFO_V1 IXL_SIZE_THROUGH(struct ixl_plugin_info, n_options)
+
 size_t ixl_plugin_count(void)
 {
     return ixl_pm_count();
@@ -733,23 +737,27 @@ ixl_status ixl_plugin_get(size_t index, struct ixl_plugin_info *out)
 {
     if (out == NULL)
         return IXL_ERR_INVALID_ARG;
+    if (ixl_out_check(out, IXL_PLUGIN_INFO_V1) != IXL_OK)
+        return IXL_ERR_INVALID_ARG;
     const struct ixl_plugin *p = ixl_pm_get(index);
     if (p == NULL)
         return IXL_ERR_INDEX;
-    *out = p->info;
-    return IXL_OK;
+    return ixl_out_write(out, &p->info, sizeof(p->info), IXL_PLUGIN_INFO_V1,
+                         _Alignof(struct ixl_plugin_info));
 }
 
 ixl_status ixl_plugin_find(const char *name, struct ixl_plugin_info *out)
 {
     if (name == NULL || out == NULL)
         return IXL_ERR_INVALID_ARG;
+    if (ixl_out_check(out, IXL_PLUGIN_INFO_V1) != IXL_OK)
+        return IXL_ERR_INVALID_ARG;
     const struct ixl_plugin *p;
     int rc = ixl_pm_find(name, &p);
     if (rc != IXL_OK)
         return rc;
-    *out = p->info;
-    return IXL_OK;
+    return ixl_out_write(out, &p->info, sizeof(p->info), IXL_PLUGIN_INFO_V1,
+                         _Alignof(struct ixl_plugin_info));
 }
 
 size_t ixl_plugin_refused_count(void)

@@ -7,6 +7,7 @@
 #include <ixl/ixl.h>
 
 #include "util/opt.h"
+#include "util/out.h"
 
 /* One table, read once: ixl-info prints it, and nothing else in ixl calls getenv(). Entries
  * are typed like backend options (enum ixl_opt_type): a size or a duration is parsed by
@@ -89,17 +90,25 @@ size_t ixl_config_count(void)
     return IXL_CFG_COUNT;
 }
 
+/* struct ixl_config_var's first generation ends at description (the growth rule in ixl.h). */
+#define IXL_CONFIG_VAR_V1 IXL_SIZE_THROUGH(struct ixl_config_var, description)
+
 ixl_status ixl_config_get(size_t index, struct ixl_config_var *out)
 {
     if (out == NULL)
         return IXL_ERR_INVALID_ARG;
+    if (ixl_out_check(out, IXL_CONFIG_VAR_V1) != IXL_OK)
+        return IXL_ERR_INVALID_ARG;
     if (index >= IXL_CFG_COUNT)
         return IXL_ERR_INDEX;
-    out->name = table[index].name;
-    out->value = ixl_cfg_get((enum ixl_cfg)index);
-    out->default_value = table[index].default_value;
-    out->description = table[index].description;
-    return IXL_OK;
+    struct ixl_config_var v = {
+        .size = sizeof(v),
+        .name = table[index].name,
+        .value = ixl_cfg_get((enum ixl_cfg)index),
+        .default_value = table[index].default_value,
+        .description = table[index].description,
+    };
+    return ixl_out_write(out, &v, sizeof(v), IXL_CONFIG_VAR_V1, _Alignof(struct ixl_config_var));
 }
 
 const char *ixl_config_value(const char *name)

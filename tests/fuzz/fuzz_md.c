@@ -130,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* The public loader, with the backend behind it. */
     char name[IXL_NAME_MAX];
-    ixl_status rc = ixl_md_load(a, data, size, name);
+    ixl_status rc = ixl_md_load(a, data, size, name, sizeof(name));
     if (drc == IXL_ERR_MALFORMED && rc != IXL_ERR_MALFORMED)
         fail("ixl_md_load accepted (or failed differently on) a blob the decoder refuses");
     if (rc != IXL_OK)
@@ -138,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ixl_remote_check(a, name, NULL) != IXL_OK)
         fail("a loaded remote is not found");
     /* Loading the same blob again is an incremental update of the same incarnation. */
-    (void)ixl_md_load(a, data, size, NULL);
+    (void)ixl_md_load(a, data, size, NULL, 0);
     if (ixl_remote_invalidate(a, name) != IXL_OK)
         fail("a loaded remote cannot be invalidated");
     if (ixl_remote_check(a, name, NULL) != IXL_ERR_NOT_FOUND)

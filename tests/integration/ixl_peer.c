@@ -151,11 +151,14 @@ static void release_buf(struct buf *b)
 {
     struct ixl_reg_desc d;
     reg_desc(b, &d);
-    ixl_mem_deregister(agent, IXL_MEM_DRAM, &d, 1, NULL);
-    if (b->shm)
-        ixl_mem_free(agent, b->p);
-    else
+    if (ixl_mem_deregister(agent, IXL_MEM_DRAM, &d, 1, NULL) != IXL_OK)
+        fprintf(stderr, "ixl_peer: deregister: %s\n", ixl_agent_last_error(agent));
+    if (b->shm) {
+        if (ixl_mem_free(agent, b->p) != IXL_OK)
+            fprintf(stderr, "ixl_peer: ixl_mem_free: %s\n", ixl_agent_last_error(agent));
+    } else {
         munmap(b->p, b->len);
+    }
     b->p = NULL;
 }
 
@@ -192,10 +195,10 @@ static void cmd_alloc(int argc, char **argv)
     int rc = ixl_mem_register(agent, IXL_MEM_DRAM, &d, 1, NULL);
     if (rc != IXL_OK) {
         reply_err(rc);
-        if (b->shm)
-            ixl_mem_free(agent, b->p);
-        else
+        if (!b->shm)
             munmap(b->p, b->len);
+        else if (ixl_mem_free(agent, b->p) != IXL_OK)
+            fprintf(stderr, "ixl_peer: ixl_mem_free: %s\n", ixl_agent_last_error(agent));
         b->p = NULL;
         return;
     }
@@ -412,7 +415,7 @@ static void cmd_load(int argc, char **argv)
         return;
     }
     char name[IXL_NAME_MAX];
-    int rc = ixl_md_load(agent, blob, len, name);
+    int rc = ixl_md_load(agent, blob, len, name, sizeof(name));
     free(blob);
     if (rc == IXL_OK)
         reply("ok %s", name);
@@ -487,7 +490,7 @@ static void cmd_xfer(int argc, char **argv)
             rc = ixl_xfer_wait(x, 30000);
     }
     if (rc == IXL_OK) {
-        struct ixl_xfer_info info;
+        struct ixl_xfer_info info = {.size = sizeof(info)};
         ixl_xfer_info(x, &info);
         reply("ok %s", info.path[0] ? info.path : "?");
     } else {

@@ -254,7 +254,7 @@ static void transfer(struct ixl_agent *a, enum ixl_op op, uint64_t local, uint64
                 ixl_strerror(rc), ixl_agent_last_error(a));
         exit(1);
     }
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     if (strcmp(info.backend, "NET") != 0 || strcmp(info.path, "tcp") != 0 || info.bytes != SIZE) {
         fprintf(stderr, "initiator: ran on %s path '%s' (%" PRIu64 " bytes), want NET tcp\n",
@@ -276,7 +276,7 @@ static int run_initiator(const char *dir, const char *addr)
     uint64_t remote = strtoull(text, NULL, 16);
     CHECK(remote != 0);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(a, md, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(a, md, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, "nstarget") == 0);
 
     memset(buf, 0, SIZE);

@@ -257,7 +257,7 @@ void load_peer(struct ixl_agent *a, struct peer *p)
     size_t len;
     uint8_t *blob = peer_md(p, &len);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(a, blob, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(a, blob, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, p->name) == 0);
     free(blob);
 }

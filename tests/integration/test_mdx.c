@@ -7,7 +7,8 @@
  * after each, labeled partial metadata (sent, and fetched by label from the owner's listener),
  * invalidate_local reaching the peers that were sent to and those that fetched, a peer
  * restarted under the same name (old requests STALE, new ones work), fetch from a dead
- * address, and the listener under untrusted input: garbage, a truncated frame, an oversized
+ * address, ixl_md_fetch_status (not yet / loaded / failed with its reason / forgotten at
+ * invalidation), and the listener under untrusted input: garbage, a truncated frame, an oversized
  * length, a malformed metadata blob, a stalled client (cut after its deadline, not blocking
  * others), 100 concurrent clients, destroy with a fetch stuck on a silent server.
  */
@@ -67,6 +68,19 @@ static uint64_t wait_loaded(struct ixl_agent *a, const char *remote, int ms)
         }
     }
     return now_ms() - t0;
+}
+
+/* Polls ixl_md_fetch_status until the fetch of remote is no longer IXL_IN_PROGRESS. */
+static int wait_fetch(struct ixl_agent *a, const char *remote, int ms)
+{
+    uint64_t t0 = now_ms();
+    int rc;
+    while ((rc = ixl_md_fetch_status(a, remote)) == IXL_IN_PROGRESS) {
+        if (now_ms() - t0 > (uint64_t)ms)
+            check_fail(__FILE__, __LINE__, "the fetch of '%s' still runs after %d ms", remote, ms);
+        sleep_ms(5);
+    }
+    return rc;
 }
 
 static struct ixl_dlist *list1(uint64_t addr, uint64_t len)
@@ -290,6 +304,7 @@ static void test_destroy_with_stuck_fetch(void)
     struct ixl_peer pr = {"127.0.0.1", ntohs(sa.sin_port)};
     CHECK_RC(ixl_md_fetch(a, "silent", &pr, NULL), IXL_OK);
     sleep_ms(200);
+    CHECK_RC(ixl_md_fetch_status(a, "silent"), IXL_IN_PROGRESS); /* no answer yet, no error */
     uint64_t t0 = now_ms();
     ixl_agent_destroy(a);
     uint64_t took = now_ms() - t0;
@@ -324,8 +339,14 @@ int main(void)
     PEER_OK(p1, "mdsend 127.0.0.1 %u", (unsigned)hport);
     CHECK_RC(ixl_remote_check(hub, "p1", NULL), IXL_OK); /* loaded before send returned */
     struct ixl_peer to2 = {"127.0.0.1", port2};
+    CHECK_RC(ixl_md_fetch_status(hub, "p2"), IXL_ERR_NOT_FOUND); /* never fetched, not loaded */
+    CHECK_STR_HAS(ixl_agent_last_error(hub), "no fetch of 'p2'");
+    CHECK_RC(ixl_md_fetch_status(hub, "p1"), IXL_OK); /* loaded by p1's send, no fetch */
     CHECK_RC(ixl_md_fetch(hub, "p2", &to2, NULL), IXL_OK);
+    int st = ixl_md_fetch_status(hub, "p2"); /* "not yet", unless it was very quick */
+    CHECK(st == IXL_IN_PROGRESS || st == IXL_OK);
     uint64_t took = wait_loaded(hub, "p2", WAIT_MS);
+    CHECK_RC(wait_fetch(hub, "p2", WAIT_MS), IXL_OK);
     peer_roundtrip(hub, local, &b1, BUF_LEN);
     peer_roundtrip(hub, local, &b2, BUF_LEN);
     peer_roundtrip(hub, local, &b2x, 4096);
@@ -352,6 +373,12 @@ int main(void)
     peer_roundtrip(lab, local, &b1y, 4096);
     CHECK(ixl_md_fetch(lab, "p1", &to1, "no such label!") == IXL_ERR_INVALID_ARG);
     CHECK_RC(ixl_md_fetch(lab, "p1", &to1, "absent"), IXL_OK); /* fails in its thread */
+    /* The failed fetch's outcome, though p1 is still loaded from the fetch by "kv1". */
+    st = wait_fetch(lab, "p1", WAIT_MS);
+    CHECK(st < 0);
+    CHECK_STR_HAS(ixl_agent_last_error(lab), "under label absent");
+    CHECK_RC(ixl_remote_check(lab, "p1", NULL), IXL_OK);
+    CHECK_RC(ixl_md_fetch_status(lab, "p1"), st); /* it stays */
     ixl_dlist_destroy(in1);
     ixl_dlist_destroy(in0);
     fprintf(stderr, "labeled partial metadata: sent, fetched by label, only its region loaded\n");
@@ -395,8 +422,12 @@ int main(void)
     struct ixl_peer tod = {"127.0.0.1", dead};
     CHECK_RC(ixl_md_send(hub, &tod, NULL), IXL_ERR_CONN_REFUSED);
     CHECK_RC(ixl_md_fetch(hub, "p2", &tod, NULL), IXL_OK);
-    sleep_ms(300);
+    CHECK_RC(wait_fetch(hub, "p2", WAIT_MS), IXL_ERR_CONN_REFUSED); /* failed, with its reason */
+    CHECK_STR_HAS(ixl_agent_last_error(hub), "cannot connect to 127.0.0.1");
     CHECK(ixl_remote_check(hub, "p2", NULL) == IXL_ERR_NOT_FOUND);
+    CHECK_RC(ixl_md_fetch_status(hub, "p2"), IXL_ERR_CONN_REFUSED); /* until invalidated */
+    CHECK_RC(ixl_remote_invalidate(hub, "p2"), IXL_ERR_NOT_FOUND);
+    CHECK_RC(ixl_md_fetch_status(hub, "p2"), IXL_ERR_NOT_FOUND);
     struct ixl_peer noetcd = {NULL, 0};
     CHECK(ixl_md_send(hub, &noetcd, NULL) == IXL_ERR_INVALID_ARG);
     fprintf(stderr, "dead listener: send CONN_REFUSED, fetch loads nothing; no etcd: refused\n");

@@ -131,7 +131,7 @@ static int post_wait(struct ixl_xfer *x, int ms)
 static void check_info(struct ixl_agent *a, struct ixl_xfer *x, const char *want_path,
                        uint64_t bytes, uint64_t descs)
 {
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     if (strcmp(info.path, want_path) != 0)
         check_fail(__FILE__, __LINE__, "%s: path '%s', want '%s'", ixl_agent_name(a), info.path,
@@ -299,7 +299,7 @@ static void seccomp_child(const struct rbuf *rb, const uint8_t *md, size_t md_le
     CHECK(buf != NULL);
     struct ixl_agent *a = make_initiator("sec_i", NULL, 0, buf, len + 2 * GUARD);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(a, md, md_len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(a, md, md_len, name, sizeof(name)), IXL_OK);
     struct ixl_dlist *l = list1((uintptr_t)buf + GUARD, len), *r = list1(rb->addr + GUARD, len);
     struct ixl_xfer *x;
     memset(buf, POISON_L, len + 2 * GUARD);
@@ -318,7 +318,7 @@ static void seccomp_child(const struct rbuf *rb, const uint8_t *md, size_t md_le
     /* Forcing the refused path is an error that says why, not a silent fallback. */
     struct ixl_kv cma[] = {{"path", "cma"}};
     struct ixl_agent *c = make_initiator("sec_c", cma, 1, buf, len + 2 * GUARD);
-    CHECK_RC(ixl_md_load(c, md, md_len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(c, md, md_len, name, sizeof(name)), IXL_OK);
     CHECK_RC(ixl_xfer_create(c, IXL_OP_READ, l, r, rb->p->name, NULL, &x), IXL_ERR_NOT_SUPPORTED);
     CHECK_STR_HAS(ixl_agent_last_error(c), "path=cma");
     ixl_dlist_destroy(l);
@@ -943,7 +943,7 @@ static void test_kill_restart(void)
     CHECK_STR_HAS(ixl_agent_last_error(i_slow), "victim");
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(i_slow, old_md, old_len, name), IXL_ERR_STALE);
+    CHECK_RC(ixl_md_load(i_slow, old_md, old_len, name, sizeof(name)), IXL_ERR_STALE);
     free(old_md);
     small_ok(&rb, 0);
     fprintf(stderr, "  restarted peer: new metadata loaded, old request STALE, older metadata "

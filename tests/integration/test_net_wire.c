@@ -769,7 +769,7 @@ static void case_notif(struct target *t)
     ixl_free(nb);
     close(fd);
     free(msg);
-    struct ixl_agent_stats st;
+    struct ixl_agent_stats st = {.size = sizeof(st)};
     CHECK_RC(ixl_agent_stats(t->agent, &st), IXL_OK);
     CHECK(st.notifs_received >= 3);
 }

@@ -410,7 +410,7 @@ static void xfer_ok(struct ixl_agent *a, enum ixl_op op, const struct ixl_desc *
     if (rc != IXL_OK)
         check_fail(__FILE__, __LINE__, "%s %s: %s: %s", what, op_name(op), ixl_strerror(rc),
                    ixl_agent_last_error(a));
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     if (strcmp(info.backend, backend) != 0 || (path && strcmp(info.path, path) != 0))
         check_fail(__FILE__, __LINE__, "%s %s ran on %s path '%s', want %s path '%s'", what,
@@ -656,7 +656,7 @@ static void test_scatter(struct ixl_agent *a)
     if (rc != IXL_OK)
         check_fail(__FILE__, __LINE__, "scatter WRITE: %s: %s", ixl_strerror(rc),
                    ixl_agent_last_error(a));
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     CHECK(strcmp(info.backend, "POSIX") == 0 && strcmp(info.path, want_path) == 0);
     CHECK(info.desc_count == NDESC && info.bytes == (uint64_t)NDESC * DESC_LEN);
@@ -1875,7 +1875,7 @@ static void seccomp_child(enum sec_variant v)
     struct ixl_xfer *x;
     CHECK_RC(xfer_make(a, IXL_OP_READ, &ld, IXL_MEM_FILE, &rd, 1, NULL, &x), IXL_OK);
     CHECK_RC(post_wait(x), IXL_OK);
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     fprintf(stderr, "  %-44s ok on '%s'\n", "engine=auto", info.path);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);

@@ -119,7 +119,7 @@ static int post_wait(struct ixl_xfer *x, int ms)
 
 static void check_info(struct ixl_xfer *x, uint64_t bytes, uint64_t descs, char *path, size_t n)
 {
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     CHECK(strcmp(info.backend, "UCX") == 0);
     CHECK(info.bytes == bytes);

@@ -6,10 +6,14 @@
  *   BROKEN_SMALL   - an ops table smaller than IXL_ENGINE_OPS_MIN_SIZE;
  *   BROKEN_NONOTIF - REMOTE|LOCAL without NOTIF, every method present;
  *   BROKEN_OPTS    - an option of a type ixl does not know;
- *   BROKEN_DUP     - a valid plugin that calls itself "TEST".
- * None of them makes working engines: create_engine answers IXL_ERR_NOT_SUPPORTED.
+ *   BROKEN_DUP     - a valid plugin that calls itself "TEST";
+ *   BROKEN_ENGSIZE - a valid plugin (OLDENGINE) whose engines have no size (base.size 0, as
+ *                    an engine built against ABI 1 reads): backend creation must refuse them.
+ * None of them makes working engines: create_engine answers IXL_ERR_NOT_SUPPORTED (or, for
+ * BROKEN_ENGSIZE, an engine the core must refuse and destroy).
  */
 #include <stddef.h>
+#include <stdlib.h>
 
 #include <ixl/ixl_plugin.h>
 
@@ -25,9 +29,11 @@
 #define BROKEN_NAME "BROKEN_OPTS"
 #elif defined(BROKEN_DUP)
 #define BROKEN_NAME "TEST"
+#elif defined(BROKEN_ENGSIZE)
+#define BROKEN_NAME "OLDENGINE"
 #else
 #error \
-    "define one of BROKEN_NOSYM, BROKEN_ABI, BROKEN_SMALL, BROKEN_NONOTIF, BROKEN_OPTS, BROKEN_DUP"
+    "define one of BROKEN_NOSYM, BROKEN_ABI, BROKEN_SMALL, BROKEN_NONOTIF, BROKEN_OPTS, BROKEN_DUP, BROKEN_ENGSIZE"
 #endif
 
 #if defined(BROKEN_NONOTIF)
@@ -180,6 +186,24 @@ static int br_progress(struct ixl_engine *e)
     return IXL_ERR_NOT_SUPPORTED;
 }
 
+#if defined(BROKEN_ENGSIZE)
+static int br_create_engine(const struct ixl_engine_init *init, struct ixl_engine **out)
+{
+    (void)init;
+    struct ixl_engine *e = calloc(1, sizeof(*e)); /* size left 0; malloc'd so a leak shows */
+    if (e == NULL)
+        return IXL_ERR_NO_MEMORY;
+    e->caps = IXL_CAP_LOCAL;
+    e->mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
+    *out = e;
+    return IXL_OK;
+}
+
+static void br_destroy_engine(struct ixl_engine *e)
+{
+    free(e);
+}
+#else
 static int br_create_engine(const struct ixl_engine_init *init, struct ixl_engine **out)
 {
     (void)out;
@@ -193,6 +217,7 @@ static void br_destroy_engine(struct ixl_engine *e)
 {
     (void)e;
 }
+#endif
 
 static const struct ixl_engine_ops br_ops = {
     .size = BROKEN_OPS_SIZE,

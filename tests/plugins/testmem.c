@@ -737,6 +737,7 @@ static int tm_create_engine(const struct ixl_engine_init *init, struct ixl_engin
     e->release_busy = (unsigned)release_busy;
     e->notif_max = notif_max;
     atomic_init(&e->progress_calls, 0);
+    e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF;
     if (!no_progress)
         e->base.caps |= IXL_CAP_PROGRESS;

@@ -68,6 +68,26 @@ def test_default_backends_come_from_configuration(agents):
     assert agents("none", backends=[]).backends == {}
 
 
+def test_destroy_backend(agents):
+    a = agents("bdestroy", backends=["NET", "POSIX"])
+    buf = np.zeros(4096, dtype=np.uint8)
+    a.register_memory([buf], backends=["POSIX"])
+    a.destroy_backend("POSIX")  # its registration goes with it
+    assert sorted(a.backends) == ["NET"]
+    with pytest.raises(ixl.NotFoundError):
+        a.deregister_memory([buf], backends=["NET"])
+    a.create_backend("POSIX")
+    assert sorted(a.backends) == ["NET", "POSIX"]
+    # a prepared list that can use it: refused until the list is released
+    a.register_memory([buf])
+    h = a.prep_xfer_dlist("", a.get_xfer_descs([buf]))
+    with pytest.raises(ixl.BusyError):
+        a.destroy_backend("POSIX")
+    a.release_dlist_handle(h)
+    a.destroy_backend("POSIX")
+    a.deregister_memory([buf])  # still registered with NET
+
+
 def test_write_read_with_notifications(agents, rng):
     a, b, abuf, bbuf = pair(agents)
     blocks = 16

@@ -74,3 +74,24 @@ def test_send_fetch_invalidate_through_listeners(agents):
     with pytest.raises(ixl.ConnRefusedError) as e:
         a.send_local_metadata("127.0.0.1", 1)
     assert e.value.status_name == "IXL_ERR_CONN_REFUSED"
+
+
+def test_fetch_status(agents):
+    """fetch_remote_metadata_status: none, in progress or loaded, and a failed fetch's error."""
+    a = agents("fa", backends=["NET"], enable_listen_thread=True, listen_port=0)
+    b = agents("fb", backends=["NET"])
+    assert b.fetch_remote_metadata_status("fa") == "none"
+    b.fetch_remote_metadata("fa", "127.0.0.1", a.listen_port)
+    deadline = time.time() + TIMEOUT_S
+    while (st := b.fetch_remote_metadata_status("fa")) == "in_progress":
+        assert time.time() < deadline, f"the fetch still runs after {TIMEOUT_S} s"
+        time.sleep(0.01)
+    assert st == "loaded"
+    # nothing listens on port 1: the fetch fails in its thread, and the status says why
+    b.fetch_remote_metadata("nobody", "127.0.0.1", 1)
+    deadline = time.time() + TIMEOUT_S
+    with pytest.raises(ixl.ConnRefusedError) as e:
+        while b.fetch_remote_metadata_status("nobody") == "in_progress":
+            assert time.time() < deadline, f"the fetch still runs after {TIMEOUT_S} s"
+            time.sleep(0.01)
+    assert "cannot connect" in str(e.value)

@@ -96,7 +96,7 @@ int main(void)
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     CHECK(poll(&pfd, 1, 0) == 0);
     CHECK_RC(ixl_agent_progress(a), IXL_OK);
-    struct ixl_agent_stats st;
+    struct ixl_agent_stats st = {.size = sizeof(st)};
     CHECK_RC(ixl_agent_stats(a, &st), IXL_OK);
     CHECK(st.posted == 0 && st.completed == 0);
     ixl_agent_destroy(a);
@@ -135,11 +135,11 @@ int main(void)
     /* Configuration: every variable has a name, value, default and meaning. */
     CHECK(ixl_config_count() >= 4);
     for (size_t i = 0; i < ixl_config_count(); i++) {
-        struct ixl_config_var v;
+        struct ixl_config_var v = {.size = sizeof(v)};
         CHECK_RC(ixl_config_get(i, &v), IXL_OK);
         CHECK(v.name && v.value && v.default_value && v.description);
     }
-    struct ixl_config_var v;
+    struct ixl_config_var v = {.size = sizeof(v)};
     CHECK_RC(ixl_config_get(ixl_config_count(), &v), IXL_ERR_INDEX);
     CHECK(strcmp(ixl_config_value("IXL_PLUGIN_DIR"), getenv("IXL_PLUGIN_DIR")) == 0);
     CHECK(ixl_config_value("IXL_NOPE") == NULL);

@@ -7,7 +7,7 @@
 int main(void)
 {
     unsetenv("IXL_PLUGIN_DIR");
-    struct ixl_plugin_info info;
+    struct ixl_plugin_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_plugin_find("TESTSTATIC", &info), IXL_OK);
     CHECK(info.builtin);
     CHECK(strcmp(info.path, "(built in)") == 0);

@@ -72,7 +72,7 @@ static void md_truncations(struct ixl_agent *loader, const uint8_t *blob, size_t
         CHECK(part != NULL);
         memcpy(part, blob, cut);
         char name[IXL_NAME_MAX] = "";
-        ixl_status rc = ixl_md_load(loader, part, cut, name);
+        ixl_status rc = ixl_md_load(loader, part, cut, name, sizeof(name));
         if (rc != IXL_ERR_MALFORMED)
             check_fail(__FILE__, __LINE__, "cut at %zu of %zu: ixl_md_load gave %s", cut, len,
                        ixl_strerror(rc));
@@ -93,7 +93,7 @@ static void md_corruptions(struct ixl_agent *loader, const uint8_t *blob, size_t
         memcpy(buf, blob, len);
         corrupt(buf, len);
         char name[IXL_NAME_MAX];
-        ixl_status rc = ixl_md_load(loader, buf, len, name);
+        ixl_status rc = ixl_md_load(loader, buf, len, name, sizeof(name));
         if (rc == IXL_OK) {
             loaded++;
             CHECK_RC(ixl_remote_check(loader, name, NULL), IXL_OK);
@@ -126,7 +126,7 @@ static void md_intact(struct ixl_agent *loader, const uint8_t *blob, size_t len,
                       uint8_t (*mem)[REGION_BYTES])
 {
     char name[IXL_NAME_MAX] = "";
-    CHECK_RC(ixl_md_load(loader, blob, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(loader, blob, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, src_name) == 0);
     struct ixl_dlist *in = one_desc((uint64_t)(uintptr_t)mem[3] + 100, 1000);
     CHECK_RC(ixl_remote_check(loader, src_name, in), IXL_OK);
@@ -156,15 +156,15 @@ static void md_version_magic(struct ixl_agent *loader, const uint8_t *blob, size
     CHECK(buf != NULL);
     memcpy(buf, blob, len);
     buf[4] = IXL_MD_VERSION + 1; /* u16 version, little-endian, after the magic */
-    CHECK_RC(ixl_md_load(loader, buf, len, NULL), IXL_ERR_MALFORMED);
+    CHECK_RC(ixl_md_load(loader, buf, len, NULL, 0), IXL_ERR_MALFORMED);
     CHECK_STR_HAS(ixl_agent_last_error(loader), "metadata version 2");
     CHECK_STR_HAS(ixl_agent_last_error(loader), "reads version 1");
     memcpy(buf, blob, len);
     buf[0] = 'X';
-    CHECK_RC(ixl_md_load(loader, buf, len, NULL), IXL_ERR_MALFORMED);
+    CHECK_RC(ixl_md_load(loader, buf, len, NULL, 0), IXL_ERR_MALFORMED);
     CHECK_STR_HAS(ixl_agent_last_error(loader), "bad magic");
     memcpy(buf, "IXLD", 4); /* a descriptor list is not metadata */
-    CHECK_RC(ixl_md_load(loader, buf, len, NULL), IXL_ERR_MALFORMED);
+    CHECK_RC(ixl_md_load(loader, buf, len, NULL, 0), IXL_ERR_MALFORMED);
     CHECK_STR_HAS(ixl_agent_last_error(loader), "not ixl metadata");
     CHECK_RC(ixl_remote_check(loader, src_name, NULL), IXL_ERR_NOT_FOUND);
     free(buf);

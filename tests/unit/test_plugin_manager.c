@@ -34,13 +34,13 @@ int main(void)
     ixl_log_set_level(IXL_LOG_WARN);
 
     /* By name, the manager opens the plugin's own file only: no refusal is logged yet. */
-    struct ixl_plugin_info info;
+    struct ixl_plugin_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_plugin_find("TEST", &info), IXL_OK);
     CHECK(captured_len == 0);
     CHECK(strcmp(info.name, "TEST") == 0);
     CHECK(!info.builtin);
     CHECK_STR_HAS(info.path, "libixl_plugin_TEST.so");
-    CHECK(info.abi_major == 1);
+    CHECK(info.abi_major == 2); /* IXL_PLUGIN_ABI_MAJOR */
     CHECK(info.caps == (IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS));
     CHECK(info.mem_mask & IXL_MEM_BIT(IXL_MEM_DRAM));
     int has_delay = 0;
@@ -78,6 +78,17 @@ int main(void)
     CHECK_STR_HAS(refusal_of("libixl_plugin_BROKEN_OPTS.so"), "option unused: unknown type 99");
     CHECK_STR_HAS(refusal_of("libixl_plugin_TESTDUP.so"), "duplicate plugin name 'TEST'");
     CHECK(refusal_of("libixl_plugin_TEST.so") == NULL);
+    CHECK(refusal_of("libixl_plugin_OLDENGINE.so") == NULL);
+
+    /* An engine without a size (built against ABI 1): its backend is refused and the engine
+     * destroyed (a leak would show under ASan). */
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent *a;
+    CHECK_RC(ixl_agent_create("old-engine", &ap, &a), IXL_OK);
+    CHECK_RC(ixl_backend_create(a, "OLDENGINE", NULL, 0, NULL), IXL_ERR_PLUGIN);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "below the smallest struct ixl_engine");
+    CHECK(ixl_backend_count(a) == 0);
+    ixl_agent_destroy(a);
 
     const char *p, *r;
     CHECK_RC(ixl_plugin_refused_get(ixl_plugin_refused_count(), &p, &r), IXL_ERR_INDEX);

@@ -62,16 +62,26 @@ int main(void)
     size_t full_len;
     get_md(a, NULL, &full, &full_len);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(b, full, full_len, name), IXL_OK);
+    /* A name buffer too small for "A" (2 bytes): refused, nothing loaded, nothing written. */
+    memset(name, 'x', sizeof(name));
+    CHECK_RC(ixl_md_load(b, full, full_len, name, 1), IXL_ERR_TOO_LARGE);
+    CHECK_STR_HAS(ixl_agent_last_error(b), "needs 2 bytes");
+    CHECK(name[0] == 'x');
+    CHECK_RC(ixl_remote_check(b, "A", NULL), IXL_ERR_NOT_FOUND);
+    CHECK_RC(ixl_md_load(b, full, full_len, name, 0), IXL_ERR_TOO_LARGE);
+    CHECK_RC(ixl_md_load(b, full, full_len, name, 2), IXL_OK);
+    CHECK(strcmp(name, "A") == 0);
+    CHECK_RC(ixl_remote_invalidate(b, "A"), IXL_OK);
+    CHECK_RC(ixl_md_load(b, full, full_len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, "A") == 0);
     for (int i = 0; i < 3; i++)
         CHECK_RC(check1(b, "A", bufs[i], SZ), IXL_OK);
     CHECK_RC(check1(b, "A", bufs[3], SZ), IXL_ERR_NOT_FOUND);
     CHECK_RC(check1(b, "A", bufs[0] + 1, SZ), IXL_ERR_NOT_FOUND);
     /* Loading the same blob again is harmless. */
-    CHECK_RC(ixl_md_load(b, full, full_len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(b, full, full_len, NULL, 0), IXL_OK);
     /* An agent's own metadata is refused. */
-    CHECK_RC(ixl_md_load(a, full, full_len, NULL), IXL_ERR_INVALID_ARG);
+    CHECK_RC(ixl_md_load(a, full, full_len, NULL, 0), IXL_ERR_INVALID_ARG);
     CHECK_STR_HAS(ixl_agent_last_error(a), "own");
 
     /* Partial: connection info only, then regions one by one (incremental). */
@@ -83,7 +93,7 @@ int main(void)
     size_t len;
     get_md(a, &mp, &blob, &len);
     CHECK(len < full_len);
-    CHECK_RC(ixl_md_load(c, blob, len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(c, blob, len, NULL, 0), IXL_OK);
     ixl_free(blob);
     CHECK_RC(ixl_remote_check(c, "A", NULL), IXL_OK);
     CHECK_RC(check1(c, "A", bufs[0], SZ), IXL_ERR_NOT_FOUND);
@@ -95,7 +105,7 @@ int main(void)
                                     .conn_info = false,
                                     .label = "layer"};
         get_md(a, &mp, &blob, &len);
-        CHECK_RC(ixl_md_load(c, blob, len, NULL), IXL_OK);
+        CHECK_RC(ixl_md_load(c, blob, len, NULL, 0), IXL_OK);
         ixl_free(blob);
         ixl_dlist_destroy(one);
         for (int j = 0; j < 3; j++)
@@ -113,7 +123,7 @@ int main(void)
     mp = (struct ixl_md_params){
         .field_mask = IXL_MD_F_REGIONS | IXL_MD_F_CONN_INFO, .regions = one, .conn_info = false};
     get_md(a, &mp, &blob, &len);
-    CHECK_RC(ixl_md_load(d, blob, len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(d, blob, len, NULL, 0), IXL_OK);
     CHECK_RC(check1(d, "A", bufs[0], SZ), IXL_ERR_NOT_FOUND);
     ixl_free(blob);
     ixl_dlist_destroy(one);
@@ -122,9 +132,9 @@ int main(void)
     unsigned char junk[64];
     memcpy(junk, full, sizeof(junk));
     junk[4] = 99; /* version */
-    CHECK_RC(ixl_md_load(b, junk, sizeof(junk), NULL), IXL_ERR_MALFORMED);
+    CHECK_RC(ixl_md_load(b, junk, sizeof(junk), NULL, 0), IXL_ERR_MALFORMED);
     CHECK_STR_HAS(ixl_agent_last_error(b), "version 99");
-    CHECK_RC(ixl_md_load(b, "nonsense", 8, NULL), IXL_ERR_MALFORMED);
+    CHECK_RC(ixl_md_load(b, "nonsense", 8, NULL, 0), IXL_ERR_MALFORMED);
 
     /* A request in flight to a remote that is invalidated ends in an error, in bounded time. */
     struct ixl_agent *e = make_agent("E", "");
@@ -132,7 +142,7 @@ int main(void)
     CHECK_RC(ixl_backend_create(e, "TEST", slow, 1, NULL), IXL_OK);
     struct ixl_reg_desc r3 = {(uintptr_t)bufs[3], SZ, 0, NULL, 0};
     CHECK_RC(ixl_mem_register(e, IXL_MEM_DRAM, &r3, 1, NULL), IXL_OK);
-    CHECK_RC(ixl_md_load(e, full, full_len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(e, full, full_len, NULL, 0), IXL_OK);
     struct ixl_dlist *l = list1(bufs[3], SZ), *r = list1(bufs[0], SZ);
     struct ixl_xfer *x;
     CHECK_RC(ixl_xfer_create(e, IXL_OP_READ, l, r, "A", NULL, &x), IXL_OK);
@@ -144,7 +154,7 @@ int main(void)
 
     /* A restarted agent (same name, new instance) replaces its old entry; requests made for
      * the old one fail; the old blob cannot come back. */
-    CHECK_RC(ixl_md_load(e, full, full_len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(e, full, full_len, NULL, 0), IXL_OK);
     CHECK_RC(ixl_xfer_create(e, IXL_OP_READ, l, r, "A", NULL, &x), IXL_OK);
     ixl_agent_destroy(a);
     usleep(2000); /* incarnations are time-ordered at microsecond resolution */
@@ -154,12 +164,12 @@ int main(void)
     void *fresh;
     size_t fresh_len;
     get_md(a, NULL, &fresh, &fresh_len);
-    CHECK_RC(ixl_md_load(e, fresh, fresh_len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(e, fresh, fresh_len, NULL, 0), IXL_OK);
     CHECK_RC(ixl_xfer_post(x), IXL_ERR_STALE);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
     CHECK_RC(check1(e, "A", bufs[0], SZ), IXL_ERR_NOT_FOUND); /* the old regions are gone */
     CHECK_RC(check1(e, "A", bufs[2], SZ), IXL_OK);
-    CHECK_RC(ixl_md_load(e, full, full_len, NULL), IXL_ERR_STALE);
+    CHECK_RC(ixl_md_load(e, full, full_len, NULL, 0), IXL_ERR_STALE);
     CHECK_STR_HAS(ixl_agent_last_error(e), "older instance");
     CHECK_RC(check1(e, "A", bufs[2], SZ), IXL_OK);
     /* The new instance works. */
@@ -175,7 +185,7 @@ int main(void)
     /* No backend in common: loaded (with a warning), but no transfer is possible. */
     struct ixl_agent *f = make_agent("F", "TESTB");
     CHECK_RC(ixl_mem_register(f, IXL_MEM_DRAM, &r3, 1, NULL), IXL_OK);
-    CHECK_RC(ixl_md_load(f, fresh, fresh_len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(f, fresh, fresh_len, NULL, 0), IXL_OK);
     CHECK_RC(ixl_xfer_create(f, IXL_OP_READ, l, r2, "A", NULL, &x), IXL_ERR_NO_BACKEND);
     CHECK_RC(ixl_notif_send(f, "A", "x", 1, NULL), IXL_ERR_NO_BACKEND);
 
@@ -195,7 +205,7 @@ int main(void)
         size_t blen = bad[at];           /* backend name length */
         size_t conn = at + 1 + blen + 4; /* its connection info */
         bad[conn] ^= 0xff;
-        CHECK(ixl_md_load(e, bad, fresh_len, NULL) < 0);
+        CHECK(ixl_md_load(e, bad, fresh_len, NULL, 0) < 0);
         CHECK_RC(check1(e, "A", bufs[2], SZ), IXL_OK);
         free(bad);
     }

@@ -33,7 +33,7 @@ int main(void)
     size_t len;
     CHECK_RC(ixl_md_get(a, NULL, &blob, &len), IXL_OK);
     for (int k = 0; k < 5; k++) {
-        CHECK_RC(ixl_md_load(b, blob, len, NULL), IXL_OK);
+        CHECK_RC(ixl_md_load(b, blob, len, NULL, 0), IXL_OK);
         CHECK(remote_regions(b, "A") == 3);
     }
     ixl_free(blob);
@@ -45,7 +45,7 @@ int main(void)
     struct ixl_md_params mp = {.field_mask = IXL_MD_F_REGIONS, .regions = twice};
     CHECK_RC(ixl_md_get(a, &mp, &blob, &len), IXL_OK);
     CHECK_RC(ixl_remote_invalidate(b, "A"), IXL_OK);
-    CHECK_RC(ixl_md_load(b, blob, len, NULL), IXL_OK);
+    CHECK_RC(ixl_md_load(b, blob, len, NULL, 0), IXL_OK);
     CHECK(remote_regions(b, "A") == 1);
     ixl_free(blob);
     ixl_dlist_destroy(twice);

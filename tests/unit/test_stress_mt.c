@@ -383,7 +383,7 @@ static int write_round(struct xfer_ctx *c, const struct ixl_dlist *local,
                  k + 1, seq);
         for (unsigned i = 0; i < N_CHUNK; i++)
             expect_bytes(dst_buf[t] + ((i + rot) % N_CHUNK) * CHUNK, want + i * CHUNK, CHUNK, what);
-        struct ixl_xfer_telemetry tm;
+        struct ixl_xfer_telemetry tm = {.size = sizeof(tm)};
         CHECK_RC(ixl_xfer_telemetry(x, &tm), IXL_OK);
         CHECK(tm.post_count == (uint64_t)k + 1);
         CHECK(tm.bytes == BUF);
@@ -478,7 +478,7 @@ static void load_into(struct ixl_agent *to, struct ixl_agent *from,
     size_t len = 0;
     CHECK_RC(ixl_md_get(from, params, &blob, &len), IXL_OK);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(to, blob, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(to, blob, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, ixl_agent_name(from)) == 0);
     ixl_free(blob);
 }
@@ -526,7 +526,7 @@ static void restart_peer(uint64_t *rng, uint32_t round)
     load_into(init_a, peer_a, NULL);
     CHECK_RC(ixl_xfer_post(old), IXL_ERR_STALE);
     release(old);
-    CHECK_RC(ixl_md_load(init_a, old_blob, old_len, NULL), IXL_ERR_STALE);
+    CHECK_RC(ixl_md_load(init_a, old_blob, old_len, NULL, 0), IXL_ERR_STALE);
     ixl_free(old_blob);
 
     fill(meta_local, BUF, ((uint64_t)K_COUNT << 56) | round);
@@ -964,7 +964,7 @@ static void *notif_main(void *arg)
 
 static void stats_ok(struct ixl_agent *a, struct ixl_agent_stats *prev)
 {
-    struct ixl_agent_stats s1, s2;
+    struct ixl_agent_stats s1 = {.size = sizeof(s1)}, s2 = {.size = sizeof(s2)};
     CHECK_RC(ixl_agent_stats(a, &s1), IXL_OK);
     CHECK_RC(ixl_agent_stats(a, &s2), IXL_OK);
     /* Each post ends at most once: what ended so far cannot exceed what was posted later. */
@@ -992,7 +992,7 @@ static void loopback_targ(uint32_t sq, int mode)
     CHECK_RC(ixl_xfer_create(targ_a, IXL_OP_WRITE, l, r, "targ", &p, &x), IXL_OK);
     ixl_dlist_destroy(l);
     ixl_dlist_destroy(r);
-    struct ixl_xfer_telemetry tm;
+    struct ixl_xfer_telemetry tm = {.size = sizeof(tm)};
     CHECK_RC(ixl_xfer_telemetry(x, &tm), IXL_ERR_NOT_POSTED);
     int rc = ixl_xfer_post(x);
     CHECK(rc == IXL_IN_PROGRESS || rc == IXL_OK);
@@ -1002,14 +1002,14 @@ static void loopback_targ(uint32_t sq, int mode)
     CHECK_RC(rc, IXL_OK);
     fate[K_LOOP][0][sq] = F_ONCE;
     expect_bytes(mon_b, mon_a, BUF, "loopback on targ");
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     CHECK(strcmp(info.backend, "TEST") == 0);
     CHECK(info.bytes == BUF && info.desc_count == 1); /* adjacent pairs merged */
     CHECK_STR_HAS(info.path, "memcpy");
     CHECK_RC(ixl_xfer_telemetry(x, &tm), IXL_OK);
     CHECK(tm.post_count == 1 && tm.bytes == BUF && tm.desc_count == 1);
-    struct ixl_cost cost;
+    struct ixl_cost cost = {.size = sizeof(cost)};
     CHECK_RC(ixl_xfer_estimate(x, &cost), IXL_OK);
     release(x);
     atomic_fetch_add(&n_loop_ok, 1);
@@ -1018,7 +1018,7 @@ static void loopback_targ(uint32_t sq, int mode)
 static void *monitor_main(void *arg)
 {
     (void)arg;
-    struct ixl_agent_stats prev_i = {0}, prev_t = {0};
+    struct ixl_agent_stats prev_i = {.size = sizeof(prev_i)}, prev_t = {.size = sizeof(prev_t)};
     struct pollfd pfd[2] = {{.events = POLLIN}, {.events = POLLIN}};
     CHECK_RC(ixl_agent_fd(init_a, &pfd[0].fd), IXL_OK);
     CHECK_RC(ixl_agent_fd(targ_a, &pfd[1].fd), IXL_OK);
@@ -1111,7 +1111,7 @@ static void final_checks(void)
     /* The agents' counters agree with what the threads saw. */
     struct ixl_agent *agents[2] = {init_a, targ_a};
     for (int a = 0; a < 2; a++) {
-        struct ixl_agent_stats s;
+        struct ixl_agent_stats s = {.size = sizeof(s)};
         CHECK_RC(ixl_agent_stats(agents[a], &s), IXL_OK);
         uint64_t posted = atomic_load(&seen_posted[a]), ok = atomic_load(&seen_ok[a]);
         uint64_t failed = atomic_load(&seen_failed[a]);
@@ -1126,7 +1126,7 @@ static void final_checks(void)
                        (unsigned long long)posted, (unsigned long long)ok,
                        (unsigned long long)failed, (unsigned long long)loose);
     }
-    struct ixl_agent_stats si, st;
+    struct ixl_agent_stats si = {.size = sizeof(si)}, st = {.size = sizeof(st)};
     CHECK_RC(ixl_agent_stats(init_a, &si), IXL_OK);
     CHECK_RC(ixl_agent_stats(targ_a, &st), IXL_OK);
     CHECK(si.notifs_sent == atomic_load(&n_sends_ok));

@@ -57,7 +57,7 @@ static void load_into(struct ixl_agent *to, struct ixl_agent *from)
     size_t len;
     CHECK_RC(ixl_md_get(from, NULL, &blob, &len), IXL_OK);
     char name[IXL_NAME_MAX];
-    CHECK_RC(ixl_md_load(to, blob, len, name), IXL_OK);
+    CHECK_RC(ixl_md_load(to, blob, len, name, sizeof(name)), IXL_OK);
     CHECK(strcmp(name, ixl_agent_name(from)) == 0);
     ixl_free(blob);
 }
@@ -100,14 +100,14 @@ static void test_loopback(void)
         CHECK(rc == IXL_OK || rc == IXL_IN_PROGRESS);
         CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
         CHECK(memcmp(src, dst, SZ) == 0);
-        struct ixl_xfer_telemetry t;
+        struct ixl_xfer_telemetry t = {.size = sizeof(t)};
         CHECK_RC(ixl_xfer_telemetry(x, &t), IXL_OK);
         CHECK(t.bytes == SZ && t.desc_count == 1 && t.post_count == 1);
-        struct ixl_xfer_info info;
+        struct ixl_xfer_info info = {.size = sizeof(info)};
         CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
         CHECK(strcmp(info.backend, "TEST") == 0 && info.bytes == SZ);
         CHECK(info.path[0] != '\0');
-        struct ixl_cost cost;
+        struct ixl_cost cost = {.size = sizeof(cost)};
         CHECK_RC(ixl_xfer_estimate(x, &cost), IXL_OK);
         CHECK(cost.method == IXL_COST_ANALYTICAL);
         /* Deregistering a region a request still uses is refused. */
@@ -225,7 +225,7 @@ static void test_two_agents_async(void)
     nb = drain_until(b, 1, 5000);
     CHECK(nb && nb->count == 1 && memcmp(nb->items[0].msg, "done-2", 6) == 0);
     ixl_free(nb);
-    struct ixl_xfer_telemetry t;
+    struct ixl_xfer_telemetry t = {.size = sizeof(t)};
     CHECK_RC(ixl_xfer_telemetry(x, &t), IXL_OK);
     CHECK(t.post_count == 2 && t.bytes == SZ && t.xfer_us >= 10000);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
@@ -277,7 +277,7 @@ static void test_two_agents_async(void)
     CHECK(memcmp(src, dst, SZ) == 0);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
 
-    struct ixl_agent_stats st;
+    struct ixl_agent_stats st = {.size = sizeof(st)};
     CHECK_RC(ixl_agent_stats(a, &st), IXL_OK);
     CHECK(st.completed >= 4 && st.notifs_sent == 1);
     ixl_dlist_destroy(o);
@@ -326,7 +326,7 @@ static void test_release_busy_and_fail(void)
     CHECK_RC(ixl_xfer_post(x), IXL_ERR_IO);
     CHECK(ixl_agent_last_error(a)[0] != '\0');
     CHECK_RC(ixl_xfer_status(x), IXL_ERR_IO);
-    struct ixl_agent_stats st;
+    struct ixl_agent_stats st = {.size = sizeof(st)};
     CHECK_RC(ixl_agent_stats(a, &st), IXL_OK);
     CHECK(st.failed == 1 && st.completed == 0);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
@@ -377,7 +377,7 @@ static void test_prepped(void)
     CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
     for (int i = 0; i < BLOCKS; i++)
         CHECK(memcmp(src + (size_t)i * BL, dst + (size_t)(BLOCKS + i) * 2 * BL, BL) == 0);
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     CHECK(info.desc_count == BLOCKS && info.bytes == (uint64_t)BLOCKS * BL);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
@@ -482,7 +482,7 @@ static void test_backend_choice(void)
     struct ixl_dlist *l = list1((uintptr_t)src, SZ), *r = list1((uintptr_t)dst, SZ);
     struct ixl_xfer *x;
     CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "C", NULL, &x), IXL_OK);
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     CHECK(strcmp(info.backend, "TESTB") == 0);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
@@ -572,7 +572,7 @@ static void test_run_across_regions(void)
     for (int i = 0; i < W; i++)
         li[i] = (int64_t)(cut[3] / BL) - W / 2 + i;
     CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, W, NULL, &x), IXL_OK);
-    struct ixl_xfer_info info;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
     CHECK(info.desc_count == 2);
     fill(src, SZ);

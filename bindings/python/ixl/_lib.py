@@ -93,15 +93,24 @@ class Option(Structure):
                 ("max", c_int64), ("choices", POINTER(c_char_p)), ("reserved", c_void_p * 4)]
 
 
-class PluginInfo(Structure):
-    _fields_ = [("name", c_char_p), ("version", c_char_p), ("abi_major", c_uint),
-                ("abi_minor", c_uint), ("caps", c_uint32), ("mem_mask", c_uint32),
+class _Sized(Structure):
+    """An output struct that grows "size first" (ixl.h): size is set to the struct's size as
+    this binding knows it, before every call that fills it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.size = ctypes.sizeof(self)
+
+
+class PluginInfo(_Sized):
+    _fields_ = [("size", c_uint32), ("name", c_char_p), ("version", c_char_p),
+                ("abi_major", c_uint), ("abi_minor", c_uint), ("caps", c_uint32), ("mem_mask", c_uint32),
                 ("builtin", c_bool), ("path", c_char_p), ("options", POINTER(Option)),
                 ("n_options", c_size_t)]
 
 
-class ConfigVar(Structure):
-    _fields_ = [("name", c_char_p), ("value", c_char_p), ("default_value", c_char_p),
+class ConfigVar(_Sized):
+    _fields_ = [("size", c_uint32), ("name", c_char_p), ("value", c_char_p), ("default_value", c_char_p),
                 ("description", c_char_p)]
 
 
@@ -137,18 +146,18 @@ class XferParams(Structure):
                 ("no_merge", c_bool)]
 
 
-class XferTelemetry(Structure):
-    _fields_ = [("post_us", c_uint64), ("xfer_us", c_uint64), ("bytes", c_uint64),
+class XferTelemetry(_Sized):
+    _fields_ = [("size", c_uint32), ("post_us", c_uint64), ("xfer_us", c_uint64), ("bytes", c_uint64),
                 ("desc_count", c_uint64), ("post_count", c_uint64)]
 
 
-class XferInfo(Structure):
-    _fields_ = [("backend", c_char_p), ("path", c_char_p), ("desc_count", c_uint64),
+class XferInfo(_Sized):
+    _fields_ = [("size", c_uint32), ("backend", c_char_p), ("path", c_char_p), ("desc_count", c_uint64),
                 ("bytes", c_uint64)]
 
 
-class Cost(Structure):
-    _fields_ = [("duration_us", c_uint64), ("error_margin_us", c_uint64), ("method", c_int)]
+class Cost(_Sized):
+    _fields_ = [("size", c_uint32), ("duration_us", c_uint64), ("error_margin_us", c_uint64), ("method", c_int)]
 
 
 class PrepParams(Structure):
@@ -165,8 +174,8 @@ class NotifBatchHead(Structure):
     _fields_ = [("count", c_size_t)]
 
 
-class AgentStats(Structure):
-    _fields_ = [("posted", c_uint64), ("completed", c_uint64), ("failed", c_uint64),
+class AgentStats(_Sized):
+    _fields_ = [("size", c_uint32), ("posted", c_uint64), ("completed", c_uint64), ("failed", c_uint64),
                 ("bytes", c_uint64), ("notifs_received", c_uint64),
                 ("notifs_sent", c_uint64)]
 
@@ -206,6 +215,7 @@ _PROTOTYPES = {
     "ixl_agent_name": (c_char_p, [_p]),
     "ixl_agent_last_error": (c_char_p, [_p]),
     "ixl_backend_create": (_st, [_p, c_char_p, POINTER(KV), c_size_t, _pp]),
+    "ixl_backend_destroy": (_st, [_p]),
     "ixl_backend_count": (c_size_t, [_p]),
     "ixl_backend_get": (_st, [_p, c_size_t, _pp]),
     "ixl_backend_find": (_st, [_p, c_char_p, _pp]),
@@ -219,12 +229,13 @@ _PROTOTYPES = {
     "ixl_mem_alloc": (_st, [_p, c_int, c_size_t, _p, _pp]),
     "ixl_mem_free": (_st, [_p, _p]),
     "ixl_md_get": (_st, [_p, POINTER(MdParams), _pp, POINTER(c_size_t)]),
-    "ixl_md_load": (_st, [_p, _p, c_size_t, c_char_p]),
+    "ixl_md_load": (_st, [_p, _p, c_size_t, c_char_p, c_size_t]),
     "ixl_remote_invalidate": (_st, [_p, c_char_p]),
     "ixl_remote_check": (_st, [_p, c_char_p, _p]),
     "ixl_remote_connect": (_st, [_p, c_char_p]),
     "ixl_md_send": (_st, [_p, POINTER(Peer), POINTER(MdParams)]),
     "ixl_md_fetch": (_st, [_p, c_char_p, POINTER(Peer), c_char_p]),
+    "ixl_md_fetch_status": (_st, [_p, c_char_p]),
     "ixl_md_invalidate_local": (_st, [_p, POINTER(Peer)]),
     "ixl_agent_listen_port": (_st, [_p, POINTER(c_uint16)]),
     "ixl_xfer_create": (_st, [_p, c_int, _p, _p, c_char_p, POINTER(XferParams), _pp]),

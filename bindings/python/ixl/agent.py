@@ -342,6 +342,15 @@ class Agent:
         self.backends[b.name] = b
         return b
 
+    def destroy_backend(self, backend):
+        """Destroys a backend (a Backend or a plugin name). Refused (ixl.BusyError) while a
+        request, a prepared list or allocated memory still uses it; its share of registrations
+        and loaded remotes goes with it (ixl_backend_destroy)."""
+        ptr = self._backend(backend)
+        name = text(lib.ixl_backend_name(ptr))
+        self._check(lib.ixl_backend_destroy(ptr), f"destroy_backend({name!r})")
+        self.backends.pop(name, None)
+
     def _backend(self, backend):
         if isinstance(backend, Backend):
             return backend.ptr
@@ -464,7 +473,8 @@ class Agent:
         """Loads a remote agent's metadata; returns its name."""
         data = bytes(metadata)
         name = ctypes.create_string_buffer(_lib.NAME_MAX)
-        self._check(lib.ixl_md_load(self.ptr, data, len(data), name), "add_remote_agent")
+        self._check(lib.ixl_md_load(self.ptr, data, len(data), name, len(name)),
+                    "add_remote_agent")
         return name.value.decode()
 
     def remove_remote_agent(self, agent):
@@ -503,6 +513,19 @@ class Agent:
         self._check(lib.ixl_md_fetch(self.ptr, _name(remote_name), byref(_peer(ip_addr, port)),
                                      label.encode() if label else None),
                     "fetch_remote_metadata")
+
+    def fetch_remote_metadata_status(self, remote_name):
+        """Where remote_name's metadata stands: "loaded", "in_progress" (a fetch runs) or
+        "none" (not loaded and no fetch coming: none started, or the last one found no such
+        agent or label). Any other failure of the last fetch raises its error, with the
+        reason."""
+        st = lib.ixl_md_fetch_status(self.ptr, _name(remote_name))
+        if st == 1:  # IXL_IN_PROGRESS
+            return "in_progress"
+        if st == -500:  # IXL_ERR_NOT_FOUND
+            return "none"
+        self._check(st, "fetch_remote_metadata_status")
+        return "loaded"
 
     def invalidate_local_metadata(self, ip_addr="", port=0):
         """Tells the peer at (ip_addr, port) to drop this agent's metadata; with no ip_addr,
