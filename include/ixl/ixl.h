@@ -564,7 +564,16 @@ struct ixl_notif {
 /** Notifications drained in one call: one allocation, freed with ixl_free(). */
 struct ixl_notif_batch {
     size_t count;
+/* A flexible array member: ISO C99 and C11; in C++ an extension that GCC and clang accept,
+ * whose -Wpedantic diagnostic is silenced here only (the layout is the same as in C). */
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
     struct ixl_notif items[];
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 };
 
 /**

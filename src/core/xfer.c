@@ -1058,5 +1058,9 @@ ixl_status ixl_xfer_estimate(struct ixl_xfer *x, struct ixl_cost *out)
     if (!p->has[IXL_OPT_ESTIMATE])
         return IXL_AGENT_QUIET(x->agent, IXL_ERR_NOT_SUPPORTED,
                                "backend %s gives no cost estimates", p->info.name);
-    return p->ops.estimate_xfer_cost(x->backend->engine, x->req, out);
+    /* Under the request's lock: a backend never sees two calls on one request at once. */
+    pthread_mutex_lock(&x->lock);
+    int rc = p->ops.estimate_xfer_cost(x->backend->engine, x->req, out);
+    pthread_mutex_unlock(&x->lock);
+    return rc;
 }
