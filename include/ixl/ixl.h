@@ -30,6 +30,11 @@
  *   FILE  offset   length, 0 = file     open fd, or IXL_DEV_NONE   "mode:path" when dev is
  *                                                                  IXL_DEV_NONE, else a label
  *   OBJ   offset   length, 0 = object   key id                     object key (+ bucket)
+ *
+ * Language: C99 or later and C++11 or later, with GCC-compatible compilers (GCC, clang; the
+ * headers use __attribute__). In C++, struct ixl_notif_batch's flexible array member is a
+ * compiler extension (its -Wpedantic diagnostic is silenced there only). ctest's
+ * test_headers_c and test_headers_cxx check it with -pedantic -Wall -Wextra -Werror.
  */
 #ifndef IXL_IXL_H
 #define IXL_IXL_H

@@ -3,6 +3,9 @@
  * (ixl_plugin.h): status codes, memory types, registration descriptors, capabilities.
  * Everything here is part of both contracts: enum values are never renumbered, structs
  * never change layout.
+ *
+ * Language: C99 or later and C++11 or later, with no compiler extension (IXL_API uses
+ * __attribute__ only where __GNUC__ is defined).
  */
 #ifndef IXL_IXL_TYPES_H
 #define IXL_IXL_TYPES_H
