@@ -143,6 +143,13 @@ struct ixl_req_info {
 typedef void (*ixl_notif_sink_fn)(void *sink_ctx, const char *agent, const void *msg, size_t len);
 
 /*
+ * Files. A dynamic plugin is a shared object named libixl_plugin_<name>.so, where <name> is
+ * its descriptor's name (ixl_backend_create("X") opens libixl_plugin_X.so first; a listing
+ * opens every libixl_plugin_*.so), in a directory of IXL_PLUGIN_DIR, the installed plugin
+ * directory, or plugins/ next to libixl.so. It is opened with RTLD_NOW | RTLD_LOCAL and never
+ * closed once accepted. It includes only this header (and its own) and reaches the core only
+ * through struct ixl_host.
+ *
  * Validation. The manager checks a descriptor once, when it loads the plugin, and refuses it
  * (the plugin stays unloaded; the reason is logged at WARN and listed by ixl-info and
  * ixl_plugin_refused_get) when, in this order:
@@ -419,10 +426,13 @@ struct ixl_plugin_desc {
     const struct ixl_option *options; /* every option create_engine accepts */
     size_t n_options;
 
-    /** Creates an engine. On failure returns an error and explains through init->host. */
+    /** Creates an engine: IXL_OK with *out set (caps and mem_mask filled in), or an error,
+     *  explained through init->host->error (IXL_OK with *out NULL counts as IXL_ERR_BACKEND).
+     *  Called with the agent's lock held for writing; init is borrowed for the call. */
     int (*create_engine)(const struct ixl_engine_init *init, struct ixl_engine **out);
     /** Destroys an engine; everything registered or loaded has been released before, and
-     *  every request too, except those whose release_req kept failing: destroy frees them. */
+     *  every request too, except those whose release_req kept failing: destroy frees them.
+     *  Also called right after create_engine when the core refuses the engine. */
     void (*destroy_engine)(struct ixl_engine *e);
 
     const struct ixl_engine_ops *ops;

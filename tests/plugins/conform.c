@@ -82,12 +82,11 @@ static struct cf_engine *cf(struct ixl_engine *e)
     return (struct cf_engine *)e;
 }
 
-static int cf_register_mem(struct ixl_engine *e, enum ixl_mem type,
-                           const struct ixl_reg_desc *desc, struct ixl_md **out)
+static int cf_register_mem(struct ixl_engine *e, enum ixl_mem type, const struct ixl_reg_desc *desc,
+                           struct ixl_md **out)
 {
     if (type != IXL_MEM_DRAM) {
-        cf(e)->host->error(cf(e)->host->ctx, IXL_ERR_BAD_MEM_TYPE, "%s takes DRAM only",
-                           CF_NAME);
+        cf(e)->host->error(cf(e)->host->ctx, IXL_ERR_BAD_MEM_TYPE, "%s takes DRAM only", CF_NAME);
         return IXL_ERR_BAD_MEM_TYPE;
     }
     struct cf_md *md = malloc(sizeof(*md));
@@ -132,8 +131,7 @@ static int cf_prep_xfer(struct ixl_engine *e, enum ixl_op op, const struct ixl_x
         return IXL_ERR_NOT_SUPPORTED;
     }
     if (local->type != IXL_MEM_DRAM || remote->type != IXL_MEM_DRAM) {
-        g->host->error(g->host->ctx, IXL_ERR_BAD_MEM_TYPE, "%s moves DRAM to DRAM only",
-                       CF_NAME);
+        g->host->error(g->host->ctx, IXL_ERR_BAD_MEM_TYPE, "%s moves DRAM to DRAM only", CF_NAME);
         return IXL_ERR_BAD_MEM_TYPE;
     }
     if (local->count != remote->count)

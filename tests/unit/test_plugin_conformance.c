@@ -153,9 +153,8 @@ static struct ixl_xfer *local_round_trip(struct ixl_agent *a, unsigned char *src
     fill(src, SZ, 1);
     memset(dst, 0, SZ);
     struct ixl_dlist *l = list1(src, SZ), *r = list1(dst, SZ);
-    struct ixl_xfer_params xp = {.field_mask = notif ? IXL_XFER_F_NOTIF : 0,
-                                 .notif = notif,
-                                 .notif_len = notif_len};
+    struct ixl_xfer_params xp = {
+        .field_mask = notif ? IXL_XFER_F_NOTIF : 0, .notif = notif, .notif_len = notif_len};
     struct ixl_xfer *w = NULL;
     CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, ixl_agent_name(a), &xp, &w), IXL_OK);
     int rc = ixl_xfer_post(w);

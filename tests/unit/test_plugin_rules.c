@@ -107,10 +107,10 @@ static int check(void)
 }
 
 #define ACCEPTED() CHECK_RC(check(), IXL_OK)
-#define REFUSED(text)                          \
-    do {                                       \
-        CHECK_RC(check(), IXL_ERR_PLUGIN);     \
-        CHECK_STR_HAS(why, text);              \
+#define REFUSED(text)                      \
+    do {                                   \
+        CHECK_RC(check(), IXL_ERR_PLUGIN); \
+        CHECK_STR_HAS(why, text);          \
     } while (0)
 
 int main(void)
@@ -202,8 +202,8 @@ int main(void)
     reset();
     desc.size = UINT32_MAX; /* a descriptor from a far newer header */
     ACCEPTED();
-    static const char *bad_names[] = {NULL, "", "a-b", "a b", "\xc3\xa9", "a/b",
-                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"};
+    static const char *bad_names[] = {
+        NULL, "", "a-b", "a b", "\xc3\xa9", "a/b", "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"};
     for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
         reset();
         desc.name = bad_names[i];
