@@ -51,6 +51,11 @@
  *   FILE  offset   length, 0 = file     open fd, or IXL_DEV_NONE   "mode:path" when dev is
  *                                                                  IXL_DEV_NONE, else a label
  *   OBJ   offset   length, 0 = object   key id                     object key (+ bucket)
+ *
+ * Language: C99 or later and C++11 or later, with GCC-compatible compilers (GCC, clang; the
+ * headers use __attribute__). In C++, struct ixl_notif_batch's flexible array member is a
+ * compiler extension (its -Wpedantic diagnostic is silenced there only). ctest's
+ * test_headers_c and test_headers_cxx check it with -pedantic -Wall -Wextra -Werror.
  */
 #ifndef IXL_IXL_H
 #define IXL_IXL_H
@@ -645,7 +650,16 @@ struct ixl_notif {
 /** Notifications drained in one call: one allocation, freed with ixl_free(). */
 struct ixl_notif_batch {
     size_t count;
+/* A flexible array member: ISO C99 and C11; in C++ an extension that GCC and clang accept,
+ * whose -Wpedantic diagnostic is silenced here only (the layout is the same as in C). */
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
     struct ixl_notif items[];
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 };
 
 /**

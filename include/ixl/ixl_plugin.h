@@ -11,7 +11,8 @@
  * only ever go at its end (the descriptor carries its size after the ABI version):
  *  - written by the plugin, read by the core (struct ixl_plugin_desc, ixl_engine_ops,
  *    ixl_engine): the plugin sets size to sizeof() as it was built; the core reads a field or
- *    calls a method only when that size covers it, and refuses a size below the first
+ *    calls a method only when that size covers it, ignores whatever a plugin built against a
+ *    newer header has past the end of what this core knows, and refuses a size below the first
  *    generation's;
  *  - written by the core, read by the plugin (struct ixl_host, ixl_engine_init,
  *    ixl_xfer_opts): the core sets size; the plugin reads a field only when size covers it;
@@ -20,31 +21,37 @@
  *    fields that lie entirely within size (so a plugin that writes only first-generation
  *    fields needs no check);
  *  - structs in arrays (struct ixl_xfer_desc, ixl_reg_desc, ixl_kv, ixl_mem_query,
- *    ixl_option) are frozen: a later generation adds a new struct type and a new method.
+ *    ixl_option, ixl_opt_value) are frozen: a later generation adds a new struct type and a
+ *    new method.
  * A change to a frozen layout, or any removal, bumps IXL_PLUGIN_ABI_MAJOR; the manager refuses
- * a plugin of another major. Every optional method has a documented fallback. Methods every backend
- * needs (register_mem, deregister_mem, unload_md, prep_xfer, post_xfer, check_xfer, release_req)
- * and the methods a capability the plugin advertises requires (listed with each method) must be
- * implemented: the manager refuses the plugin otherwise, with the reason in the log and in
- * ixl-info. Any other slot may be NULL: the core points it at a shared stub that returns
- * IXL_ERR_NOT_SUPPORTED.
+ * a plugin of another major. Every optional method has a documented fallback. Methods every
+ * backend needs (register_mem, deregister_mem, unload_md, prep_xfer, post_xfer, check_xfer,
+ * release_req) and the methods a capability the plugin advertises requires (listed with each
+ * method) must be implemented: the manager refuses the plugin otherwise, naming the missing
+ * method in the log and in ixl-info. Any other slot may be NULL (or lie past the table's
+ * size): the core then applies the method's fallback, never calls into the plugin for it.
  *
  * Callbacks: the core never holds a lock that host->signal() takes while it calls into a
  * plugin, so a plugin may call signal() from any thread at any time, and destroy_engine may
  * wait for its own threads that do.
  *
- * Threads: the core serializes nothing for the plugin except what is written here. Methods may
- * be called concurrently from several threads of an agent, except that
- *   - create/destroy never race with anything on the same engine;
- *   - register_mem/deregister_mem/load_*_md/unload_md on one engine are serialized by the core
- *     (it holds the agent's registry lock for writing);
- *   - post_xfer/check_xfer/release_req on one request are never concurrent with each other.
- * A plugin that supports notifications and progress must make get_notifs, gen_notif and
- * progress safe to call from several threads.
+ * Threads: see "Threads" below (which calls the core serializes, which may run at once).
  *
  * Objects: struct ixl_md (per-region metadata) and struct ixl_req (per-request state) are
  * never defined: a plugin casts its own objects to these pointer types. A plugin's engine
  * embeds struct ixl_engine first.
+ *
+ * Language: this header is C99 (or later) and C++11 (or later) for GCC-compatible compilers
+ * (GCC, clang): it uses __attribute__ (format, visibility). ctest's test_headers_* compile it
+ * with -std=c99 and -std=c11 -pedantic -Wall -Wextra -Werror, and with g++ -std=c++11 and
+ * -std=c++17 -pedantic -Wall -Wextra -Werror. In C++, IXL_PLUGIN_EXPORT gives the entry symbol
+ * C linkage; designated initializers of the ops table need C++20, or fill it member by member.
+ *
+ * Everything the plugin manager and the core check and assume is written in this header:
+ * "Validation" (what gets a plugin refused, with the reason ixl-info shows), "Memory types",
+ * "Notifications", "Pointers" and "Threads" below, and each method's comment (whether it is
+ * required and by which capability, or optional with the core's fallback). A third party
+ * implements a plugin from this header alone.
  */
 #ifndef IXL_IXL_PLUGIN_H
 #define IXL_IXL_PLUGIN_H
@@ -145,8 +152,11 @@ struct ixl_xfer_side {
 /** Options of one request. */
 struct ixl_xfer_opts {
     uint32_t size;
-    const void *notif; /* NULL: no notification. Borrowed until the request is released or
-                          posted again. */
+    /* NULL: no notification (else notif_len > 0). Borrowed: given to prep_xfer, valid until
+     * the first post_xfer (which passes it again) or release_req; given to post_xfer, valid
+     * while that post is in flight -- until check_xfer or post_xfer reports the request's end,
+     * or release_req returns IXL_OK. Copy it to keep it longer. */
+    const void *notif;
     size_t notif_len;
 };
 
@@ -163,6 +173,145 @@ struct ixl_req_info {
  */
 typedef void (*ixl_notif_sink_fn)(void *sink_ctx, const char *agent, const void *msg, size_t len);
 
+/*
+ * Files. A dynamic plugin is a shared object named libixl_plugin_<name>.so, where <name> is
+ * its descriptor's name (ixl_backend_create("X") opens libixl_plugin_X.so first; a listing
+ * opens every libixl_plugin_*.so), in a directory of IXL_PLUGIN_DIR, the installed plugin
+ * directory, or plugins/ next to libixl.so. It is opened with RTLD_NOW | RTLD_LOCAL and never
+ * closed once accepted. It includes only this header (and its own) and reaches the core only
+ * through struct ixl_host.
+ *
+ * Validation. The manager checks a descriptor once, when it loads the plugin, and refuses it
+ * (the plugin stays unloaded; the reason is logged at WARN and listed by ixl-info and
+ * ixl_plugin_refused_get) when, in this order:
+ *   - the file cannot be dlopen()ed, has no IXL_PLUGIN_ENTRY_SYMBOL, or the entry returns NULL;
+ *   - abi_major is not IXL_PLUGIN_ABI_MAJOR (abi_minor is informative only);
+ *   - size is smaller than the descriptor of ABI 1.0 (up to and including ops);
+ *   - name is not 1-31 characters of [A-Za-z0-9_];
+ *   - create_engine or destroy_engine is NULL; ops is NULL;
+ *   - ops->size is smaller than IXL_ENGINE_OPS_MIN_SIZE;
+ *   - caps has a bit that is not an enum ixl_cap; caps has neither IXL_CAP_LOCAL nor
+ *     IXL_CAP_REMOTE; caps has IXL_CAP_REMOTE without IXL_CAP_NOTIF (a remote-capable backend
+ *     must support notifications);
+ *   - mem_mask is 0 or has a bit at or above IXL_MEM_BIT(IXL_MEM_COUNT);
+ *   - a method every backend needs is NULL, or one that a capability in caps requires (see
+ *     each method: "Required by X");
+ *   - exactly one of alloc_mem and free_mem is present (they come as a pair);
+ *   - options is NULL while n_options > 0, or an option lacks its name, default value or
+ *     description;
+ *   - another plugin already loaded has the same name (built-in plugins load first, then the
+ *     directories in search order, the files of one directory sorted by name).
+ * Fields and methods past the sizes the plugin reports read as zero/NULL; fields and methods
+ * past what this core knows are ignored.
+ *
+ * Engines. After create_engine returns IXL_OK with an engine, the core refuses the engine
+ * (destroy_engine is called, ixl_backend_create fails with IXL_ERR_PLUGIN) when its caps or
+ * mem_mask have a bit the descriptor's lack, or its caps have REMOTE without NOTIF. An engine
+ * with REMOTE must answer get_conn_info at once, one with LOCAL gets connect(own agent name)
+ * (see connect); either failing fails the backend's creation. The methods a plugin must have
+ * follow the descriptor's caps, so an engine that drops a capability keeps its methods; the
+ * core does not call methods of capabilities the engine dropped (progress, get_notifs,
+ * gen_notif, load_local_md; remote ones for a local-only engine).
+ *
+ * Memory types. What addr, len, dev and bytes mean in register_mem's and query_mem's
+ * struct ixl_reg_desc, in load_remote_md's, and in struct ixl_xfer_desc:
+ *
+ *   type  addr                  len                      dev                    bytes
+ *   DRAM  virtual address in    bytes (> 0)              0, or a NUMA node      unused
+ *         the owner's process
+ *   VRAM  device virtual addr   bytes (> 0)              GPU index              unused
+ *   BLK   byte offset in the    bytes; 0 at              volume id              volume path
+ *         volume                registration: to the end                        (+ mode)
+ *   FILE  byte offset in the    bytes; 0 at              an open fd of the      "MODE:PATH" in
+ *         file                  registration: the whole  owner's process, or    path mode, else
+ *                               file, growing            IXL_DEV_NONE (path     a label
+ *                                                        mode: the backend
+ *                                                        opens bytes' path)
+ *   OBJ   byte offset in the    bytes; 0 at              key id                 object key
+ *         object                registration: the whole                         (+ bucket)
+ *                               object
+ *
+ *   register_mem: the user's descriptor as given (bytes borrowed for the call; bytes_len > 0
+ *     implies bytes != NULL). The core has checked: type is in the engine's mem_mask; len > 0
+ *     unless BLK, FILE or OBJ; addr + len does not wrap; a FILE dev is an fd (< 2^62) or
+ *     IXL_DEV_NONE with bytes; the same (addr, len, dev) is not registered twice with one
+ *     engine (regions may overlap and nest; path-mode descriptors always make new regions).
+ *     A path-mode FILE region's transfers carry the dev the agent assigned to it (from 2^62 up,
+ *     IXL_DEV_ASSIGNED_MIN in ixl.h), never IXL_DEV_NONE: find the file through md, not dev.
+ *   load_remote_md: the owner's region as the owner registered it: addr, len (a region
+ *     registered with len 0 arrives with len UINT64_MAX - addr), dev (a path-mode FILE region's
+ *     assigned id); bytes NULL and bytes_len 0. Every field, and the public data, is untrusted.
+ *   struct ixl_xfer_desc: one element of a request, in the memory type of its side: addr, len
+ *     and dev as in the user's transfer descriptor (neighbours contiguous on both sides with
+ *     the same md and dev merged into one); len > 0 and [addr, addr + len) lies inside the
+ *     region whose metadata is md (the core checked it against the registered or loaded range
+ *     of this engine). md is: on the local side, register_mem's; on the remote side, for a
+ *     transfer within the agent (remote_agent is the agent's own name) load_local_md's, else
+ *     load_remote_md's.
+ *
+ * Notifications. A notification given with a request (struct ixl_xfer_opts, non-NULL notif,
+ * notif_len > 0; the core gives one only to an engine with NOTIF) is delivered to the target
+ * agent -- the remote, or the agent itself for a transfer within the agent -- only after every
+ * byte of the request is in place at the target: for a WRITE, written into the target's
+ * memory and visible there; for a READ, read out of the target's memory (the target may then
+ * reuse it). The target engine hands it to its get_notifs() sink with the initiator's agent
+ * name, exactly once per post that completes with IXL_OK; a post that fails delivers it only
+ * if every byte was in place first; a request released while in flight (release_req returned
+ * IXL_OK) never delivers it after release_req returned. check_xfer answers
+ * IXL_OK only once the notification is sent or copied: the engine may not touch notif after
+ * that. gen_notif's messages are not ordered with transfers.
+ *
+ * Pointers. Unless a method says otherwise, pointers the core passes in are borrowed for the
+ * call, and pointers the plugin hands out stay the plugin's. In particular:
+ *   - the descriptor, its strings, options and ops table: the plugin's, constant, valid while
+ *     the plugin is loaded (an accepted plugin is never unloaded). The entry function may be
+ *     called more than once and returns the same descriptor each time.
+ *   - struct ixl_engine_init and everything it points to: borrowed for create_engine only,
+ *     except init->host, which stays valid until destroy_engine returns.
+ *   - the engine: allocated by create_engine, freed by destroy_engine; the core writes only the
+ *     fields of struct ixl_engine marked "set by the core".
+ *   - get_conn_info's bytes: the engine's, unchanged until destroy_engine.
+ *   - struct ixl_md from register_mem, load_local_md, load_remote_md: the engine's, valid
+ *     until deregister_mem or unload_md of it; get_public_data's bytes: unchanged while the md
+ *     is registered. The core passes an md only to the engine that made it.
+ *   - prep_xfer's sides, their descriptor arrays and remote_agent: unchanged and valid until
+ *     release_req returns IXL_OK; the regions and loaded metadata they name stay registered
+ *     and loaded until then. opts is borrowed for the call; see struct ixl_xfer_opts for notif.
+ *   - struct ixl_req: the engine's, from prep_xfer until release_req returns IXL_OK; a
+ *     request whose release kept failing is abandoned by the core, and destroy_engine frees it.
+ *   - get_notifs' sink and sink_ctx: only for that call, on that thread; the agent and msg the
+ *     plugin passes to sink are borrowed for the sink call (the core copies them).
+ *   - alloc_mem's memory: the engine's until free_mem of it (the core frees whatever is left
+ *     before destroy_engine).
+ *   - out-pointers (struct ixl_md **, struct ixl_req **, struct ixl_cost *, ...) point at the
+ *     core's memory; the core reads them only after IXL_OK.
+ *
+ * Threads. The core calls one engine from any thread of the application, and from the agent's
+ * progress thread. It serializes these calls (for all engines of one agent):
+ *   - create_engine returns before any method of the engine is called, and destroy_engine is
+ *     called after every other call on the engine has returned (the progress thread stopped,
+ *     every request released or abandoned, every md deregistered or unloaded, every
+ *     allocation freed), never concurrently with anything on that engine;
+ *   - "writers", called with the agent's lock held for writing, so never concurrently with
+ *     each other nor with the "readers": register_mem, deregister_mem, load_local_md,
+ *     load_remote_md, unload_md, load_remote_conn_info, disconnect, alloc_mem, free_mem,
+ *     and get_conn_info and connect(own name) during the backend's creation;
+ *   - "readers", called with that lock held for reading, so possibly concurrently with each
+ *     other: prep_xfer, get_public_data, connect, query_mem;
+ *   - calls on one request (post_xfer, check_xfer, release_req, estimate_xfer_cost,
+ *     req_info) are never concurrent with each other, but run concurrently with anything else,
+ *     writers included (which never touch the regions the request uses);
+ *   - get_notifs runs on one thread at a time per engine, concurrently with anything else.
+ * gen_notif and progress may be called from several threads at once, concurrently with
+ * everything else above. The plugin's own threads may call host->log and host->signal at any
+ * time from create_engine's start until destroy_engine returns; the core never holds a lock
+ * that they take while it calls into the plugin, so they are safe inside methods too, and
+ * destroy_engine may wait for threads that call them. host->error records the text for the
+ * thread that calls it: call it on the thread of the method about to fail. A method must not
+ * call the north-bound API (ixl.h) of the agent that owns the engine: the agent's lock may be
+ * held.
+ */
+
 /**
  * The engine's methods. Every method returns IXL_OK or a negative enum ixl_status unless said
  * otherwise. "Required by X" means: a plugin advertising capability X must implement it.
@@ -171,12 +320,23 @@ struct ixl_engine_ops {
     uint32_t size; /* sizeof(struct ixl_engine_ops) as the plugin was built */
 
     /* -- connections ------------------------------------------------------------------- */
-    /** Connects to a remote agent (or to itself, for local transfers). Required by LOCAL or
-     *  REMOTE; connecting is otherwise done lazily at the first transfer. */
+    /** Connects to a remote agent ahead of the first transfer (ixl_remote_connect, for each
+     *  backend whose connection info for remote_agent was loaded), or to the agent itself:
+     *  at the creation of an engine with LOCAL, connect(own agent name), where an error other
+     *  than IXL_ERR_NOT_SUPPORTED fails the backend's creation. Optional. Fallback (NULL, or
+     *  IXL_ERR_NOT_SUPPORTED returned): the core treats it as IXL_OK, and the engine connects
+     *  lazily, at prep_xfer or post_xfer. */
     int (*connect)(struct ixl_engine *e, const char *remote_agent);
-    /** Drops a connection; the remote's requests end in IXL_ERR_REMOTE_DISCONNECT. */
+    /** Drops the connection to remote_agent when it is invalidated, when the agent is
+     *  destroyed, or when its load failed after its connection info was loaded; its requests in
+     * flight end in IXL_ERR_REMOTE_DISCONNECT (their md stay loaded until released). The result is
+     * ignored. Not called when a restarted remote replaces its old instance (load_remote_conn_info
+     * is called again instead). Optional. Fallback: nothing; the engine keeps the connection until
+     * new connection info for that name replaces it, or destroy_engine. */
     int (*disconnect)(struct ixl_engine *e, const char *remote_agent);
-    /** The engine's connection info, borrowed for the engine's life. Required by REMOTE. */
+    /** The engine's connection info (what peers pass to load_remote_conn_info), called once
+     *  at creation; the bytes stay the engine's, unchanged until destroy_engine. Required by
+     *  REMOTE. */
     int (*get_conn_info)(struct ixl_engine *e, const void **info, size_t *len);
     /** Loads a remote's connection info (does not connect). Untrusted bytes. Required by
      *  REMOTE. May be called again for the same agent with new info (it restarted). */
@@ -184,73 +344,99 @@ struct ixl_engine_ops {
                                  size_t len);
 
     /* -- memory ------------------------------------------------------------------------ */
-    /** Registers one region; *out is the plugin's metadata for it. */
+    /** Registers one region (see "Memory types"); *out is the plugin's metadata for it, valid
+     *  until deregister_mem. Called once per engine and region. Required. */
     int (*register_mem)(struct ixl_engine *e, enum ixl_mem type, const struct ixl_reg_desc *desc,
                         struct ixl_md **out);
-    /** Releases a registration made by register_mem. */
+    /** Releases a registration made by register_mem (after unload_md of its load_local_md
+     *  result). No prepared list or request uses the region any more. Required. */
     int (*deregister_mem)(struct ixl_engine *e, struct ixl_md *md);
 
     /* -- metadata ---------------------------------------------------------------------- */
-    /** Public data of a registered region for remote peers, borrowed while md is registered.
-     *  Required by REMOTE. */
+    /** Public data of a registered region for remote peers (what they pass to
+     *  load_remote_md), the engine's, unchanged while md is registered. Required by REMOTE. */
     int (*get_public_data)(struct ixl_engine *e, const struct ixl_md *md, const void **data,
                            size_t *len);
-    /** Loads a remote region (desc: its addr, len, dev; bytes unused) with its public data
-     *  (untrusted). Required by REMOTE. */
+    /** Loads a remote region (desc: its addr, len, dev as "Memory types" says; bytes NULL)
+     *  with its public data; every byte and field is untrusted. Called only for a remote whose
+     *  connection info this engine loaded. *out: valid until unload_md. Required by REMOTE. */
     int (*load_remote_md)(struct ixl_engine *e, const char *remote_agent, enum ixl_mem type,
                           const struct ixl_reg_desc *desc, const void *data, size_t len,
                           struct ixl_md **out);
-    /** Target-side metadata of a local region for transfers within the agent; may return md
-     *  itself. Required by LOCAL. */
+    /** Target-side metadata of a local region for transfers within the agent, called right
+     *  after register_mem by an engine with LOCAL; may return md itself. Required by LOCAL. */
     int (*load_local_md)(struct ixl_engine *e, struct ixl_md *md, struct ixl_md **out);
     /** Releases metadata from load_remote_md or load_local_md (called once per load, even
-     *  when load_local_md returned md itself). */
+     *  when load_local_md returned md itself). The result is ignored. Required. */
     int (*unload_md)(struct ixl_engine *e, struct ixl_md *md);
 
     /* -- transfers --------------------------------------------------------------------- */
-    /** Prepares a request; the sides have equal counts and equal lengths pairwise, and are
-     *  borrowed until release_req. */
+    /** Prepares a request without moving data: op READ moves remote to local, WRITE local to
+     *  remote. The sides have equal counts (>= 1) and equal lengths pairwise (see "Memory
+     *  types" for the descriptors), and stay valid until release_req; remote_agent is the
+     *  target agent's name, the agent's own for a transfer within it. A pair of memory types
+     *  the engine cannot move: return IXL_ERR_BAD_MEM_TYPE (with host->error), and the core
+     *  tries the next backend. *out is valid until release_req returns IXL_OK. Required. */
     int (*prep_xfer)(struct ixl_engine *e, enum ixl_op op, const struct ixl_xfer_side *local,
                      const struct ixl_xfer_side *remote, const char *remote_agent,
                      const struct ixl_xfer_opts *opts, struct ixl_req **out);
-    /** Optional: estimates a prepared request's duration into out, whose size the core set
-     *  (the growth rule at the top). Fallback: IXL_ERR_NOT_SUPPORTED. */
+    /** Estimates a prepared request's duration into out, whose size the core set (the growth
+     *  rule at the top). Optional. Fallback: ixl_xfer_estimate() returns IXL_ERR_NOT_SUPPORTED. */
     int (*estimate_xfer_cost)(struct ixl_engine *e, struct ixl_req *req, struct ixl_cost *out);
     /** Starts a prepared request without blocking: IXL_OK (already done), IXL_IN_PROGRESS,
      *  or an error. opts is never NULL: its notification (notif NULL = none) replaces the one
-     *  given at prep_xfer for this and later posts. */
+     *  given at prep_xfer or at an earlier post. A request is posted again only after it
+     *  ended (never while check_xfer would answer IXL_IN_PROGRESS). Required. */
     int (*post_xfer)(struct ixl_engine *e, struct ixl_req *req, const struct ixl_xfer_opts *opts);
-    /** IXL_OK (done), IXL_IN_PROGRESS, or the request's error. */
+    /** IXL_OK (done: every byte in place, the notification sent), IXL_IN_PROGRESS, or the
+     *  request's error; asked only after a post that answered IXL_IN_PROGRESS, until it
+     *  answers something else. Never blocks. Required. */
     int (*check_xfer)(struct ixl_engine *e, struct ixl_req *req);
     /** Cancels if in flight and frees. IXL_OK: freed, nothing more will be written into local
      *  buffers nor notified. An error (IXL_ERR_BUSY): not stopped yet; the request stays valid,
-     *  check_xfer reports IXL_ERR_CANCELED, and the core calls again later. */
+     *  check_xfer reports IXL_ERR_CANCELED, and the core calls again later. Called for every
+     *  request prep_xfer made, in flight or not. Required. */
     int (*release_req)(struct ixl_engine *e, struct ixl_req *req);
 
     /* -- notifications ----------------------------------------------------------------- */
-    /** Hands every notification received since the last call to sink. Required by NOTIF. */
+    /** Hands every notification received since the last call to sink, one sink call each, in
+     *  arrival order per sender (agent: the sender's agent name). Required by NOTIF. */
     int (*get_notifs)(struct ixl_engine *e, ixl_notif_sink_fn sink, void *sink_ctx);
-    /** Sends a notification not bound to a transfer. Required by NOTIF. */
+    /** Sends a notification not bound to a transfer to remote_agent (or to the agent itself,
+     *  for an engine with LOCAL): msg is borrowed for the call, len <= init->notif_max. Not
+     *  ordered with transfers. Required by NOTIF. */
     int (*gen_notif)(struct ixl_engine *e, const char *remote_agent, const void *msg, size_t len);
 
     /* -- progress ---------------------------------------------------------------------- */
-    /** Advances transfers and notifications. Required by PROGRESS. */
+    /** Advances transfers and notifications without blocking long; called by the agent's
+     *  progress thread (init->progress_thread), by waits on this engine's requests and by
+     *  ixl_agent_progress(). Required by PROGRESS; an engine without PROGRESS must advance
+     *  on its own threads. */
     int (*progress)(struct ixl_engine *e);
 
-    /* -- optional methods (ABI 1.0); the core checks size before calling them ----------- */
-    /** Does each registration descriptor's object exist, and its size. Fallback: the agent
-     *  tries the next backend, else IXL_ERR_NOT_SUPPORTED. */
+    /* -- optional methods past IXL_ENGINE_OPS_MIN_SIZE (ABI 1.0): the core checks the size
+     *    before calling them -------------------------------------------------------------- */
+    /** Does each registration descriptor's object exist, and its size: writes out[0..n-1].
+     *  Returning IXL_ERR_NOT_SUPPORTED passes the question on. Optional. Fallback (NULL, or
+     *  IXL_ERR_NOT_SUPPORTED): ixl_mem_query() asks the next backend, else returns
+     *  IXL_ERR_NOT_SUPPORTED. */
     int (*query_mem)(struct ixl_engine *e, enum ixl_mem type, const struct ixl_reg_desc *descs,
                      size_t n, struct ixl_mem_query *out);
-    /** Allocates memory the engine shares best. Fallback: IXL_ERR_NOT_SUPPORTED. */
+    /** Allocates len bytes of memory of type that the engine shares best. Optional, together
+     *  with free_mem. Fallback (NULL, or IXL_ERR_NOT_SUPPORTED): ixl_mem_alloc() asks the next
+     *  backend, else returns IXL_ERR_NOT_SUPPORTED. */
     int (*alloc_mem)(struct ixl_engine *e, enum ixl_mem type, size_t len, void **out);
-    /** Frees memory from alloc_mem. */
+    /** Frees memory from alloc_mem (addr and len as allocated). Optional, together with
+     *  alloc_mem: a plugin with exactly one of the two is refused. */
     int (*free_mem)(struct ixl_engine *e, void *addr, size_t len);
-    /** Says how a request ran. Fallback: path "". */
+    /** Says how a request runs or ran, into the core's zeroed *out; asked right after
+     *  prep_xfer and when the request completes. Optional. Fallback (NULL): ixl_xfer_info()'s
+     *  path is ""; an error leaves the path as it was. */
     int (*req_info)(struct ixl_engine *e, struct ixl_req *req, struct ixl_req_info *out);
 };
 
-/** The smallest ops table the core accepts: everything up to progress. */
+/** The smallest ops table the core accepts: everything up to progress. A table of exactly
+ *  this size has none of the methods after progress: the core uses their fallbacks. */
 #define IXL_ENGINE_OPS_MIN_SIZE \
     (offsetof(struct ixl_engine_ops, progress) + sizeof(((struct ixl_engine_ops *)0)->progress))
 
@@ -273,10 +459,13 @@ struct ixl_plugin_desc {
     const struct ixl_option *options;
     size_t n_options;
 
-    /** Creates an engine. On failure returns an error and explains through init->host. */
+    /** Creates an engine: IXL_OK with *out set (caps and mem_mask filled in), or an error,
+     *  explained through init->host->error (IXL_OK with *out NULL counts as IXL_ERR_BACKEND).
+     *  Called with the agent's lock held for writing; init is borrowed for the call. */
     int (*create_engine)(const struct ixl_engine_init *init, struct ixl_engine **out);
     /** Destroys an engine; everything registered or loaded has been released before, and
-     *  every request too, except those whose release_req kept failing: destroy frees them. */
+     *  every request too, except those whose release_req kept failing: destroy frees them.
+     *  Also called right after create_engine when the core refuses the engine. */
     void (*destroy_engine)(struct ixl_engine *e);
 
     const struct ixl_engine_ops *ops;
@@ -293,21 +482,28 @@ typedef const struct ixl_plugin_desc *(*ixl_plugin_entry_fn)(void);
 #define IXL_PLUGIN_CAT2(a, b) a##b
 #define IXL_PLUGIN_CAT(a, b) IXL_PLUGIN_CAT2(a, b)
 #ifdef IXL_PLUGIN_BUILTIN_NAME
-#define IXL_PLUGIN_EXPORT(entry_fn)                                              \
-    const struct ixl_plugin_desc *IXL_PLUGIN_CAT(ixl_plugin_builtin_,            \
-                                                 IXL_PLUGIN_BUILTIN_NAME)(void); \
-    const struct ixl_plugin_desc *IXL_PLUGIN_CAT(ixl_plugin_builtin_,            \
-                                                 IXL_PLUGIN_BUILTIN_NAME)(void)  \
-    {                                                                            \
-        return entry_fn();                                                       \
+#define IXL_PLUGIN_EXPORT(entry_fn)                                             \
+    IXL_PLUGIN_EXTERN_C const struct ixl_plugin_desc *IXL_PLUGIN_CAT(           \
+        ixl_plugin_builtin_, IXL_PLUGIN_BUILTIN_NAME)(void);                    \
+    const struct ixl_plugin_desc *IXL_PLUGIN_CAT(ixl_plugin_builtin_,           \
+                                                 IXL_PLUGIN_BUILTIN_NAME)(void) \
+    {                                                                           \
+        return entry_fn();                                                      \
     }
 #else
-#define IXL_PLUGIN_EXPORT(entry_fn)                                                              \
-    __attribute__((visibility("default"))) const struct ixl_plugin_desc *ixl_plugin_entry(void); \
-    __attribute__((visibility("default"))) const struct ixl_plugin_desc *ixl_plugin_entry(void)  \
-    {                                                                                            \
-        return entry_fn();                                                                       \
+#define IXL_PLUGIN_EXPORT(entry_fn)                                                             \
+    IXL_PLUGIN_EXTERN_C __attribute__((visibility("default"))) const struct ixl_plugin_desc *   \
+    ixl_plugin_entry(void);                                                                     \
+    __attribute__((visibility("default"))) const struct ixl_plugin_desc *ixl_plugin_entry(void) \
+    {                                                                                           \
+        return entry_fn();                                                                      \
     }
+#endif
+/* C++ plugins: the entry (and a built-in's) has C linkage, so its symbol is not mangled. */
+#ifdef __cplusplus
+#define IXL_PLUGIN_EXTERN_C extern "C"
+#else
+#define IXL_PLUGIN_EXTERN_C
 #endif
 
 #ifdef __cplusplus

@@ -12,6 +12,9 @@
  *  - Structs passed in arrays (struct ixl_reg_desc, ixl_kv, ixl_mem_query, ixl_option)
  *    cannot grow, since their stride is part of the contract: they are frozen. A later
  *    generation adds a new struct type and new functions that take it.
+ *
+ * Language: C99 or later and C++11 or later, with no compiler extension (IXL_API uses
+ * __attribute__ only where __GNUC__ is defined).
  */
 #ifndef IXL_IXL_TYPES_H
 #define IXL_IXL_TYPES_H

@@ -1092,7 +1092,10 @@ ixl_status ixl_xfer_estimate(struct ixl_xfer *x, struct ixl_cost *out)
     /* The plugin writes within the core's size (at least the first generation's), the caller
      * gets what lies within its own. */
     struct ixl_cost cost = {.size = sizeof(cost)};
+    /* Under the request's lock: a backend never sees two calls on one request at once. */
+    pthread_mutex_lock(&x->lock);
     int rc = p->ops.estimate_xfer_cost(x->backend->engine, x->req, &cost);
+    pthread_mutex_unlock(&x->lock);
     if (rc != IXL_OK)
         return rc;
     if (cost.size < IXL_COST_V1 || cost.size > sizeof(cost))

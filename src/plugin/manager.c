@@ -263,6 +263,21 @@ static int valid_name(const char *s)
     return n >= 1 && n <= 31;
 }
 
+static const char *cap_name(uint32_t cap)
+{
+    switch (cap) {
+    case IXL_CAP_LOCAL:
+        return "local transfers";
+    case IXL_CAP_REMOTE:
+        return "remote transfers";
+    case IXL_CAP_NOTIF:
+        return "notifications";
+    case IXL_CAP_PROGRESS:
+        return "progress";
+    }
+    return "a capability";
+}
+
 #define DESC_MIN_SIZE (offsetof(struct ixl_plugin_desc, ops) + sizeof(void *))
 
 int ixl_pm_check_desc(const struct ixl_plugin_desc *desc, char *why, size_t cap)
@@ -286,7 +301,8 @@ int ixl_pm_check_desc(const struct ixl_plugin_desc *desc, char *why, size_t cap)
         return IXL_ERR_PLUGIN;
     }
     if (desc->create_engine == NULL || desc->destroy_engine == NULL) {
-        snprintf(why, cap, "plugin %s lacks create_engine or destroy_engine", desc->name);
+        snprintf(why, cap, "plugin %s lacks %s", desc->name,
+                 desc->create_engine == NULL ? "create_engine" : "destroy_engine");
         return IXL_ERR_PLUGIN;
     }
     const struct ixl_engine_ops *ops = desc->ops;
@@ -321,36 +337,52 @@ int ixl_pm_check_desc(const struct ixl_plugin_desc *desc, char *why, size_t cap)
                  desc->mem_mask);
         return IXL_ERR_PLUGIN;
     }
-    if (ops->register_mem == NULL || ops->deregister_mem == NULL || ops->prep_xfer == NULL ||
-        ops->post_xfer == NULL || ops->check_xfer == NULL || ops->release_req == NULL ||
-        ops->unload_md == NULL) {
-        snprintf(why, cap,
-                 "plugin %s lacks a method every backend needs (register_mem, deregister_mem, "
-                 "unload_md, prep_xfer, post_xfer, check_xfer, release_req)",
-                 desc->name);
+    /* Methods every backend needs, then those each capability requires (ixl_plugin.h lists
+     * them with each method). The first one missing is named. */
+    static const struct {
+        uint32_t cap; /* 0: every backend */
+        size_t off;
+        const char *name;
+    } required[] = {
+        {0, offsetof(struct ixl_engine_ops, register_mem), "register_mem"},
+        {0, offsetof(struct ixl_engine_ops, deregister_mem), "deregister_mem"},
+        {0, offsetof(struct ixl_engine_ops, unload_md), "unload_md"},
+        {0, offsetof(struct ixl_engine_ops, prep_xfer), "prep_xfer"},
+        {0, offsetof(struct ixl_engine_ops, post_xfer), "post_xfer"},
+        {0, offsetof(struct ixl_engine_ops, check_xfer), "check_xfer"},
+        {0, offsetof(struct ixl_engine_ops, release_req), "release_req"},
+        {IXL_CAP_LOCAL, offsetof(struct ixl_engine_ops, load_local_md), "load_local_md"},
+        {IXL_CAP_REMOTE, offsetof(struct ixl_engine_ops, get_conn_info), "get_conn_info"},
+        {IXL_CAP_REMOTE, offsetof(struct ixl_engine_ops, load_remote_conn_info),
+         "load_remote_conn_info"},
+        {IXL_CAP_REMOTE, offsetof(struct ixl_engine_ops, get_public_data), "get_public_data"},
+        {IXL_CAP_REMOTE, offsetof(struct ixl_engine_ops, load_remote_md), "load_remote_md"},
+        {IXL_CAP_NOTIF, offsetof(struct ixl_engine_ops, get_notifs), "get_notifs"},
+        {IXL_CAP_NOTIF, offsetof(struct ixl_engine_ops, gen_notif), "gen_notif"},
+        {IXL_CAP_PROGRESS, offsetof(struct ixl_engine_ops, progress), "progress"},
+    };
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+        if (required[i].cap != 0 && !(desc->caps & required[i].cap))
+            continue;
+        void (*slot)(void);
+        memcpy(&slot, (const char *)ops + required[i].off, sizeof(slot));
+        if (slot != NULL)
+            continue;
+        if (required[i].cap == 0)
+            snprintf(why, cap, "plugin %s lacks %s, a method every backend needs", desc->name,
+                     required[i].name);
+        else
+            snprintf(why, cap, "plugin %s advertises %s but lacks %s", desc->name,
+                     cap_name(required[i].cap), required[i].name);
         return IXL_ERR_PLUGIN;
     }
-    if ((desc->caps & IXL_CAP_REMOTE) &&
-        (ops->get_conn_info == NULL || ops->load_remote_conn_info == NULL ||
-         ops->get_public_data == NULL || ops->load_remote_md == NULL)) {
-        snprintf(why, cap,
-                 "plugin %s advertises remote transfers but lacks get_conn_info, "
-                 "load_remote_conn_info, get_public_data or load_remote_md",
-                 desc->name);
-        return IXL_ERR_PLUGIN;
-    }
-    if ((desc->caps & IXL_CAP_LOCAL) && ops->load_local_md == NULL) {
-        snprintf(why, cap, "plugin %s advertises local transfers but lacks load_local_md",
-                 desc->name);
-        return IXL_ERR_PLUGIN;
-    }
-    if ((desc->caps & IXL_CAP_NOTIF) && (ops->get_notifs == NULL || ops->gen_notif == NULL)) {
-        snprintf(why, cap, "plugin %s advertises notifications but lacks get_notifs or gen_notif",
-                 desc->name);
-        return IXL_ERR_PLUGIN;
-    }
-    if ((desc->caps & IXL_CAP_PROGRESS) && ops->progress == NULL) {
-        snprintf(why, cap, "plugin %s advertises progress but lacks progress()", desc->name);
+    /* Optional methods that only make sense together. */
+    int has_alloc = OPS_COVERS(ops->size, alloc_mem) && ops->alloc_mem != NULL;
+    int has_free = OPS_COVERS(ops->size, free_mem) && ops->free_mem != NULL;
+    if (has_alloc != has_free) {
+        snprintf(why, cap, "plugin %s has %s without %s (alloc_mem and free_mem come as a pair)",
+                 desc->name, has_alloc ? "alloc_mem" : "free_mem",
+                 has_alloc ? "free_mem" : "alloc_mem");
         return IXL_ERR_PLUGIN;
     }
     if (desc->n_options > 0 && desc->options == NULL) {

@@ -1,63 +1,126 @@
 /*
- * broken.c - plugins the plugin manager must refuse (or, for BROKEN_DUP, refuse as a duplicate).
- * One compile definition picks the defect:
- *   BROKEN_NOSYM   - no ixl_plugin_entry symbol (exports another name);
- *   BROKEN_ABI     - abi_major one above IXL_PLUGIN_ABI_MAJOR;
- *   BROKEN_SMALL   - an ops table smaller than IXL_ENGINE_OPS_MIN_SIZE;
- *   BROKEN_NONOTIF - REMOTE|LOCAL without NOTIF, every method present;
- *   BROKEN_OPTS    - an option of a type ixl does not know;
- *   BROKEN_DUP     - a valid plugin that calls itself "TEST";
- *   BROKEN_ENGSIZE - a valid plugin (OLDENGINE) whose engines have no size (base.size 0, as
- *                    an engine built against ABI 1 reads): backend creation must refuse them.
+ * broken.c - plugins the plugin manager must refuse (or, for BROKEN_DUP, refuse as a duplicate),
+ * one per refusal rule of ixl_pm_check_desc() and of loading a file. Every field but the
+ * defect's is valid (all methods present, caps LOCAL|REMOTE|NOTIF|PROGRESS, DRAM):
+ *   BROKEN_NOSYM      - no ixl_plugin_entry symbol (exports another name);
+ *   BROKEN_NODESC     - the entry returns NULL;
+ *   BROKEN_ABI        - abi_major one above IXL_PLUGIN_ABI_MAJOR;
+ *   BROKEN_DESCSMALL  - a descriptor size that stops before ops;
+ *   BROKEN_NAME       - a name with characters outside [A-Za-z0-9_];
+ *   BROKEN_NOCREATE   - no create_engine;       BROKEN_NODESTROY - no destroy_engine;
+ *   BROKEN_NOOPS      - no ops table;
+ *   BROKEN_SMALL      - an ops table smaller than IXL_ENGINE_OPS_MIN_SIZE;
+ *   BROKEN_CAPS       - a capability bit that is not an enum ixl_cap;
+ *   BROKEN_NOXFER     - NOTIF|PROGRESS only: neither local nor remote;
+ *   BROKEN_NONOTIF    - REMOTE|LOCAL without NOTIF;
+ *   BROKEN_MEM0       - an empty memory-type mask; BROKEN_MEMBAD - a bit past IXL_MEM_COUNT;
+ *   BROKEN_NOCHECK    - check_xfer missing (a method every backend needs);
+ *   BROKEN_NOLOCALMD  - LOCAL without load_local_md;
+ *   BROKEN_NOREMOTEMD - REMOTE without load_remote_md;
+ *   BROKEN_NOGENNOTIF - NOTIF without gen_notif;
+ *   BROKEN_NOPROGRESS - PROGRESS without progress;
+ *   BROKEN_ALLOCPAIR  - alloc_mem without free_mem;
+ *   BROKEN_OPTION     - an option without a name;
+ *   BROKEN_OPTS       - an option of a type ixl does not know;
+ *   BROKEN_DUP        - a valid plugin that calls itself "TEST";
+ *   BROKEN_ENGSIZE    - a valid plugin (OLDENGINE) whose engines have no size (base.size 0, as
+ *                       an engine built against ABI 1 reads): backend creation must refuse them.
+ * BROKEN_<defect> picks the defect and BR_PLUGIN_NAME ("BROKEN_<defect>") the plugin's name.
  * None of them makes working engines: create_engine answers IXL_ERR_NOT_SUPPORTED (or, for
- * BROKEN_ENGSIZE, an engine the core must refuse and destroy).
+ * BROKEN_ENGSIZE, an engine the core must refuse and destroy). Tables use
+ * designated initializers only, so fields added to the ABI's structs do not disturb them.
  */
 #include <stddef.h>
 #include <stdlib.h>
 
 #include <ixl/ixl_plugin.h>
 
-#if defined(BROKEN_NOSYM)
-#define BROKEN_NAME "BROKEN_NOSYM"
-#elif defined(BROKEN_ABI)
-#define BROKEN_NAME "BROKEN_ABI"
-#elif defined(BROKEN_SMALL)
-#define BROKEN_NAME "BROKEN_SMALL"
-#elif defined(BROKEN_NONOTIF)
-#define BROKEN_NAME "BROKEN_NONOTIF"
-#elif defined(BROKEN_OPTS)
-#define BROKEN_NAME "BROKEN_OPTS"
-#elif defined(BROKEN_DUP)
-#define BROKEN_NAME "TEST"
+/* A defect that leaves a slot NULL leaves its method unreferenced. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
+#if defined(BROKEN_DUP)
+#define BR_NAME "TEST"
 #elif defined(BROKEN_ENGSIZE)
-#define BROKEN_NAME "OLDENGINE"
+#define BR_NAME "OLDENGINE"
+#elif defined(BROKEN_NAME)
+#define BR_NAME "BROKEN-NAME!"
+#elif defined(BR_PLUGIN_NAME)
+#define BR_NAME BR_PLUGIN_NAME
 #else
-#error \
-    "define one of BROKEN_NOSYM, BROKEN_ABI, BROKEN_SMALL, BROKEN_NONOTIF, BROKEN_OPTS, BROKEN_DUP, BROKEN_ENGSIZE"
+#error "define BROKEN_<defect> and BR_PLUGIN_NAME=\"BROKEN_<defect>\" (see above), or BROKEN_DUP"
 #endif
 
 #if defined(BROKEN_NONOTIF)
-#define BROKEN_CAPS (IXL_CAP_LOCAL | IXL_CAP_REMOTE)
+#define BR_CAPS (IXL_CAP_LOCAL | IXL_CAP_REMOTE)
+#elif defined(BROKEN_CAPS)
+#define BR_CAPS (IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | (1u << 7))
+#elif defined(BROKEN_NOXFER)
+#define BR_CAPS (IXL_CAP_NOTIF | IXL_CAP_PROGRESS)
 #else
-#define BROKEN_CAPS (IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS)
+#define BR_CAPS (IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS)
+#endif
+
+#if defined(BROKEN_MEM0)
+#define BR_MEM_MASK 0u
+#elif defined(BROKEN_MEMBAD)
+#define BR_MEM_MASK (IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_COUNT))
+#else
+#define BR_MEM_MASK IXL_MEM_BIT(IXL_MEM_DRAM)
 #endif
 
 #if defined(BROKEN_SMALL)
-#define BROKEN_OPS_SIZE offsetof(struct ixl_engine_ops, prep_xfer)
+#define BR_OPS_SIZE offsetof(struct ixl_engine_ops, prep_xfer)
 #else
-#define BROKEN_OPS_SIZE sizeof(struct ixl_engine_ops)
+#define BR_OPS_SIZE sizeof(struct ixl_engine_ops)
 #endif
 
-#if defined(BROKEN_OPTS)
-#define BROKEN_OPT_TYPE ((enum ixl_opt_type)99)
+#if defined(BROKEN_DESCSMALL)
+#define BR_DESC_SIZE offsetof(struct ixl_plugin_desc, ops)
 #else
-#define BROKEN_OPT_TYPE IXL_OPT_INT
+#define BR_DESC_SIZE sizeof(struct ixl_plugin_desc)
 #endif
 
 #if defined(BROKEN_ABI)
-#define BROKEN_ABI_MAJOR (IXL_PLUGIN_ABI_MAJOR + 1)
+#define BR_ABI_MAJOR (IXL_PLUGIN_ABI_MAJOR + 1)
 #else
-#define BROKEN_ABI_MAJOR IXL_PLUGIN_ABI_MAJOR
+#define BR_ABI_MAJOR IXL_PLUGIN_ABI_MAJOR
+#endif
+
+/* Slots a defect leaves NULL. */
+#if defined(BROKEN_NOCHECK)
+#define BR_CHECK_FN NULL
+#else
+#define BR_CHECK_FN br_req
+#endif
+#if defined(BROKEN_NOLOCALMD)
+#define BR_LOCAL_MD_FN NULL
+#else
+#define BR_LOCAL_MD_FN br_load_local_md
+#endif
+#if defined(BROKEN_NOREMOTEMD)
+#define BR_REMOTE_MD_FN NULL
+#else
+#define BR_REMOTE_MD_FN br_load_remote_md
+#endif
+#if defined(BROKEN_NOGENNOTIF)
+#define BR_GEN_NOTIF_FN NULL
+#else
+#define BR_GEN_NOTIF_FN br_gen_notif
+#endif
+#if defined(BROKEN_NOPROGRESS)
+#define BR_PROGRESS_FN NULL
+#else
+#define BR_PROGRESS_FN br_progress
+#endif
+#if defined(BROKEN_NOCREATE)
+#define BR_CREATE_FN NULL
+#else
+#define BR_CREATE_FN br_create_engine
+#endif
+#if defined(BROKEN_NODESTROY)
+#define BR_DESTROY_FN NULL
+#else
+#define BR_DESTROY_FN br_destroy_engine
 #endif
 
 static int br_conn(struct ixl_engine *e, const char *remote)
@@ -209,7 +272,7 @@ static int br_create_engine(const struct ixl_engine_init *init, struct ixl_engin
     (void)out;
     if (init != NULL && init->host != NULL && init->host->error != NULL)
         init->host->error(init->host->ctx, IXL_ERR_NOT_SUPPORTED,
-                          "%s: a broken test plugin makes no engines", BROKEN_NAME);
+                          "%s: a broken test plugin makes no engines", BR_NAME);
     return IXL_ERR_NOT_SUPPORTED;
 }
 
@@ -219,8 +282,19 @@ static void br_destroy_engine(struct ixl_engine *e)
 }
 #endif
 
-static const struct ixl_engine_ops br_ops = {
-    .size = BROKEN_OPS_SIZE,
+#if defined(BROKEN_ALLOCPAIR)
+static int br_alloc_mem(struct ixl_engine *e, enum ixl_mem type, size_t len, void **out)
+{
+    (void)e;
+    (void)type;
+    (void)len;
+    (void)out;
+    return IXL_ERR_NOT_SUPPORTED;
+}
+#endif
+
+__attribute__((unused)) static const struct ixl_engine_ops br_ops = {
+    .size = BR_OPS_SIZE,
     .connect = br_conn,
     .disconnect = br_conn,
     .get_conn_info = br_get_conn_info,
@@ -228,43 +302,67 @@ static const struct ixl_engine_ops br_ops = {
     .register_mem = br_register_mem,
     .deregister_mem = br_md,
     .get_public_data = br_get_public_data,
-    .load_remote_md = br_load_remote_md,
-    .load_local_md = br_load_local_md,
+    .load_remote_md = BR_REMOTE_MD_FN,
+    .load_local_md = BR_LOCAL_MD_FN,
     .unload_md = br_md,
     .prep_xfer = br_prep_xfer,
     .post_xfer = br_post_xfer,
-    .check_xfer = br_req,
+    .check_xfer = BR_CHECK_FN,
     .release_req = br_req,
     .get_notifs = br_get_notifs,
-    .gen_notif = br_gen_notif,
-    .progress = br_progress,
+    .gen_notif = BR_GEN_NOTIF_FN,
+    .progress = BR_PROGRESS_FN,
+#if defined(BROKEN_ALLOCPAIR)
+    .alloc_mem = br_alloc_mem,
+#endif
 };
 
+#if defined(BROKEN_OPTION)
+/* The manager must refuse an option that lacks its name. */
+static const struct ixl_option br_options[] = {
+    {.name = NULL},
+};
+#define BR_OPTIONS br_options
+#define BR_N_OPTIONS (sizeof(br_options) / sizeof(br_options[0]))
+#elif defined(BROKEN_OPTS)
+/* The manager must refuse an option of a type it does not know. */
 static const struct ixl_option br_options[] = {
     {.name = "unused",
      .default_value = "0",
-     .type = BROKEN_OPT_TYPE,
-     .description = "an option so that the descriptor is complete"},
+     .type = (enum ixl_opt_type)99,
+     .description = "an option of an unknown type"},
 };
+#define BR_OPTIONS br_options
+#define BR_N_OPTIONS (sizeof(br_options) / sizeof(br_options[0]))
+#else
+#define BR_OPTIONS NULL
+#define BR_N_OPTIONS 0
+#endif
 
-static const struct ixl_plugin_desc br_desc = {
-    .abi_major = BROKEN_ABI_MAJOR,
+__attribute__((unused)) static const struct ixl_plugin_desc br_desc = {
+    .abi_major = BR_ABI_MAJOR,
     .abi_minor = IXL_PLUGIN_ABI_MINOR,
-    .size = sizeof(struct ixl_plugin_desc),
-    .name = BROKEN_NAME,
+    .size = BR_DESC_SIZE,
+    .name = BR_NAME,
     .version = "0.0-broken",
-    .caps = BROKEN_CAPS,
-    .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM),
-    .options = br_options,
-    .n_options = sizeof(br_options) / sizeof(br_options[0]),
-    .create_engine = br_create_engine,
-    .destroy_engine = br_destroy_engine,
+    .caps = BR_CAPS,
+    .mem_mask = BR_MEM_MASK,
+    .options = BR_OPTIONS,
+    .n_options = BR_N_OPTIONS,
+    .create_engine = BR_CREATE_FN,
+    .destroy_engine = BR_DESTROY_FN,
+#if !defined(BROKEN_NOOPS)
     .ops = &br_ops,
+#endif
 };
 
 static const struct ixl_plugin_desc *br_entry(void)
 {
+#if defined(BROKEN_NODESC)
+    return NULL;
+#else
     return &br_desc;
+#endif
 }
 
 #if defined(BROKEN_NOSYM)
