@@ -110,8 +110,7 @@ ixl_status ixl_version_check(unsigned major, unsigned minor)
     IXL_LOG_ERR("ixl version check: the application needs libixl %u.%u, this is libixl %s "
                 "(compatible: %u.x from %u.%u to %u.%u)",
                 major, minor, IXL_VERSION_STRING, (unsigned)IXL_VERSION_MAJOR,
-                (unsigned)IXL_VERSION_MAJOR,
-                IXL_VERSION_MAJOR == 0 ? IXL_FIRST_STABLE_MINOR_0 : 0u,
+                (unsigned)IXL_VERSION_MAJOR, IXL_VERSION_MAJOR == 0 ? IXL_FIRST_STABLE_MINOR_0 : 0u,
                 (unsigned)IXL_VERSION_MAJOR, (unsigned)IXL_VERSION_MINOR);
     return IXL_ERR_NOT_SUPPORTED;
 }

@@ -6,12 +6,14 @@
  * and plugins compiled against older headers return and compare them), so a renumbering
  * fails here. A new status is added to this table with its value.
  */
+/* clang-format off */
+#define PIN(name, value) {#name, value, name}
+/* clang-format on */
 static const struct {
     const char *name;
     int value;
     int enum_value;
 } pinned[] = {
-#define PIN(name, value) {#name, value, name}
     PIN(IXL_OK, 0),
     PIN(IXL_IN_PROGRESS, 1),
     PIN(IXL_ERR_INVALID_ARG, -100),
