@@ -23,7 +23,7 @@ expect() {
     shift 2
     hdrs=$dir/$name/include/ixl
     [ -d "$hdrs" ] || hdrs=
-    $abi diff "$dir/$name/libixl.so" $hdrs >"$tmp/$name.out" 2>&1
+    $abi diff "$dir/$name/libixl.so" ${hdrs:+"$hdrs"} >"$tmp/$name.out" 2>&1
     rc=$?
     [ $rc -eq 77 ] && { cat "$tmp/$name.out" >&2; exit 77; }
     if [ $rc -ne "$want" ]; then
