@@ -1,5 +1,6 @@
 # ixl: `make run` builds and runs the main job; `make test` builds and runs every test
-# (plain, then AddressSanitizer+UBSan, then ThreadSanitizer on the threaded tests).
+# (plain, then AddressSanitizer+UBSan, then ThreadSanitizer on the threaded tests, then a
+# Release build of everything but the tests).
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
@@ -8,8 +9,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TARGETS = md dlist net ucx_wire mdx etcd
 
-.PHONY: all deps deps-test build run test test-plain test-asan test-tsan format-check format \
-        fuzz clean install
+.PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-release \
+        format-check format fuzz clean install
 
 all: build
 
@@ -26,7 +27,7 @@ build: deps
 run: build
 	sh scripts/run.sh $(BUILD)
 
-test: deps-test format-check test-plain test-asan test-tsan
+test: deps-test format-check test-plain test-asan test-tsan test-release
 	@echo "== all test suites passed"
 
 test-plain:
@@ -44,6 +45,14 @@ test-tsan:
 	cmake -S . -B build-tsan -DIXL_SANITIZE=thread $(CMAKE_FLAGS) >/dev/null
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) --timeout 120 -L threaded
+
+# The Release build (-O3, no debug info, what a package ships) once, warnings as errors like
+# every build: the library, plugins, tools, benchmarks and examples; the tests are compiled
+# (and run) in the builds above.
+test-release:
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+		$(CMAKE_FLAGS) >/dev/null
+	cmake --build build-release -j $(JOBS)
 
 # libFuzzer targets (tests/fuzz), FUZZ_SECONDS each, over a copy of the corpus in $(FUZZ_BUILD).
 # Only the fuzz binaries and the plugins they load are built there. `make test` replays the
@@ -64,4 +73,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz $(FUZZ_BUILD)

@@ -66,8 +66,9 @@
 extern "C" {
 #endif
 
+/* The version of this header (the library reports its own through ixl_version()). */
 #define IXL_VERSION_MAJOR 0
-#define IXL_VERSION_MINOR 1
+#define IXL_VERSION_MINOR 2
 #define IXL_VERSION_PATCH 0
 
 /** Name of a status ("IXL_ERR_NOT_FOUND"...); "unknown status" for a value not listed. */
@@ -75,6 +76,17 @@ IXL_API const char *ixl_strerror(int status);
 
 /** The library's version as "major.minor.patch". */
 IXL_API const char *ixl_version(void);
+
+/**
+ * Whether the library running now provides everything of header version major.minor: IXL_OK
+ * when its major equals major and its minor is major.minor's or later (a minor release only
+ * adds symbols and appends to size-first structs; docs/abi.md). Otherwise
+ * IXL_ERR_NOT_SUPPORTED, with a log message naming both versions. In major 0, 0.2 is the
+ * first version whose ABI is kept: a request for 0.0 or 0.1 is refused too. The patch level
+ * never matters. Call it as IXL_VERSION_CHECK() to pass the header the caller compiled with.
+ */
+IXL_API ixl_status ixl_version_check(unsigned major, unsigned minor);
+#define IXL_VERSION_CHECK() ixl_version_check(IXL_VERSION_MAJOR, IXL_VERSION_MINOR)
 
 /** Frees memory that a function of this header says the caller frees with ixl_free(). */
 IXL_API void ixl_free(void *ptr);

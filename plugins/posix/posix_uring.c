@@ -304,7 +304,9 @@ static bool uring_drain(struct px_engine *e, struct px_req *r, int ms)
 static int uring_start(struct px_engine *e, char *why, size_t why_len)
 {
     (void)e;
-    snprintf(why, why_len, "ixl was built without liburing (install liburing-dev and rebuild)");
+    snprintf(why, why_len,
+             "ixl was built without liburing (IXL_WITH_URING=OFF; rebuild with it ON, which "
+             "needs liburing-dev)");
     return IXL_ERR_NOT_SUPPORTED;
 }
 static void uring_stop(struct px_engine *e)

@@ -3,8 +3,8 @@
  *
  * The pure helpers (head format, crc32c, base64, key and stream parsing) come first and are
  * always built: they are what the fuzz target drives. The client needs libcurl and jansson
- * (IXL_HAVE_ETCD, set by CMake when pkg-config finds both); without them it is stubs that
- * return IXL_ERR_NOT_SUPPORTED.
+ * (IXL_HAVE_ETCD, set by CMake's IXL_WITH_ETCD switch, on by default); a build configured with
+ * -DIXL_WITH_ETCD=OFF gets stubs that return IXL_ERR_NOT_SUPPORTED.
  *
  * Threads: callers' threads make requests with easy handles from a small pool (connection
  * reuse without a handle per call); the keep-alive thread takes one from the same pool; the
@@ -616,7 +616,8 @@ static json_t *j_b64s(const char *s)
     return j_b64(s, strlen(s));
 }
 
-/* The key just past every key with this prefix (prefix's last byte incremented). */
+/* The key just past every key with this prefix (prefix's last byte incremented). out's cap
+ * is at least the size of prefix's buffer (every caller's is), so nothing is cut. */
 static void prefix_end(const char *prefix, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", prefix);
@@ -1010,8 +1011,13 @@ static int put_kv(struct ixl_etcd *c, const char *key, const void *val, size_t v
 
 static int delete_prefix(struct ixl_etcd *c, const char *prefix, char *err, size_t errlen)
 {
-    char end[KEY_MAX + 8];
+    char end[KEY_MAX + 32]; /* the size of the caller's prefix buffer */
     struct call call;
+    if (strlen(prefix) >= sizeof(end)) {
+        set_err(err, errlen, "etcd: a key prefix of %zu bytes is over %zu", strlen(prefix),
+                sizeof(end) - 1);
+        return IXL_ERR_TOO_LARGE;
+    }
     prefix_end(prefix, end, sizeof(end));
     json_t *req = json_pack("{s:o,s:o}", "key", j_b64s(prefix), "range_end", j_b64s(end));
     int rc = post_json(c, "/v3/kv/deleterange", req, SMALL_RESP, &call, err, errlen);
@@ -1636,8 +1642,8 @@ static int no_etcd(char *err, size_t errlen)
 {
     if (err != NULL && errlen > 0)
         snprintf(err, errlen,
-                 "ixl was built without etcd support (install libcurl4-openssl-dev "
-                 "and libjansson-dev, and rebuild)");
+                 "ixl was built without etcd support (configured with IXL_WITH_ETCD=OFF; "
+                 "rebuild with it ON, which needs libcurl4-openssl-dev and libjansson-dev)");
     return IXL_ERR_NOT_SUPPORTED;
 }
 

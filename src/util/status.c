@@ -3,6 +3,8 @@
 
 #include <ixl/ixl.h>
 
+#include "util/log.h"
+
 /* A switch with no default: -Wswitch (in -Wall) reports a status added to the enum but not
  * named here. */
 static const char *status_name(enum ixl_status s)
@@ -86,9 +88,31 @@ const char *ixl_strerror(int status)
     return s ? s : "unknown status";
 }
 
+/* The header's version is the project's (CMakeLists.txt project()): one place to bump, checked. */
+_Static_assert(IXL_VERSION_MAJOR == IXL_PROJECT_VERSION_MAJOR &&
+                   IXL_VERSION_MINOR == IXL_PROJECT_VERSION_MINOR &&
+                   IXL_VERSION_PATCH == IXL_PROJECT_VERSION_PATCH,
+               "include/ixl/ixl.h's IXL_VERSION_* differ from CMakeLists.txt's project version");
+
 const char *ixl_version(void)
 {
     return IXL_VERSION_STRING;
+}
+
+/* The first minor of major 0 whose ABI is kept (the version script's first node, IXL_0.2). */
+#define IXL_FIRST_STABLE_MINOR_0 2u
+
+ixl_status ixl_version_check(unsigned major, unsigned minor)
+{
+    if (major == IXL_VERSION_MAJOR && minor <= IXL_VERSION_MINOR &&
+        (major != 0 || minor >= IXL_FIRST_STABLE_MINOR_0))
+        return IXL_OK;
+    IXL_LOG_ERR("ixl version check: the application needs libixl %u.%u, this is libixl %s "
+                "(compatible: %u.x from %u.%u to %u.%u)",
+                major, minor, IXL_VERSION_STRING, (unsigned)IXL_VERSION_MAJOR,
+                (unsigned)IXL_VERSION_MAJOR, IXL_VERSION_MAJOR == 0 ? IXL_FIRST_STABLE_MINOR_0 : 0u,
+                (unsigned)IXL_VERSION_MAJOR, (unsigned)IXL_VERSION_MINOR);
+    return IXL_ERR_NOT_SUPPORTED;
 }
 
 void ixl_free(void *ptr)

@@ -41,7 +41,7 @@ static struct ixl_agent *agent_etcd(const char *name)
     struct ixl_agent *a;
     int rc = ixl_agent_create(name, &ap, &a);
     if (rc == IXL_ERR_NOT_SUPPORTED)
-        skip(1, "ixl was built without etcd support (libcurl4-openssl-dev, libjansson-dev)");
+        skip(1, "ixl was built without etcd support (IXL_WITH_ETCD=OFF)");
     CHECK_RC(rc, IXL_OK);
     return a;
 }

@@ -2116,7 +2116,7 @@ static void probe(void)
                 strerror(errno));
 #ifndef IXL_TEST_HAVE_URING
     if (uring_ok) {
-        skip_part(1, "ixl was built without liburing (liburing-dev): no io_uring engine");
+        skip_part(1, "ixl was built without liburing (IXL_WITH_URING=OFF): no io_uring engine");
         uring_ok = false;
     }
 #endif

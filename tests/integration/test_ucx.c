@@ -853,7 +853,7 @@ int main(int argc, char **argv)
         struct ixl_agent *probe;
         int rc = make_agent("probe", NULL, 0, &probe);
         if (rc == IXL_ERR_NOT_FOUND)
-            skip(1, "the UCX plugin is not built (apt-get install libucx-dev, then rebuild)");
+            skip(1, "the UCX plugin is not built (IXL_WITH_UCX=OFF, or ThreadSanitizer)");
         if (rc != IXL_OK)
             check_fail(__FILE__, __LINE__, "UCX backend: %s: %s", ixl_strerror(rc),
                        ixl_agent_last_error(probe));
