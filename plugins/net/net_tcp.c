@@ -40,7 +40,7 @@ static int wait_fd(int fd, short events, uint64_t deadline)
             ms = (int)((until - now + 999999u) / 1000000u);
         }
         struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
+        int n = net_sys()->poll(&p, 1, ms);
         if (n > 0)
             return 0;
         if (n == 0 || errno != EINTR)
@@ -56,7 +56,7 @@ static int recv_until(int fd, void *buf, size_t len, uint64_t deadline)
     while (len > 0) {
         if (deadline && wait_fd(fd, POLLIN, deadline) != 0)
             return -1;
-        ssize_t n = recv(fd, p, len, deadline ? MSG_DONTWAIT : MSG_WAITALL);
+        ssize_t n = net_sys()->recv(fd, p, len, deadline ? MSG_DONTWAIT : MSG_WAITALL);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
@@ -100,7 +100,7 @@ static int writev_until(int fd, struct iovec *iov, int n, uint64_t deadline)
             return -1;
         int batch = n < IOV_MAX ? n : IOV_MAX;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)batch};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+        ssize_t w = net_sys()->sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
         if (w < 0) {
             if (errno == EINTR || (errno == EAGAIN && deadline))
                 continue;
@@ -138,7 +138,7 @@ static uint64_t frame_deadline(const struct net_engine *e, uint64_t len)
 static void tune(int fd)
 {
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    net_sys()->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* ---- target side ------------------------------------------------------------------------------
@@ -224,7 +224,7 @@ void net_serve_fd(struct net_engine *e, int fd)
         return;
     tune(fd);
 
-    struct out_batch *o = calloc(1, sizeof(*o));
+    struct out_batch *o = net_sys()->calloc(1, sizeof(*o));
     if (o == NULL)
         return;
     o->fd = fd;
@@ -277,7 +277,7 @@ void net_serve_fd(struct net_engine *e, int fd)
         } else if (h.op == NET_NOTIF) {
             if (h.len > e->notif_max)
                 break; /* a peer that breaks the documented maximum is cut off */
-            void *msg = malloc(h.len ? (size_t)h.len : 1);
+            void *msg = net_sys()->malloc(h.len ? (size_t)h.len : 1);
             if (msg == NULL || recv_until(fd, msg, (size_t)h.len, by) != 0) {
                 free(msg);
                 break;
@@ -320,7 +320,7 @@ static void reap_servers(struct net_engine *e, int all)
             if (all)
                 shutdown(s->fd, SHUT_RDWR);
             pthread_join(s->thread, NULL);
-            close(s->fd);
+            net_sys()->close(s->fd);
             free(s);
         } else {
             pp = &s->next;
@@ -332,10 +332,10 @@ static void *acceptor_main(void *arg)
 {
     struct net_engine *e = arg;
     for (;;) {
-        int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = net_sys()->accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (atomic_load(&e->stopping)) {
             if (fd >= 0)
-                close(fd);
+                net_sys()->close(fd);
             break;
         }
         if (fd < 0) {
@@ -346,18 +346,18 @@ static void *acceptor_main(void *arg)
             }
             break;
         }
-        struct net_server_conn *s = calloc(1, sizeof(*s));
+        struct net_server_conn *s = net_sys()->calloc(1, sizeof(*s));
         if (s == NULL) {
-            close(fd);
+            net_sys()->close(fd);
             continue;
         }
         s->e = e;
         s->fd = fd;
         pthread_mutex_lock(&e->lock);
         reap_servers(e, 0);
-        if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
+        if (net_sys()->pthread_create(&s->thread, NULL, server_main, s) != 0) {
             pthread_mutex_unlock(&e->lock);
-            close(fd);
+            net_sys()->close(fd);
             free(s);
             continue;
         }
@@ -370,24 +370,25 @@ static void *acceptor_main(void *arg)
 
 int net_listen_start(struct net_engine *e)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return net_error(e, IXL_ERR_SYSTEM, "NET: socket: %s", strerror(errno));
     int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    net_sys()->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->port)};
     inet_pton(AF_INET, e->listen_addr, &sa.sin_addr);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 512) != 0) {
+    if (net_sys()->bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        net_sys()->listen(fd, 512) != 0) {
         int err = errno;
-        close(fd);
+        net_sys()->close(fd);
         return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s", e->listen_addr,
                          e->port, strerror(err));
     }
     socklen_t sl = sizeof(sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    net_sys()->getsockname(fd, (struct sockaddr *)&sa, &sl);
     e->port = ntohs(sa.sin_port);
     e->listen_fd = fd;
-    if (pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0)
+    if (net_sys()->pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0)
         return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its acceptor thread");
     e->acceptor_started = true;
     return IXL_OK;
@@ -399,7 +400,7 @@ void net_listen_stop(struct net_engine *e)
         shutdown(e->listen_fd, SHUT_RDWR);
         if (e->acceptor_started)
             pthread_join(e->acceptor, NULL);
-        close(e->listen_fd);
+        net_sys()->close(e->listen_fd);
         e->listen_fd = -1;
     }
     pthread_mutex_lock(&e->lock);
@@ -411,25 +412,25 @@ void net_listen_stop(struct net_engine *e)
 
 static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->port)};
     sa.sin_addr.s_addr = addr;
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int rc = net_sys()->connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int err = 0;
         socklen_t el = sizeof(err);
-        if (poll(&pfd, 1, timeout_ms) == 1 &&
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+        if (net_sys()->poll(&pfd, 1, timeout_ms) == 1 &&
+            net_sys()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
             rc = 0;
     }
     if (rc != 0) {
-        close(fd);
+        net_sys()->close(fd);
         return -1;
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    net_sys()->fcntl(fd, F_SETFL, net_sys()->fcntl(fd, F_GETFL, 0) & ~O_NONBLOCK);
     return fd;
 }
 
@@ -597,7 +598,7 @@ void net_peer_bury(struct net_peer *p)
         while (g[i]->users > 0)
             pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
-        close(g[i]->fd);
+        net_sys()->close(g[i]->fd);
         pthread_mutex_destroy(&g[i]->send_lock);
         free(g[i]);
     }
@@ -658,7 +659,7 @@ int net_peer_connect(struct net_peer *p)
                     have_good = 1;
                     break;
                 }
-                close(fd);
+                net_sys()->close(fd);
                 fd = -1;
                 if (rc == IXL_ERR_REMOTE_REFUSED || rc == IXL_ERR_TIMEOUT)
                     break; /* reached the peer, which refused or does not answer */
@@ -669,9 +670,9 @@ int net_peer_connect(struct net_peer *p)
         if (fd < 0)
             break;
         tune(fd);
-        struct net_conn *c = calloc(1, sizeof(*c));
+        struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
         if (c == NULL) {
-            close(fd);
+            net_sys()->close(fd);
             rc = IXL_ERR_NO_MEMORY;
             break;
         }
@@ -689,8 +690,8 @@ int net_peer_connect(struct net_peer *p)
     if (rc == IXL_OK) {
         for (int i = 0; i < n_made; i++) {
             struct net_conn *c = made[i];
-            if (pthread_create(&c->sender, NULL, sender_main, c) == 0) {
-                if (pthread_create(&c->receiver, NULL, receiver_main, c) == 0) {
+            if (net_sys()->pthread_create(&c->sender, NULL, sender_main, c) == 0) {
+                if (net_sys()->pthread_create(&c->receiver, NULL, receiver_main, c) == 0) {
                     c->threads = true;
                 } else {
                     conn_fail(c);
@@ -709,7 +710,7 @@ int net_peer_connect(struct net_peer *p)
         }
     } else {
         for (int i = 0; i < n_made; i++) {
-            close(made[i]->fd);
+            net_sys()->close(made[i]->fd);
             pthread_mutex_destroy(&made[i]->send_lock);
             free(made[i]);
         }
@@ -745,7 +746,7 @@ void net_peer_teardown(struct net_peer *p, int status)
         conn_fail(p->conns[i]);
         if (p->n_grave == p->cap_grave) {
             int cap = p->cap_grave ? p->cap_grave * 2 : 8;
-            struct net_conn **g = realloc(p->grave, (size_t)cap * sizeof(*g));
+            struct net_conn **g = net_sys()->realloc(p->grave, (size_t)cap * sizeof(*g));
             if (g == NULL)
                 continue; /* leaks the connection rather than joining from a worker */
             p->grave = g;
@@ -776,7 +777,7 @@ int net_peer_enqueue(struct net_peer *p, struct net_req *r, uint64_t serial, uin
         size_t cap = p->q_cap ? p->q_cap : 1024;
         while (cap < p->q_len + n)
             cap *= 2;
-        struct net_item *q = malloc(cap * sizeof(*q));
+        struct net_item *q = net_sys()->malloc(cap * sizeof(*q));
         if (q == NULL) {
             pthread_mutex_unlock(&p->lock);
             return IXL_ERR_NO_MEMORY;
@@ -878,7 +879,7 @@ void *net_watchdog_main(void *arg)
                 int queued = 0, sndbuf = 0;
                 socklen_t sl = sizeof(sndbuf);
                 int room = ioctl(c->fd, SIOCOUTQ, &queued) == 0 &&
-                           getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 &&
+                           net_sys()->getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 &&
                            sndbuf - queued >= 4 * NET_HDR_BYTES;
                 /* Only with room for the whole frame: a partial ping would break the stream. */
                 if (room && now - rx > e->heartbeat_ns && now - tx > e->heartbeat_ns &&
@@ -886,7 +887,7 @@ void *net_watchdog_main(void *arg)
                     uint8_t raw[NET_HDR_BYTES];
                     struct net_hdr h = {.op = NET_PING};
                     net_hdr_encode(&h, raw);
-                    if (send(c->fd, raw, sizeof(raw), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                    if (net_sys()->send(c->fd, raw, sizeof(raw), MSG_NOSIGNAL | MSG_DONTWAIT) ==
                         (ssize_t)sizeof(raw))
                         atomic_store(&c->last_tx_ns, now);
                     pthread_mutex_unlock(&c->send_lock);

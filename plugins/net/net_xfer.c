@@ -69,7 +69,7 @@ static int qinsert(struct net_engine *e, struct net_req *r)
 {
     static const size_t first_cap = 1024;
     if (e->qtab_cap == 0) {
-        e->qtab = calloc(first_cap, sizeof(*e->qtab));
+        e->qtab = net_sys()->calloc(first_cap, sizeof(*e->qtab));
         if (e->qtab == NULL)
             return IXL_ERR_NO_MEMORY;
         e->qtab_cap = first_cap;
@@ -106,7 +106,7 @@ static void work_push(struct net_engine *e, struct net_item it)
     pthread_mutex_lock(&e->work_lock);
     if (e->work_len == e->work_cap) {
         size_t cap = e->work_cap ? e->work_cap * 2 : 64;
-        struct net_item *w = malloc(cap * sizeof(*w));
+        struct net_item *w = net_sys()->malloc(cap * sizeof(*w));
         if (w == NULL) {
             pthread_mutex_unlock(&e->work_lock);
             return; /* the request stays running; its release still works */
@@ -155,7 +155,7 @@ static void finish_part(struct net_engine *e, uint64_t serial, int status)
         if (r->pending > 0 && --r->pending == 0)
             wake = complete_locked(e, r, &loop_notif);
         if (loop_notif && !r->canceled) {
-            msg = malloc(r->notif_len ? r->notif_len : 1);
+            msg = net_sys()->malloc(r->notif_len ? r->notif_len : 1);
             if (msg) {
                 memcpy(msg, r->notif, r->notif_len);
                 len = r->notif_len;
@@ -339,12 +339,13 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             return IXL_ERR_REMOTE_DISCONNECT;
         int k = 0;
         while (k < n_iov) {
-            ssize_t w =
-                r->op == IXL_OP_WRITE
-                    ? process_vm_writev((pid_t)r->peer->pid, &liov[k], (unsigned long)(n_iov - k),
-                                        &riov[k], (unsigned long)(n_iov - k), 0)
-                    : process_vm_readv((pid_t)r->peer->pid, &liov[k], (unsigned long)(n_iov - k),
-                                       &riov[k], (unsigned long)(n_iov - k), 0);
+            ssize_t w = r->op == IXL_OP_WRITE
+                            ? net_sys()->process_vm_writev((pid_t)r->peer->pid, &liov[k],
+                                                           (unsigned long)(n_iov - k), &riov[k],
+                                                           (unsigned long)(n_iov - k), 0)
+                            : net_sys()->process_vm_readv((pid_t)r->peer->pid, &liov[k],
+                                                          (unsigned long)(n_iov - k), &riov[k],
+                                                          (unsigned long)(n_iov - k), 0);
             if (w < 0) {
                 if (errno == EINTR)
                     continue;
@@ -438,7 +439,7 @@ static void *worker_main(void *arg)
 int net_workers_start(struct net_engine *e)
 {
     for (int i = 0; i < e->copy_threads; i++) {
-        if (pthread_create(&e->workers[i], NULL, worker_main, e) != 0)
+        if (net_sys()->pthread_create(&e->workers[i], NULL, worker_main, e) != 0)
             return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its copy threads");
         e->n_workers++;
     }
@@ -476,7 +477,7 @@ int net_peer_alive(struct net_peer *p)
     if (fd < 0)
         return 1; /* no pidfd (old kernel): the connection check stands alone */
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) == 0;
+    return net_sys()->poll(&pfd, 1, 0) == 0;
 }
 
 /* Whether cross-memory attach reaches the peer: read its probe word once and compare it with
@@ -488,7 +489,7 @@ static int probe_cma(struct net_engine *e, struct net_peer *p)
     if (p->cma < 0) {
         uint64_t v = 0;
         struct iovec l = {&v, sizeof(v)}, r = {(void *)(uintptr_t)p->probe_addr, sizeof(v)};
-        ssize_t n = process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
+        ssize_t n = net_sys()->process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
         int err = errno;
         p->cma = n == (ssize_t)sizeof(v) && v == p->instance;
         if (p->cma && p->pidfd < 0) {
@@ -516,8 +517,8 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
         return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
     free(r->chunks);
     free(r->answered);
-    r->chunks = malloc((count ? count : 1) * sizeof(*r->chunks));
-    r->answered = calloc(count ? count : 1, 1);
+    r->chunks = net_sys()->malloc((count ? count : 1) * sizeof(*r->chunks));
+    r->answered = net_sys()->calloc(count ? count : 1, 1);
     if (r->chunks == NULL || r->answered == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     uint32_t k = 0;
@@ -540,7 +541,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     struct net_engine *e = (struct net_engine *)base;
     if (local->type != IXL_MEM_DRAM || remote->type != IXL_MEM_DRAM)
         return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
-    struct net_req *r = calloc(1, sizeof(*r));
+    struct net_req *r = net_sys()->calloc(1, sizeof(*r));
     if (r == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     r->e = e;
@@ -604,7 +605,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
             rc = build_chunks(e, r);
     }
     if (rc == IXL_OK && opts && opts->notif) {
-        r->notif = malloc(opts->notif_len ? opts->notif_len : 1);
+        r->notif = net_sys()->malloc(opts->notif_len ? opts->notif_len : 1);
         if (r->notif == NULL)
             rc = net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
         else {
@@ -658,7 +659,7 @@ static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
         return IXL_OK;
     void *copy = NULL;
     if (opts->notif) {
-        copy = malloc(opts->notif_len ? opts->notif_len : 1);
+        copy = net_sys()->malloc(opts->notif_len ? opts->notif_len : 1);
         if (copy == NULL)
             return IXL_ERR_NO_MEMORY;
         memcpy(copy, opts->notif, opts->notif_len);

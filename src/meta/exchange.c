@@ -44,6 +44,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "util/sys.h"
 
 #define MDX_MAX_CONNS 256       /* connections served at once; more are closed at accept */
 #define MDX_IO_MS 5000          /* one request: connect, send, reply (both sides) */
@@ -112,7 +113,7 @@ static int wait_fd(struct ixl_mdx *x, int fd, short events, uint64_t deadline_us
         if (ms == 0)
             return 0;
         struct pollfd p = {fd, events, 0};
-        int n = poll(&p, 1, ms < MDX_POLL_MS ? ms : MDX_POLL_MS);
+        int n = sys_poll(&p, 1, ms < MDX_POLL_MS ? ms : MDX_POLL_MS);
         if (n > 0)
             return 1;
         if (n < 0 && errno != EINTR)
@@ -126,7 +127,8 @@ static int io_full(struct ixl_mdx *x, int fd, void *buf, size_t n, bool wr, uint
 {
     uint8_t *p = buf;
     while (n > 0) {
-        ssize_t k = wr ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        ssize_t k =
+            wr ? sys_send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : sys_recv(fd, p, n, MSG_DONTWAIT);
         if (k > 0) {
             p += k;
             n -= (size_t)k;
@@ -165,7 +167,7 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
         *why = "not an ixl metadata-exchange frame (bad magic, version, type or length)";
         return -1;
     }
-    *body = malloc(len ? len : 1);
+    *body = sys_malloc(len ? len : 1);
     if (*body == NULL) {
         *why = "out of memory";
         return -1;
@@ -181,9 +183,9 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
 
 static void set_nonblock(int fd)
 {
-    int fl = fcntl(fd, F_GETFL);
+    int fl = sys_fcntl(fd, F_GETFL, 0);
     if (fl >= 0)
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 /* Connects to host:port before the deadline: the socket, or -1 with msg filled. */
@@ -194,7 +196,7 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
     snprintf(ps, sizeof(ps), "%u", (unsigned)port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, ps, &hints, &res);
+    int gai = sys_getaddrinfo(host, ps, &hints, &res);
     if (gai != 0) {
         snprintf(msg, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
         *code = IXL_ERR_UNREACHABLE;
@@ -202,23 +204,23 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
     }
     int fd = -1, err = 0;
     for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        fd = sys_socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
             err = errno;
             continue;
         }
         set_nonblock(fd);
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+        if (sys_connect(fd, a->ai_addr, a->ai_addrlen) == 0)
             break;
         err = errno;
         if (err == EINPROGRESS && wait_fd(x, fd, POLLOUT, deadline_us) == 1) {
             socklen_t sl = sizeof(err);
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 && err == 0)
+            if (sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 && err == 0)
                 break;
         } else if (err == EINPROGRESS) {
             err = ETIMEDOUT;
         }
-        close(fd);
+        sys_close(fd);
         fd = -1;
     }
     freeaddrinfo(res);
@@ -230,7 +232,7 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
         return -1;
     }
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    sys_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
 }
 
@@ -263,7 +265,7 @@ static void thread_finish(struct mdx_thread *t, bool conn)
     struct ixl_mdx *x = t->x;
     pthread_mutex_lock(&x->lock);
     if (t->fd >= 0)
-        close(t->fd);
+        sys_close(t->fd);
     t->fd = -1;
     if (conn)
         x->n_conns--;
@@ -276,7 +278,7 @@ static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
     t->x = x;
     pthread_mutex_lock(&x->lock);
     reap_locked(x);
-    if (pthread_create(&t->th, NULL, fn, t) != 0) {
+    if (sys_pthread_create(&t->th, NULL, fn, t) != 0) {
         pthread_mutex_unlock(&x->lock);
         return IXL_ERR_SYSTEM;
     }
@@ -295,7 +297,7 @@ static void remember_peer(struct ixl_mdx *x, const char *host, uint16_t port)
     for (p = x->peers; p != NULL; p = p->next)
         if (p->port == port && strcmp(p->host, host) == 0)
             break;
-    if (p == NULL && (p = calloc(1, sizeof(*p))) != NULL) {
+    if (p == NULL && (p = sys_calloc(1, sizeof(*p))) != NULL) {
         snprintf(p->host, sizeof(p->host), "%s", host);
         p->port = port;
         p->next = x->peers;
@@ -365,7 +367,7 @@ static void serve(struct mdx_thread *t)
                      label);
             pthread_mutex_lock(&x->lock);
             for (struct mdx_label *l = x->labels; l != NULL; l = l->next)
-                if (strcmp(l->label, label) == 0 && (out = malloc(l->len)) != NULL) {
+                if (strcmp(l->label, label) == 0 && (out = sys_malloc(l->len)) != NULL) {
                     memcpy(out, l->blob, l->len);
                     out_len = l->len;
                     st = IXL_OK;
@@ -411,11 +413,11 @@ static void *listener_main(void *arg)
     struct ixl_mdx *x = arg;
     while (!atomic_load(&x->stop)) {
         struct pollfd p[2] = {{x->lfd, POLLIN, 0}, {x->wakefd, POLLIN, 0}};
-        if (poll(p, 2, 1000) <= 0 || atomic_load(&x->stop))
+        if (sys_poll(p, 2, 1000) <= 0 || atomic_load(&x->stop))
             continue;
         if (!(p[0].revents & POLLIN))
             continue;
-        int fd = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = sys_accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             continue;
         pthread_mutex_lock(&x->lock);
@@ -423,11 +425,11 @@ static void *listener_main(void *arg)
         if (!full)
             x->n_conns++;
         pthread_mutex_unlock(&x->lock);
-        struct mdx_thread *t = full ? NULL : calloc(1, sizeof(*t));
+        struct mdx_thread *t = full ? NULL : sys_calloc(1, sizeof(*t));
         if (t == NULL) {
             IXL_LOG_WARNING("agent %s listener: %s: connection closed", x->agent->name,
                             full ? "too many connections at once" : "out of memory");
-            close(fd);
+            sys_close(fd);
             if (!full) {
                 pthread_mutex_lock(&x->lock);
                 x->n_conns--;
@@ -437,7 +439,7 @@ static void *listener_main(void *arg)
         }
         t->fd = fd;
         if (spawn(x, t, conn_main) != IXL_OK) {
-            close(fd);
+            sys_close(fd);
             free(t);
             pthread_mutex_lock(&x->lock);
             x->n_conns--;
@@ -455,19 +457,19 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
-    int gai = getaddrinfo(addr, ps, &hints, &res);
+    int gai = sys_getaddrinfo(addr, ps, &hints, &res);
     if (gai != 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "listener address %s: %s", addr,
                              gai_strerror(gai));
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = sys_socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 512) != 0) {
+        sys_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || sys_bind(fd, res->ai_addr, res->ai_addrlen) != 0 || sys_listen(fd, 512) != 0) {
         char eb[128];
         int e = errno;
         if (fd >= 0)
-            close(fd);
+            sys_close(fd);
         freeaddrinfo(res);
         return IXL_AGENT_ERR(agent, e == EADDRINUSE ? IXL_ERR_BUSY : IXL_ERR_SYSTEM,
                              "cannot listen on %s port %u: %s", addr, (unsigned)port,
@@ -476,12 +478,12 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     freeaddrinfo(res);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    sys_getsockname(fd, (struct sockaddr *)&ss, &sl);
     x->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                              : ((struct sockaddr_in *)&ss)->sin_port);
     x->lfd = fd;
-    if (pthread_create(&x->lthread, NULL, listener_main, x) != 0) {
-        close(fd);
+    if (sys_pthread_create(&x->lthread, NULL, listener_main, x) != 0) {
+        sys_close(fd);
         x->lfd = -1;
         return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "cannot start the listener thread");
     }
@@ -533,7 +535,7 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
         mdx_str_copy(r.text, text, sizeof(text));
         snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, text);
         if (rc == IXL_OK && blob != NULL) {
-            *blob = malloc(r.blob_len ? r.blob_len : 1);
+            *blob = sys_malloc(r.blob_len ? r.blob_len : 1);
             if (*blob == NULL) {
                 rc = IXL_ERR_NO_MEMORY;
             } else {
@@ -546,7 +548,7 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
     free(frame);
     if (t != NULL)
         thread_set_fd(t, -1);
-    close(fd);
+    sys_close(fd);
     return rc;
 }
 
@@ -570,7 +572,7 @@ static void store_label(struct ixl_mdx *x, const char *label, void *blob, size_t
     for (l = x->labels; l != NULL; l = l->next)
         if (strcmp(l->label, label) == 0)
             break;
-    if (l == NULL && (l = calloc(1, sizeof(*l))) != NULL) {
+    if (l == NULL && (l = sys_calloc(1, sizeof(*l))) != NULL) {
         snprintf(l->label, sizeof(l->label), "%s", label);
         l->next = x->labels;
         x->labels = l;
@@ -641,7 +643,7 @@ ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
             remember_peer(x, peer->addr, peer->port);
     }
     if (rc == IXL_OK && label != NULL) {
-        void *copy = malloc(len);
+        void *copy = sys_malloc(len);
         if (copy != NULL) {
             memcpy(copy, blob, len);
             store_label(x, label, copy, len);
@@ -717,7 +719,7 @@ ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struc
     if (!use_etcd(peer) &&
         (strlen(peer->addr) >= sizeof(((struct mdx_thread *)0)->host) || peer->port == 0))
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch: bad peer address");
-    struct mdx_thread *t = calloc(1, sizeof(*t));
+    struct mdx_thread *t = sys_calloc(1, sizeof(*t));
     if (t == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     t->fd = -1;
@@ -833,13 +835,13 @@ static void etcd_gone(void *ctx, const char *name, const char *label, uint64_t i
 
 int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params)
 {
-    struct ixl_mdx *x = calloc(1, sizeof(*x));
+    struct ixl_mdx *x = sys_calloc(1, sizeof(*x));
     if (x == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     x->agent = agent;
     x->lfd = -1;
     pthread_mutex_init(&x->lock, NULL);
-    x->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    x->wakefd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     agent->mdx = x;
     if (x->wakefd < 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "eventfd failed");
@@ -877,12 +879,12 @@ void ixl_mdx_stop(struct ixl_agent *agent)
         ixl_etcd_close(x->etcd); /* first: its watch thread may call into the remote table */
     if (x->listening) {
         uint64_t one = 1;
-        ssize_t w = write(x->wakefd, &one, sizeof(one));
+        ssize_t w = sys_write(x->wakefd, &one, sizeof(one));
         (void)w;
         pthread_join(x->lthread, NULL);
     }
     if (x->lfd >= 0)
-        close(x->lfd);
+        sys_close(x->lfd);
     /* cut every socket still in use, then wait for the threads (each sees stop within
      * MDX_POLL_MS) */
     pthread_mutex_lock(&x->lock);
@@ -910,7 +912,7 @@ void ixl_mdx_stop(struct ixl_agent *agent)
         free(l);
     }
     if (x->wakefd >= 0)
-        close(x->wakefd);
+        sys_close(x->wakefd);
     pthread_mutex_destroy(&x->lock);
     free(x);
     agent->mdx = NULL;
