@@ -246,7 +246,7 @@ int net_error(struct net_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t net_now_ns(void);
 struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regions_lock held */
-void net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len);
+int net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len);
 
 /* net_tcp.c */
 int net_listen_start(struct net_engine *e);

@@ -688,18 +688,23 @@ static int net_free_mem(struct ixl_engine *base, void *addr, size_t len)
 
 /* ---- notifications ----------------------------------------------------------------------- */
 
-void net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len)
+int net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len)
 {
     struct net_notif *n = net_sys()->calloc(1, sizeof(*n));
-    if (n == NULL)
-        return;
-    n->agent = net_sys()->strdup(agent);
-    n->msg = net_sys()->malloc(len ? len : 1);
-    if (n->agent == NULL || n->msg == NULL) {
-        free(n->agent);
-        free(n->msg);
-        free(n);
-        return;
+    if (n != NULL) {
+        n->agent = net_sys()->strdup(agent);
+        n->msg = net_sys()->malloc(len ? len : 1);
+    }
+    if (n == NULL || n->agent == NULL || n->msg == NULL) {
+        if (n != NULL) {
+            free(n->agent);
+            free(n->msg);
+            free(n);
+        }
+        /* Lost: said where it happened (the caller's thread, or NET's log from its own). */
+        return net_error(e, IXL_ERR_NO_MEMORY,
+                         "out of memory queueing a notification from '%s' (%zu bytes): lost",
+                         agent, len);
     }
     if (len)
         memcpy(n->msg, msg, len);
@@ -712,6 +717,7 @@ void net_notif_push(struct net_engine *e, const char *agent, const void *msg, si
     e->notif_tail = n;
     pthread_mutex_unlock(&e->notif_lock);
     e->host->signal(e->host->ctx);
+    return IXL_OK;
 }
 
 static int net_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void *ctx)
@@ -739,8 +745,7 @@ static int net_gen_notif(struct ixl_engine *base, const char *remote, const void
         return net_error(e, IXL_ERR_NOTIF_TOO_LARGE, "notification of %zu bytes over %zu", len,
                          e->notif_max);
     if (strcmp(remote, e->name) == 0) {
-        net_notif_push(e, e->name, msg, len);
-        return IXL_OK;
+        return net_notif_push(e, e->name, msg, len);
     }
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = peer_find(e, remote);
@@ -805,8 +810,10 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         build_conn_info(e);
         rc = net_workers_start(e);
     }
-    if (rc == IXL_OK && net_sys()->pthread_create(&e->watchdog, NULL, net_watchdog_main, e) != 0)
-        rc = net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its watchdog thread");
+    int te = rc == IXL_OK ? net_sys()->pthread_create(&e->watchdog, NULL, net_watchdog_main, e) : 0;
+    if (te != 0)
+        rc = net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its watchdog thread: pthread_create: %s",
+                       strerror(te));
     else if (rc == IXL_OK)
         e->watchdog_started = true;
     if (rc != IXL_OK) {

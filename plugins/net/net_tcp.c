@@ -26,6 +26,15 @@ static _Thread_local uint64_t idle_limit_ns;
 
 /* Waits until fd is ready for events, the deadline (ns, 0 = none) passes, or nothing happened
  * for idle_limit_ns. */
+/* The system call that last failed on this thread's dialing or sending, with its errno, for the
+ * error text ("" when the peer, not a call, was the cause). */
+static _Thread_local char cause[96];
+
+static void set_cause(const char *call, int err)
+{
+    snprintf(cause, sizeof(cause), " (%s: %s)", call, strerror(err));
+}
+
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
@@ -43,6 +52,8 @@ static int wait_fd(int fd, short events, uint64_t deadline)
         int n = net_sys()->poll(&p, 1, ms);
         if (n > 0)
             return 0;
+        if (n < 0 && errno != EINTR)
+            set_cause("poll", errno);
         if (n == 0 || errno != EINTR)
             return -1; /* past the deadline, or idle for too long */
     }
@@ -63,6 +74,7 @@ static int recv_until(int fd, void *buf, size_t len, uint64_t deadline)
         } else if (n == 0) {
             return -1;
         } else if (errno != EINTR && !(errno == EAGAIN && deadline)) {
+            set_cause("recv", errno);
             return -1; /* without a deadline, EAGAIN is SO_RCVTIMEO running out */
         }
     }
@@ -104,6 +116,7 @@ static int writev_until(int fd, struct iovec *iov, int n, uint64_t deadline)
         if (w < 0) {
             if (errno == EINTR || (errno == EAGAIN && deadline))
                 continue;
+            set_cause("sendmsg", errno);
             return -1; /* without a deadline, EAGAIN is SO_SNDTIMEO running out */
         }
         while (n > 0 && (size_t)w >= iov->iov_len) {
@@ -377,19 +390,22 @@ int net_listen_start(struct net_engine *e)
     net_sys()->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->port)};
     inet_pton(AF_INET, e->listen_addr, &sa.sin_addr);
+    const char *call = "bind";
     if (net_sys()->bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        net_sys()->listen(fd, 512) != 0) {
+        (call = "listen", net_sys()->listen(fd, 512)) != 0) {
         int err = errno;
         net_sys()->close(fd);
-        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s", e->listen_addr,
-                         e->port, strerror(err));
+        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s: %s", e->listen_addr,
+                         e->port, call, strerror(err));
     }
     socklen_t sl = sizeof(sa);
     net_sys()->getsockname(fd, (struct sockaddr *)&sa, &sl);
     e->port = ntohs(sa.sin_port);
     e->listen_fd = fd;
-    if (net_sys()->pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0)
-        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its acceptor thread");
+    int te = net_sys()->pthread_create(&e->acceptor, NULL, acceptor_main, e);
+    if (te != 0)
+        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its acceptor thread: pthread_create: %s",
+                         strerror(te));
     e->acceptor_started = true;
     return IXL_OK;
 }
@@ -413,24 +429,41 @@ void net_listen_stop(struct net_engine *e)
 static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
 {
     int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
+    if (fd < 0) {
+        set_cause("socket", errno);
         return -1;
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->port)};
     sa.sin_addr.s_addr = addr;
     int rc = net_sys()->connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    if (rc != 0 && errno != EINPROGRESS)
+        set_cause("connect", errno);
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int err = 0;
         socklen_t el = sizeof(err);
-        if (net_sys()->poll(&pfd, 1, timeout_ms) == 1 &&
-            net_sys()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+        int n = net_sys()->poll(&pfd, 1, timeout_ms);
+        if (n < 0)
+            set_cause("poll", errno);
+        else if (n == 0)
+            set_cause("connect", ETIMEDOUT);
+        else if (net_sys()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+            set_cause("getsockopt", errno);
+        else if (err != 0)
+            set_cause("connect", err);
+        else
             rc = 0;
+    }
+    /* Blocking from here on; a failed F_GETFL must not turn into flags set at random. */
+    int fl = rc == 0 ? net_sys()->fcntl(fd, F_GETFL, 0) : -1;
+    if (rc == 0 && (fl < 0 || net_sys()->fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
+        set_cause("fcntl", errno);
+        rc = -1;
     }
     if (rc != 0) {
         net_sys()->close(fd);
         return -1;
     }
-    net_sys()->fcntl(fd, F_SETFL, net_sys()->fcntl(fd, F_GETFL, 0) & ~O_NONBLOCK);
     return fd;
 }
 
@@ -621,6 +654,7 @@ int net_peer_connect(struct net_peer *p)
     }
     p->connecting = 1;
     p->closing = 0;
+    cause[0] = '\0';
     uint32_t addrs[NET_MAX_ADDRS];
     int n_addrs = p->n_addrs;
     memcpy(addrs, p->addrs, sizeof(addrs));
@@ -672,6 +706,7 @@ int net_peer_connect(struct net_peer *p)
         tune(fd);
         struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
         if (c == NULL) {
+            set_cause("calloc", ENOMEM);
             net_sys()->close(fd);
             rc = IXL_ERR_NO_MEMORY;
             break;
@@ -690,10 +725,13 @@ int net_peer_connect(struct net_peer *p)
     if (rc == IXL_OK) {
         for (int i = 0; i < n_made; i++) {
             struct net_conn *c = made[i];
-            if (net_sys()->pthread_create(&c->sender, NULL, sender_main, c) == 0) {
-                if (net_sys()->pthread_create(&c->receiver, NULL, receiver_main, c) == 0) {
+            int te = net_sys()->pthread_create(&c->sender, NULL, sender_main, c);
+            if (te == 0) {
+                te = net_sys()->pthread_create(&c->receiver, NULL, receiver_main, c);
+                if (te == 0) {
                     c->threads = true;
                 } else {
+                    set_cause("pthread_create", te);
                     conn_fail(c);
                     p->closing = 1;
                     pthread_cond_broadcast(&p->cond);
@@ -704,6 +742,7 @@ int net_peer_connect(struct net_peer *p)
                     rc = IXL_ERR_SYSTEM;
                 }
             } else {
+                set_cause("pthread_create", te);
                 rc = IXL_ERR_SYSTEM;
             }
             p->conns[p->n_conns++] = c;
@@ -726,13 +765,14 @@ int net_peer_connect(struct net_peer *p)
         /* A peer that cannot be reached is, to its requests, a peer that went away. */
         return net_error(
             e, rc == IXL_ERR_NO_MEMORY || rc == IXL_ERR_SYSTEM ? rc : IXL_ERR_REMOTE_DISCONNECT,
-            "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s", p->name, addr,
+            "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s%s", p->name, addr,
             p->port, n_addrs - 1,
             rc == IXL_ERR_REMOTE_DISCONNECT ? "it does not answer as the instance "
                                               "its metadata names"
             : rc == IXL_ERR_REMOTE_REFUSED  ? "it refused the connection"
             : rc == IXL_ERR_TIMEOUT         ? "it accepted but did not answer"
-                                            : "no answer");
+                                            : "no answer",
+            cause);
     }
     return IXL_OK;
 }
@@ -823,6 +863,7 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
     struct iovec iov[2] = {{raw, sizeof(raw)}, {(void *)msg, len}};
     /* Bounded: a stopped peer whose socket buffer is full must not hold the caller. */
     pthread_mutex_lock(&c->send_lock);
+    cause[0] = '\0';
     rc = writev_until(c->fd, iov, len ? 2 : 1, net_now_ns() + p->e->timeout_ns);
     pthread_mutex_unlock(&c->send_lock);
     if (rc != 0)
@@ -835,7 +876,8 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
         conn_fail(c);
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
         return net_error(p->e, IXL_ERR_REMOTE_DISCONNECT,
-                         "NET: the connection to '%s' broke while sending a notification", p->name);
+                         "NET: the connection to '%s' broke while sending a notification%s",
+                         p->name, cause);
     }
     return IXL_OK;
 }

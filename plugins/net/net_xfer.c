@@ -159,6 +159,9 @@ static void finish_part(struct net_engine *e, uint64_t serial, int status)
             if (msg) {
                 memcpy(msg, r->notif, r->notif_len);
                 len = r->notif_len;
+            } else {
+                net_error(e, IXL_ERR_NO_MEMORY, "malloc: out of memory copying a notification "
+                                                "to this agent: lost");
             }
         }
     }
@@ -439,8 +442,10 @@ static void *worker_main(void *arg)
 int net_workers_start(struct net_engine *e)
 {
     for (int i = 0; i < e->copy_threads; i++) {
-        if (net_sys()->pthread_create(&e->workers[i], NULL, worker_main, e) != 0)
-            return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its copy threads");
+        int te = net_sys()->pthread_create(&e->workers[i], NULL, worker_main, e);
+        if (te != 0)
+            return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its copy threads: pthread_create: %s",
+                             strerror(te));
         e->n_workers++;
     }
     return IXL_OK;
@@ -719,7 +724,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             if (r->peer)
                 rc = net_send_notif(r->peer, r->notif, r->notif_len);
             else
-                net_notif_push(e, e->name, r->notif, r->notif_len);
+                rc = net_notif_push(e, e->name, r->notif, r->notif_len);
         }
         r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
         r->status = rc;

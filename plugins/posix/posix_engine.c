@@ -269,13 +269,14 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
     } else {
         if (d->dev > INT32_MAX || (flags = posix_sys()->fcntl((int)d->dev, F_GETFL, 0)) < 0)
             return px_error(e, IXL_ERR_INVALID_ARG,
-                            "%s dev %" PRIu64 " is not an open file descriptor (give an "
-                            "open fd, or%s bytes \"MODE:PATH\")",
+                            "%s dev %" PRIu64 " is not an open file descriptor (fcntl "
+                            "F_GETFL: %s; give an open fd, or%s bytes \"MODE:PATH\")",
                             type == IXL_MEM_FILE ? "FILE" : "BLK", d->dev,
+                            d->dev > INT32_MAX ? "out of range" : strerror(errno),
                             type == IXL_MEM_FILE ? " IXL_DEV_NONE and" : "");
         m->fd = posix_sys()->fcntl((int)d->dev, F_DUPFD_CLOEXEC, 0);
         if (m->fd < 0)
-            return px_error(e, IXL_ERR_SYSTEM, "cannot duplicate fd %" PRIu64 ": %s", d->dev,
+            return px_error(e, IXL_ERR_SYSTEM, "cannot duplicate fd %" PRIu64 " (fcntl F_DUPFD_CLOEXEC): %s", d->dev,
                             strerror(errno));
         char link[64];
         snprintf(link, sizeof(link), "/proc/self/fd/%d", m->fd);

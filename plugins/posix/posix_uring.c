@@ -161,12 +161,14 @@ static void *completion_main(void *arg)
 static int uring_start(struct px_engine *e, char *why, size_t why_len)
 {
     struct uring *u = posix_sys()->calloc(1, sizeof(*u));
-    if (u == NULL)
+    if (u == NULL) {
+        snprintf(why, why_len, "calloc: out of memory");
         return IXL_ERR_NO_MEMORY;
+    }
     u->efd = -1;
     int rc = posix_sys()->io_uring_queue_init(e->qd, &u->ring, 0);
     if (rc < 0) {
-        snprintf(why, why_len, "io_uring_setup: %s", strerror(-rc));
+        snprintf(why, why_len, "io_uring_queue_init (io_uring_setup): %s", strerror(-rc));
         free(u);
         return rc == -ENOMEM ? IXL_ERR_NO_MEMORY : IXL_ERR_NOT_SUPPORTED;
     }
@@ -200,8 +202,10 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
         io_uring_free_probe(probe);
     u->slots = posix_sys()->calloc(e->qd, sizeof(*u->slots));
     u->free_slots = posix_sys()->calloc(e->qd, sizeof(*u->free_slots));
-    if (rc >= 0 && (u->slots == NULL || u->free_slots == NULL))
+    if (rc >= 0 && (u->slots == NULL || u->free_slots == NULL)) {
+        step = "calloc";
         rc = -ENOMEM;
+    }
     if (rc < 0) {
         if (rc == -EOPNOTSUPP)
             snprintf(why, why_len, "the kernel's io_uring lacks READ/WRITE (needs Linux 5.6)");
