@@ -703,8 +703,8 @@ int net_notif_push(struct net_engine *e, const char *agent, const void *msg, siz
         }
         /* Lost: said where it happened (the caller's thread, or NET's log from its own). */
         return net_error(e, IXL_ERR_NO_MEMORY,
-                         "out of memory queueing a notification from '%s' (%zu bytes): lost",
-                         agent, len);
+                         "out of memory queueing a notification from '%s' (%zu bytes): lost", agent,
+                         len);
     }
     if (len)
         memcpy(n->msg, msg, len);
@@ -812,8 +812,8 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     }
     int te = rc == IXL_OK ? net_sys()->pthread_create(&e->watchdog, NULL, net_watchdog_main, e) : 0;
     if (te != 0)
-        rc = net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its watchdog thread: pthread_create: %s",
-                       strerror(te));
+        rc = net_error(e, IXL_ERR_SYSTEM,
+                       "NET: cannot start its watchdog thread: pthread_create: %s", strerror(te));
     else if (rc == IXL_OK)
         e->watchdog_started = true;
     if (rc != IXL_OK) {

@@ -399,13 +399,17 @@ int net_listen_start(struct net_engine *e)
                          e->port, call, strerror(err));
     }
     socklen_t sl = sizeof(sa);
-    net_sys()->getsockname(fd, (struct sockaddr *)&sa, &sl);
+    if (net_sys()->getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        int err = errno; /* the port bound is unknown: peers could not be told */
+        net_sys()->close(fd);
+        return net_error(e, IXL_ERR_SYSTEM, "NET: getsockname of its listener: %s", strerror(err));
+    }
     e->port = ntohs(sa.sin_port);
     e->listen_fd = fd;
     int te = net_sys()->pthread_create(&e->acceptor, NULL, acceptor_main, e);
     if (te != 0)
-        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its acceptor thread: pthread_create: %s",
-                         strerror(te));
+        return net_error(e, IXL_ERR_SYSTEM,
+                         "NET: cannot start its acceptor thread: pthread_create: %s", strerror(te));
     e->acceptor_started = true;
     return IXL_OK;
 }

@@ -14,6 +14,10 @@
 
 #include "net.h"
 
+/* errno of the last failed poll of a pidfd on this thread (0: none): such a peer is taken as
+ * exited, since a recycled pid must never be written to, and the text says why. */
+static _Thread_local int alive_err;
+
 #define INLINE_BYTES (1024u * 1024u) /* same-node copies this small run in post itself */
 #define SPLIT_BYTES (4u << 20)       /* copies this large are shared among the workers */
 #define COPY_STEP ((uint64_t)1 << 30)
@@ -160,8 +164,9 @@ static void finish_part(struct net_engine *e, uint64_t serial, int status)
                 memcpy(msg, r->notif, r->notif_len);
                 len = r->notif_len;
             } else {
-                net_error(e, IXL_ERR_NO_MEMORY, "malloc: out of memory copying a notification "
-                                                "to this agent: lost");
+                net_error(e, IXL_ERR_NO_MEMORY,
+                          "malloc: out of memory copying a notification "
+                          "to this agent: lost");
             }
         }
     }
@@ -339,7 +344,10 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
         }
         /* Cross-memory attach: one system call per batch, continued after partial copies. */
         if (!net_peer_same(r))
-            return IXL_ERR_REMOTE_DISCONNECT;
+            return net_error(r->e, IXL_ERR_REMOTE_DISCONNECT,
+                             "NET: '%s' was restarted, unloaded or exited%s%s", r->peer->name,
+                             alive_err ? " (poll of its pidfd: " : "",
+                             alive_err ? strerror(alive_err) : "");
         int k = 0;
         while (k < n_iov) {
             ssize_t w = r->op == IXL_OP_WRITE
@@ -352,7 +360,12 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             if (w < 0) {
                 if (errno == EINTR)
                     continue;
-                return errno == ESRCH ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED;
+                int err = errno;
+                return net_error(r->e,
+                                 err == ESRCH ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED,
+                                 "NET: %s into '%s' (pid %u): %s",
+                                 r->op == IXL_OP_WRITE ? "process_vm_writev" : "process_vm_readv",
+                                 r->peer->name, r->peer->pid, strerror(err));
             }
             if (w == 0)
                 return IXL_ERR_REMOTE_REFUSED;
@@ -444,7 +457,8 @@ int net_workers_start(struct net_engine *e)
     for (int i = 0; i < e->copy_threads; i++) {
         int te = net_sys()->pthread_create(&e->workers[i], NULL, worker_main, e);
         if (te != 0)
-            return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its copy threads: pthread_create: %s",
+            return net_error(e, IXL_ERR_SYSTEM,
+                             "NET: cannot start its copy threads: pthread_create: %s",
                              strerror(te));
         e->n_workers++;
     }
@@ -476,13 +490,17 @@ int net_peer_same(const struct net_req *r)
 
 int net_peer_alive(struct net_peer *p)
 {
+    alive_err = 0;
     pthread_mutex_lock(&p->lock);
     int fd = p->pidfd;
     pthread_mutex_unlock(&p->lock);
     if (fd < 0)
         return 1; /* no pidfd (old kernel): the connection check stands alone */
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    return net_sys()->poll(&pfd, 1, 0) == 0;
+    int n = net_sys()->poll(&pfd, 1, 0);
+    if (n < 0)
+        alive_err = errno;
+    return n == 0;
 }
 
 /* Whether cross-memory attach reaches the peer: read its probe word once and compare it with
@@ -706,8 +724,10 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         int rc = net_peer_connect(r->peer);
         if (rc == IXL_OK && (r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) &&
             !net_peer_same(r))
-            rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited",
-                           r->peer->pid, r->peer->name);
+            rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
+                           r->peer->pid, r->peer->name,
+                           alive_err ? " or cannot be told alive: poll of its pidfd: " : "",
+                           alive_err ? strerror(alive_err) : "");
         if (rc != IXL_OK)
             return rc;
     }

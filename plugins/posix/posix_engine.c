@@ -276,7 +276,8 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
                             type == IXL_MEM_FILE ? " IXL_DEV_NONE and" : "");
         m->fd = posix_sys()->fcntl((int)d->dev, F_DUPFD_CLOEXEC, 0);
         if (m->fd < 0)
-            return px_error(e, IXL_ERR_SYSTEM, "cannot duplicate fd %" PRIu64 " (fcntl F_DUPFD_CLOEXEC): %s", d->dev,
+            return px_error(e, IXL_ERR_SYSTEM,
+                            "cannot duplicate fd %" PRIu64 " (fcntl F_DUPFD_CLOEXEC): %s", d->dev,
                             strerror(errno));
         char link[64];
         snprintf(link, sizeof(link), "/proc/self/fd/%d", m->fd);

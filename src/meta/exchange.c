@@ -478,14 +478,24 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     freeaddrinfo(res);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    sys_getsockname(fd, (struct sockaddr *)&ss, &sl);
+    if (sys_getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        char eb[128]; /* the port is unknown (and ss unset): nobody could be told it */
+        int e = errno;
+        sys_close(fd);
+        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "listener: getsockname: %s",
+                             ixl_errno_text(e, eb, sizeof(eb)));
+    }
     x->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                              : ((struct sockaddr_in *)&ss)->sin_port);
     x->lfd = fd;
-    if (sys_pthread_create(&x->lthread, NULL, listener_main, x) != 0) {
+    int te = sys_pthread_create(&x->lthread, NULL, listener_main, x);
+    if (te != 0) {
+        char eb[128];
         sys_close(fd);
         x->lfd = -1;
-        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "cannot start the listener thread");
+        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM,
+                             "cannot start the listener thread: pthread_create: %s",
+                             ixl_errno_text(te, eb, sizeof(eb)));
     }
     x->listening = true;
     IXL_LOG_INF("agent %s: metadata listener on %s port %u", agent->name, addr, (unsigned)x->port);

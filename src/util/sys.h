@@ -125,8 +125,8 @@ static inline int sys_poll(struct pollfd *fds, unsigned long n, int timeout_ms)
     return ixl_sys_table.poll(fds, n, timeout_ms);
 }
 
-static inline int sys_pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                                     void *(*fn)(void *), void *arg)
+static inline int sys_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+                                     void *arg)
 {
     return ixl_sys_table.pthread_create(t, attr, fn, arg);
 }

@@ -174,17 +174,17 @@ SYS_HOOK(ssize_t, send, ECONNRESET, (int fd, const void *b, size_t n, int f), (f
 SYS_HOOK(ssize_t, sendmsg, ECONNRESET, (int fd, const struct msghdr *m, int f), (fd, m, f))
 SYS_HOOK(ssize_t, recv, ECONNRESET, (int fd, void *b, size_t n, int f), (fd, b, n, f))
 SYS_HOOK(ssize_t, recvmsg, ECONNRESET, (int fd, struct msghdr *m, int f), (fd, m, f))
-SYS_HOOK(int, poll, ENOMEM, (struct pollfd *p, unsigned long n, int t), (p, n, t))
+SYS_HOOK(int, poll, ENOMEM, (struct pollfd * p, unsigned long n, int t), (p, n, t))
 SYS_HOOK(int, epoll_create1, EMFILE, (int f), (f))
 SYS_HOOK(int, epoll_ctl, ENOMEM, (int e, int o, int fd, struct epoll_event *v), (e, o, fd, v))
 SYS_HOOK(int, epoll_wait, EINVAL, (int e, struct epoll_event *v, int m, int t), (e, v, m, t))
 SYS_HOOK(ssize_t, process_vm_readv, EFAULT,
-         (pid_t p, const struct iovec *l, unsigned long nl, const struct iovec *r,
-          unsigned long nr, unsigned long f),
+         (pid_t p, const struct iovec *l, unsigned long nl, const struct iovec *r, unsigned long nr,
+          unsigned long f),
          (p, l, nl, r, nr, f))
 SYS_HOOK(ssize_t, process_vm_writev, EFAULT,
-         (pid_t p, const struct iovec *l, unsigned long nl, const struct iovec *r,
-          unsigned long nr, unsigned long f),
+         (pid_t p, const struct iovec *l, unsigned long nl, const struct iovec *r, unsigned long nr,
+          unsigned long f),
          (p, l, nl, r, nr, f))
 SYS_HOOK(ssize_t, getrandom, ENOSYS, (void *b, size_t n, unsigned f), (b, n, f))
 
@@ -287,8 +287,7 @@ static bool failed(const char *what, int rc, const char *text)
     if (rc >= 0)
         bad("%s: status %d after %s was refused", what, rc, hit);
     if (text == NULL || text[0] == '\0') {
-        bad("%s failed (%s) after %s was refused, with no error text", what, ixl_strerror(rc),
-            hit);
+        bad("%s failed (%s) after %s was refused, with no error text", what, ixl_strerror(rc), hit);
     } else if (strstr(text, hit) == NULL &&
                !(is_alloc(hit) && (strcasestr(text, "memory") || strstr(text, "alloc")))) {
         bad("%s failed (%s) after %s was refused; the text does not name it: %s", what,
@@ -297,13 +296,13 @@ static bool failed(const char *what, int rc, const char *text)
     return true;
 }
 
-#define STEP(agent, expr)                                                        \
-    do {                                                                         \
-        int rc_ = (expr);                                                        \
-        if (rc_ < 0 || (rc_ != IXL_OK && rc_ != IXL_IN_PROGRESS)) {              \
-            failed(#expr, rc_, ixl_agent_last_error(agent));                     \
-            goto out;                                                            \
-        }                                                                        \
+#define STEP(agent, expr)                                           \
+    do {                                                            \
+        int rc_ = (expr);                                           \
+        if (rc_ < 0 || (rc_ != IXL_OK && rc_ != IXL_IN_PROGRESS)) { \
+            failed(#expr, rc_, ixl_agent_last_error(agent));        \
+            goto out;                                               \
+        }                                                           \
     } while (0)
 
 static uint8_t *bufa, *bufb;
@@ -536,9 +535,10 @@ static void seq_posix(const struct ixl_kv *kv, size_t nkv)
             bad("every call succeeded but file %d reads back wrong", f);
         memset(bufb, 0, BUF);
     }
-    STEP(a, ixl_mem_deregister(a, IXL_MEM_FILE, (struct ixl_reg_desc[]){{0, 0, devs[0], NULL, 0},
-                                                                        {0, 0, devs[1], NULL, 0}},
-                               2, NULL));
+    STEP(a,
+         ixl_mem_deregister(
+             a, IXL_MEM_FILE,
+             (struct ixl_reg_desc[]){{0, 0, devs[0], NULL, 0}, {0, 0, devs[1], NULL, 0}}, 2, NULL));
     STEP(a, ixl_mem_deregister(a, IXL_MEM_DRAM, rd, 2, NULL));
 out:
     if (x != NULL && ixl_xfer_release(x) != IXL_OK)
@@ -583,11 +583,8 @@ static void run_pool(const void *arg)
 }
 
 static const struct seq seqs[] = {
-    {"net", run_net, NULL},
-    {"tcp", run_tcp, NULL},
-    {"local", run_net, "loopback"},
-    {"posix", run_posix, NULL},
-    {"pool", run_pool, NULL},
+    {"net", run_net, NULL},     {"tcp", run_tcp, NULL},   {"local", run_net, "loopback"},
+    {"posix", run_posix, NULL}, {"pool", run_pool, NULL},
 };
 
 static bool leakcheck;
