@@ -726,6 +726,18 @@ int net_peer_connect(struct net_peer *p)
     pthread_mutex_lock(&p->lock);
     if (rc == IXL_OK && (p->closing || !p->loaded || atomic_load(&e->stopping)))
         rc = IXL_ERR_REMOTE_DISCONNECT; /* torn down (destroy, disconnect) while dialing */
+    if (rc == IXL_OK && p->cap_grave < p->n_grave + p->n_conns + n_made) {
+        /* Room in the grave now, so that a teardown (from any thread) never allocates. */
+        int cap = p->n_grave + p->n_conns + n_made + 8;
+        struct net_conn **g = net_sys()->realloc(p->grave, (size_t)cap * sizeof(*g));
+        if (g == NULL) {
+            set_cause("realloc", ENOMEM);
+            rc = IXL_ERR_NO_MEMORY;
+        } else {
+            p->grave = g;
+            p->cap_grave = cap;
+        }
+    }
     if (rc == IXL_OK) {
         for (int i = 0; i < n_made; i++) {
             struct net_conn *c = made[i];
