@@ -778,7 +778,10 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             r->state = NR_ERROR;
             r->status = rc;
             pthread_mutex_unlock(&e->reqs_lock);
-            return net_error(e, rc, "NET: '%s' disconnected", r->peer->name);
+            return net_error(e, rc, "NET: '%s' %s", r->peer->name,
+                             rc == IXL_ERR_NO_MEMORY ? "cannot be sent to: malloc of its send "
+                                                       "queue: out of memory"
+                                                     : "disconnected");
         }
     } else {
         for (uint32_t k = 0; k < r->n_chunks; k++)

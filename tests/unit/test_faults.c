@@ -557,8 +557,9 @@ struct seq {
     const void *arg;
 };
 
-static const struct ixl_kv net_kv[] = {{"timeout_ms", "500"}};
-static const struct ixl_kv tcp_kv[] = {{"timeout_ms", "500"}, {"path", "tcp"}, {"conns", "1"}};
+/* A generous timeout: a loaded machine (ctest -j) must not make a HELLO look unanswered. */
+static const struct ixl_kv net_kv[] = {{"timeout_ms", "3000"}};
+static const struct ixl_kv tcp_kv[] = {{"timeout_ms", "3000"}, {"path", "tcp"}, {"conns", "1"}};
 static const struct ixl_kv auto_kv[] = {{"engine", "auto"}};
 static const struct ixl_kv pool_kv[] = {{"engine", "threads"}, {"threads", "1"}};
 
