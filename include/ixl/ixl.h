@@ -192,6 +192,40 @@ IXL_API ixl_status ixl_config_get(size_t index, struct ixl_config_var *out);
 IXL_API const char *ixl_config_value(const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
+/* System-call hooks (process-wide; for tests)                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Every allocation and system call that the core and the built-in NET and POSIX plugins make
+ * goes through one process-wide table (struct ixl_sys in ixl_plugin.h, which dynamic plugins
+ * reach through ixl_host.sys), modelled on SQLite's xSetSystemCall. A test replaces an entry to
+ * make a call fail (fault injection) or to observe it. The names are the libc names: "malloc",
+ * "calloc", "realloc", "strdup", "strndup", "aligned_alloc", "posix_memalign", "open",
+ * "openat", "close", "read", "write", "pread", "pwrite", "preadv", "pwritev", "fstat",
+ * "ftruncate", "fallocate", "mmap", "munmap", "memfd_create", "eventfd", "pipe2", "fcntl",
+ * "socket", "bind", "listen", "accept4", "connect", "setsockopt", "getsockopt", "getsockname",
+ * "send", "sendmsg", "recv", "recvmsg", "getaddrinfo", "poll", "epoll_create1", "epoll_ctl",
+ * "epoll_wait", "pthread_create", "process_vm_readv", "process_vm_writev", "getrandom",
+ * "io_uring_queue_init" (liburing's; -errno on failure). A replacement has the type of the
+ * matching member of struct ixl_sys, cast to void (*)(void), and behaves as the libc function
+ * does (returns -1 and sets errno, returns NULL, ...). Not covered: free(), the UCX plugin
+ * (UCX allocates and calls the kernel itself), etcd's libcurl and jansson, and the plugin
+ * manager's dlopen/opendir.
+ *
+ * Threads: the table is read without locks. Set entries before creating agents, or while no
+ * other thread is inside ixl and no agent has a background thread (NET's and the progress
+ * thread call through it too); a replacement must itself be thread-safe. Memory a replaced
+ * allocator returns is released with free().
+ */
+/** Replaces the function called name; fn NULL restores the default. IXL_ERR_NOT_FOUND if no
+ *  such name. */
+IXL_API ixl_status ixl_syscall_set(const char *name, void (*fn)(void));
+/** The function called name now (the default or a replacement); NULL if no such name. */
+IXL_API void (*ixl_syscall_get(const char *name))(void);
+/** Enumerates the names: NULL gives the first; the last (or an unknown name) gives NULL. */
+IXL_API const char *ixl_syscall_next(const char *name);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Plugins                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -300,7 +334,9 @@ IXL_API void ixl_agent_destroy(struct ixl_agent *agent);
 IXL_API const char *ixl_agent_name(const struct ixl_agent *agent);
 /**
  * The text of the last error an ixl call on this agent reported to the calling thread ("" if
- * none). Borrowed until the calling thread's next ixl call.
+ * none). Borrowed until the calling thread's next ixl call. With agent NULL: the text of the
+ * calling thread's last failed ixl_agent_create() ("" if its last call succeeded), since a
+ * failed create leaves no agent to ask.
  */
 IXL_API const char *ixl_agent_last_error(const struct ixl_agent *agent);
 

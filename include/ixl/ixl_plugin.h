@@ -56,6 +56,10 @@
 #ifndef IXL_IXL_PLUGIN_H
 #define IXL_IXL_PLUGIN_H
 
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
 #include "ixl_types.h"
 
 #ifdef __cplusplus
@@ -69,7 +73,16 @@ extern "C" {
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
 
-struct ixl_md;  /* a backend's metadata for one region (local or remote); never defined */
+struct ixl_md; /* a backend's metadata for one region (local or remote); never defined */
+struct ixl_sys;
+struct iovec;
+struct stat;
+struct sockaddr;
+struct msghdr;
+struct addrinfo;
+struct pollfd;
+struct epoll_event;
+struct io_uring;
 struct ixl_req; /* a backend's request handle; never defined */
 struct ixl_plugin_desc;
 
@@ -94,6 +107,90 @@ struct ixl_host {
      * from inside other methods.
      */
     void (*signal)(void *ctx);
+    /**
+     * The process-wide table of allocation and system-call hooks (struct ixl_sys below),
+     * never NULL. A plugin makes its allocations and system calls through it so that
+     * ixl_syscall_set() (ixl.h) can refuse them in tests; the table is the same for every
+     * engine and lives as long as the library. Added in ABI 2.0.
+     */
+    const struct ixl_sys *sys;
+};
+
+/**
+ * Allocation and system calls, one typed pointer per function, each the libc function of the
+ * same name unless a test replaced it with ixl_syscall_set() (ixl.h). Each behaves as its libc
+ * namesake (errno on failure; getaddrinfo returns its EAI_* code; io_uring_queue_init returns
+ * -errno as liburing does, and -ENOSYS when libixl was built without liburing). open, openat
+ * and fcntl take their optional third argument always (pass 0 when unused).
+ *
+ * Memory from malloc/calloc/realloc/strdup/strndup/aligned_alloc/posix_memalign is released
+ * with free(); free() itself, munmap's failure-free uses and close() on exit paths are not
+ * worth refusing, but close and munmap are in the table for completeness.
+ *
+ * The table begins with its size and only grows at the end: a plugin reads a member only when
+ * size covers it. Dynamic plugins and the built-in NET and POSIX plugins use it; the UCX plugin
+ * (UCX allocates and calls the kernel itself) and etcd's libcurl do not.
+ */
+struct ixl_sys {
+    uint32_t size; /* sizeof(struct ixl_sys) as the core built it */
+    /* memory */
+    void *(*malloc)(size_t size);
+    void *(*calloc)(size_t n, size_t size);
+    void *(*realloc)(void *ptr, size_t size);
+    char *(*strdup)(const char *s);
+    char *(*strndup)(const char *s, size_t n);
+    void *(*aligned_alloc)(size_t align, size_t size);
+    int (*posix_memalign)(void **out, size_t align, size_t size);
+    /* files and descriptors */
+    int (*open)(const char *path, int flags, mode_t mode);
+    int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
+    int (*close)(int fd);
+    ssize_t (*read)(int fd, void *buf, size_t n);
+    ssize_t (*write)(int fd, const void *buf, size_t n);
+    ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+    ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+    ssize_t (*preadv)(int fd, const struct iovec *iov, int n, off_t off);
+    ssize_t (*pwritev)(int fd, const struct iovec *iov, int n, off_t off);
+    int (*fstat)(int fd, struct stat *st);
+    int (*ftruncate)(int fd, off_t len);
+    int (*fallocate)(int fd, int mode, off_t off, off_t len);
+    void *(*mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+    int (*munmap)(void *addr, size_t len);
+    int (*memfd_create)(const char *name, unsigned int flags);
+    int (*eventfd)(unsigned int initval, int flags);
+    int (*pipe2)(int fds[2], int flags);
+    int (*fcntl)(int fd, int cmd, long arg);
+    /* sockets */
+    int (*socket)(int domain, int type, int protocol);
+    int (*bind)(int fd, const struct sockaddr *addr, socklen_t len);
+    int (*listen)(int fd, int backlog);
+    int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+    int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+    int (*setsockopt)(int fd, int level, int name, const void *val, socklen_t len);
+    int (*getsockopt)(int fd, int level, int name, void *val, socklen_t *len);
+    int (*getsockname)(int fd, struct sockaddr *addr, socklen_t *len);
+    ssize_t (*send)(int fd, const void *buf, size_t n, int flags);
+    ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
+    ssize_t (*recv)(int fd, void *buf, size_t n, int flags);
+    ssize_t (*recvmsg)(int fd, struct msghdr *msg, int flags);
+    int (*getaddrinfo)(const char *node, const char *service, const struct addrinfo *hints,
+                       struct addrinfo **res);
+    /* waiting */
+    int (*poll)(struct pollfd *fds, unsigned long n, int timeout_ms);
+    int (*epoll_create1)(int flags);
+    int (*epoll_ctl)(int epfd, int op, int fd, struct epoll_event *ev);
+    int (*epoll_wait)(int epfd, struct epoll_event *evs, int max, int timeout_ms);
+    /* threads, processes, randomness, io_uring */
+    int (*pthread_create)(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                          void *arg);
+    ssize_t (*process_vm_readv)(pid_t pid, const struct iovec *local, unsigned long n_local,
+                                const struct iovec *remote, unsigned long n_remote,
+                                unsigned long flags);
+    ssize_t (*process_vm_writev)(pid_t pid, const struct iovec *local, unsigned long n_local,
+                                 const struct iovec *remote, unsigned long n_remote,
+                                 unsigned long flags);
+    ssize_t (*getrandom)(void *buf, size_t n, unsigned int flags);
+    int (*io_uring_queue_init)(unsigned int entries, struct io_uring *ring, unsigned int flags);
 };
 
 /** Creation parameters of an engine. Borrowed for create_engine() only (copy what you keep). */

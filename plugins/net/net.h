@@ -25,6 +25,17 @@
 
 #include "net_wire.h"
 
+/* The host's table of allocation and system calls (ixl_host.sys): one per process, so every
+ * create_engine stores the same pointer; every call of the plugin goes through it so tests can
+ * refuse it. */
+extern const struct ixl_sys *net_sys_ptr;
+static inline const struct ixl_sys *net_sys(void)
+{
+    return __atomic_load_n(&net_sys_ptr, __ATOMIC_RELAXED);
+}
+/* Stores init's table; IXL_ERR_PLUGIN (explained) if the host has none. */
+int net_sys_set(const struct ixl_engine_init *init);
+
 enum net_path { NET_PATH_AUTO, NET_PATH_SHM, NET_PATH_CMA, NET_PATH_TCP, NET_PATH_LOCAL };
 
 #define NET_MAX_ADDRS 8
@@ -235,7 +246,7 @@ int net_error(struct net_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t net_now_ns(void);
 struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regions_lock held */
-void net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len);
+int net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len);
 
 /* net_tcp.c */
 int net_listen_start(struct net_engine *e);

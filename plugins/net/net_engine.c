@@ -188,11 +188,11 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
 static void host_identity(uint8_t out[24])
 {
     memset(out, 0, 24);
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    int fd = net_sys()->open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC, 0);
     if (fd >= 0) {
         char buf[64] = {0};
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
+        ssize_t n = net_sys()->read(fd, buf, sizeof(buf) - 1);
+        net_sys()->close(fd);
         int k = 0;
         for (ssize_t i = 0; i < n && k < 32; i++) {
             char c = buf[i];
@@ -283,7 +283,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = peer_find(e, remote);
     if (p == NULL) {
-        p = calloc(1, sizeof(*p));
+        p = net_sys()->calloc(1, sizeof(*p));
         if (p == NULL) {
             pthread_mutex_unlock(&e->lock);
             return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
@@ -322,7 +322,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     if (changed || !p->loaded) {
         p->cma = -1;
         if (p->pidfd >= 0)
-            close(p->pidfd);
+            net_sys()->close(p->pidfd);
         p->pidfd = -1;
     }
     p->loaded = true;
@@ -380,7 +380,7 @@ static int rtab_insert(struct net_engine *e, struct net_region *g)
 {
     if (e->n_regions + 1 > e->rtab_cap / 2) {
         size_t cap = e->rtab_cap ? e->rtab_cap * 2 : 256;
-        struct net_region **t = calloc(cap, sizeof(*t));
+        struct net_region **t = net_sys()->calloc(cap, sizeof(*t));
         if (t == NULL)
             return IXL_ERR_NO_MEMORY;
         for (size_t i = 0; i < e->rtab_cap; i++)
@@ -421,7 +421,7 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
     if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
         return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad DRAM region 0x%" PRIx64 "+%" PRIu64,
                          d->addr, d->len);
-    struct net_region *g = calloc(1, sizeof(*g));
+    struct net_region *g = net_sys()->calloc(1, sizeof(*g));
     if (g == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     g->magic = NET_REGION_MAGIC;
@@ -442,7 +442,7 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
     pthread_mutex_unlock(&e->lock);
     pthread_rwlock_wrlock(&e->regions_lock);
     do
-        g->key = ixlp_random64(getrandom);
+        g->key = ixlp_random64(net_sys()->getrandom);
     while (net_region_find(e, g->key) != NULL);
     int rc = rtab_insert(e, g);
     pthread_rwlock_unlock(&e->regions_lock);
@@ -487,7 +487,7 @@ static int net_get_public_data(struct ixl_engine *base, const struct ixl_md *md,
 
 static struct net_rmd *rmd_new(void)
 {
-    struct net_rmd *m = calloc(1, sizeof(*m));
+    struct net_rmd *m = net_sys()->calloc(1, sizeof(*m));
     if (m) {
         m->magic = NET_RMD_MAGIC;
         m->memfd = -1;
@@ -554,7 +554,7 @@ static int net_unload_md(struct ixl_engine *base, struct ixl_md *md)
     struct net_engine *e = (struct net_engine *)base;
     struct net_rmd *m = (struct net_rmd *)md;
     if (m->map)
-        munmap(m->map, m->map_len);
+        net_sys()->munmap(m->map, m->map_len);
     if (m->peer) {
         pthread_mutex_lock(&e->lock);
         m->peer->refs--;
@@ -577,13 +577,14 @@ void *net_rmd_map(struct net_rmd *m)
         m->map_tried = 1;
         char path[64];
         snprintf(path, sizeof(path), "/proc/%u/fd/%d", m->peer->pid, m->memfd);
-        int fd = open(path, O_RDWR | O_CLOEXEC);
+        int fd = net_sys()->open(path, O_RDWR | O_CLOEXEC, 0);
         struct stat st;
-        if (fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size >= m->memfd_size) {
+        if (fd >= 0 && net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size >= m->memfd_size) {
             long page = sysconf(_SC_PAGESIZE);
             uint64_t off = m->memfd_off & ~((uint64_t)page - 1);
             size_t len = (size_t)(m->memfd_off - off + m->len);
-            void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+            void *p =
+                net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
             if (p != MAP_FAILED) {
                 m->map = p;
                 m->map_len = len;
@@ -593,7 +594,7 @@ void *net_rmd_map(struct net_rmd *m)
                 off = m->memfd_off & ~((uint64_t)st.st_blksize - 1);
                 len = (size_t)(m->memfd_off - off + m->len);
                 len = (len + (size_t)st.st_blksize - 1) & ~((size_t)st.st_blksize - 1);
-                p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+                p = net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
                 if (p != MAP_FAILED) {
                     m->map = p;
                     m->map_len = len;
@@ -602,7 +603,7 @@ void *net_rmd_map(struct net_rmd *m)
             }
         }
         if (fd >= 0)
-            close(fd);
+            net_sys()->close(fd);
     }
     void *r = m->map ? (char *)m->map + m->map_off : NULL;
     pthread_mutex_unlock(&m->map_lock);
@@ -626,41 +627,42 @@ static int net_alloc_mem(struct ixl_engine *base, enum ixl_mem type, size_t len,
     size_t maplen = len;
     void *p = MAP_FAILED;
     if (e->hugepages) {
-        fd = memfd_create("ixl-net", MFD_CLOEXEC | MFD_HUGETLB);
+        fd = net_sys()->memfd_create("ixl-net", MFD_CLOEXEC | MFD_HUGETLB);
         if (fd >= 0) {
             size_t huge = 2u << 20;
             maplen = (len + huge - 1) & ~(huge - 1);
-            if (ftruncate(fd, (off_t)maplen) == 0)
-                p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+            if (net_sys()->ftruncate(fd, (off_t)maplen) == 0)
+                p = net_sys()->mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                                    fd, 0);
             if (p == MAP_FAILED) { /* no huge pages reserved */
-                close(fd);
+                net_sys()->close(fd);
                 fd = -1;
             }
         }
     }
     if (p == MAP_FAILED) {
         maplen = len;
-        fd = memfd_create("ixl-net", MFD_CLOEXEC);
+        fd = net_sys()->memfd_create("ixl-net", MFD_CLOEXEC);
         if (fd < 0)
             return net_error(e, IXL_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-        if (ftruncate(fd, (off_t)maplen) != 0) {
+        if (net_sys()->ftruncate(fd, (off_t)maplen) != 0) {
             int err = errno;
-            close(fd);
+            net_sys()->close(fd);
             return net_error(e, IXL_ERR_NO_MEMORY, "ftruncate of %zu bytes: %s", maplen,
                              strerror(err));
         }
-        p = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        p = net_sys()->mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
             int err = errno;
-            close(fd);
+            net_sys()->close(fd);
             return net_error(e, IXL_ERR_NO_MEMORY, "mmap of %zu bytes: %s", maplen, strerror(err));
         }
         madvise(p, maplen, MADV_HUGEPAGE);
     }
-    struct net_alloc *a = calloc(1, sizeof(*a));
+    struct net_alloc *a = net_sys()->calloc(1, sizeof(*a));
     if (a == NULL) {
-        munmap(p, maplen);
-        close(fd);
+        net_sys()->munmap(p, maplen);
+        net_sys()->close(fd);
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     }
     a->addr = p;
@@ -688,26 +690,31 @@ static int net_free_mem(struct ixl_engine *base, void *addr, size_t len)
     pthread_mutex_unlock(&e->lock);
     if (a == NULL)
         return net_error(e, IXL_ERR_NOT_FOUND, "NET did not allocate %p", addr);
-    munmap(a->addr, a->len);
-    close(a->fd);
+    net_sys()->munmap(a->addr, a->len);
+    net_sys()->close(a->fd);
     free(a);
     return IXL_OK;
 }
 
 /* ---- notifications ----------------------------------------------------------------------- */
 
-void net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len)
+int net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len)
 {
-    struct net_notif *n = calloc(1, sizeof(*n));
-    if (n == NULL)
-        return;
-    n->agent = strdup(agent);
-    n->msg = malloc(len ? len : 1);
-    if (n->agent == NULL || n->msg == NULL) {
-        free(n->agent);
-        free(n->msg);
-        free(n);
-        return;
+    struct net_notif *n = net_sys()->calloc(1, sizeof(*n));
+    if (n != NULL) {
+        n->agent = net_sys()->strdup(agent);
+        n->msg = net_sys()->malloc(len ? len : 1);
+    }
+    if (n == NULL || n->agent == NULL || n->msg == NULL) {
+        if (n != NULL) {
+            free(n->agent);
+            free(n->msg);
+            free(n);
+        }
+        /* Lost: said where it happened (the caller's thread, or NET's log from its own). */
+        return net_error(e, IXL_ERR_NO_MEMORY,
+                         "out of memory queueing a notification from '%s' (%zu bytes): lost", agent,
+                         len);
     }
     if (len)
         memcpy(n->msg, msg, len);
@@ -720,6 +727,7 @@ void net_notif_push(struct net_engine *e, const char *agent, const void *msg, si
     e->notif_tail = n;
     pthread_mutex_unlock(&e->notif_lock);
     e->host->signal(e->host->ctx);
+    return IXL_OK;
 }
 
 static int net_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void *ctx)
@@ -747,8 +755,7 @@ static int net_gen_notif(struct ixl_engine *base, const char *remote, const void
         return net_error(e, IXL_ERR_NOTIF_TOO_LARGE, "notification of %zu bytes over %zu", len,
                          e->notif_max);
     if (strcmp(remote, e->name) == 0) {
-        net_notif_push(e, e->name, msg, len);
-        return IXL_OK;
+        return net_notif_push(e, e->name, msg, len);
     }
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = peer_find(e, remote);
@@ -768,16 +775,32 @@ static int net_progress(struct ixl_engine *base)
 
 static void net_destroy_engine(struct ixl_engine *base);
 
+const struct ixl_sys *net_sys_ptr;
+
+int net_sys_set(const struct ixl_engine_init *init)
+{
+    const struct ixl_host *h = init->host;
+    if (h->size < offsetof(struct ixl_host, sys) + sizeof(h->sys) || h->sys == NULL ||
+        h->sys->size < offsetof(struct ixl_sys, io_uring_queue_init) + sizeof(void *)) {
+        h->error(h->ctx, IXL_ERR_PLUGIN, "the host has no system-call table (ixl_host.sys)");
+        return IXL_ERR_PLUGIN;
+    }
+    __atomic_store_n(&net_sys_ptr, h->sys, __ATOMIC_RELAXED);
+    return IXL_OK;
+}
+
 static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engine **out)
 {
-    struct net_engine *e = calloc(1, sizeof(*e));
+    if (net_sys_set(init) != IXL_OK)
+        return IXL_ERR_PLUGIN;
+    struct net_engine *e = net_sys()->calloc(1, sizeof(*e));
     if (e == NULL)
         return IXL_ERR_NO_MEMORY;
     e->host = init->host;
     e->listen_fd = -1;
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
-    e->instance = ixlp_random64(getrandom);
+    e->instance = ixlp_random64(net_sys()->getrandom);
     e->probe = e->instance;
     e->next_serial = 1;
     pthread_mutex_init(&e->lock, NULL);
@@ -797,8 +820,10 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         build_conn_info(e);
         rc = net_workers_start(e);
     }
-    if (rc == IXL_OK && pthread_create(&e->watchdog, NULL, net_watchdog_main, e) != 0)
-        rc = net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its watchdog thread");
+    int te = rc == IXL_OK ? net_sys()->pthread_create(&e->watchdog, NULL, net_watchdog_main, e) : 0;
+    if (te != 0)
+        rc = net_error(e, IXL_ERR_SYSTEM,
+                       "NET: cannot start its watchdog thread: pthread_create: %s", strerror(te));
     else if (rc == IXL_OK)
         e->watchdog_started = true;
     if (rc != IXL_OK) {
@@ -842,7 +867,7 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(peers->q);
         free(peers->grave);
         if (peers->pidfd >= 0)
-            close(peers->pidfd);
+            net_sys()->close(peers->pidfd);
         pthread_mutex_destroy(&peers->lock);
         pthread_cond_destroy(&peers->cond);
         free(peers);
@@ -850,8 +875,8 @@ static void net_destroy_engine(struct ixl_engine *base)
     }
     for (struct net_alloc *a = e->allocs, *n; a; a = n) {
         n = a->next;
-        munmap(a->addr, a->len);
-        close(a->fd);
+        net_sys()->munmap(a->addr, a->len);
+        net_sys()->close(a->fd);
         free(a);
     }
     struct net_notif *nn = e->notif_head;

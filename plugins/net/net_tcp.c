@@ -26,6 +26,15 @@ static _Thread_local uint64_t idle_limit_ns;
 
 /* Waits until fd is ready for events, the deadline (ns, 0 = none) passes, or nothing happened
  * for idle_limit_ns. */
+/* The system call that last failed on this thread's dialing or sending, with its errno, for the
+ * error text ("" when the peer, not a call, was the cause). */
+static _Thread_local char cause[96];
+
+static void set_cause(const char *call, int err)
+{
+    snprintf(cause, sizeof(cause), " (%s: %s)", call, strerror(err));
+}
+
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
@@ -40,9 +49,11 @@ static int wait_fd(int fd, short events, uint64_t deadline)
             ms = (int)((until - now + 999999u) / 1000000u);
         }
         struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, ms);
+        int n = net_sys()->poll(&p, 1, ms);
         if (n > 0)
             return 0;
+        if (n < 0 && errno != EINTR)
+            set_cause("poll", errno);
         if (n == 0 || errno != EINTR)
             return -1; /* past the deadline, or idle for too long */
     }
@@ -56,13 +67,14 @@ static int recv_until(int fd, void *buf, size_t len, uint64_t deadline)
     while (len > 0) {
         if (deadline && wait_fd(fd, POLLIN, deadline) != 0)
             return -1;
-        ssize_t n = recv(fd, p, len, deadline ? MSG_DONTWAIT : MSG_WAITALL);
+        ssize_t n = net_sys()->recv(fd, p, len, deadline ? MSG_DONTWAIT : MSG_WAITALL);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
         } else if (n == 0) {
             return -1;
         } else if (errno != EINTR && !(errno == EAGAIN && deadline)) {
+            set_cause("recv", errno);
             return -1; /* without a deadline, EAGAIN is SO_RCVTIMEO running out */
         }
     }
@@ -100,10 +112,11 @@ static int writev_until(int fd, struct iovec *iov, int n, uint64_t deadline)
             return -1;
         int batch = n < IOV_MAX ? n : IOV_MAX;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)batch};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+        ssize_t w = net_sys()->sendmsg(fd, &mh, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
         if (w < 0) {
             if (errno == EINTR || (errno == EAGAIN && deadline))
                 continue;
+            set_cause("sendmsg", errno);
             return -1; /* without a deadline, EAGAIN is SO_SNDTIMEO running out */
         }
         while (n > 0 && (size_t)w >= iov->iov_len) {
@@ -138,7 +151,7 @@ static uint64_t frame_deadline(const struct net_engine *e, uint64_t len)
 static void tune(int fd)
 {
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    net_sys()->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* ---- target side ------------------------------------------------------------------------------
@@ -224,7 +237,7 @@ void net_serve_fd(struct net_engine *e, int fd)
         return;
     tune(fd);
 
-    struct out_batch *o = calloc(1, sizeof(*o));
+    struct out_batch *o = net_sys()->calloc(1, sizeof(*o));
     if (o == NULL)
         return;
     o->fd = fd;
@@ -277,7 +290,7 @@ void net_serve_fd(struct net_engine *e, int fd)
         } else if (h.op == NET_NOTIF) {
             if (h.len > e->notif_max)
                 break; /* a peer that breaks the documented maximum is cut off */
-            void *msg = malloc(h.len ? (size_t)h.len : 1);
+            void *msg = net_sys()->malloc(h.len ? (size_t)h.len : 1);
             if (msg == NULL || recv_until(fd, msg, (size_t)h.len, by) != 0) {
                 free(msg);
                 break;
@@ -320,7 +333,7 @@ static void reap_servers(struct net_engine *e, int all)
             if (all)
                 shutdown(s->fd, SHUT_RDWR);
             pthread_join(s->thread, NULL);
-            close(s->fd);
+            net_sys()->close(s->fd);
             free(s);
         } else {
             pp = &s->next;
@@ -332,10 +345,10 @@ static void *acceptor_main(void *arg)
 {
     struct net_engine *e = arg;
     for (;;) {
-        int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = net_sys()->accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (atomic_load(&e->stopping)) {
             if (fd >= 0)
-                close(fd);
+                net_sys()->close(fd);
             break;
         }
         if (fd < 0) {
@@ -346,18 +359,18 @@ static void *acceptor_main(void *arg)
             }
             break;
         }
-        struct net_server_conn *s = calloc(1, sizeof(*s));
+        struct net_server_conn *s = net_sys()->calloc(1, sizeof(*s));
         if (s == NULL) {
-            close(fd);
+            net_sys()->close(fd);
             continue;
         }
         s->e = e;
         s->fd = fd;
         pthread_mutex_lock(&e->lock);
         reap_servers(e, 0);
-        if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
+        if (net_sys()->pthread_create(&s->thread, NULL, server_main, s) != 0) {
             pthread_mutex_unlock(&e->lock);
-            close(fd);
+            net_sys()->close(fd);
             free(s);
             continue;
         }
@@ -370,25 +383,33 @@ static void *acceptor_main(void *arg)
 
 int net_listen_start(struct net_engine *e)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return net_error(e, IXL_ERR_SYSTEM, "NET: socket: %s", strerror(errno));
     int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    net_sys()->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->port)};
     inet_pton(AF_INET, e->listen_addr, &sa.sin_addr);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 512) != 0) {
+    const char *call = "bind";
+    if (net_sys()->bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (call = "listen", net_sys()->listen(fd, 512)) != 0) {
         int err = errno;
-        close(fd);
-        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s", e->listen_addr,
-                         e->port, strerror(err));
+        net_sys()->close(fd);
+        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s: %s", e->listen_addr,
+                         e->port, call, strerror(err));
     }
     socklen_t sl = sizeof(sa);
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    if (net_sys()->getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        int err = errno; /* the port bound is unknown: peers could not be told */
+        net_sys()->close(fd);
+        return net_error(e, IXL_ERR_SYSTEM, "NET: getsockname of its listener: %s", strerror(err));
+    }
     e->port = ntohs(sa.sin_port);
     e->listen_fd = fd;
-    if (pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0)
-        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its acceptor thread");
+    int te = net_sys()->pthread_create(&e->acceptor, NULL, acceptor_main, e);
+    if (te != 0)
+        return net_error(e, IXL_ERR_SYSTEM,
+                         "NET: cannot start its acceptor thread: pthread_create: %s", strerror(te));
     e->acceptor_started = true;
     return IXL_OK;
 }
@@ -399,7 +420,7 @@ void net_listen_stop(struct net_engine *e)
         shutdown(e->listen_fd, SHUT_RDWR);
         if (e->acceptor_started)
             pthread_join(e->acceptor, NULL);
-        close(e->listen_fd);
+        net_sys()->close(e->listen_fd);
         e->listen_fd = -1;
     }
     pthread_mutex_lock(&e->lock);
@@ -411,25 +432,42 @@ void net_listen_stop(struct net_engine *e)
 
 static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
+    int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        set_cause("socket", errno);
         return -1;
+    }
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->port)};
     sa.sin_addr.s_addr = addr;
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    int rc = net_sys()->connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    if (rc != 0 && errno != EINPROGRESS)
+        set_cause("connect", errno);
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int err = 0;
         socklen_t el = sizeof(err);
-        if (poll(&pfd, 1, timeout_ms) == 1 &&
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+        int n = net_sys()->poll(&pfd, 1, timeout_ms);
+        if (n < 0)
+            set_cause("poll", errno);
+        else if (n == 0)
+            set_cause("connect", ETIMEDOUT);
+        else if (net_sys()->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+            set_cause("getsockopt", errno);
+        else if (err != 0)
+            set_cause("connect", err);
+        else
             rc = 0;
     }
+    /* Blocking from here on; a failed F_GETFL must not turn into flags set at random. */
+    int fl = rc == 0 ? net_sys()->fcntl(fd, F_GETFL, 0) : -1;
+    if (rc == 0 && (fl < 0 || net_sys()->fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
+        set_cause("fcntl", errno);
+        rc = -1;
+    }
     if (rc != 0) {
-        close(fd);
+        net_sys()->close(fd);
         return -1;
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
 }
 
@@ -597,7 +635,7 @@ void net_peer_bury(struct net_peer *p)
         while (g[i]->users > 0)
             pthread_cond_wait(&p->cond, &p->lock);
         pthread_mutex_unlock(&p->lock);
-        close(g[i]->fd);
+        net_sys()->close(g[i]->fd);
         pthread_mutex_destroy(&g[i]->send_lock);
         free(g[i]);
     }
@@ -620,6 +658,7 @@ int net_peer_connect(struct net_peer *p)
     }
     p->connecting = 1;
     p->closing = 0;
+    cause[0] = '\0';
     uint32_t addrs[NET_MAX_ADDRS];
     int n_addrs = p->n_addrs;
     memcpy(addrs, p->addrs, sizeof(addrs));
@@ -658,7 +697,7 @@ int net_peer_connect(struct net_peer *p)
                     have_good = 1;
                     break;
                 }
-                close(fd);
+                net_sys()->close(fd);
                 fd = -1;
                 if (rc == IXL_ERR_REMOTE_REFUSED || rc == IXL_ERR_TIMEOUT)
                     break; /* reached the peer, which refused or does not answer */
@@ -669,9 +708,10 @@ int net_peer_connect(struct net_peer *p)
         if (fd < 0)
             break;
         tune(fd);
-        struct net_conn *c = calloc(1, sizeof(*c));
+        struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
         if (c == NULL) {
-            close(fd);
+            set_cause("calloc", ENOMEM);
+            net_sys()->close(fd);
             rc = IXL_ERR_NO_MEMORY;
             break;
         }
@@ -686,13 +726,28 @@ int net_peer_connect(struct net_peer *p)
     pthread_mutex_lock(&p->lock);
     if (rc == IXL_OK && (p->closing || !p->loaded || atomic_load(&e->stopping)))
         rc = IXL_ERR_REMOTE_DISCONNECT; /* torn down (destroy, disconnect) while dialing */
+    if (rc == IXL_OK && p->cap_grave < p->n_grave + p->n_conns + n_made) {
+        /* Room in the grave now, so that a teardown (from any thread) never allocates. */
+        int cap = p->n_grave + p->n_conns + n_made + 8;
+        struct net_conn **g = net_sys()->realloc(p->grave, (size_t)cap * sizeof(*g));
+        if (g == NULL) {
+            set_cause("realloc", ENOMEM);
+            rc = IXL_ERR_NO_MEMORY;
+        } else {
+            p->grave = g;
+            p->cap_grave = cap;
+        }
+    }
     if (rc == IXL_OK) {
         for (int i = 0; i < n_made; i++) {
             struct net_conn *c = made[i];
-            if (pthread_create(&c->sender, NULL, sender_main, c) == 0) {
-                if (pthread_create(&c->receiver, NULL, receiver_main, c) == 0) {
+            int te = net_sys()->pthread_create(&c->sender, NULL, sender_main, c);
+            if (te == 0) {
+                te = net_sys()->pthread_create(&c->receiver, NULL, receiver_main, c);
+                if (te == 0) {
                     c->threads = true;
                 } else {
+                    set_cause("pthread_create", te);
                     conn_fail(c);
                     p->closing = 1;
                     pthread_cond_broadcast(&p->cond);
@@ -703,13 +758,14 @@ int net_peer_connect(struct net_peer *p)
                     rc = IXL_ERR_SYSTEM;
                 }
             } else {
+                set_cause("pthread_create", te);
                 rc = IXL_ERR_SYSTEM;
             }
             p->conns[p->n_conns++] = c;
         }
     } else {
         for (int i = 0; i < n_made; i++) {
-            close(made[i]->fd);
+            net_sys()->close(made[i]->fd);
             pthread_mutex_destroy(&made[i]->send_lock);
             free(made[i]);
         }
@@ -725,13 +781,14 @@ int net_peer_connect(struct net_peer *p)
         /* A peer that cannot be reached is, to its requests, a peer that went away. */
         return net_error(
             e, rc == IXL_ERR_NO_MEMORY || rc == IXL_ERR_SYSTEM ? rc : IXL_ERR_REMOTE_DISCONNECT,
-            "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s", p->name, addr,
+            "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s%s", p->name, addr,
             p->port, n_addrs - 1,
             rc == IXL_ERR_REMOTE_DISCONNECT ? "it does not answer as the instance "
                                               "its metadata names"
             : rc == IXL_ERR_REMOTE_REFUSED  ? "it refused the connection"
             : rc == IXL_ERR_TIMEOUT         ? "it accepted but did not answer"
-                                            : "no answer");
+                                            : "no answer",
+            cause);
     }
     return IXL_OK;
 }
@@ -745,7 +802,7 @@ void net_peer_teardown(struct net_peer *p, int status)
         conn_fail(p->conns[i]);
         if (p->n_grave == p->cap_grave) {
             int cap = p->cap_grave ? p->cap_grave * 2 : 8;
-            struct net_conn **g = realloc(p->grave, (size_t)cap * sizeof(*g));
+            struct net_conn **g = net_sys()->realloc(p->grave, (size_t)cap * sizeof(*g));
             if (g == NULL)
                 continue; /* leaks the connection rather than joining from a worker */
             p->grave = g;
@@ -776,7 +833,7 @@ int net_peer_enqueue(struct net_peer *p, struct net_req *r, uint64_t serial, uin
         size_t cap = p->q_cap ? p->q_cap : 1024;
         while (cap < p->q_len + n)
             cap *= 2;
-        struct net_item *q = malloc(cap * sizeof(*q));
+        struct net_item *q = net_sys()->malloc(cap * sizeof(*q));
         if (q == NULL) {
             pthread_mutex_unlock(&p->lock);
             return IXL_ERR_NO_MEMORY;
@@ -822,6 +879,7 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
     struct iovec iov[2] = {{raw, sizeof(raw)}, {(void *)msg, len}};
     /* Bounded: a stopped peer whose socket buffer is full must not hold the caller. */
     pthread_mutex_lock(&c->send_lock);
+    cause[0] = '\0';
     rc = writev_until(c->fd, iov, len ? 2 : 1, net_now_ns() + p->e->timeout_ns);
     pthread_mutex_unlock(&c->send_lock);
     if (rc != 0)
@@ -834,7 +892,8 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
         conn_fail(c);
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
         return net_error(p->e, IXL_ERR_REMOTE_DISCONNECT,
-                         "NET: the connection to '%s' broke while sending a notification", p->name);
+                         "NET: the connection to '%s' broke while sending a notification%s",
+                         p->name, cause);
     }
     return IXL_OK;
 }
@@ -878,7 +937,7 @@ void *net_watchdog_main(void *arg)
                 int queued = 0, sndbuf = 0;
                 socklen_t sl = sizeof(sndbuf);
                 int room = ioctl(c->fd, SIOCOUTQ, &queued) == 0 &&
-                           getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 &&
+                           net_sys()->getsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl) == 0 &&
                            sndbuf - queued >= 4 * NET_HDR_BYTES;
                 /* Only with room for the whole frame: a partial ping would break the stream. */
                 if (room && now - rx > e->heartbeat_ns && now - tx > e->heartbeat_ns &&
@@ -886,7 +945,7 @@ void *net_watchdog_main(void *arg)
                     uint8_t raw[NET_HDR_BYTES];
                     struct net_hdr h = {.op = NET_PING};
                     net_hdr_encode(&h, raw);
-                    if (send(c->fd, raw, sizeof(raw), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+                    if (net_sys()->send(c->fd, raw, sizeof(raw), MSG_NOSIGNAL | MSG_DONTWAIT) ==
                         (ssize_t)sizeof(raw))
                         atomic_store(&c->last_tx_ns, now);
                     pthread_mutex_unlock(&c->send_lock);

@@ -14,6 +14,10 @@
 
 #include "net.h"
 
+/* errno of the last failed poll of a pidfd on this thread (0: none): such a peer is taken as
+ * exited, since a recycled pid must never be written to, and the text says why. */
+static _Thread_local int alive_err;
+
 #define INLINE_BYTES (1024u * 1024u) /* same-node copies this small run in post itself */
 #define SPLIT_BYTES (4u << 20)       /* copies this large are shared among the workers */
 #define COPY_STEP ((uint64_t)1 << 30)
@@ -69,7 +73,7 @@ static int qinsert(struct net_engine *e, struct net_req *r)
 {
     static const size_t first_cap = 1024;
     if (e->qtab_cap == 0) {
-        e->qtab = calloc(first_cap, sizeof(*e->qtab));
+        e->qtab = net_sys()->calloc(first_cap, sizeof(*e->qtab));
         if (e->qtab == NULL)
             return IXL_ERR_NO_MEMORY;
         e->qtab_cap = first_cap;
@@ -106,7 +110,7 @@ static void work_push(struct net_engine *e, struct net_item it)
     pthread_mutex_lock(&e->work_lock);
     if (e->work_len == e->work_cap) {
         size_t cap = e->work_cap ? e->work_cap * 2 : 64;
-        struct net_item *w = malloc(cap * sizeof(*w));
+        struct net_item *w = net_sys()->malloc(cap * sizeof(*w));
         if (w == NULL) {
             pthread_mutex_unlock(&e->work_lock);
             return; /* the request stays running; its release still works */
@@ -155,10 +159,14 @@ static void finish_part(struct net_engine *e, uint64_t serial, int status)
         if (r->pending > 0 && --r->pending == 0)
             wake = complete_locked(e, r, &loop_notif);
         if (loop_notif && !r->canceled) {
-            msg = malloc(r->notif_len ? r->notif_len : 1);
+            msg = net_sys()->malloc(r->notif_len ? r->notif_len : 1);
             if (msg) {
                 memcpy(msg, r->notif, r->notif_len);
                 len = r->notif_len;
+            } else {
+                net_error(e, IXL_ERR_NO_MEMORY,
+                          "malloc: out of memory copying a notification "
+                          "to this agent: lost");
             }
         }
     }
@@ -335,19 +343,28 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
         }
         /* Cross-memory attach: one system call per batch, continued after partial copies. */
         if (!net_peer_same(r))
-            return IXL_ERR_REMOTE_DISCONNECT;
+            return net_error(r->e, IXL_ERR_REMOTE_DISCONNECT,
+                             "NET: '%s' was restarted, unloaded or exited%s%s", r->peer->name,
+                             alive_err ? " (poll of its pidfd: " : "",
+                             alive_err ? strerror(alive_err) : "");
         int k = 0;
         while (k < n_iov) {
-            ssize_t w =
-                r->op == IXL_OP_WRITE
-                    ? process_vm_writev((pid_t)r->peer->pid, &liov[k], (unsigned long)(n_iov - k),
-                                        &riov[k], (unsigned long)(n_iov - k), 0)
-                    : process_vm_readv((pid_t)r->peer->pid, &liov[k], (unsigned long)(n_iov - k),
-                                       &riov[k], (unsigned long)(n_iov - k), 0);
+            ssize_t w = r->op == IXL_OP_WRITE
+                            ? net_sys()->process_vm_writev((pid_t)r->peer->pid, &liov[k],
+                                                           (unsigned long)(n_iov - k), &riov[k],
+                                                           (unsigned long)(n_iov - k), 0)
+                            : net_sys()->process_vm_readv((pid_t)r->peer->pid, &liov[k],
+                                                          (unsigned long)(n_iov - k), &riov[k],
+                                                          (unsigned long)(n_iov - k), 0);
             if (w < 0) {
                 if (errno == EINTR)
                     continue;
-                return errno == ESRCH ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED;
+                int err = errno;
+                return net_error(r->e,
+                                 err == ESRCH ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED,
+                                 "NET: %s into '%s' (pid %u): %s",
+                                 r->op == IXL_OP_WRITE ? "process_vm_writev" : "process_vm_readv",
+                                 r->peer->name, r->peer->pid, strerror(err));
             }
             if (w == 0)
                 return IXL_ERR_REMOTE_REFUSED;
@@ -437,8 +454,11 @@ static void *worker_main(void *arg)
 int net_workers_start(struct net_engine *e)
 {
     for (int i = 0; i < e->copy_threads; i++) {
-        if (pthread_create(&e->workers[i], NULL, worker_main, e) != 0)
-            return net_error(e, IXL_ERR_SYSTEM, "NET: cannot start its copy threads");
+        int te = net_sys()->pthread_create(&e->workers[i], NULL, worker_main, e);
+        if (te != 0)
+            return net_error(e, IXL_ERR_SYSTEM,
+                             "NET: cannot start its copy threads: pthread_create: %s",
+                             strerror(te));
         e->n_workers++;
     }
     return IXL_OK;
@@ -469,13 +489,17 @@ int net_peer_same(const struct net_req *r)
 
 int net_peer_alive(struct net_peer *p)
 {
+    alive_err = 0;
     pthread_mutex_lock(&p->lock);
     int fd = p->pidfd;
     pthread_mutex_unlock(&p->lock);
     if (fd < 0)
         return 1; /* no pidfd (old kernel): the connection check stands alone */
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    return poll(&pfd, 1, 0) == 0;
+    int n = net_sys()->poll(&pfd, 1, 0);
+    if (n < 0)
+        alive_err = errno;
+    return n == 0;
 }
 
 /* Whether cross-memory attach reaches the peer: read its probe word once and compare it with
@@ -487,7 +511,7 @@ static int probe_cma(struct net_engine *e, struct net_peer *p)
     if (p->cma < 0) {
         uint64_t v = 0;
         struct iovec l = {&v, sizeof(v)}, r = {(void *)(uintptr_t)p->probe_addr, sizeof(v)};
-        ssize_t n = process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
+        ssize_t n = net_sys()->process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
         int err = errno;
         p->cma = n == (ssize_t)sizeof(v) && v == p->instance;
         if (p->cma && p->pidfd < 0) {
@@ -515,8 +539,8 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
         return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
     free(r->chunks);
     free(r->answered);
-    r->chunks = malloc((count ? count : 1) * sizeof(*r->chunks));
-    r->answered = calloc(count ? count : 1, 1);
+    r->chunks = net_sys()->malloc((count ? count : 1) * sizeof(*r->chunks));
+    r->answered = net_sys()->calloc(count ? count : 1, 1);
     if (r->chunks == NULL || r->answered == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     uint32_t k = 0;
@@ -539,7 +563,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     struct net_engine *e = (struct net_engine *)base;
     if (local->type != IXL_MEM_DRAM || remote->type != IXL_MEM_DRAM)
         return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
-    struct net_req *r = calloc(1, sizeof(*r));
+    struct net_req *r = net_sys()->calloc(1, sizeof(*r));
     if (r == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     r->e = e;
@@ -603,7 +627,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
             rc = build_chunks(e, r);
     }
     if (rc == IXL_OK && opts && opts->notif) {
-        r->notif = malloc(opts->notif_len ? opts->notif_len : 1);
+        r->notif = net_sys()->malloc(opts->notif_len ? opts->notif_len : 1);
         if (r->notif == NULL)
             rc = net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
         else {
@@ -657,7 +681,7 @@ static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
         return IXL_OK;
     void *copy = NULL;
     if (opts->notif) {
-        copy = malloc(opts->notif_len ? opts->notif_len : 1);
+        copy = net_sys()->malloc(opts->notif_len ? opts->notif_len : 1);
         if (copy == NULL)
             return IXL_ERR_NO_MEMORY;
         memcpy(copy, opts->notif, opts->notif_len);
@@ -699,8 +723,10 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         int rc = net_peer_connect(r->peer);
         if (rc == IXL_OK && (r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) &&
             !net_peer_same(r))
-            rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited",
-                           r->peer->pid, r->peer->name);
+            rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
+                           r->peer->pid, r->peer->name,
+                           alive_err ? " or cannot be told alive: poll of its pidfd: " : "",
+                           alive_err ? strerror(alive_err) : "");
         if (rc != IXL_OK)
             return rc;
     }
@@ -717,7 +743,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             if (r->peer)
                 rc = net_send_notif(r->peer, r->notif, r->notif_len);
             else
-                net_notif_push(e, e->name, r->notif, r->notif_len);
+                rc = net_notif_push(e, e->name, r->notif, r->notif_len);
         }
         r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
         r->status = rc;
@@ -751,7 +777,10 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             r->state = NR_ERROR;
             r->status = rc;
             pthread_mutex_unlock(&e->reqs_lock);
-            return net_error(e, rc, "NET: '%s' disconnected", r->peer->name);
+            return net_error(e, rc, "NET: '%s' %s", r->peer->name,
+                             rc == IXL_ERR_NO_MEMORY ? "cannot be sent to: malloc of its send "
+                                                       "queue: out of memory"
+                                                     : "disconnected");
         }
     } else {
         for (uint32_t k = 0; k < r->n_chunks; k++)

@@ -20,6 +20,17 @@
 
 #include <ixl/ixl_plugin.h>
 
+/* The host's table of allocation and system calls (ixl_host.sys): one per process, so every
+ * create_engine stores the same pointer; every call of the plugin goes through it so tests can
+ * refuse it. */
+extern const struct ixl_sys *posix_sys_ptr;
+static inline const struct ixl_sys *posix_sys(void)
+{
+    return __atomic_load_n(&posix_sys_ptr, __ATOMIC_RELAXED);
+}
+/* Stores init's table; IXL_ERR_PLUGIN (explained) if the host has none. */
+int posix_sys_set(const struct ixl_engine_init *init);
+
 enum px_kind { PX_URING, PX_THREADS };
 
 /* A registered region: DRAM, or a FILE/BLK with the fd this backend owns. */

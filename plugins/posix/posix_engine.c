@@ -88,9 +88,25 @@ static const struct px_ops *ops_of(const struct px_engine *e)
     return e->kind == PX_URING ? &px_uring_ops : &px_pool_ops;
 }
 
+const struct ixl_sys *posix_sys_ptr;
+
+int posix_sys_set(const struct ixl_engine_init *init)
+{
+    const struct ixl_host *h = init->host;
+    if (h->size < offsetof(struct ixl_host, sys) + sizeof(h->sys) || h->sys == NULL ||
+        h->sys->size < offsetof(struct ixl_sys, io_uring_queue_init) + sizeof(void *)) {
+        h->error(h->ctx, IXL_ERR_PLUGIN, "the host has no system-call table (ixl_host.sys)");
+        return IXL_ERR_PLUGIN;
+    }
+    __atomic_store_n(&posix_sys_ptr, h->sys, __ATOMIC_RELAXED);
+    return IXL_OK;
+}
+
 static int px_create(const struct ixl_engine_init *init, struct ixl_engine **out)
 {
-    struct px_engine *e = calloc(1, sizeof(*e));
+    if (posix_sys_set(init) != IXL_OK)
+        return IXL_ERR_PLUGIN;
+    struct px_engine *e = posix_sys()->calloc(1, sizeof(*e));
     if (e == NULL)
         return IXL_ERR_NO_MEMORY;
     e->host = init->host;
@@ -220,7 +236,7 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
         int rc = parse_mode(e, d->bytes, d->bytes_len, m->name, sizeof(m->name), &flags);
         if (rc != IXL_OK)
             return rc;
-        m->fd = open(m->name, flags | O_CLOEXEC, 0644);
+        m->fd = posix_sys()->open(m->name, flags | O_CLOEXEC, 0644);
         if (m->fd < 0) {
             int err = errno;
             return px_error(e, err == ENOENT ? IXL_ERR_NOT_FOUND : IXL_ERR_SYSTEM,
@@ -230,15 +246,17 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
                                 : "");
         }
     } else {
-        if (d->dev > INT32_MAX || (flags = fcntl((int)d->dev, F_GETFL)) < 0)
+        if (d->dev > INT32_MAX || (flags = posix_sys()->fcntl((int)d->dev, F_GETFL, 0)) < 0)
             return px_error(e, IXL_ERR_INVALID_ARG,
-                            "%s dev %" PRIu64 " is not an open file descriptor (give an "
-                            "open fd, or%s bytes \"MODE:PATH\")",
+                            "%s dev %" PRIu64 " is not an open file descriptor (fcntl "
+                            "F_GETFL: %s; give an open fd, or%s bytes \"MODE:PATH\")",
                             type == IXL_MEM_FILE ? "FILE" : "BLK", d->dev,
+                            d->dev > INT32_MAX ? "out of range" : strerror(errno),
                             type == IXL_MEM_FILE ? " IXL_DEV_NONE and" : "");
-        m->fd = fcntl((int)d->dev, F_DUPFD_CLOEXEC, 0);
+        m->fd = posix_sys()->fcntl((int)d->dev, F_DUPFD_CLOEXEC, 0);
         if (m->fd < 0)
-            return px_error(e, IXL_ERR_SYSTEM, "cannot duplicate fd %" PRIu64 ": %s", d->dev,
+            return px_error(e, IXL_ERR_SYSTEM,
+                            "cannot duplicate fd %" PRIu64 " (fcntl F_DUPFD_CLOEXEC): %s", d->dev,
                             strerror(errno));
         char link[64];
         snprintf(link, sizeof(link), "/proc/self/fd/%d", m->fd);
@@ -253,7 +271,7 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
     m->direct = (flags & O_DIRECT) != 0;
     m->append = (flags & O_APPEND) != 0;
     struct stat st;
-    if (fstat(m->fd, &st) != 0)
+    if (posix_sys()->fstat(m->fd, &st) != 0)
         return px_error(e, IXL_ERR_SYSTEM, "fstat '%s': %s", m->name, strerror(errno));
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
         return px_error(e, IXL_ERR_INVALID_ARG, "'%s' is neither a regular file nor a block device",
@@ -281,7 +299,7 @@ static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct 
     struct px_engine *e = (struct px_engine *)base;
     if (!(PX_MEMS & IXL_MEM_BIT(type)))
         return px_error(e, IXL_ERR_BAD_MEM_TYPE, "POSIX registers DRAM, FILE and BLK only");
-    struct px_md *m = calloc(1, sizeof(*m));
+    struct px_md *m = posix_sys()->calloc(1, sizeof(*m));
     if (m == NULL)
         return IXL_ERR_NO_MEMORY;
     m->type = type;
@@ -290,7 +308,7 @@ static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct 
         int rc = open_region(e, type, d, m);
         if (rc != IXL_OK) {
             if (m->fd >= 0)
-                close(m->fd);
+                posix_sys()->close(m->fd);
             free(m);
             return rc;
         }
@@ -304,7 +322,7 @@ static int px_deregister(struct ixl_engine *base, struct ixl_md *md)
     (void)base;
     struct px_md *m = (struct px_md *)md;
     if (m->fd >= 0)
-        close(m->fd);
+        posix_sys()->close(m->fd);
     free(m);
     return IXL_OK;
 }
@@ -347,10 +365,10 @@ static int px_query(struct ixl_engine *base, enum ixl_mem type, const struct ixl
             int rc = parse_mode(e, d->bytes, d->bytes_len, path, sizeof(path), &flags);
             if (rc != IXL_OK)
                 return rc;
-            fd = open(path, O_RDONLY | O_CLOEXEC);
-            r = fd < 0 ? -1 : fstat(fd, &st);
+            fd = posix_sys()->open(path, O_RDONLY | O_CLOEXEC, 0);
+            r = fd < 0 ? -1 : posix_sys()->fstat(fd, &st);
         } else {
-            r = d->dev > INT32_MAX ? -1 : fstat((int)d->dev, &st);
+            r = d->dev > INT32_MAX ? -1 : posix_sys()->fstat((int)d->dev, &st);
             if (r != 0 && errno != EBADF)
                 return px_error(e, IXL_ERR_SYSTEM, "fstat fd %" PRIu64 ": %s", d->dev,
                                 strerror(errno));
@@ -360,7 +378,7 @@ static int px_query(struct ixl_engine *base, enum ixl_mem type, const struct ixl
         int err = errno;
         if (r != 0 && err != ENOENT && err != ENOTDIR) {
             if (fd >= 0)
-                close(fd);
+                posix_sys()->close(fd);
             return px_error(e, IXL_ERR_SYSTEM, "query of descriptor %zu: %s", i, strerror(err));
         }
         out[i].exists = r == 0;
@@ -372,7 +390,7 @@ static int px_query(struct ixl_engine *base, enum ixl_mem type, const struct ixl
             out[i].size = size;
         }
         if (fd >= 0)
-            close(fd);
+            posix_sys()->close(fd);
     }
     return IXL_OK;
 }
@@ -426,7 +444,7 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
                             ", length %" PRIu64,
                             f->name, f->mem_align, f->off_align, i, md->addr, fd->addr, fd->len);
     }
-    struct px_req *r = calloc(1, sizeof(*r));
+    struct px_req *r = posix_sys()->calloc(1, sizeof(*r));
     if (r == NULL)
         return IXL_ERR_NO_MEMORY;
     r->e = e;
@@ -552,7 +570,7 @@ bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished)
                     io->f->name, io->off);
         } else {
             struct stat st;
-            long long size = fstat(io->f->fd, &st) == 0 ? (long long)st.st_size : -1;
+            long long size = posix_sys()->fstat(io->f->fd, &st) == 0 ? (long long)st.st_size : -1;
             px_fail(e, r, IXL_ERR_IO,
                     "read of %u bytes from '%s' at offset %" PRIu64 " reached the end of "
                     "the file (%lld bytes): the descriptor lies past its end",

@@ -39,8 +39,8 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&e->lock);
             ssize_t res;
             do {
-                res = io.r->to_file ? pwrite(io.f->fd, io.buf, io.len, (off_t)io.off)
-                                    : pread(io.f->fd, io.buf, io.len, (off_t)io.off);
+                res = io.r->to_file ? posix_sys()->pwrite(io.f->fd, io.buf, io.len, (off_t)io.off)
+                                    : posix_sys()->pread(io.f->fd, io.buf, io.len, (off_t)io.off);
             } while (res < 0 && errno == EINTR);
             long v = res < 0 ? -errno : (long)res;
             pthread_mutex_lock(&e->lock);
@@ -75,9 +75,10 @@ static void pool_stop(struct px_engine *e)
 
 static int pool_start(struct px_engine *e, char *why, size_t why_len)
 {
-    struct pool *p = calloc(1, sizeof(*p));
-    if (p == NULL || (p->threads = calloc(e->nthreads, sizeof(*p->threads))) == NULL) {
+    struct pool *p = posix_sys()->calloc(1, sizeof(*p));
+    if (p == NULL || (p->threads = posix_sys()->calloc(e->nthreads, sizeof(*p->threads))) == NULL) {
         free(p);
+        snprintf(why, why_len, "calloc: out of memory");
         return IXL_ERR_NO_MEMORY;
     }
     pthread_cond_init(&p->work, NULL);
@@ -88,8 +89,10 @@ static int pool_start(struct px_engine *e, char *why, size_t why_len)
     pthread_condattr_destroy(&ca);
     e->impl = p;
     for (unsigned i = 0; i < e->nthreads; i++) {
-        if (pthread_create(&p->threads[i], NULL, worker_main, e) != 0) {
-            snprintf(why, why_len, "cannot start worker thread %u: %s", i, strerror(errno));
+        int te = posix_sys()->pthread_create(&p->threads[i], NULL, worker_main, e);
+        if (te != 0) {
+            snprintf(why, why_len, "cannot start worker thread %u: pthread_create: %s", i,
+                     strerror(te));
             pool_stop(e);
             return IXL_ERR_SYSTEM;
         }

@@ -129,7 +129,7 @@ static bool pump(struct px_engine *e, struct uring *u, int *finished)
 static void wake_thread(struct uring *u)
 {
     uint64_t one = 1;
-    ssize_t n = write(u->efd, &one, sizeof(one));
+    ssize_t n = posix_sys()->write(u->efd, &one, sizeof(one));
     (void)n; /* a full counter already wakes it */
 }
 
@@ -139,10 +139,10 @@ static void *completion_main(void *arg)
     struct uring *u = e->impl;
     while (!atomic_load(&u->stop)) {
         struct pollfd p = {.fd = u->efd, .events = POLLIN};
-        if (poll(&p, 1, 1000) <= 0)
+        if (posix_sys()->poll(&p, 1, 1000) <= 0)
             continue;
         uint64_t v;
-        ssize_t n = read(u->efd, &v, sizeof(v));
+        ssize_t n = posix_sys()->read(u->efd, &v, sizeof(v));
         (void)n;
         for (;;) {
             int fin = 0;
@@ -160,13 +160,15 @@ static void *completion_main(void *arg)
 
 static int uring_start(struct px_engine *e, char *why, size_t why_len)
 {
-    struct uring *u = calloc(1, sizeof(*u));
-    if (u == NULL)
+    struct uring *u = posix_sys()->calloc(1, sizeof(*u));
+    if (u == NULL) {
+        snprintf(why, why_len, "calloc: out of memory");
         return IXL_ERR_NO_MEMORY;
+    }
     u->efd = -1;
-    int rc = io_uring_queue_init(e->qd, &u->ring, 0);
+    int rc = posix_sys()->io_uring_queue_init(e->qd, &u->ring, 0);
     if (rc < 0) {
-        snprintf(why, why_len, "io_uring_setup: %s", strerror(-rc));
+        snprintf(why, why_len, "io_uring_queue_init (io_uring_setup): %s", strerror(-rc));
         free(u);
         return rc == -ENOMEM ? IXL_ERR_NO_MEMORY : IXL_ERR_NOT_SUPPORTED;
     }
@@ -181,7 +183,7 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
         rc = cqe->res;
         io_uring_cqe_seen(&u->ring, cqe);
     }
-    u->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    u->efd = posix_sys()->eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (rc >= 0) {
         step = "eventfd";
         rc = u->efd < 0 ? -errno : 0;
@@ -198,17 +200,19 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
     }
     if (probe)
         io_uring_free_probe(probe);
-    u->slots = calloc(e->qd, sizeof(*u->slots));
-    u->free_slots = calloc(e->qd, sizeof(*u->free_slots));
-    if (rc >= 0 && (u->slots == NULL || u->free_slots == NULL))
+    u->slots = posix_sys()->calloc(e->qd, sizeof(*u->slots));
+    u->free_slots = posix_sys()->calloc(e->qd, sizeof(*u->free_slots));
+    if (rc >= 0 && (u->slots == NULL || u->free_slots == NULL)) {
+        step = "calloc";
         rc = -ENOMEM;
+    }
     if (rc < 0) {
         if (rc == -EOPNOTSUPP)
             snprintf(why, why_len, "the kernel's io_uring lacks READ/WRITE (needs Linux 5.6)");
         else
             snprintf(why, why_len, "%s: %s", step, strerror(-rc));
         if (u->efd >= 0)
-            close(u->efd);
+            posix_sys()->close(u->efd);
         free(u->slots);
         free(u->free_slots);
         io_uring_queue_exit(&u->ring);
@@ -233,7 +237,7 @@ static void uring_stop(struct px_engine *e)
         pthread_join(u->thread, NULL);
     }
     io_uring_queue_exit(&u->ring); /* waits for what is still in the kernel */
-    close(u->efd);
+    posix_sys()->close(u->efd);
     free(u->slots);
     free(u->free_slots);
     free(u);
@@ -244,7 +248,7 @@ static void uring_kick(struct px_engine *e)
 {
     struct uring *u = e->impl;
     if (!u->thread_started) {
-        if (pthread_create(&u->thread, NULL, completion_main, e) == 0)
+        if (posix_sys()->pthread_create(&u->thread, NULL, completion_main, e) == 0)
             u->thread_started = true;
         else
             e->host->log(e->host->ctx, IXL_LOG_WARN,

@@ -18,6 +18,7 @@
 #include "util/out.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 static _Atomic uint64_t next_agent_id = 1;
 
@@ -66,7 +67,7 @@ void ixl_agent_wake(struct ixl_agent *agent)
     pthread_mutex_unlock(&agent->wake_lock);
     uint64_t one = 1;
     /* EAGAIN means the counter is saturated: the fd is readable already. */
-    ssize_t rc = write(agent->event_fd, &one, sizeof(one));
+    ssize_t rc = sys_write(agent->event_fd, &one, sizeof(one));
     (void)rc;
 }
 
@@ -185,7 +186,7 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
         return IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE, "an agent holds at most %d backends",
                              IXL_MAX_BACKENDS);
 
-    struct ixl_backend *b = calloc(1, sizeof(*b));
+    struct ixl_backend *b = sys_calloc(1, sizeof(*b));
     if (b == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     b->agent = agent;
@@ -196,6 +197,7 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     b->host.log = host_log;
     b->host.error = host_error;
     b->host.signal = host_signal;
+    b->host.sys = &ixl_sys_table;
     char why[1024];
     int rc =
         ixl_pm_options_build(p, params, n, &b->params, &b->values, &b->n_params, why, sizeof(why));
@@ -471,7 +473,7 @@ static int fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p
 /* Creates the backends of a comma-separated list. explicit: a failure fails the agent. */
 static int create_default_backends(struct ixl_agent *agent, const char *list, int explicit_list)
 {
-    char *copy = strdup(list);
+    char *copy = sys_strdup(list);
     if (copy == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     int rc = IXL_OK;
@@ -498,16 +500,17 @@ static int create_default_backends(struct ixl_agent *agent, const char *list, in
 ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *params,
                             struct ixl_agent **out)
 {
+    ixl_err_clear(IXL_ERR_NO_AGENT);
     if (!valid_agent_name(name) || out == NULL) {
-        ixl_log_write(IXL_LOG_ERROR,
-                      "ixl_agent_create: the name must be 1 to %d bytes and out "
-                      "must not be NULL",
-                      IXL_NAME_MAX - 1);
-        return IXL_ERR_INVALID_ARG;
+        return ixl_err_set(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG,
+                           "ixl_agent_create: the name must be 1 to %d bytes and out "
+                           "must not be NULL",
+                           IXL_NAME_MAX - 1);
     }
-    struct ixl_agent *agent = calloc(1, sizeof(*agent));
+    struct ixl_agent *agent = sys_calloc(1, sizeof(*agent));
     if (agent == NULL)
-        return IXL_ERR_NO_MEMORY;
+        return ixl_err_set(IXL_ERR_NO_AGENT, IXL_ERR_NO_MEMORY,
+                           "ixl_agent_create: calloc: out of memory");
     int rc = IXL_ERR_SYSTEM;
     agent->id = atomic_fetch_add(&next_agent_id, 1);
     agent->event_fd = -1;
@@ -517,7 +520,7 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     uint16_t salt = 0;
-    if (getrandom(&salt, sizeof(salt), 0) != (ssize_t)sizeof(salt))
+    if (sys_getrandom(&salt, sizeof(salt), 0) != (ssize_t)sizeof(salt))
         salt = (uint16_t)(getpid() ^ agent->id);
     agent->incarnation =
         (((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) << 12) | (salt & 0xfffu);
@@ -546,11 +549,11 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     pthread_cond_init(&agent->progress_cond, &ca);
     pthread_condattr_destroy(&ca);
 
-    agent->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    agent->event_fd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (agent->event_fd < 0) {
         char eb[128];
-        ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create: eventfd: %s",
-                      ixl_errno_text(errno, eb, sizeof(eb)));
+        ixl_err_set(agent->id, rc, "ixl_agent_create: eventfd: %s",
+                    ixl_errno_text(errno, eb, sizeof(eb)));
         goto destroy_agent;
     }
     rc = ixl_agent_hooks_init(agent);
@@ -574,9 +577,12 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     }
 
     if (agent->params.progress_thread) {
-        if (pthread_create(&agent->progress_thread, NULL, progress_main, agent) != 0) {
-            rc = IXL_ERR_SYSTEM;
-            ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: cannot start progress thread", name);
+        int e = sys_pthread_create(&agent->progress_thread, NULL, progress_main, agent);
+        if (e != 0) {
+            char eb[128];
+            rc = ixl_err_set(agent->id, IXL_ERR_SYSTEM,
+                             "ixl_agent_create %s: pthread_create of the progress thread: %s", name,
+                             ixl_errno_text(e, eb, sizeof(eb)));
             goto destroy_agent;
         }
         agent->progress_running = true;
@@ -585,9 +591,15 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     *out = agent;
     return IXL_OK;
 
-destroy_agent:
+destroy_agent : {
+    /* No agent survives to ask: the text goes where ixl_agent_last_error(NULL) reads. */
+    char why[512];
+    snprintf(why, sizeof(why), "%s", ixl_err_get(agent->id));
     ixl_agent_destroy(agent);
+    ixl_err_quiet(IXL_ERR_NO_AGENT, rc, "%s",
+                  why[0] ? why : "ixl_agent_create failed with no reason given");
     return rc;
+}
 }
 
 void ixl_agent_destroy(struct ixl_agent *agent)
@@ -607,7 +619,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     for (unsigned i = agent->n_backends; i-- > 0;)
         backend_free(agent->backends[i]);
     if (agent->event_fd >= 0)
-        close(agent->event_fd);
+        sys_close(agent->event_fd);
     pthread_cond_destroy(&agent->progress_cond);
     pthread_cond_destroy(&agent->wake_cond);
     pthread_mutex_destroy(&agent->progress_lock);
@@ -627,7 +639,7 @@ const char *ixl_agent_name(const struct ixl_agent *agent)
 
 const char *ixl_agent_last_error(const struct ixl_agent *agent)
 {
-    return agent ? ixl_err_get(agent->id) : "";
+    return ixl_err_get(agent ? agent->id : IXL_ERR_NO_AGENT);
 }
 
 ixl_status ixl_agent_fd(struct ixl_agent *agent, int *out)
@@ -644,7 +656,7 @@ ixl_status ixl_agent_progress(struct ixl_agent *agent)
         return IXL_ERR_INVALID_ARG;
     uint64_t v;
     /* Clear first: a signal that lands after this read leaves the fd readable again. */
-    ssize_t rc = read(agent->event_fd, &v, sizeof(v));
+    ssize_t rc = sys_read(agent->event_fd, &v, sizeof(v));
     (void)rc;
     ixl_agent_progress_backends(agent);
     return IXL_OK;

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/sys.h"
+
 static int reserve(struct ixl_dlist *l, size_t need)
 {
     if (need <= l->cap)
@@ -14,11 +16,11 @@ static int reserve(struct ixl_dlist *l, size_t need)
     size_t cap = l->cap ? l->cap * 2 : 16;
     while (cap < need)
         cap = cap > limit / 2 ? limit : cap * 2;
-    struct ixl_run *r = realloc(l->runs, cap * sizeof(*r));
+    struct ixl_run *r = sys_realloc(l->runs, cap * sizeof(*r));
     if (r == NULL)
         return IXL_ERR_NO_MEMORY;
     l->runs = r;
-    uint64_t *f = realloc(l->first, (cap + 1) * sizeof(*f));
+    uint64_t *f = sys_realloc(l->first, (cap + 1) * sizeof(*f));
     if (f == NULL)
         return IXL_ERR_NO_MEMORY;
     if (l->first == NULL)
@@ -32,7 +34,7 @@ ixl_status ixl_dlist_create(enum ixl_mem type, size_t capacity_hint, struct ixl_
 {
     if (out == NULL || (unsigned)type >= IXL_MEM_COUNT)
         return IXL_ERR_INVALID_ARG;
-    struct ixl_dlist *l = calloc(1, sizeof(*l));
+    struct ixl_dlist *l = sys_calloc(1, sizeof(*l));
     if (l == NULL)
         return IXL_ERR_NO_MEMORY;
     l->type = type;

@@ -7,13 +7,15 @@
 #include "core/internal.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "util/sys.h"
 
 int ixl_agent_hooks_init(struct ixl_agent *agent)
 {
     agent->registry = ixl_registry_create();
-    agent->remotes = calloc(1, sizeof(*agent->remotes));
+    agent->remotes = sys_calloc(1, sizeof(*agent->remotes));
     if (agent->registry == NULL || agent->remotes == NULL)
-        return IXL_ERR_NO_MEMORY;
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "agent %s: calloc: out of memory",
+                             agent->name);
     return IXL_OK;
 }
 
@@ -229,7 +231,7 @@ static int find_dup(enum ixl_mem type, const struct ixl_reg_desc *d, size_t n, s
 {
     if (n < 2)
         return 0;
-    size_t *idx = malloc(n * sizeof(*idx));
+    size_t *idx = sys_malloc(n * sizeof(*idx));
     if (idx == NULL)
         return -1;
     size_t m = 0;
@@ -317,9 +319,9 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
 
     /* Per descriptor: the region (existing or new) and which backends this call added, so a
      * failure can undo exactly what this call did. */
-    struct region **regs = calloc(n ? n : 1, sizeof(*regs));
-    uint32_t *added = calloc(n ? n : 1, sizeof(*added));
-    uint8_t *fresh = calloc(n ? n : 1, 1);
+    struct region **regs = sys_calloc(n ? n : 1, sizeof(*regs));
+    uint32_t *added = sys_calloc(n ? n : 1, sizeof(*added));
+    uint8_t *fresh = sys_calloc(n ? n : 1, 1);
     if (regs == NULL || added == NULL || fresh == NULL) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
         goto free_tmp;
@@ -341,7 +343,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
             goto undo;
         }
         if (g == NULL) {
-            g = calloc(1, sizeof(*g));
+            g = sys_calloc(1, sizeof(*g));
             if (g == NULL) {
                 rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                 goto undo;
@@ -500,7 +502,7 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
     for (int t = 0; t < IXL_MEM_COUNT; t++)
         for (size_t i = 0; i < agent->registry->all[t].n; i++)
             n += (agent->registry->all[t].v[i]->backend_mask >> b) & 1u;
-    struct region **mine = malloc((n ? n : 1) * sizeof(*mine));
+    struct region **mine = sys_malloc((n ? n : 1) * sizeof(*mine));
     if (mine == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     n = 0;
@@ -586,7 +588,7 @@ ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, size_t len,
     int rc = IXL_ERR_NOT_SUPPORTED;
     if (agent->n_allocs == agent->cap_allocs) {
         size_t cap = agent->cap_allocs ? agent->cap_allocs * 2 : 8;
-        struct ixl_alloc *v = realloc(agent->allocs, cap * sizeof(*v));
+        struct ixl_alloc *v = sys_realloc(agent->allocs, cap * sizeof(*v));
         if (v == NULL) {
             pthread_rwlock_unlock(&agent->lock);
             return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");

@@ -4,6 +4,7 @@
 
 #include "core/internal.h"
 #include "util/log.h"
+#include "util/sys.h"
 
 struct pending_notif {
     char *agent;
@@ -26,7 +27,7 @@ static void sink(void *ctx, const char *agent, const void *msg, size_t len)
         return;
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 16;
-        struct pending_notif *v = realloc(d->v, cap * sizeof(*v));
+        struct pending_notif *v = sys_realloc(d->v, cap * sizeof(*v));
         if (v == NULL) {
             d->failed = 1;
             return;
@@ -36,8 +37,8 @@ static void sink(void *ctx, const char *agent, const void *msg, size_t len)
     }
     struct pending_notif *p = &d->v[d->n];
     size_t alen = strnlen(agent, IXL_NAME_MAX - 1);
-    p->agent = malloc(alen + 1);
-    p->msg = malloc(len ? len : 1);
+    p->agent = sys_malloc(alen + 1);
+    p->msg = sys_malloc(len ? len : 1);
     if (p->agent == NULL || p->msg == NULL) {
         free(p->agent);
         free(p->msg);
@@ -97,7 +98,7 @@ ixl_status ixl_notif_drain(struct ixl_agent *agent, struct ixl_notif_batch **out
     if (rc == IXL_OK && d.n > 0) {
         qsort(d.v, d.n, sizeof(d.v[0]), by_sender);
         size_t head = sizeof(*batch) + d.n * sizeof(batch->items[0]);
-        batch = malloc(head + d.bytes);
+        batch = sys_malloc(head + d.bytes);
         if (batch == NULL) {
             rc = IXL_ERR_NO_MEMORY;
         } else {

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/sys.h"
+
 static int cmp_key(const struct region *a, uint64_t dev, uint64_t addr, uint64_t len)
 {
     if (a->dev != dev)
@@ -23,7 +25,7 @@ uint64_t ixl_region_span(enum ixl_mem type, uint64_t addr, uint64_t len)
 
 struct ixl_registry *ixl_registry_create(void)
 {
-    return calloc(1, sizeof(struct ixl_registry));
+    return sys_calloc(1, sizeof(struct ixl_registry));
 }
 
 static void rindex_free(struct rindex *x)
@@ -91,11 +93,11 @@ static int rindex_append(struct rindex *x, struct region *g)
 {
     if (x->n == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 16;
-        struct region **v = realloc(x->v, cap * sizeof(*v));
+        struct region **v = sys_realloc(x->v, cap * sizeof(*v));
         if (v == NULL)
             return IXL_ERR_NO_MEMORY;
         x->v = v;
-        uint32_t *best = realloc(x->best, cap * sizeof(*best));
+        uint32_t *best = sys_realloc(x->best, cap * sizeof(*best));
         if (best == NULL)
             return IXL_ERR_NO_MEMORY;
         x->best = best;

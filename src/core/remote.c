@@ -8,6 +8,7 @@
 
 _Static_assert(IXL_MD_MAX_BACKENDS >= IXL_MAX_BACKENDS, "blobs must fit every backend");
 #include "util/log.h"
+#include "util/sys.h"
 
 /* ---- the remote table ---------------------------------------------------------------------- */
 
@@ -266,7 +267,7 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
                     ;
                 if (j < n_seen)
                     continue;
-                struct region **sn = realloc(seen, (n_seen + 1) * sizeof(*sn));
+                struct region **sn = sys_realloc(seen, (n_seen + 1) * sizeof(*sn));
                 if (sn == NULL) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                     break;
@@ -317,7 +318,7 @@ static int table_add(struct ixl_agent *agent, struct remote *r)
     struct ixl_remote_table *t = agent->remotes;
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 8;
-        struct remote **v = realloc(t->v, cap * sizeof(*v));
+        struct remote **v = sys_realloc(t->v, cap * sizeof(*v));
         if (v == NULL)
             return IXL_ERR_NO_MEMORY;
         t->v = v;
@@ -357,8 +358,8 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
                         struct ixl_backend *const *map, size_t *skipped)
 {
     size_t n = md->n_regions;
-    size_t *order = malloc((n ? n : 1) * sizeof(*order));
-    struct attach *done = malloc((n ? n : 1) * sizeof(*done));
+    size_t *order = sys_malloc((n ? n : 1) * sizeof(*order));
+    struct attach *done = sys_malloc((n ? n : 1) * sizeof(*done));
     if (order == NULL || done == NULL) {
         free(order);
         free(done);
@@ -386,7 +387,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
             g = ixl_registry_exact(r->regs, e->type, e->addr, e->len, e->dev);
             g_fresh = g == NULL;
             if (g == NULL) {
-                g = calloc(1, sizeof(*g));
+                g = sys_calloc(1, sizeof(*g));
                 if (g == NULL) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                     break;
@@ -501,7 +502,7 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
         goto unlock;
     }
     if (r == NULL || md.incarnation > r->incarnation) {
-        fresh = calloc(1, sizeof(*fresh));
+        fresh = sys_calloc(1, sizeof(*fresh));
         if (fresh == NULL || (fresh->regs = ixl_registry_create()) == NULL) {
             free(fresh);
             fresh = NULL;
@@ -521,7 +522,7 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
     }
 
     /* Connection info: each backend both sides have. */
-    map = calloc(md.n_backends ? md.n_backends : 1, sizeof(*map));
+    map = sys_calloc(md.n_backends ? md.n_backends : 1, sizeof(*map));
     size_t common = 0, skipped = 0;
     if (map == NULL) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");

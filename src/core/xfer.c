@@ -8,6 +8,7 @@
 #include "util/log.h"
 #include "util/out.h"
 #include "util/time.h"
+#include "util/sys.h"
 
 /* ---- prepared lists ------------------------------------------------------------------------ */
 
@@ -37,7 +38,7 @@ static int push_region(struct ixl_prep *p, struct region *g, size_t *cap)
             return IXL_OK;
     if (p->n_regions == *cap) {
         size_t c = *cap ? *cap * 2 : 8;
-        struct region **v = realloc(p->regions, c * sizeof(*v));
+        struct region **v = sys_realloc(p->regions, c * sizeof(*v));
         if (v == NULL)
             return IXL_ERR_NO_MEMORY;
         p->regions = v;
@@ -56,9 +57,9 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
     const struct ixl_dlist *l = p->list;
     struct prep_backend *pb = &p->per[b];
     size_t cap = l->n_runs + 4;
-    pb->seg_start = malloc((l->n_runs + 1) * sizeof(*pb->seg_start));
-    pb->seg_step = calloc(l->n_runs ? l->n_runs : 1, sizeof(*pb->seg_step));
-    pb->segs = malloc(cap * sizeof(*pb->segs));
+    pb->seg_start = sys_malloc((l->n_runs + 1) * sizeof(*pb->seg_start));
+    pb->seg_step = sys_calloc(l->n_runs ? l->n_runs : 1, sizeof(*pb->seg_step));
+    pb->segs = sys_malloc(cap * sizeof(*pb->segs));
     if (pb->seg_start == NULL || pb->seg_step == NULL || pb->segs == NULL)
         return IXL_ERR_NO_MEMORY;
     pb->n_segs = 0;
@@ -77,7 +78,7 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
             uint64_t last = ixl_region_last_covered(g, run);
             if (pb->n_segs == cap) {
                 cap *= 2;
-                struct prep_seg *s = realloc(pb->segs, cap * sizeof(*s));
+                struct prep_seg *s = sys_realloc(pb->segs, cap * sizeof(*s));
                 if (s == NULL)
                     return IXL_ERR_NO_MEMORY;
                 pb->segs = s;
@@ -136,7 +137,7 @@ static int extend_run(struct ixl_run *t, const struct ixl_run *r)
 
 static int copy_merged(const struct ixl_dlist *src, struct ixl_dlist **out)
 {
-    struct ixl_run *runs = malloc((src->n_runs ? src->n_runs : 1) * sizeof(*runs));
+    struct ixl_run *runs = sys_malloc((src->n_runs ? src->n_runs : 1) * sizeof(*runs));
     if (runs == NULL)
         return IXL_ERR_NO_MEMORY;
     size_t n = 0;
@@ -170,7 +171,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
                       struct ixl_backend *const *only, size_t n_only, struct ixl_prep **out,
                       const char *side)
 {
-    struct ixl_prep *p = calloc(1, sizeof(*p));
+    struct ixl_prep *p = sys_calloc(1, sizeof(*p));
     if (p == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     p->agent = agent;
@@ -394,7 +395,7 @@ static struct ixl_xfer_desc *desc_take(struct ixl_agent *agent, size_t n)
             agent->desc_pool[i] = NULL;
     pthread_mutex_unlock(&agent->pool_lock);
     if (blk == NULL) {
-        blk = malloc(sizeof(*blk) + 2 * n * sizeof(blk->d[0]));
+        blk = sys_malloc(sizeof(*blk) + 2 * n * sizeof(blk->d[0]));
         if (blk == NULL)
             return NULL;
         blk->cap = n;
@@ -538,7 +539,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
         return rc;
     unsigned b = be->slot;
 
-    struct ixl_xfer *x = calloc(1, sizeof(*x));
+    struct ixl_xfer *x = sys_calloc(1, sizeof(*x));
     if (x == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     pthread_mutex_init(&x->lock, NULL);
@@ -631,7 +632,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     x->lside = (struct ixl_xfer_side){lp->list->type, m, x->ldesc};
     x->rside = (struct ixl_xfer_side){rp->list->type, m, x->rdesc};
     if (notif) {
-        x->notif = malloc(params->notif_len);
+        x->notif = sys_malloc(params->notif_len);
         if (x->notif == NULL) {
             rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
             goto free_xfer;
@@ -642,7 +643,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     /* The request keeps its regions from being deregistered, and the remote's metadata
      * loaded, until it is released. */
     size_t nreg = lp->n_regions + (rp->remote ? 0 : rp->n_regions);
-    x->regions = malloc((nreg ? nreg : 1) * sizeof(*x->regions));
+    x->regions = sys_malloc((nreg ? nreg : 1) * sizeof(*x->regions));
     if (x->regions == NULL) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
         goto free_xfer;
@@ -697,7 +698,7 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     int rc = xfer_build_one(agent, op, lp, li, rp, ri, n, params, &skip, out);
     if (rc != IXL_ERR_BAD_MEM_TYPE || skip == 0)
         return rc;
-    char *first = strdup(ixl_err_get(agent->id));
+    char *first = sys_strdup(ixl_err_get(agent->id));
     for (;;) {
         uint32_t before = skip;
         ixl_err_clear(agent->id);
@@ -995,7 +996,7 @@ ixl_status ixl_xfer_set_notif(struct ixl_xfer *x, const void *msg, size_t len)
                              x->backend->plugin->info.name);
     void *copy = NULL;
     if (len > 0) {
-        copy = malloc(len);
+        copy = sys_malloc(len);
         if (copy == NULL)
             return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
         memcpy(copy, msg, len);

@@ -30,6 +30,7 @@
 #include <ixl/ixl_types.h>
 
 #include "util/log.h"
+#include "util/sys.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Pure helpers                                                                               */
@@ -295,7 +296,7 @@ int ixl_etcd_lines_feed(struct ixl_etcd_lines *l, const char *data, size_t n,
                     cap *= 2;
                 if (cap > l->max)
                     cap = l->max;
-                char *nb = realloc(l->buf, cap);
+                char *nb = sys_realloc(l->buf, cap);
                 if (nb == NULL)
                     return -1;
                 l->buf = nb;
@@ -438,7 +439,7 @@ static size_t resp_write(char *data, size_t sz, size_t nm, void *ud)
         size_t cap = r->cap ? r->cap : 4096;
         while (cap < r->len + n + 1)
             cap *= 2;
-        char *np = realloc(r->p, cap);
+        char *np = sys_realloc(r->p, cap);
         if (np == NULL)
             return 0;
         r->p = np;
@@ -597,7 +598,7 @@ static int j_i64(json_t *o, const char *k, int64_t *out)
 
 static char *b64_dup(const void *p, size_t n)
 {
-    char *s = malloc(4 * ((n + 2) / 3) + 1);
+    char *s = sys_malloc(4 * ((n + 2) / 3) + 1);
     if (s)
         ixl_etcd_b64_encode(p, n, s);
     return s;
@@ -633,7 +634,7 @@ static int kv_bytes(json_t *kv, const char *field, size_t max, unsigned char **o
 {
     json_t *v = json_object_get(kv, field);
     if (v == NULL) { /* the gateway omits empty values */
-        *out = malloc(1);
+        *out = sys_malloc(1);
         *len = 0;
         return *out ? 0 : -1;
     }
@@ -643,7 +644,7 @@ static int kv_bytes(json_t *kv, const char *field, size_t max, unsigned char **o
     size_t sl = json_string_length(v);
     if (sl / 4 * 3 > max + 2)
         return -1;
-    unsigned char *b = malloc(sl / 4 * 3 + 1);
+    unsigned char *b = sys_malloc(sl / 4 * 3 + 1);
     if (b == NULL)
         return -1;
     long n = ixl_etcd_b64_decode(s, sl, b);
@@ -850,7 +851,7 @@ static int parse_endpoints(struct ixl_etcd *c, const char *eps, char *err, size_
                     (int)n, p);
             return IXL_ERR_INVALID_ARG;
         }
-        c->ep[c->n_ep] = strndup(p, n);
+        c->ep[c->n_ep] = sys_strndup(p, n);
         if (c->ep[c->n_ep] == NULL)
             return IXL_ERR_NO_MEMORY;
         c->n_ep++;
@@ -898,7 +899,7 @@ int ixl_etcd_open(const struct ixl_etcd_opts *opts, struct ixl_etcd **out, char 
         set_err(err, errlen, "etcd: ttl_s at most 3600, chunk_max at least %d", CHUNK_MIN);
         return IXL_ERR_INVALID_ARG;
     }
-    struct ixl_etcd *c = calloc(1, sizeof(*c));
+    struct ixl_etcd *c = sys_calloc(1, sizeof(*c));
     if (c == NULL)
         return IXL_ERR_NO_MEMORY;
     pthread_mutex_init(&c->mu, NULL);
@@ -908,7 +909,7 @@ int ixl_etcd_open(const struct ixl_etcd_opts *opts, struct ixl_etcd **out, char 
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->cond, &ca);
     pthread_condattr_destroy(&ca);
-    c->ns = strdup(ns);
+    c->ns = sys_strdup(ns);
     c->ttl_s = opts->ttl_s ? opts->ttl_s : 10;
     c->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 5000;
     c->chunk = opts->chunk_max ? opts->chunk_max : 512 * 1024;
@@ -921,7 +922,7 @@ int ixl_etcd_open(const struct ixl_etcd_opts *opts, struct ixl_etcd **out, char 
     rc = lease_grant(c, &c->lease, err, errlen);
     if (rc != IXL_OK)
         goto fail;
-    if (pthread_create(&c->ka_thread, NULL, ka_main, c) != 0) {
+    if (sys_pthread_create(&c->ka_thread, NULL, ka_main, c) != 0) {
         set_err(err, errlen, "etcd: cannot start the keep-alive thread");
         rc = IXL_ERR_SYSTEM;
         goto fail_lease;
@@ -992,7 +993,7 @@ static int put_kv(struct ixl_etcd *c, const char *key, const void *val, size_t v
     char *body = NULL;
     size_t cap = (kb ? strlen(kb) : 0) + (vb ? strlen(vb) : 0) + 96;
     if (kb && vb)
-        body = malloc(cap);
+        body = sys_malloc(cap);
     int rc = IXL_ERR_NO_MEMORY;
     if (body) {
         int n = snprintf(body, cap, "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%" PRId64 "\"}",
@@ -1074,7 +1075,7 @@ static int read_head(struct ixl_etcd *c, const char *hkey, struct head_read *hr,
 static uint64_t random64(void)
 {
     uint64_t v = 0;
-    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+    if (sys_getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
         v = ixl_now_ns() ^ ((uint64_t)getpid() << 32);
     return v;
 }
@@ -1245,7 +1246,7 @@ static int fetch_once(struct ixl_etcd *c, const char *hkey, const char *dprefix,
                 hkey, IXL_ETCD_MAX_CHUNKS, IXL_ETCD_MAX_BLOB);
         return IXL_ERR_MALFORMED;
     }
-    unsigned char *out = malloc(hr.h.len ? hr.h.len : 1);
+    unsigned char *out = sys_malloc(hr.h.len ? hr.h.len : 1);
     if (out == NULL) {
         set_err(err, errlen, "etcd: out of memory for %" PRIu64 " bytes", hr.h.len);
         return IXL_ERR_NO_MEMORY;
@@ -1620,7 +1621,7 @@ int ixl_etcd_watch(struct ixl_etcd *c, ixl_etcd_gone_fn fn, void *ctx, char *err
         rc = IXL_ERR_NO_MEMORY;
     } else {
         c->w_multi = multi;
-        if (pthread_create(&c->w_thread, NULL, watch_main, c) != 0) {
+        if (sys_pthread_create(&c->w_thread, NULL, watch_main, c) != 0) {
             c->w_multi = NULL;
             rc = IXL_ERR_SYSTEM;
         } else {

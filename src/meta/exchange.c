@@ -46,6 +46,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "util/sys.h"
 
 #define MDX_MAX_CONNS 256 /* connections served at once; more are closed at accept */
 #define MDX_IO_MS 5000    /* one request: connect, send, reply (both sides) */
@@ -133,7 +134,7 @@ static int wait_fd(struct ixl_mdx *x, int fd, short events, uint64_t deadline_us
         if (ms == 0)
             return 0;
         struct pollfd p = {fd, events, 0};
-        int n = poll(&p, 1, ms < MDX_POLL_MS ? ms : MDX_POLL_MS);
+        int n = sys_poll(&p, 1, ms < MDX_POLL_MS ? ms : MDX_POLL_MS);
         if (n > 0)
             return 1;
         if (n < 0 && errno != EINTR)
@@ -147,7 +148,8 @@ static int io_full(struct ixl_mdx *x, int fd, void *buf, size_t n, bool wr, uint
 {
     uint8_t *p = buf;
     while (n > 0) {
-        ssize_t k = wr ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        ssize_t k =
+            wr ? sys_send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : sys_recv(fd, p, n, MSG_DONTWAIT);
         if (k > 0) {
             p += k;
             n -= (size_t)k;
@@ -186,7 +188,7 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
         *why = "not an ixl metadata-exchange frame (bad magic, version, type or length)";
         return -1;
     }
-    *body = malloc(len ? len : 1);
+    *body = sys_malloc(len ? len : 1);
     if (*body == NULL) {
         *why = "out of memory";
         return -1;
@@ -202,9 +204,9 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
 
 static void set_nonblock(int fd)
 {
-    int fl = fcntl(fd, F_GETFL);
+    int fl = sys_fcntl(fd, F_GETFL, 0);
     if (fl >= 0)
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 /* Connects to host:port before the deadline: the socket, or -1 with msg filled. */
@@ -215,7 +217,7 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
     snprintf(ps, sizeof(ps), "%u", (unsigned)port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, ps, &hints, &res);
+    int gai = sys_getaddrinfo(host, ps, &hints, &res);
     if (gai != 0) {
         snprintf(msg, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
         *code = IXL_ERR_UNREACHABLE;
@@ -223,23 +225,23 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
     }
     int fd = -1, err = 0;
     for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        fd = sys_socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
             err = errno;
             continue;
         }
         set_nonblock(fd);
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+        if (sys_connect(fd, a->ai_addr, a->ai_addrlen) == 0)
             break;
         err = errno;
         if (err == EINPROGRESS && wait_fd(x, fd, POLLOUT, deadline_us) == 1) {
             socklen_t sl = sizeof(err);
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 && err == 0)
+            if (sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 && err == 0)
                 break;
         } else if (err == EINPROGRESS) {
             err = ETIMEDOUT;
         }
-        close(fd);
+        sys_close(fd);
         fd = -1;
     }
     freeaddrinfo(res);
@@ -251,7 +253,7 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
         return -1;
     }
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    sys_setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
 }
 
@@ -284,7 +286,7 @@ static void thread_finish(struct mdx_thread *t, bool conn)
     struct ixl_mdx *x = t->x;
     pthread_mutex_lock(&x->lock);
     if (t->fd >= 0)
-        close(t->fd);
+        sys_close(t->fd);
     t->fd = -1;
     if (conn)
         x->n_conns--;
@@ -297,7 +299,7 @@ static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
     t->x = x;
     pthread_mutex_lock(&x->lock);
     reap_locked(x);
-    if (pthread_create(&t->th, NULL, fn, t) != 0) {
+    if (sys_pthread_create(&t->th, NULL, fn, t) != 0) {
         pthread_mutex_unlock(&x->lock);
         return IXL_ERR_SYSTEM;
     }
@@ -316,7 +318,7 @@ static void remember_peer(struct ixl_mdx *x, const char *host, uint16_t port)
     for (p = x->peers; p != NULL; p = p->next)
         if (p->port == port && strcmp(p->host, host) == 0)
             break;
-    if (p == NULL && (p = calloc(1, sizeof(*p))) != NULL) {
+    if (p == NULL && (p = sys_calloc(1, sizeof(*p))) != NULL) {
         snprintf(p->host, sizeof(p->host), "%s", host);
         p->port = port;
         p->next = x->peers;
@@ -386,7 +388,7 @@ static void serve(struct mdx_thread *t)
                      label);
             pthread_mutex_lock(&x->lock);
             for (struct mdx_label *l = x->labels; l != NULL; l = l->next)
-                if (strcmp(l->label, label) == 0 && (out = malloc(l->len)) != NULL) {
+                if (strcmp(l->label, label) == 0 && (out = sys_malloc(l->len)) != NULL) {
                     memcpy(out, l->blob, l->len);
                     out_len = l->len;
                     st = IXL_OK;
@@ -432,11 +434,11 @@ static void *listener_main(void *arg)
     struct ixl_mdx *x = arg;
     while (!atomic_load(&x->stop)) {
         struct pollfd p[2] = {{x->lfd, POLLIN, 0}, {x->wakefd, POLLIN, 0}};
-        if (poll(p, 2, 1000) <= 0 || atomic_load(&x->stop))
+        if (sys_poll(p, 2, 1000) <= 0 || atomic_load(&x->stop))
             continue;
         if (!(p[0].revents & POLLIN))
             continue;
-        int fd = accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = sys_accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             continue;
         pthread_mutex_lock(&x->lock);
@@ -444,11 +446,11 @@ static void *listener_main(void *arg)
         if (!full)
             x->n_conns++;
         pthread_mutex_unlock(&x->lock);
-        struct mdx_thread *t = full ? NULL : calloc(1, sizeof(*t));
+        struct mdx_thread *t = full ? NULL : sys_calloc(1, sizeof(*t));
         if (t == NULL) {
             IXL_LOG_WARNING("agent %s listener: %s: connection closed", x->agent->name,
                             full ? "too many connections at once" : "out of memory");
-            close(fd);
+            sys_close(fd);
             if (!full) {
                 pthread_mutex_lock(&x->lock);
                 x->n_conns--;
@@ -458,7 +460,7 @@ static void *listener_main(void *arg)
         }
         t->fd = fd;
         if (spawn(x, t, conn_main) != IXL_OK) {
-            close(fd);
+            sys_close(fd);
             free(t);
             pthread_mutex_lock(&x->lock);
             x->n_conns--;
@@ -476,19 +478,19 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
-    int gai = getaddrinfo(addr, ps, &hints, &res);
+    int gai = sys_getaddrinfo(addr, ps, &hints, &res);
     if (gai != 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "listener address %s: %s", addr,
                              gai_strerror(gai));
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = sys_socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 512) != 0) {
+        sys_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || sys_bind(fd, res->ai_addr, res->ai_addrlen) != 0 || sys_listen(fd, 512) != 0) {
         char eb[128];
         int e = errno;
         if (fd >= 0)
-            close(fd);
+            sys_close(fd);
         freeaddrinfo(res);
         return IXL_AGENT_ERR(agent, e == EADDRINUSE ? IXL_ERR_BUSY : IXL_ERR_SYSTEM,
                              "cannot listen on %s port %u: %s", addr, (unsigned)port,
@@ -497,14 +499,24 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     freeaddrinfo(res);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    if (sys_getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        char eb[128]; /* the port is unknown (and ss unset): nobody could be told it */
+        int e = errno;
+        sys_close(fd);
+        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "listener: getsockname: %s",
+                             ixl_errno_text(e, eb, sizeof(eb)));
+    }
     x->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                              : ((struct sockaddr_in *)&ss)->sin_port);
     x->lfd = fd;
-    if (pthread_create(&x->lthread, NULL, listener_main, x) != 0) {
-        close(fd);
+    int te = sys_pthread_create(&x->lthread, NULL, listener_main, x);
+    if (te != 0) {
+        char eb[128];
+        sys_close(fd);
         x->lfd = -1;
-        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "cannot start the listener thread");
+        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM,
+                             "cannot start the listener thread: pthread_create: %s",
+                             ixl_errno_text(te, eb, sizeof(eb)));
     }
     x->listening = true;
     IXL_LOG_INF("agent %s: metadata listener on %s port %u", agent->name, addr, (unsigned)x->port);
@@ -554,7 +566,7 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
         mdx_str_copy(r.text, text, sizeof(text));
         snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, text);
         if (rc == IXL_OK && blob != NULL) {
-            *blob = malloc(r.blob_len ? r.blob_len : 1);
+            *blob = sys_malloc(r.blob_len ? r.blob_len : 1);
             if (*blob == NULL) {
                 rc = IXL_ERR_NO_MEMORY;
             } else {
@@ -567,7 +579,7 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
     free(frame);
     if (t != NULL)
         thread_set_fd(t, -1);
-    close(fd);
+    sys_close(fd);
     return rc;
 }
 
@@ -650,12 +662,12 @@ static void peer_destroy(void *impl)
     struct ixl_mdx *x = impl;
     if (x->listening) {
         uint64_t one = 1;
-        ssize_t w = write(x->wakefd, &one, sizeof(one));
+        ssize_t w = sys_write(x->wakefd, &one, sizeof(one));
         (void)w;
         pthread_join(x->lthread, NULL);
     }
     if (x->lfd >= 0)
-        close(x->lfd);
+        sys_close(x->lfd);
 }
 
 static const struct ixl_mdx_ops peer_ops = {
@@ -691,7 +703,7 @@ static void store_label(struct ixl_mdx *x, const char *label, void *blob, size_t
     for (l = x->labels; l != NULL; l = l->next)
         if (strcmp(l->label, label) == 0)
             break;
-    if (l == NULL && (l = calloc(1, sizeof(*l))) != NULL) {
+    if (l == NULL && (l = sys_calloc(1, sizeof(*l))) != NULL) {
         snprintf(l->label, sizeof(l->label), "%s", label);
         l->next = x->labels;
         x->labels = l;
@@ -750,7 +762,7 @@ ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
     if (rc != IXL_OK)
         IXL_AGENT_ERR(agent, rc, "ixl_md_send to %s: %s", im->ops->name, msg);
     if (rc == IXL_OK && label != NULL) {
-        void *copy = malloc(len);
+        void *copy = sys_malloc(len);
         if (copy != NULL) {
             memcpy(copy, blob, len);
             store_label(x, label, copy, len);
@@ -801,7 +813,7 @@ static int fetch_begin(struct ixl_mdx *x, struct mdx_thread *t)
 {
     pthread_mutex_lock(&x->lock);
     struct mdx_fetch *f = fetch_find_locked(x, t->remote, NULL);
-    if (f == NULL && (f = calloc(1, sizeof(*f))) != NULL) {
+    if (f == NULL && (f = sys_calloc(1, sizeof(*f))) != NULL) {
         snprintf(f->remote, sizeof(f->remote), "%s", t->remote);
         f->next = x->fetches;
         x->fetches = f;
@@ -891,7 +903,7 @@ ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struc
     if (peer != NULL && peer->addr != NULL &&
         (strlen(peer->addr) >= sizeof(((struct mdx_thread *)0)->host) || peer->port == 0))
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_fetch: bad peer address");
-    struct mdx_thread *t = calloc(1, sizeof(*t));
+    struct mdx_thread *t = sys_calloc(1, sizeof(*t));
     if (t == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     t->fd = -1;
@@ -997,13 +1009,13 @@ ixl_status ixl_agent_listen_port(struct ixl_agent *agent, uint16_t *out)
 
 int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params)
 {
-    struct ixl_mdx *x = calloc(1, sizeof(*x));
+    struct ixl_mdx *x = sys_calloc(1, sizeof(*x));
     if (x == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     x->agent = agent;
     x->lfd = -1;
     pthread_mutex_init(&x->lock, NULL);
-    x->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    x->wakefd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     agent->mdx = x;
     if (x->wakefd < 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "eventfd failed");
@@ -1070,7 +1082,7 @@ void ixl_mdx_stop(struct ixl_agent *agent)
         free(f);
     }
     if (x->wakefd >= 0)
-        close(x->wakefd);
+        sys_close(x->wakefd);
     pthread_mutex_destroy(&x->lock);
     free(x);
     agent->mdx = NULL;

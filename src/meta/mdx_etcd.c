@@ -10,6 +10,7 @@
 #include "meta/mdx.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/sys.h"
 #include "util/time.h"
 
 #define MDX_FETCH_WAIT_MS 30000 /* how long a fetch waits for the name to appear */
@@ -96,7 +97,7 @@ static void etcd_gone(void *ctx, const char *name, const char *label, uint64_t i
 int ixl_mdx_etcd_open(struct ixl_agent *agent, const char *endpoints, const atomic_bool *stop,
                       void **out, char *msg, size_t msglen)
 {
-    struct mdx_etcd *m = calloc(1, sizeof(*m));
+    struct mdx_etcd *m = sys_calloc(1, sizeof(*m));
     if (m == NULL) {
         snprintf(msg, msglen, "out of memory");
         return IXL_ERR_NO_MEMORY;

@@ -15,6 +15,7 @@
 #include "util/out.h"
 #include "util/log.h"
 #include "util/opt.h"
+#include "util/sys.h"
 
 #define PLUGIN_PREFIX "libixl_plugin_"
 #define PLUGIN_SUFFIX ".so"
@@ -448,8 +449,8 @@ int ixl_pm_options_build(const struct ixl_plugin *p, const struct ixl_kv *user, 
         }
     }
     int rc = IXL_ERR_NO_MEMORY;
-    struct ixl_kv *kv = calloc(n ? n : 1, sizeof(*kv));
-    struct ixl_opt_value *values = calloc(n ? n : 1, sizeof(*values));
+    struct ixl_kv *kv = sys_calloc(n ? n : 1, sizeof(*kv));
+    struct ixl_opt_value *values = sys_calloc(n ? n : 1, sizeof(*values));
     if (kv == NULL || values == NULL) {
         snprintf(why, cap, "out of memory");
         goto free_options;
@@ -464,8 +465,8 @@ int ixl_pm_options_build(const struct ixl_plugin *p, const struct ixl_kv *user, 
             snprintf(why, cap, "backend %s: option %s", p->info.name, bad);
             goto free_options;
         }
-        kv[j].key = strdup(opts[j].name);
-        kv[j].value = strdup(values[j].str);
+        kv[j].key = sys_strdup(opts[j].name);
+        kv[j].value = sys_strdup(values[j].str);
         if (kv[j].key == NULL || kv[j].value == NULL) {
             rc = IXL_ERR_NO_MEMORY;
             snprintf(why, cap, "out of memory");
@@ -508,7 +509,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     size_t ncap = *cap ? *cap * 2 : 8;
     while (ncap < need)
         ncap *= 2;
-    void *p = realloc(*arr, ncap * elem);
+    void *p = sys_realloc(*arr, ncap * elem);
     if (p == NULL)
         return -1;
     *arr = p;
@@ -521,8 +522,8 @@ static void refuse(const char *path, const char *reason)
     ixl_log_write(IXL_LOG_WARN, "plugin %s refused: %s", path, reason);
     if (grow((void **)&refused, &cap_refused, n_refused + 1, sizeof(*refused)) != 0)
         return;
-    refused[n_refused].path = strdup(path);
-    refused[n_refused].reason = strdup(reason);
+    refused[n_refused].path = sys_strdup(path);
+    refused[n_refused].reason = sys_strdup(reason);
     if (refused[n_refused].path && refused[n_refused].reason)
         n_refused++;
 }
@@ -550,7 +551,7 @@ static int accept_desc(const struct ixl_plugin_desc *desc, const char *path, voi
         refuse(path, why);
         return -1;
     }
-    struct ixl_plugin *p = calloc(1, sizeof(*p));
+    struct ixl_plugin *p = sys_calloc(1, sizeof(*p));
     if (p == NULL || grow((void **)&plugins, &cap_plugins, n_plugins + 1, sizeof(*plugins))) {
         free(p);
         refuse(path, "out of memory");
@@ -568,7 +569,7 @@ static int accept_desc(const struct ixl_plugin_desc *desc, const char *path, voi
     p->info.caps = p->d.caps;
     p->info.mem_mask = p->d.mem_mask;
     p->info.builtin = builtin;
-    p->info.path = builtin ? "(built in)" : strdup(path);
+    p->info.path = builtin ? "(built in)" : sys_strdup(path);
     p->info.options = (const struct ixl_option *)p->d.options;
     p->info.n_options = p->d.n_options;
     plugins[n_plugins++] = p;
@@ -602,7 +603,7 @@ static void load_file(const char *path)
     if (already_tried(real))
         return;
     if (grow((void **)&tried, &cap_tried, n_tried + 1, sizeof(*tried)) == 0) {
-        char *copy = strdup(real);
+        char *copy = sys_strdup(real);
         if (copy)
             tried[n_tried++] = copy;
     }
@@ -679,7 +680,7 @@ static void scan_dir(const char *dir)
             continue;
         if (grow((void **)&names, &cap, n + 1, sizeof(*names)) != 0)
             break;
-        names[n] = strdup(ent->d_name);
+        names[n] = sys_strdup(ent->d_name);
         if (names[n])
             n++;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/dlist.h"
+#include "util/sys.h"
 
 /* ---- writer ---------------------------------------------------------------------------- */
 
@@ -16,7 +17,7 @@ static uint8_t *wb_room(struct ixl_wbuf *w, size_t n)
         size_t cap = w->cap ? w->cap : 256;
         while (cap < w->len + n)
             cap *= 2;
-        uint8_t *d = realloc(w->data, cap);
+        uint8_t *d = sys_realloc(w->data, cap);
         if (d == NULL) {
             w->failed = 1;
             return NULL;
@@ -244,7 +245,7 @@ int ixl_md_decode(const void *buf, size_t len, struct ixl_md_decoded *out, char 
     /* No agent holds more backends; the bound also keeps the duplicate check below cheap. */
     if (nb > IXL_MD_MAX_BACKENDS)
         return malformed(why, cap, "more backends than an agent can hold");
-    out->backends = calloc(nb ? nb : 1, sizeof(*out->backends));
+    out->backends = sys_calloc(nb ? nb : 1, sizeof(*out->backends));
     if (out->backends == NULL)
         return IXL_ERR_NO_MEMORY;
     out->n_backends = nb;
@@ -270,7 +271,7 @@ int ixl_md_decode(const void *buf, size_t len, struct ixl_md_decoded *out, char 
         ixl_md_decoded_free(out);
         return malformed(why, cap, "region count exceeds the bytes left");
     }
-    out->regions = calloc(nr ? nr : 1, sizeof(*out->regions));
+    out->regions = sys_calloc(nr ? nr : 1, sizeof(*out->regions));
     if (out->regions == NULL) {
         ixl_md_decoded_free(out);
         return IXL_ERR_NO_MEMORY;

@@ -10,6 +10,9 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+/* The id under which ixl_agent_create() records why it failed (agent ids start at 1). */
+#define IXL_ERR_NO_AGENT 0
+
 /* Records fmt as the calling thread's last error for agent id, logs it at ERROR level, and
  * returns status. */
 int ixl_err_set(uint64_t agent_id, int status, const char *fmt, ...)
