@@ -207,7 +207,7 @@ IXL_API const char *ixl_config_value(const char *name);
  * "send", "sendmsg", "recv", "recvmsg", "getaddrinfo", "poll", "epoll_create1", "epoll_ctl",
  * "epoll_wait", "pthread_create", "process_vm_readv", "process_vm_writev", "getrandom",
  * "io_uring_queue_init" (liburing's; -errno on failure). A replacement has the type of the
- * matching member of struct ixl_sys, cast to void (*)(void), and behaves as the libc function
+ * matching member of struct ixl_sys, cast to ixl_syscall_fn, and behaves as the libc function
  * does (returns -1 and sets errno, returns NULL, ...). Not covered: free(), the UCX plugin
  * (UCX allocates and calls the kernel itself), etcd's libcurl and jansson, and the plugin
  * manager's dlopen/opendir.
@@ -217,11 +217,13 @@ IXL_API const char *ixl_config_value(const char *name);
  * thread call through it too); a replacement must itself be thread-safe. Memory a replaced
  * allocator returns is released with free().
  */
+/** A hook as the table stores it: the matching member of struct ixl_sys, cast to this type. */
+typedef void (*ixl_syscall_fn)(void);
 /** Replaces the function called name; fn NULL restores the default. IXL_ERR_NOT_FOUND if no
  *  such name. */
-IXL_API ixl_status ixl_syscall_set(const char *name, void (*fn)(void));
+IXL_API ixl_status ixl_syscall_set(const char *name, ixl_syscall_fn fn);
 /** The function called name now (the default or a replacement); NULL if no such name. */
-IXL_API void (*ixl_syscall_get(const char *name))(void);
+IXL_API ixl_syscall_fn ixl_syscall_get(const char *name);
 /** Enumerates the names: NULL gives the first; the last (or an unknown name) gives NULL. */
 IXL_API const char *ixl_syscall_next(const char *name);
 

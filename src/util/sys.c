@@ -154,7 +154,7 @@ static sys_fn *slot(struct ixl_sys *t, const struct sys_entry *e)
     return (sys_fn *)(void *)((char *)t + e->offset);
 }
 
-ixl_status ixl_syscall_set(const char *name, void (*fn)(void))
+ixl_status ixl_syscall_set(const char *name, ixl_syscall_fn fn)
 {
     const struct sys_entry *e = entry_by_name(name);
     if (e == NULL)
@@ -163,7 +163,7 @@ ixl_status ixl_syscall_set(const char *name, void (*fn)(void))
     return IXL_OK;
 }
 
-void (*ixl_syscall_get(const char *name))(void)
+ixl_syscall_fn ixl_syscall_get(const char *name)
 {
     const struct sys_entry *e = entry_by_name(name);
     return e ? *slot(&ixl_sys_table, e) : NULL;

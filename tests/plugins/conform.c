@@ -405,6 +405,7 @@ static int cf_create_engine(const struct ixl_engine_init *init, struct ixl_engin
     g->host = init->host;
     pthread_mutex_init(&g->lock, NULL);
     g->tail = &g->head;
+    g->base.size = sizeof(g->base);
     g->base.caps = CF_CAPS;
     g->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
 #if defined(CONFORM_BIG)

@@ -217,7 +217,7 @@ static int h_io_uring_queue_init(unsigned e, struct io_uring *r, unsigned f)
 }
 
 /* close and munmap are not refused: their failure leaves nothing to handle. */
-#define SET(name) CHECK_RC(ixl_syscall_set(#name, (void (*)(void))h_##name), IXL_OK)
+#define SET(name) CHECK_RC(ixl_syscall_set(#name, (ixl_syscall_fn)h_##name), IXL_OK)
 
 static void install(void)
 {
@@ -249,7 +249,7 @@ static void install(void)
     SET(process_vm_writev), SET(getrandom), SET(io_uring_queue_init);
     /* set(NULL) restores the default; set it back again. */
     CHECK_RC(ixl_syscall_set("malloc", NULL), IXL_OK);
-    CHECK(ixl_syscall_get("malloc") == (void (*)(void))real.malloc);
+    CHECK(ixl_syscall_get("malloc") == (ixl_syscall_fn)real.malloc);
     SET(malloc);
 }
 
@@ -318,7 +318,7 @@ static int load_md(struct ixl_agent *into, struct ixl_agent *from)
         return rc;
     }
     char name[IXL_NAME_MAX];
-    rc = ixl_md_load(into, blob, len, name);
+    rc = ixl_md_load(into, blob, len, name, sizeof(name));
     ixl_free(blob);
     if (rc != IXL_OK) {
         failed("ixl_md_load", rc, ixl_agent_last_error(into));

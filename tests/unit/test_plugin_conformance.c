@@ -100,20 +100,21 @@ static void expect_refused(const char *plugin, const char *reason_part)
         exit(1);
     }
     CHECK_STR_HAS(r, reason_part);
-    struct ixl_plugin_info info;
-    memset(&info, 0, sizeof(info));
+    struct ixl_plugin_info info = {.size = sizeof(info)};
     CHECK_RC(ixl_plugin_find(plugin, &info), IXL_ERR_NOT_FOUND);
 }
 
 static void plugin_info(const char *name, struct ixl_plugin_info *out)
 {
     memset(out, 0, sizeof(*out));
+    out->size = sizeof(*out);
     CHECK_RC(ixl_plugin_find(name, out), IXL_OK);
 }
 
 static void xfer_info(struct ixl_xfer *x, struct ixl_xfer_info *out)
 {
     memset(out, 0, sizeof(*out));
+    out->size = sizeof(*out);
     CHECK_RC(ixl_xfer_info(x, out), IXL_OK);
 }
 
@@ -203,7 +204,7 @@ static void test_minimal(void)
     xfer_info(w, &xi);
     CHECK(strcmp(xi.backend, "CONFMIN") == 0);
     CHECK(strcmp(xi.path, "") == 0); /* req_info: path "" */
-    struct ixl_cost cost;
+    struct ixl_cost cost = {.size = sizeof(cost)};
     CHECK_RC(ixl_xfer_estimate(w, &cost), IXL_ERR_NOT_SUPPORTED);
     /* No NOTIF: notifications are refused before the plugin sees them. */
     CHECK_RC(ixl_xfer_set_notif(w, "n", 1), IXL_ERR_NOTIF_UNSUPPORTED);
@@ -265,7 +266,7 @@ static void test_big(void)
     xfer_info(w, &xi);
     CHECK(strcmp(xi.backend, "CONFBIG") == 0);
     CHECK(strcmp(xi.path, "conform-big") == 0);
-    struct ixl_cost cost;
+    struct ixl_cost cost = {.size = sizeof(cost)};
     CHECK_RC(ixl_xfer_estimate(w, &cost), IXL_OK);
     CHECK(cost.method == IXL_COST_ANALYTICAL && cost.duration_us > 0);
 
@@ -338,7 +339,7 @@ int main(void)
     atexit(remove_scratch);
     CHECK(copy_plugins(conf, "CONF") == 2);
     CHECK(copy_plugins(conf, "BROKEN_") >= 17);
-    CHECK(copy_plugins(tests, "BROKEN_") == 4); /* NOSYM, ABI, SMALL, NONOTIF */
+    CHECK(copy_plugins(tests, "BROKEN_") == 5); /* NOSYM, ABI, SMALL, NONOTIF, OPTS */
     /* A second file with CONFMIN's name sorts after the first: refused as a duplicate. */
     char from[PATH_MAX * 2], to[PATH_MAX * 2];
     snprintf(from, sizeof(from), "%s/libixl_plugin_CONFMIN.so", conf);
@@ -384,7 +385,8 @@ int main(void)
         {"BROKEN_NOGENNOTIF", "advertises notifications but lacks gen_notif"},
         {"BROKEN_NOPROGRESS", "advertises progress but lacks progress"},
         {"BROKEN_ALLOCPAIR", "alloc_mem without free_mem"},
-        {"BROKEN_OPTION", "option 0"},
+        {"BROKEN_OPTION", "option table entry 0"},
+        {"BROKEN_OPTS", "option unused: unknown type 99"},
         {"CONFMIN_COPY", "duplicate plugin name 'CONFMIN'"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)

@@ -82,9 +82,11 @@ static void reset(void)
     options[0].name = "a";
     options[0].default_value = "1";
     options[0].description = "option a";
+    options[0].type = IXL_OPT_INT;
     options[1].name = "b";
     options[1].default_value = "x";
     options[1].description = "option b";
+    options[1].type = IXL_OPT_STRING;
     memset(&desc, 0, sizeof(desc));
     desc.abi_major = IXL_PLUGIN_ABI_MAJOR;
     desc.abi_minor = IXL_PLUGIN_ABI_MINOR;
@@ -263,16 +265,16 @@ int main(void)
     desc.n_options = 0;
     ACCEPTED();
     desc.n_options = 1;
-    REFUSED("option 0");
+    REFUSED("no options array");
     reset();
     options[1].name = NULL;
-    REFUSED("option 1");
+    REFUSED("option table entry 1");
     reset();
     options[0].default_value = NULL;
-    REFUSED("option 0");
+    REFUSED("option a lacks a default");
     reset();
     options[1].description = NULL;
-    REFUSED("option 1");
+    REFUSED("option b lacks a default or a description");
 
     printf("ok (%zu required slots refused, %zu optional ones accepted)\n", n_refused, n_accepted);
     return 0;
