@@ -283,7 +283,7 @@ typedef void (*ixl_notif_sink_fn)(void *sink_ctx, const char *agent, const void 
  * ixl_plugin_refused_get) when, in this order:
  *   - the file cannot be dlopen()ed, has no IXL_PLUGIN_ENTRY_SYMBOL, or the entry returns NULL;
  *   - abi_major is not IXL_PLUGIN_ABI_MAJOR (abi_minor is informative only);
- *   - size is smaller than the descriptor of ABI 1.0 (up to and including ops);
+ *   - size is smaller than the descriptor of ABI 2.0 (up to and including ops);
  *   - name is not 1-31 characters of [A-Za-z0-9_];
  *   - create_engine or destroy_engine is NULL; ops is NULL;
  *   - ops->size is smaller than IXL_ENGINE_OPS_MIN_SIZE;
@@ -294,15 +294,20 @@ typedef void (*ixl_notif_sink_fn)(void *sink_ctx, const char *agent, const void 
  *   - a method every backend needs is NULL, or one that a capability in caps requires (see
  *     each method: "Required by X");
  *   - exactly one of alloc_mem and free_mem is present (they come as a pair);
- *   - options is NULL while n_options > 0, or an option lacks its name, default value or
- *     description;
+ *   - options is NULL while n_options > 0, or the option table is malformed: an option
+ *     lacks its name ([A-Za-z0-9_]+), default value or description, two share a name, its
+ *     type is not an enum ixl_opt_type, its range is empty (or negative for a size or
+ *     duration), a duration's unit is not us, ms or s, an enum has no choices (or an empty or
+ *     repeated one), or the default does not parse as the type or lies outside the range
+ *     (flags and the reserved slots are ignored: later minors may give them meaning);
  *   - another plugin already loaded has the same name (built-in plugins load first, then the
  *     directories in search order, the files of one directory sorted by name).
  * Fields and methods past the sizes the plugin reports read as zero/NULL; fields and methods
  * past what this core knows are ignored.
  *
  * Engines. After create_engine returns IXL_OK with an engine, the core refuses the engine
- * (destroy_engine is called, ixl_backend_create fails with IXL_ERR_PLUGIN) when its caps or
+ * (destroy_engine is called, ixl_backend_create fails with IXL_ERR_PLUGIN) when its size is
+ * below the first generation's struct ixl_engine (IXL_ENGINE_MIN_SIZE), when its caps or
  * mem_mask have a bit the descriptor's lack, or its caps have REMOTE without NOTIF. An engine
  * with REMOTE must answer get_conn_info at once, one with LOCAL gets connect(own agent name)
  * (see connect); either failing fails the backend's creation. The methods a plugin must have
