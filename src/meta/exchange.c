@@ -798,10 +798,15 @@ static void fetch_record(struct ixl_mdx *x, const struct mdx_thread *t, int rc, 
             free(f);
         } else {
             f->status = rc;
-            snprintf(f->reason, sizeof(f->reason),
-                     "fetching the metadata of '%s'%s%s from %s failed: %s", t->remote,
-                     t->label[0] ? " under label " : "", t->label,
-                     t->host[0] ? t->host : t->im->ops->name, why[0] ? why : ixl_strerror(rc));
+            /* A long name, host and peer message may not all fit: the reason is cut, and says
+             * so with "..." at its end. */
+            int n =
+                snprintf(f->reason, sizeof(f->reason),
+                         "fetching the metadata of '%s'%s%s from %s failed: %s", t->remote,
+                         t->label[0] ? " under label " : "", t->label,
+                         t->host[0] ? t->host : t->im->ops->name, why[0] ? why : ixl_strerror(rc));
+            if (n < 0 || (size_t)n >= sizeof(f->reason))
+                memcpy(f->reason + sizeof(f->reason) - 4, "...", 4);
         }
     }
     pthread_mutex_unlock(&x->lock);
