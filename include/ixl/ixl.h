@@ -275,10 +275,11 @@ IXL_API ixl_status ixl_plugin_refused_get(size_t index, const char **path, const
 
 /**
  * The option's type and what it accepts, as ixl-info prints it, into buf (cap bytes, NUL
- * included): the type name, then for INT, SIZE and DURATION the range (bounds included;
- * a bound that is the type's own is left out: "4K..", "..0") and the unit, or the unit alone
- * in parentheses when there is no range; for ENUM the choices separated by '|'. Sizes print
- * in the largest binary unit that is exact (K, M, G, T). Examples:
+ * included): the type name, then for INT, SIZE and DURATION the range (bounds included; an
+ * upper bound of INT64_MAX and an INT's lower bound of INT64_MIN are left out: "64K..",
+ * "..0") and the unit, or the unit alone in parentheses when the range is the type's own;
+ * for ENUM the choices separated by '|'. Sizes print in the largest binary unit that is
+ * exact (K, M, G, T). Examples:
  *   "bool"   "int 1..16 connections"   "int (connections)"   "int"
  *   "size 4K..1G bytes"   "size (bytes)"   "duration 10..3600000 ms"   "duration (us)"
  *   "enum auto|shm|cma|tcp"   "string"
@@ -290,7 +291,7 @@ IXL_API ixl_status ixl_option_describe(const struct ixl_option *o, char *buf, si
 /**
  * Parses text as a value of option o by the rules of every backend option (enum
  * ixl_opt_type: suffixes K/M/G/T, us/ms/s, blanks, ranges). On IXL_OK, *out holds the value
- * as create_engine would receive it, and out->str points at the normalized text: in norm
+ * as a plugin's create_engine receives it, and out->str points at the normalized text: in norm
  * (BOOL, INT, SIZE, DURATION), at the option's declared choice (ENUM; it lives as long as
  * o->choices) or at text itself (STRING; it lives as long as text). norm must hold at least
  * IXL_OPTION_NORM_MAX bytes (norm_cap) for every type, and is written only for the types
