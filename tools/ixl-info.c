@@ -47,63 +47,6 @@ static void print_mems(uint32_t mask)
     }
 }
 
-/* v as the largest exact binary unit: 65536 -> "64K", 1000 -> "1000". */
-static void fmt_size(char *buf, size_t cap, int64_t v)
-{
-    static const char letters[] = "KMGT";
-    int best = -1;
-    for (int i = 0; letters[i] && v > 0; i++)
-        if (v % ((int64_t)1 << (10 * (i + 1))) == 0)
-            best = i;
-    if (best < 0)
-        snprintf(buf, cap, "%lld", (long long)v);
-    else
-        snprintf(buf, cap, "%lld%c", (long long)(v >> (10 * (best + 1))), letters[best]);
-}
-
-/* The option's type and what it accepts: "size 4K..1G bytes", "enum auto|shm|cma|tcp". */
-static void print_type(const struct ixl_option *o)
-{
-    int ranged = !(o->min == 0 && o->max == 0);
-    char lo[32], hi[32];
-    switch (o->type) {
-    case IXL_OPT_BOOL:
-        printf("bool");
-        break;
-    case IXL_OPT_INT:
-        printf("int");
-        if (ranged)
-            printf(" %lld..%lld", (long long)o->min, (long long)o->max);
-        if (o->unit)
-            printf(" %s", o->unit);
-        break;
-    case IXL_OPT_SIZE:
-        fmt_size(lo, sizeof(lo), o->min);
-        fmt_size(hi, sizeof(hi), o->max);
-        if (o->max == INT64_MAX)
-            hi[0] = '\0'; /* "64K.." */
-        if (ranged)
-            printf("size %s..%s bytes", lo, hi);
-        else
-            printf("size (bytes)");
-        break;
-    case IXL_OPT_DURATION:
-        if (ranged)
-            printf("duration %lld..%lld %s", (long long)o->min, (long long)o->max, o->unit);
-        else
-            printf("duration (%s)", o->unit);
-        break;
-    case IXL_OPT_ENUM:
-        printf("enum ");
-        for (size_t i = 0; o->choices[i] != NULL; i++)
-            printf("%s%s", i ? "|" : "", o->choices[i]);
-        break;
-    case IXL_OPT_STRING:
-        printf("string");
-        break;
-    }
-}
-
 static void print_plugins(void)
 {
     size_t n = ixl_plugin_count();
@@ -123,9 +66,11 @@ static void print_plugins(void)
             printf("             options: none\n");
         for (size_t j = 0; j < info.n_options; j++) {
             const struct ixl_option *o = &info.options[j];
-            printf("             option %-16s ", o->name);
-            print_type(o);
-            printf(", default \"%s\"\n                    %s\n", o->default_value, o->description);
+            char type[1024];
+            if (ixl_option_describe(o, type, sizeof(type)) != IXL_OK)
+                snprintf(type, sizeof(type), "(%s)", ixl_agent_last_error(NULL));
+            printf("             option %-16s %s, default \"%s\"\n                    %s\n",
+                   o->name, type, o->default_value, o->description);
         }
     }
     size_t r = ixl_plugin_refused_count();

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "ixlbench.h"
-#include "util/opt.h"
 
 #define MD_MAGIC "IXLBENCH-MD 1"
 #define GOLDEN 0x9E3779B97F4A7C15ull
@@ -23,16 +22,16 @@ uint64_t ixb_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The rule of every ixl size (src/util/opt.c, compiled in): a decimal number, or one with K,
- * M, G, T (KiB, ...; powers of 1024). */
+/* The rule of every ixl size (ixl_option_parse, the parser of backend options): a decimal
+ * number, or one with K, M, G, T (KiB, ...; powers of 1024). */
 int ixb_parse_size(const char *s, uint64_t *out)
 {
     static const struct ixl_option size = {
-        .name = "size", .default_value = "0", .description = "", .type = IXL_OPT_SIZE};
+        .name = "size", .default_value = "0", .description = "a size", .type = IXL_OPT_SIZE};
     struct ixl_opt_value v;
-    char norm[IXL_OPT_NORM_MAX], why[256];
+    char norm[IXL_OPTION_NORM_MAX];
 
-    if (ixl_opt_parse(&size, s, &v, norm, why, sizeof(why)) != IXL_OK)
+    if (ixl_option_parse(&size, s, &v, norm, sizeof(norm)) != IXL_OK)
         return -1;
     *out = v.u;
     return 0;

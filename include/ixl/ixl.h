@@ -259,6 +259,51 @@ IXL_API ixl_status ixl_plugin_find(const char *name, struct ixl_plugin_info *out
 IXL_API size_t ixl_plugin_refused_count(void);
 IXL_API ixl_status ixl_plugin_refused_get(size_t index, const char **path, const char **reason);
 
+/*
+ * Backend options (struct ixl_option, from struct ixl_plugin_info's options, or one the
+ * caller declares): what one accepts, and the one parser the core uses for backend options
+ * and configuration variables, so that a tool reads "64K" or "2s" exactly as ixl does.
+ *
+ * Both functions first check the descriptor by the rules the plugin manager refuses plugins
+ * by (see struct ixl_option): a descriptor they refuse is IXL_ERR_INVALID_ARG. Both are
+ * thread-safe and need no agent. After an error, ixl_agent_last_error(NULL) gives the reason
+ * (to the calling thread, until its next agent-less call), and no output is written.
+ */
+
+/** Room for the normalized text of a BOOL, INT, SIZE or DURATION value (with its NUL). */
+#define IXL_OPTION_NORM_MAX 32
+
+/**
+ * The option's type and what it accepts, as ixl-info prints it, into buf (cap bytes, NUL
+ * included): the type name, then for INT, SIZE and DURATION the range (bounds included; an
+ * upper bound of INT64_MAX and an INT's lower bound of INT64_MIN are left out: "64K..",
+ * "..0") and the unit, or the unit alone in parentheses when the range is the type's own;
+ * for ENUM the choices separated by '|'. Sizes print in the largest binary unit that is
+ * exact (K, M, G, T). Examples:
+ *   "bool"   "int 1..16 connections"   "int (connections)"   "int"
+ *   "size 4K..1G bytes"   "size (bytes)"   "duration 10..3600000 ms"   "duration (us)"
+ *   "enum auto|shm|cma|tcp"   "string"
+ * Errors: IXL_ERR_INVALID_ARG: o or buf NULL, a descriptor the manager would refuse, or cap
+ * too small for the text (the reason says how many bytes it needs); buf is then untouched.
+ */
+IXL_API ixl_status ixl_option_describe(const struct ixl_option *o, char *buf, size_t cap);
+
+/**
+ * Parses text as a value of option o by the rules of every backend option (enum
+ * ixl_opt_type: suffixes K/M/G/T, us/ms/s, blanks, ranges). On IXL_OK, *out holds the value
+ * as a plugin's create_engine receives it, and out->str points at the normalized text: in norm
+ * (BOOL, INT, SIZE, DURATION), at the option's declared choice (ENUM; it lives as long as
+ * o->choices) or at text itself (STRING; it lives as long as text). norm must hold at least
+ * IXL_OPTION_NORM_MAX bytes (norm_cap) for every type, and is written only for the types
+ * that use it. Nothing is retained after the call.
+ * Errors: IXL_ERR_INVALID_ARG: a NULL argument, norm_cap below IXL_OPTION_NORM_MAX, a
+ * descriptor the manager would refuse, or text that is not a value of o; the reason reads as
+ * a backend's would ("NAME='TEXT': out of range; want a size in bytes, 4K..1G (...)").
+ * *out and norm are then untouched.
+ */
+IXL_API ixl_status ixl_option_parse(const struct ixl_option *o, const char *text,
+                                    struct ixl_opt_value *out, char *norm, size_t norm_cap);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Agent                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
@@ -337,8 +382,9 @@ IXL_API const char *ixl_agent_name(const struct ixl_agent *agent);
 /**
  * The text of the last error an ixl call on this agent reported to the calling thread ("" if
  * none). Borrowed until the calling thread's next ixl call. With agent NULL: the text of the
- * calling thread's last failed ixl_agent_create() ("" if its last call succeeded), since a
- * failed create leaves no agent to ask.
+ * calling thread's last failed agent-less call, ixl_agent_create(), ixl_option_describe() or
+ * ixl_option_parse() ("" if the last of these it made succeeded), since they leave no agent
+ * to ask.
  */
 IXL_API const char *ixl_agent_last_error(const struct ixl_agent *agent);
 

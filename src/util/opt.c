@@ -1,12 +1,15 @@
 #include "util/opt.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include <ixl/ixl.h>
+
+#include "util/err.h"
 
 const char *ixl_opt_type_name(enum ixl_opt_type t)
 {
@@ -89,18 +92,23 @@ static void fmt_size(char *buf, size_t cap, int64_t v)
         snprintf(buf, cap, "%" PRId64 "%c", v >> (10 * (best + 1)), letters[best]);
 }
 
+/* A bound as messages and ixl-info print it: a size in its largest exact binary unit, else decimal.
+ */
+static void fmt_bound(char *buf, size_t cap, const struct ixl_option *o, int64_t v)
+{
+    if (o->type == IXL_OPT_SIZE)
+        fmt_size(buf, cap, v);
+    else
+        snprintf(buf, cap, "%" PRId64, v);
+}
+
 /* The declared range as words: sep then "4K..1G", or ", at least 64K", ", at most 0"; "" when
  * it is the type's own (min == max == 0). */
 static void fmt_range(char *buf, size_t cap, const struct ixl_option *o, const char *sep)
 {
     char a[32], b[32];
-    if (o->type == IXL_OPT_SIZE) {
-        fmt_size(a, sizeof(a), o->min);
-        fmt_size(b, sizeof(b), o->max);
-    } else {
-        snprintf(a, sizeof(a), "%" PRId64, o->min);
-        snprintf(b, sizeof(b), "%" PRId64, o->max);
-    }
+    fmt_bound(a, sizeof(a), o, o->min);
+    fmt_bound(b, sizeof(b), o, o->max);
     int64_t floor = o->type == IXL_OPT_INT ? INT64_MIN : 0;
     if ((o->min == 0 && o->max == 0) || (o->min == floor && o->max == INT64_MAX))
         buf[0] = '\0';
@@ -354,5 +362,111 @@ int ixl_opt_check(const struct ixl_option *o, char *why, size_t cap)
         snprintf(why, cap, "option %s: bad default: %s", o->name, bad);
         return IXL_ERR_INVALID_ARG;
     }
+    return IXL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The public face (ixl.h): ixl_option_describe and ixl_option_parse                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Text built by measure-then-write: with buf NULL only len grows (vsnprintf's count). */
+struct text {
+    char *buf;
+    size_t cap;
+    size_t len;
+};
+
+__attribute__((format(printf, 2, 3))) static void add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = t->len < t->cap ? vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap)
+                            : vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len += (size_t)n;
+}
+
+/* "size 4K..1G bytes", "int (connections)", "enum a|b": see ixl_option_describe in ixl.h. */
+static void describe(struct text *t, const struct ixl_option *o)
+{
+    add(t, "%s", ixl_opt_type_name(o->type));
+    if (o->type == IXL_OPT_ENUM) {
+        for (size_t i = 0; o->choices[i] != NULL; i++)
+            add(t, "%c%s", i ? '|' : ' ', o->choices[i]);
+        return;
+    }
+    if (o->type != IXL_OPT_INT && o->type != IXL_OPT_SIZE && o->type != IXL_OPT_DURATION)
+        return;
+    const char *unit = o->type == IXL_OPT_SIZE ? "bytes" : o->unit;
+    int64_t floor = o->type == IXL_OPT_INT ? INT64_MIN : 0;
+    bool ranged = !(o->min == 0 && o->max == 0) && !(o->min == floor && o->max == INT64_MAX);
+    if (ranged) {
+        char lo[32] = "", hi[32] = "";
+        if (!(o->type == IXL_OPT_INT && o->min == INT64_MIN))
+            fmt_bound(lo, sizeof(lo), o, o->min);
+        if (o->max != INT64_MAX)
+            fmt_bound(hi, sizeof(hi), o, o->max);
+        add(t, " %s..%s", lo, hi);
+        if (unit != NULL)
+            add(t, " %s", unit);
+    } else if (unit != NULL) {
+        add(t, " (%s)", unit);
+    }
+}
+
+/* ixl_opt_check for a public entry: IXL_OK, or the error recorded for agent-less callers. */
+static int check_public(const char *fn, const struct ixl_option *o)
+{
+    char why[512];
+    if (ixl_opt_check(o, why, sizeof(why)) != IXL_OK)
+        return ixl_err_quiet(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG,
+                             "%s: a descriptor the plugin manager refuses: %s", fn, why);
+    return IXL_OK;
+}
+
+ixl_status ixl_option_describe(const struct ixl_option *o, char *buf, size_t cap)
+{
+    ixl_err_clear(IXL_ERR_NO_AGENT);
+    if (o == NULL || buf == NULL)
+        return ixl_err_quiet(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG,
+                             "ixl_option_describe: %s is NULL", o == NULL ? "the option" : "buf");
+    int rc = check_public("ixl_option_describe", o);
+    if (rc != IXL_OK)
+        return rc;
+    struct text t = {NULL, 0, 0};
+    describe(&t, o);
+    if (t.len >= cap)
+        return ixl_err_quiet(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG,
+                             "ixl_option_describe: option %s: the text needs %zu bytes, buf has "
+                             "%zu",
+                             o->name, t.len + 1, cap);
+    t = (struct text){buf, cap, 0};
+    describe(&t, o);
+    return IXL_OK;
+}
+
+ixl_status ixl_option_parse(const struct ixl_option *o, const char *text, struct ixl_opt_value *out,
+                            char *norm, size_t norm_cap)
+{
+    ixl_err_clear(IXL_ERR_NO_AGENT);
+    const char *null = o == NULL      ? "the option"
+                       : text == NULL ? "text"
+                       : out == NULL  ? "out"
+                       : norm == NULL ? "norm"
+                                      : NULL;
+    if (null != NULL)
+        return ixl_err_quiet(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG, "ixl_option_parse: %s is NULL",
+                             null);
+    if (norm_cap < IXL_OPTION_NORM_MAX)
+        return ixl_err_quiet(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG,
+                             "ixl_option_parse: norm_cap %zu is below IXL_OPTION_NORM_MAX (%d)",
+                             norm_cap, IXL_OPTION_NORM_MAX);
+    int rc = check_public("ixl_option_parse", o);
+    if (rc != IXL_OK)
+        return rc;
+    char why[1024];
+    if (ixl_opt_parse(o, text, out, norm, why, sizeof(why)) != IXL_OK)
+        return ixl_err_quiet(IXL_ERR_NO_AGENT, IXL_ERR_INVALID_ARG, "%s", why);
     return IXL_OK;
 }

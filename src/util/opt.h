@@ -2,17 +2,20 @@
  * Typed options: the one parser of option values. The core parses plugin options with it (at
  * plugin load, the defaults; at backend creation, the user's values) and src/util/config.c
  * the IXL_* variables that hold sizes and durations, so that "64K" and "2s" mean the same
- * everywhere. The rules are the ones enum ixl_opt_type documents in ixl_types.h.
+ * everywhere. The rules are the ones enum ixl_opt_type documents in ixl_types.h. Tools and
+ * applications reach the same code through ixl.h: ixl_option_parse() (on top of
+ * ixl_opt_check and ixl_opt_parse) and ixl_option_describe() (the text ixl-info prints).
  */
 #ifndef IXL_UTIL_OPT_H
 #define IXL_UTIL_OPT_H
 
 #include <stddef.h>
 
-#include <ixl/ixl_types.h>
+#include <ixl/ixl.h>
 
-/** Room for the normalized text of a BOOL, INT, SIZE or DURATION value (and its NUL). */
-#define IXL_OPT_NORM_MAX 32
+/** Room for the normalized text of a BOOL, INT, SIZE or DURATION value (and its NUL); ixl.h
+ *  gives callers the same number. */
+#define IXL_OPT_NORM_MAX IXL_OPTION_NORM_MAX
 
 /**
  * Checks one option descriptor (not the table's duplicate names): IXL_OK, or

@@ -60,9 +60,13 @@ def test_default_backends_come_from_configuration(agents):
     assert opts["engine"]["type"] == "enum"
     assert opts["engine"]["choices"] == ["auto", "io_uring", "threads"]
     assert opts["chunk"]["type"] == "size" and opts["chunk"]["max"] == 1 << 30
+    assert opts["chunk"]["describe"] == "size 4K..1G bytes"
+    assert opts["engine"]["describe"] == "enum auto|io_uring|threads"
     net = {o["name"]: o for o in a.get_plugin_options("NET")}
     assert net["timeout_ms"]["type"] == "duration" and net["timeout_ms"]["unit"] == "ms"
     assert net["local_paths"]["type"] == "bool" and "min" not in net["local_paths"]
+    assert net["timeout_ms"]["describe"] == "duration 10..3600000 ms"
+    assert net["local_paths"]["describe"] == "bool"
     assert "FILE" in a.get_plugin_mem_types("POSIX")
     assert a.get_backend_params("POSIX")["engine"]
     assert agents("none", backends=[]).backends == {}

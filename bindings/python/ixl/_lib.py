@@ -93,6 +93,11 @@ class Option(Structure):
                 ("max", c_int64), ("choices", POINTER(c_char_p)), ("reserved", c_void_p * 4)]
 
 
+class OptValue(Structure):
+    """struct ixl_opt_value: an option's parsed value (frozen layout)."""
+    _fields_ = [("i", c_int64), ("u", c_uint64), ("str", c_char_p), ("reserved", c_uint64 * 2)]
+
+
 class _Sized(Structure):
     """An output struct that grows "size first" (ixl.h): size is set to the struct's size as
     this binding knows it, before every call that fills it."""
@@ -210,6 +215,8 @@ _PROTOTYPES = {
     "ixl_plugin_count": (c_size_t, []),
     "ixl_plugin_get": (_st, [c_size_t, POINTER(PluginInfo)]),
     "ixl_plugin_find": (_st, [c_char_p, POINTER(PluginInfo)]),
+    "ixl_option_describe": (_st, [POINTER(Option), c_char_p, c_size_t]),
+    "ixl_option_parse": (_st, [POINTER(Option), c_char_p, POINTER(OptValue), c_char_p, c_size_t]),
     "ixl_agent_create": (_st, [c_char_p, POINTER(AgentParams), _pp]),
     "ixl_agent_destroy": (None, [_p]),
     "ixl_agent_name": (c_char_p, [_p]),
@@ -315,3 +322,20 @@ def check(status, agent=None, what=""):
         return status
     detail = text(lib.ixl_agent_last_error(agent)) if agent else ""
     raise errors.from_status(status, status_name(status), detail, what)
+
+
+def check_agentless(status, what=""):
+    """check() for the calls that need no agent (ixl_option_*): the reason is the calling
+    thread's ixl_agent_last_error(NULL)."""
+    if status >= 0:
+        return status
+    raise errors.from_status(status, status_name(status), text(lib.ixl_agent_last_error(None)),
+                             what)
+
+
+def option_describe(opt):
+    """What an Option accepts, as ixl-info prints it ("size 4K..1G bytes")."""
+    buf = ctypes.create_string_buffer(1024)
+    check_agentless(lib.ixl_option_describe(ctypes.byref(opt), buf, len(buf)),
+                    "ixl_option_describe")
+    return text(buf.value)

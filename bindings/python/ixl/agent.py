@@ -302,15 +302,18 @@ class Agent:
 
     def get_plugin_options(self, backend):
         """The plugin's options as a list of dicts: name, type ("bool", "int", "size",
-        "duration", "enum", "string"), default, description, and where they apply unit
-        (an int's, or a duration's base unit), min and max (an int's, a size's in bytes, a
-        duration's in its unit; absent when unbounded) and choices (an enum's)."""
+        "duration", "enum", "string"), default, description, describe (the type and what it
+        accepts as ixl-info prints it, from ixl_option_describe: "size 4K..1G bytes"), and
+        where they apply unit (an int's, or a duration's base unit), min and max (an int's, a
+        size's in bytes, a duration's in its unit; absent when unbounded) and choices (an
+        enum's)."""
         info = plugin_info(backend)
         out = []
         for i in range(info.n_options):
             o = info.options[i]
             d = {"name": text(o.name), "type": _lib.OPT_TYPE_NAMES.get(o.type, "unknown"),
-                 "default": text(o.default_value), "description": text(o.description)}
+                 "default": text(o.default_value), "description": text(o.description),
+                 "describe": _lib.option_describe(o)}
             if o.unit:
                 d["unit"] = text(o.unit)
             if o.type in (_lib.OPT_INT, _lib.OPT_SIZE, _lib.OPT_DURATION) and (o.min or o.max):
