@@ -54,9 +54,12 @@ has_debug_info() {
 # types only those defined in HEADERS (the public ones). The baseline is written the same way,
 # and abidiff compares the two files: given a library and --headers-dir instead, abidiff 2.2
 # filters out changes to public types when the other side is XML without locations.
+# Source paths are written relative to the tree, so the baseline does not depend on where the
+# tree was checked out.
 lib_abi() {
     abidw --drop-private-types --exported-interfaces-only --headers-dir "$2" --no-show-locs \
-        --no-comp-dir-path --no-corpus-path --no-elf-needed --out-file "$3" "$1"
+        --no-comp-dir-path --no-corpus-path --no-elf-needed --out-file "$3" "$1" &&
+        sed -i "s|path='$root/|path='|g" "$3"
 }
 
 # diff LIB HEADERS: abidiff's verdict on LIB against the baseline.
