@@ -24,12 +24,14 @@
  *
  * Exit 0 passed, 1 failed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -59,13 +61,27 @@
 
 /* ---- the hooks ------------------------------------------------------------------------------ */
 
-enum kind { K_ALLOC, K_SYS };
+/* K_REL: close and munmap, refused the way the kernel fails them: close releases the
+ * descriptor and still returns -1 (EIO), munmap leaves the mapping and returns -1. */
+enum kind { K_ALLOC, K_SYS, K_REL, K_N };
+static const char *const kind_name[K_N] = {"alloc", "sys", "close"};
 
-static _Thread_local bool armed;     /* only the test's thread counts */
-static _Thread_local long counts[2]; /* calls seen, per kind */
-static _Thread_local long target;    /* fail the target-th call of kind fail_kind (0: none) */
+static _Thread_local bool armed;       /* only the test's thread (or a fetch thread) counts */
+static _Thread_local long counts[K_N]; /* calls seen, per kind */
+static _Thread_local long target;      /* fail the target-th call of kind fail_kind (0: none) */
 static _Thread_local enum kind fail_kind;
 static _Thread_local const char *hit; /* the call refused, once it was */
+static _Thread_local bool is_bg;      /* this is a fetch thread the test armed */
+
+/* The fetch domain: the thread ixl_md_fetch starts, while the test's thread has inherit set,
+ * counts its own calls and fails the bg_target-th of kind bg_kind; the call it refused lands
+ * in bg_hit. Runs of this domain refuse nothing on the test's thread. */
+static _Thread_local bool inherit;
+static long bg_target;
+static enum kind bg_kind;
+static _Atomic(const char *) bg_hit;
+static atomic_int bad_close; /* closes of descriptors that were not open (EBADF) */
+static atomic_int bad_close_fd;
 
 static struct ixl_sys real; /* the defaults */
 
@@ -77,6 +93,8 @@ static bool refuse(enum kind k, const char *name)
     if (target == 0 || k != fail_kind || n != target)
         return false;
     hit = name;
+    if (is_bg)
+        atomic_store(&bg_hit, name);
     return true;
 }
 
@@ -196,11 +214,59 @@ static void *h_mmap(void *a, size_t n, int p, int f, int fd, off_t o)
     }
     return real.mmap(a, n, p, f, fd, o);
 }
+struct tramp {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *bg_main(void *p)
+{
+    struct tramp tr = *(struct tramp *)p;
+    free(p);
+    is_bg = true;
+    target = bg_target;
+    fail_kind = bg_kind;
+    armed = true;
+    void *r = tr.fn(tr.arg);
+    armed = false;
+    return r;
+}
+
 static int h_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
 {
     if (refuse(K_SYS, "pthread_create"))
         return EAGAIN;
+    if (armed && inherit && !is_bg) {
+        struct tramp *tr = malloc(sizeof(*tr));
+        CHECK(tr != NULL);
+        *tr = (struct tramp){fn, arg};
+        int rc = real.pthread_create(t, a, bg_main, tr);
+        if (rc != 0)
+            free(tr);
+        return rc;
+    }
     return real.pthread_create(t, a, fn, arg);
+}
+static int h_close(int fd)
+{
+    int r = real.close(fd);
+    if (r != 0 && errno == EBADF) {
+        atomic_fetch_add(&bad_close, 1);
+        atomic_store(&bad_close_fd, fd);
+    }
+    if (refuse(K_REL, "close")) {
+        errno = EIO; /* Linux: the descriptor is gone even when close reports an error */
+        return -1;
+    }
+    return r;
+}
+static int h_munmap(void *p, size_t n)
+{
+    if (refuse(K_REL, "munmap")) {
+        errno = EINVAL; /* the mapping stays */
+        return -1;
+    }
+    return real.munmap(p, n);
 }
 static int h_getaddrinfo(const char *n, const char *s, const struct addrinfo *h,
                          struct addrinfo **r)
@@ -216,7 +282,6 @@ static int h_io_uring_queue_init(unsigned e, struct io_uring *r, unsigned f)
     return real.io_uring_queue_init(e, r, f);
 }
 
-/* close and munmap are not refused: their failure leaves nothing to handle. */
 #define SET(name) CHECK_RC(ixl_syscall_set(#name, (ixl_syscall_fn)h_##name), IXL_OK)
 
 static void install(void)
@@ -238,7 +303,7 @@ static void install(void)
     GET(accept4), GET(connect), GET(setsockopt), GET(getsockopt), GET(getsockname), GET(send);
     GET(sendmsg), GET(recv), GET(recvmsg), GET(getaddrinfo), GET(poll), GET(epoll_create1);
     GET(epoll_ctl), GET(epoll_wait), GET(pthread_create), GET(process_vm_readv);
-    GET(process_vm_writev), GET(getrandom), GET(io_uring_queue_init);
+    GET(process_vm_writev), GET(getrandom), GET(io_uring_queue_init), GET(close), GET(munmap);
     SET(malloc), SET(calloc), SET(realloc), SET(strdup), SET(strndup), SET(aligned_alloc);
     SET(posix_memalign), SET(open), SET(openat), SET(read), SET(write), SET(pread), SET(pwrite);
     SET(preadv), SET(pwritev), SET(fstat), SET(ftruncate), SET(fallocate), SET(mmap);
@@ -246,7 +311,7 @@ static void install(void)
     SET(accept4), SET(connect), SET(setsockopt), SET(getsockopt), SET(getsockname), SET(send);
     SET(sendmsg), SET(recv), SET(recvmsg), SET(getaddrinfo), SET(poll), SET(epoll_create1);
     SET(epoll_ctl), SET(epoll_wait), SET(pthread_create), SET(process_vm_readv);
-    SET(process_vm_writev), SET(getrandom), SET(io_uring_queue_init);
+    SET(process_vm_writev), SET(getrandom), SET(io_uring_queue_init), SET(close), SET(munmap);
     /* set(NULL) restores the default; set it back again. */
     CHECK_RC(ixl_syscall_set("malloc", NULL), IXL_OK);
     CHECK(ixl_syscall_get("malloc") == (ixl_syscall_fn)real.malloc);
@@ -280,18 +345,19 @@ static bool is_alloc(const char *name)
  * so? Returns true (the run stops there). */
 static bool failed(const char *what, int rc, const char *text)
 {
-    if (hit == NULL) {
+    const char *h = hit ? hit : atomic_load(&bg_hit);
+    if (h == NULL) {
         bad("%s failed (%s: %s) with nothing refused", what, ixl_strerror(rc), text);
         return true;
     }
     if (rc >= 0)
-        bad("%s: status %d after %s was refused", what, rc, hit);
+        bad("%s: status %d after %s was refused", what, rc, h);
     if (text == NULL || text[0] == '\0') {
-        bad("%s failed (%s) after %s was refused, with no error text", what, ixl_strerror(rc), hit);
-    } else if (strstr(text, hit) == NULL &&
-               !(is_alloc(hit) && (strcasestr(text, "memory") || strstr(text, "alloc")))) {
+        bad("%s failed (%s) after %s was refused, with no error text", what, ixl_strerror(rc), h);
+    } else if (strstr(text, h) == NULL &&
+               !(is_alloc(h) && (strcasestr(text, "memory") || strstr(text, "alloc")))) {
         bad("%s failed (%s) after %s was refused; the text does not name it: %s", what,
-            ixl_strerror(rc), hit, text);
+            ixl_strerror(rc), h, text);
     }
     return true;
 }
@@ -327,10 +393,14 @@ static int load_md(struct ixl_agent *into, struct ixl_agent *from)
     return IXL_OK;
 }
 
-static int make_agent(const char *name, const char *plugin, const struct ixl_kv *kv, size_t n,
-                      struct ixl_agent **out)
+static int make_agent2(const char *name, const char *plugin, const struct ixl_kv *kv, size_t n,
+                       bool listen, struct ixl_agent **out)
 {
     struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    if (listen) {
+        ap.field_mask |= IXL_AGENT_F_LISTEN_PORT;
+        ap.listen_port = 0; /* any free port, on 127.0.0.1 */
+    }
     struct ixl_agent *a = NULL;
     int rc = ixl_agent_create(name, &ap, &a);
     if (rc != IXL_OK) {
@@ -344,6 +414,32 @@ static int make_agent(const char *name, const char *plugin, const struct ixl_kv 
         return rc;
     }
     *out = a;
+    return IXL_OK;
+}
+
+static int make_agent(const char *name, const char *plugin, const struct ixl_kv *kv, size_t n,
+                      struct ixl_agent **out)
+{
+    return make_agent2(name, plugin, kv, n, false, out);
+}
+
+/* Destroys the agent's only backend (ixl_backend_destroy), as a step. */
+static int destroy_backend(struct ixl_agent *a)
+{
+    struct ixl_backend *be = NULL;
+    int rc = ixl_backend_get(a, 0, &be);
+    if (rc != IXL_OK) {
+        bad("ixl_backend_get: %s", ixl_agent_last_error(a));
+        return rc;
+    }
+    rc = ixl_backend_destroy(be);
+    if (rc != IXL_OK) {
+        failed("ixl_backend_destroy", rc, ixl_agent_last_error(a));
+        return rc;
+    }
+    if (ixl_backend_count(a) != 0)
+        bad("ixl_backend_destroy succeeded but the agent still counts %zu backends",
+            ixl_backend_count(a));
     return IXL_OK;
 }
 
@@ -482,6 +578,132 @@ out:
     ixl_agent_destroy(a);
 }
 
+/* Waits for the fetch of remote at a to end (ixl_md_fetch_status); a failure must carry a
+ * reason that names the refused call, and it must never stay in progress. */
+static int wait_fetch(struct ixl_agent *a, const char *remote)
+{
+    for (int i = 0; i < WAIT_MS / 2; i++) {
+        int rc = ixl_md_fetch_status(a, remote);
+        if (rc == IXL_OK)
+            return IXL_OK;
+        if (rc != IXL_IN_PROGRESS) {
+            failed("ixl_md_fetch_status", rc, ixl_agent_last_error(a));
+            return rc;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    bad("the fetch of '%s' was still in progress after %d ms", remote, WAIT_MS);
+    return IXL_ERR_TIMEOUT;
+}
+
+/* NET between two agents that exchange metadata over their listeners, with memory from
+ * ixl_mem_alloc (memfds the other agent maps): send (labeled) and fetch, a WRITE with a
+ * notification from prepared lists, a READ, invalidation, deregistration, ixl_mem_free,
+ * ixl_backend_destroy, destruction. The fetch thread's own calls are the "fetch" domain. */
+static void seq_mdx(const struct ixl_kv *kv, size_t nkv)
+{
+    struct ixl_agent *a = NULL, *b = NULL;
+    struct ixl_xfer *x = NULL;
+    struct ixl_dlist *la = NULL, *lb = NULL;
+    struct ixl_prep *pa = NULL, *pb = NULL;
+    uint8_t *ma = NULL, *mb = NULL;
+    bool reg_a = false, reg_b = false;
+    struct ixl_reg_desc ra = {0}, rb = {0};
+    if (make_agent2("fa", "NET", kv, nkv, true, &a) != IXL_OK ||
+        make_agent2("fb", "NET", kv, nkv, true, &b) != IXL_OK)
+        goto out;
+    uint16_t port_b = 0;
+    STEP(b, ixl_agent_listen_port(b, &port_b));
+    STEP(a, ixl_mem_alloc(a, IXL_MEM_DRAM, BUF, NULL, (void **)&ma));
+    STEP(b, ixl_mem_alloc(b, IXL_MEM_DRAM, BUF, NULL, (void **)&mb));
+    memset(ma, 0x44, BUF);
+    memset(mb, 0x55, BUF);
+    ra = (struct ixl_reg_desc){(uintptr_t)ma, BUF, 0, NULL, 0};
+    rb = (struct ixl_reg_desc){(uintptr_t)mb, BUF, 0, NULL, 0};
+    STEP(a, ixl_mem_register(a, IXL_MEM_DRAM, &ra, 1, NULL));
+    reg_a = true;
+    STEP(b, ixl_mem_register(b, IXL_MEM_DRAM, &rb, 1, NULL));
+    reg_b = true;
+    /* a's metadata to b's listener (kept under a label at a), b's fetched by a */
+    struct ixl_peer to_b = {"127.0.0.1", port_b};
+    struct ixl_md_params mp = {.field_mask = IXL_MD_F_LABEL, .label = "lab"};
+    STEP(a, ixl_md_send(a, &to_b, &mp));
+    if (ixl_remote_check(b, "fa", NULL) != IXL_OK)
+        bad("ixl_md_send succeeded but b has not loaded a");
+    inherit = true;
+    int frc = ixl_md_fetch(a, "fb", &to_b, NULL);
+    inherit = false;
+    STEP(a, frc);
+    if (wait_fetch(a, "fb") != IXL_OK)
+        goto out;
+    /* WRITE ma[0..BUF/2) -> mb[0..BUF/2) from prepared lists, with a notification */
+    if (dlist1((uintptr_t)ma, BUF / 2, 0, IXL_MEM_DRAM, &la) != IXL_OK ||
+        dlist1((uintptr_t)mb, BUF / 2, 0, IXL_MEM_DRAM, &lb) != IXL_OK)
+        goto out;
+    STEP(a, ixl_prep_create(a, NULL, la, NULL, &pa));
+    STEP(a, ixl_prep_create(a, "fb", lb, NULL, &pb));
+    struct ixl_xfer_params xp = {.field_mask = IXL_XFER_F_NOTIF, .notif = "m1", .notif_len = 2};
+    int64_t i0 = 0;
+    STEP(a, ixl_xfer_create_prepped(a, IXL_OP_WRITE, pa, &i0, pb, &i0, 1, &xp, &x));
+    if (xfer_run(a, x) != IXL_OK)
+        goto out;
+    STEP(a, ixl_xfer_release(x));
+    x = NULL;
+    if (wait_notif(b, "fa", "m1") != IXL_OK)
+        goto out;
+    /* READ mb[BUF/2..BUF) -> ma[BUF/2..BUF) */
+    ixl_dlist_destroy(la);
+    ixl_dlist_destroy(lb);
+    la = lb = NULL;
+    if (dlist1((uintptr_t)ma + BUF / 2, BUF / 2, 0, IXL_MEM_DRAM, &la) != IXL_OK ||
+        dlist1((uintptr_t)mb + BUF / 2, BUF / 2, 0, IXL_MEM_DRAM, &lb) != IXL_OK)
+        goto out;
+    STEP(a, ixl_xfer_create(a, IXL_OP_READ, la, lb, "fb", NULL, &x));
+    if (xfer_run(a, x) != IXL_OK)
+        goto out;
+    STEP(a, ixl_xfer_release(x));
+    x = NULL;
+    for (size_t i = 0; i < BUF / 2; i++)
+        if (mb[i] != 0x44 || ma[BUF / 2 + i] != 0x55) {
+            bad("every call succeeded but the data is wrong at %zu", i);
+            break;
+        }
+    ixl_prep_destroy(pa);
+    ixl_prep_destroy(pb);
+    pa = pb = NULL;
+    /* b drops a (a sent it and a fetched from b: b is a's peer) */
+    STEP(a, ixl_md_invalidate_local(a, NULL));
+    if (ixl_remote_check(b, "fa", NULL) != IXL_ERR_NOT_FOUND)
+        bad("ixl_md_invalidate_local succeeded but b still has a loaded");
+    STEP(a, ixl_mem_deregister(a, IXL_MEM_DRAM, &ra, 1, NULL));
+    reg_a = false;
+    STEP(a, ixl_mem_free(a, ma));
+    ma = NULL;
+    if (destroy_backend(a) != IXL_OK)
+        goto out;
+    STEP(b, ixl_mem_deregister(b, IXL_MEM_DRAM, &rb, 1, NULL));
+    reg_b = false;
+out:
+    if (x != NULL && ixl_xfer_release(x) != IXL_OK)
+        bad("ixl_xfer_release failed after the failure: %s", ixl_agent_last_error(a));
+    ixl_prep_destroy(pa);
+    ixl_prep_destroy(pb);
+    ixl_dlist_destroy(la);
+    ixl_dlist_destroy(lb);
+    /* what is left: deregistered and freed here when the calls succeed, else by the destroy */
+    if (reg_a)
+        reg_a = ixl_mem_deregister(a, IXL_MEM_DRAM, &ra, 1, NULL) != IXL_OK;
+    if (!reg_a && ma != NULL && ixl_mem_free(a, ma) != IXL_OK) {
+    }
+    if (reg_b)
+        reg_b = ixl_mem_deregister(b, IXL_MEM_DRAM, &rb, 1, NULL) != IXL_OK;
+    if (!reg_b && mb != NULL && ixl_mem_free(b, mb) != IXL_OK) {
+    }
+    ixl_agent_destroy(b);
+    ixl_agent_destroy(a);
+}
+
 /* POSIX: a FILE in path mode and one in fd mode, DRAM <-> file within one agent. */
 static void seq_posix(const struct ixl_kv *kv, size_t nkv)
 {
@@ -540,6 +762,8 @@ static void seq_posix(const struct ixl_kv *kv, size_t nkv)
              a, IXL_MEM_FILE,
              (struct ixl_reg_desc[]){{0, 0, devs[0], NULL, 0}, {0, 0, devs[1], NULL, 0}}, 2, NULL));
     STEP(a, ixl_mem_deregister(a, IXL_MEM_DRAM, rd, 2, NULL));
+    if (destroy_backend(a) != IXL_OK)
+        goto out;
 out:
     if (x != NULL && ixl_xfer_release(x) != IXL_OK)
         bad("ixl_xfer_release failed after the failure: %s", ixl_agent_last_error(a));
@@ -555,6 +779,7 @@ struct seq {
     const char *name;
     void (*run)(const void *arg);
     const void *arg;
+    bool fetch; /* it calls ixl_md_fetch: sweep the fetch thread's calls too */
 };
 
 /* A generous timeout: a loaded machine (ctest -j) must not make a HELLO look unanswered. */
@@ -572,6 +797,11 @@ static void run_tcp(const void *arg)
     (void)arg;
     seq_net(tcp_kv, 3, false);
 }
+static void run_mdx(const void *arg)
+{
+    (void)arg;
+    seq_mdx(net_kv, 1);
+}
 static void run_posix(const void *arg)
 {
     (void)arg;
@@ -584,28 +814,58 @@ static void run_pool(const void *arg)
 }
 
 static const struct seq seqs[] = {
-    {"net", run_net, NULL},     {"tcp", run_tcp, NULL},   {"local", run_net, "loopback"},
-    {"posix", run_posix, NULL}, {"pool", run_pool, NULL},
+    {"net", run_net, NULL, false},         {"tcp", run_tcp, NULL, false},
+    {"local", run_net, "loopback", false}, {"mdx", run_mdx, NULL, true},
+    {"posix", run_posix, NULL, false},     {"pool", run_pool, NULL, false},
 };
 
 static bool leakcheck;
-static long points; /* injection points exercised (runs in which a call was refused) */
+static long points;      /* injection points exercised (runs in which a call was refused) */
+static int fds_baseline; /* descriptors open before the sweep */
 
-static void one(const struct seq *s, enum kind k, long n)
+static int count_fds(void)
 {
-    counts[0] = counts[1] = 0;
-    target = n;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* One run: the n-th call of kind k refused on the test's thread (bg false) or on the fetch
+ * thread (bg true); n 0: none. Returns the refused call, or NULL if none was reached. */
+static const char *one(const struct seq *s, enum kind k, long n, bool bg)
+{
+    memset(counts, 0, sizeof(counts));
+    target = bg ? 0 : n;
     fail_kind = k;
+    bg_target = bg ? n : 0;
+    bg_kind = k;
     hit = NULL;
-    snprintf(run_label, sizeof(run_label), "%s %s #%ld", s->name, k == K_ALLOC ? "alloc" : "sys",
-             n);
+    atomic_store(&bg_hit, NULL);
+    atomic_store(&bad_close, 0);
+    snprintf(run_label, sizeof(run_label), "%s %s%s #%ld", s->name, bg ? "fetch-thread " : "",
+             kind_name[k], n);
     armed = true;
     s->run(s->arg);
     armed = false;
+    const char *h = bg ? atomic_load(&bg_hit) : hit;
+    if (atomic_load(&bad_close) != 0)
+        bad("%d close() of a descriptor that was not open (the last: %d; refused %s)",
+            atomic_load(&bad_close), atomic_load(&bad_close_fd), h ? h : "nothing");
+    int fds = count_fds();
+    if (fds != fds_baseline) {
+        bad("%d descriptors open after the run, %d before (refused %s)", fds, fds_baseline,
+            h ? h : "nothing");
+        fds_baseline = fds; /* report each leak once */
+    }
 #ifdef HAVE_LSAN
     if (leakcheck && __lsan_do_recoverable_leak_check() != 0)
-        bad("leak (refused %s)", hit ? hit : "nothing");
+        bad("leak (refused %s)", h ? h : "nothing");
 #endif
+    return h;
 }
 
 static void sweep(const struct seq *s)
@@ -613,28 +873,39 @@ static void sweep(const struct seq *s)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int bad_before = n_bad;
-    one(s, K_ALLOC, 0); /* clean run: the counts */
-    long clean[2] = {counts[0], counts[1]};
+    one(s, K_ALLOC, 0, false); /* clean run: the counts */
+    long clean[K_N];
+    memcpy(clean, counts, sizeof(clean));
     if (n_bad != bad_before) {
         fprintf(stderr, "test_faults: %s fails without faults\n", s->name);
         return;
     }
-    long done[2] = {0, 0};
-    for (int k = K_ALLOC; k <= K_SYS; k++) {
-        /* A margin over the clean count: a refused call may make the calls after it differ. */
-        long cap = clean[k] + clean[k] / 4 + 8;
-        for (long n = 1; n <= cap; n++) {
-            one(s, (enum kind)k, n);
-            if (hit == NULL)
-                break; /* completed without reaching n */
-            done[k]++;
+    long done[2][K_N] = {{0}};
+    for (int bg = 0; bg <= (int)s->fetch; bg++)
+        for (int k = 0; k < K_N; k++) {
+            /* A margin over the clean count: a refused call may make the calls after it differ
+             * (the fetch thread's own count is not known beforehand: until one completes). */
+            long cap = bg ? 100000 : clean[k] + clean[k] / 4 + 8;
+            for (long n = 1; n <= cap; n++) {
+                if (one(s, (enum kind)k, n, bg) == NULL)
+                    break; /* completed without reaching n */
+                done[bg][k]++;
+            }
         }
-    }
-    points += done[0] + done[1];
+    long total = 0;
+    for (int bg = 0; bg < 2; bg++)
+        for (int k = 0; k < K_N; k++)
+            total += done[bg][k];
+    points += total;
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("%-6s clean run: %ld allocations, %ld system calls; refused %ld + %ld; %.1f s\n",
-           s->name, clean[0], clean[1], done[0], done[1],
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    printf("%-6s clean run: %ld allocations, %ld system calls, %ld close/munmap; refused %ld + %ld "
+           "+ %ld",
+           s->name, clean[K_ALLOC], clean[K_SYS], clean[K_REL], done[0][K_ALLOC], done[0][K_SYS],
+           done[0][K_REL]);
+    if (s->fetch)
+        printf(", on the fetch thread %ld + %ld + %ld", done[1][K_ALLOC], done[1][K_SYS],
+               done[1][K_REL]);
+    printf("; %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     fflush(stdout);
 }
 
@@ -664,6 +935,7 @@ int main(int argc, char **argv)
         seqs[i].run(seqs[i].arg);
     CHECK(n_bad == 0);
     install();
+    fds_baseline = count_fds();
     for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
         bool want = argc < 2;
         for (int a = 1; a < argc; a++)
