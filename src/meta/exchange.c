@@ -189,7 +189,13 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
         return -1;
     }
     *body = sys_malloc(len ? len : 1);
-    if (*body == NULL) {
+    if (*body == NULL) { /* read the body anyway, so the peer can be answered */
+        uint8_t sink[4096];
+        for (uint32_t k; len > 0; len -= k) {
+            k = len < sizeof(sink) ? len : (uint32_t)sizeof(sink);
+            if (io_full(x, fd, sink, k, false, deadline_us, why) != 0)
+                return -1;
+        }
         *why = "out of memory";
         return -1;
     }
@@ -356,9 +362,16 @@ static void send_reply(struct ixl_mdx *x, int fd, int status, const char *text, 
     size_t len;
     uint8_t *f = mdx_encode(&r, &len);
     const char *why;
-    if (f != NULL)
+    if (f != NULL) {
         io_full(x, fd, f, len, true, deadline_us, &why);
-    free(f);
+        free(f);
+    } else { /* out of memory (the only failure of a reply that fits): say so, allocating nothing */
+        uint8_t small[128];
+        len = mdx_encode_reply_into(IXL_ERR_NO_MEMORY, "the peer ran out of memory answering",
+                                    small, sizeof(small));
+        if (len > 0)
+            io_full(x, fd, small, len, true, deadline_us, &why);
+    }
 }
 
 /* Serves one request on t->fd. */
@@ -372,9 +385,13 @@ static void serve(struct mdx_thread *t)
     const char *why = NULL;
     if (read_frame(x, t->fd, deadline, &body, &m, &why) != 0) {
         IXL_LOG_WARNING("agent %s listener: dropped a request: %s", agent->name, why);
-        /* a garbage frame gets an answer saying so; a stalled or closed one does not */
+        /* a garbage frame gets an answer saying so, one it had no memory for too; a stalled or
+         * closed one does not */
         if (strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0)
             send_reply(x, t->fd, IXL_ERR_MALFORMED, why, NULL, 0, deadline);
+        else if (strcmp(why, "out of memory") == 0)
+            send_reply(x, t->fd, IXL_ERR_NO_MEMORY,
+                       "the peer ran out of memory reading the request", NULL, 0, deadline);
         free(body);
         return;
     }
@@ -581,7 +598,10 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
     int rc;
     if (io_full(x, fd, frame, flen, true, deadline, &why) != 0 ||
         read_frame(x, fd, deadline, &body, &r, &why) != 0) {
-        snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, why);
+        snprintf(msg, cap, "%s:%u: %s%s", host, (unsigned)port, why,
+                 strncmp(why, "the connection closed", 21) == 0
+                     ? " (the peer closed it without answering: its log says why)"
+                     : "");
         rc = strcmp(why, "timed out") == 0       ? IXL_ERR_TIMEOUT
              : strcmp(why, "out of memory") == 0 ? IXL_ERR_NO_MEMORY
              : strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0
