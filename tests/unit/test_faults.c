@@ -9,18 +9,32 @@
  *          lists, notifications both ways, deregistration, destruction
  *   tcp    the same with path=tcp, conns=1
  *   local  one agent, NET loopback WRITE with a notification to itself
+ *   mdx    two NET agents with metadata listeners and memory from ixl_mem_alloc (memfds):
+ *          ixl_md_send (labeled) to the peer's listener, ixl_md_fetch from it (followed with
+ *          ixl_md_fetch_status), a WRITE with a notification via ixl_xfer_create_prepped, a
+ *          READ, ixl_md_invalidate_local, deregister, ixl_mem_free, ixl_backend_destroy
  *   posix  one agent with POSIX (engine auto: io_uring where allowed), a file in path mode and
- *          one in fd mode: query, WRITE DRAM -> file, READ back, deregister, destroy
+ *          one in fd mode: query, WRITE DRAM -> file, READ back, deregister,
+ *          ixl_backend_destroy, destroy
  *   pool   the same with engine=threads
+ *
+ * Kinds: allocations; system calls; close and munmap (refused as the kernel fails them: close
+ * releases the descriptor and returns -1, munmap keeps the mapping and returns -1).
+ * Domains (mdx only, besides the test's thread): the fetch thread ixl_md_fetch starts, and
+ * the listener's threads that serve the peer's ixl_md_send and ixl_md_invalidate_local; each
+ * counts its own calls, and a failure there must reach the caller (ixl_md_fetch_status's
+ * reason, or the reply's text) without hanging.
  *
  * Every run must: not crash; when an API call fails, fail with a status and a last-error text
  * that names the refused call (for allocations: the allocator or "memory"); when every call
  * succeeds, leave correct data and deliver every notification; destroy cleanly (the sanitizer
  * build's LeakSanitizer checks leaks at exit; IXL_FAULTS_LEAKCHECK=1 checks after every run to
- * name the N that leaked). Only the test's own thread counts and fails calls, so the sweep is
- * deterministic; the background threads of NET and POSIX call through unhindered.
+ * name the N that leaked), leave as many descriptors open as before, and close nothing twice
+ * (a close that finds its descriptor not open is a finding in every run). Only the test's own
+ * thread (or the one domain's threads) counts and fails calls, so the sweep is deterministic up
+ * to the polling loops; the other background threads of NET and POSIX call through unhindered.
  *
- *   test_faults [net|tcp|local|posix|pool ...]   default: all
+ *   test_faults [net|tcp|local|mdx|posix|pool ...]   default: all
  *
  * Exit 0 passed, 1 failed.
  */
