@@ -21,7 +21,8 @@
  * Kinds: allocations; system calls; close and munmap (refused as the kernel fails them: close
  * releases the descriptor and returns -1, munmap keeps the mapping and returns -1).
  * Domains (mdx only, besides the test's thread): the fetch thread ixl_md_fetch starts, and
- * the listener's threads that serve the peer's ixl_md_send and ixl_md_invalidate_local; each
+ * the listener's threads that serve the peer's ixl_md_send, ixl_md_fetch and
+ * ixl_md_invalidate_local; each
  * counts its own calls, and a failure there must reach the caller (ixl_md_fetch_status's
  * reason, or the reply's text) without hanging.
  *
@@ -662,10 +663,15 @@ static void seq_mdx(const struct ixl_kv *kv, size_t nkv)
     if (ixl_remote_check(b, "fa", NULL) != IXL_OK)
         bad("ixl_md_send succeeded but b has not loaded a");
     inherit = true;
+    atomic_store(&serve_window, true);
     int frc = ixl_md_fetch(a, "fb", &to_b, NULL);
     inherit = false;
+    if (frc != IXL_OK)
+        atomic_store(&serve_window, false);
     STEP(a, frc);
-    if (wait_fetch(a, "fb") != IXL_OK)
+    frc = wait_fetch(a, "fb");
+    atomic_store(&serve_window, false);
+    if (frc != IXL_OK)
         goto out;
     /* WRITE ma[0..BUF/2) -> mb[0..BUF/2) from prepared lists, with a notification */
     if (dlist1((uintptr_t)ma, BUF / 2, 0, IXL_MEM_DRAM, &la) != IXL_OK ||
