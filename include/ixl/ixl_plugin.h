@@ -124,8 +124,10 @@ struct ixl_host {
  * and fcntl take their optional third argument always (pass 0 when unused).
  *
  * Memory from malloc/calloc/realloc/strdup/strndup/aligned_alloc/posix_memalign is released
- * with free(); free() itself, munmap's failure-free uses and close() on exit paths are not
- * worth refusing, but close and munmap are in the table for completeness.
+ * with free(), which is not in the table. close and munmap are: a replacement refuses them as
+ * the kernel does (close releases the descriptor even when it returns -1, munmap that fails
+ * leaves the mapping), so a caller treats their failure as done and never retries a close
+ * (the descriptor number may already belong to another thread's open).
  *
  * The table begins with its size and only grows at the end: a plugin reads a member only when
  * size covers it. Dynamic plugins and the built-in NET and POSIX plugins use it; the UCX plugin

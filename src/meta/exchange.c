@@ -160,14 +160,14 @@ static int io_full(struct ixl_mdx *x, int fd, void *buf, size_t n, bool wr, uint
             return -1;
         }
         if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            *why = wr ? "send failed" : "receive failed";
+            *why = wr ? "send() failed" : "recv() failed";
             return -1;
         }
         int w = wait_fd(x, fd, wr ? POLLOUT : POLLIN, deadline_us);
         if (w <= 0) {
             *why = atomic_load(&x->stop) ? "the agent is being destroyed"
                    : w == 0              ? "timed out"
-                                         : "poll failed";
+                                         : "poll() failed";
             return -1;
         }
     }
@@ -189,7 +189,13 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
         return -1;
     }
     *body = sys_malloc(len ? len : 1);
-    if (*body == NULL) {
+    if (*body == NULL) { /* read the body anyway, so the peer can be answered */
+        uint8_t sink[4096];
+        for (uint32_t k; len > 0; len -= k) {
+            k = len < sizeof(sink) ? len : (uint32_t)sizeof(sink);
+            if (io_full(x, fd, sink, k, false, deadline_us, why) != 0)
+                return -1;
+        }
         *why = "out of memory";
         return -1;
     }
@@ -219,25 +225,36 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
     struct addrinfo *res = NULL;
     int gai = sys_getaddrinfo(host, ps, &hints, &res);
     if (gai != 0) {
-        snprintf(msg, cap, "cannot resolve %s: %s", host, gai_strerror(gai));
+        snprintf(msg, cap, "cannot resolve %s: getaddrinfo: %s", host, gai_strerror(gai));
         *code = IXL_ERR_UNREACHABLE;
         return -1;
     }
     int fd = -1, err = 0;
+    const char *call = "connect"; /* the call that failed, for the message */
     for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
         fd = sys_socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
             err = errno;
+            call = "socket";
             continue;
         }
         set_nonblock(fd);
+        call = "connect";
         if (sys_connect(fd, a->ai_addr, a->ai_addrlen) == 0)
             break;
         err = errno;
-        if (err == EINPROGRESS && wait_fd(x, fd, POLLOUT, deadline_us) == 1) {
+        int w = err == EINPROGRESS ? wait_fd(x, fd, POLLOUT, deadline_us) : 0;
+        if (w == 1) {
             socklen_t sl = sizeof(err);
-            if (sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) == 0 && err == 0)
+            if (sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl) != 0) {
+                err = errno;
+                call = "getsockopt(SO_ERROR)";
+            } else if (err == 0) {
                 break;
+            }
+        } else if (w < 0) {
+            err = errno;
+            call = "poll";
         } else if (err == EINPROGRESS) {
             err = ETIMEDOUT;
         }
@@ -247,7 +264,7 @@ static int dial(struct ixl_mdx *x, const char *host, uint16_t port, uint64_t dea
     freeaddrinfo(res);
     if (fd < 0) {
         char eb[128];
-        snprintf(msg, cap, "cannot connect to %s:%u: %s", host, (unsigned)port,
+        snprintf(msg, cap, "cannot connect to %s:%u: %s: %s", host, (unsigned)port, call,
                  ixl_errno_text(err ? err : ECONNREFUSED, eb, sizeof(eb)));
         *code = err == ECONNREFUSED ? IXL_ERR_CONN_REFUSED : IXL_ERR_UNREACHABLE;
         return -1;
@@ -299,8 +316,10 @@ static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
     t->x = x;
     pthread_mutex_lock(&x->lock);
     reap_locked(x);
-    if (sys_pthread_create(&t->th, NULL, fn, t) != 0) {
+    int te = sys_pthread_create(&t->th, NULL, fn, t);
+    if (te != 0) {
         pthread_mutex_unlock(&x->lock);
+        errno = te;
         return IXL_ERR_SYSTEM;
     }
     t->next = x->threads;
@@ -311,20 +330,25 @@ static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
 
 /* ---- the listener (server side) ---------------------------------------------------------- */
 
-static void remember_peer(struct ixl_mdx *x, const char *host, uint16_t port)
+/* Adds host:port to the peers invalidate_local tells, with the entry p allocated by the caller
+ * before the request (so that running out of memory fails the request instead of silently
+ * leaving a peer that is never told); p is freed if the peer is known already. */
+static void remember_peer(struct ixl_mdx *x, struct mdx_peer *p, const char *host, uint16_t port)
 {
     pthread_mutex_lock(&x->lock);
-    struct mdx_peer *p;
-    for (p = x->peers; p != NULL; p = p->next)
-        if (p->port == port && strcmp(p->host, host) == 0)
+    struct mdx_peer *q;
+    for (q = x->peers; q != NULL; q = q->next)
+        if (q->port == port && strcmp(q->host, host) == 0)
             break;
-    if (p == NULL && (p = sys_calloc(1, sizeof(*p))) != NULL) {
+    if (q == NULL) {
         snprintf(p->host, sizeof(p->host), "%s", host);
         p->port = port;
         p->next = x->peers;
         x->peers = p;
     }
     pthread_mutex_unlock(&x->lock);
+    if (q != NULL)
+        free(p);
 }
 
 static void send_reply(struct ixl_mdx *x, int fd, int status, const char *text, const void *blob,
@@ -338,9 +362,16 @@ static void send_reply(struct ixl_mdx *x, int fd, int status, const char *text, 
     size_t len;
     uint8_t *f = mdx_encode(&r, &len);
     const char *why;
-    if (f != NULL)
+    if (f != NULL) {
         io_full(x, fd, f, len, true, deadline_us, &why);
-    free(f);
+        free(f);
+    } else { /* out of memory (the only failure of a reply that fits): say so, allocating nothing */
+        uint8_t small[128];
+        len = mdx_encode_reply_into(IXL_ERR_NO_MEMORY, "the peer ran out of memory answering",
+                                    small, sizeof(small));
+        if (len > 0)
+            io_full(x, fd, small, len, true, deadline_us, &why);
+    }
 }
 
 /* Serves one request on t->fd. */
@@ -354,9 +385,13 @@ static void serve(struct mdx_thread *t)
     const char *why = NULL;
     if (read_frame(x, t->fd, deadline, &body, &m, &why) != 0) {
         IXL_LOG_WARNING("agent %s listener: dropped a request: %s", agent->name, why);
-        /* a garbage frame gets an answer saying so; a stalled or closed one does not */
+        /* a garbage frame gets an answer saying so, one it had no memory for too; a stalled or
+         * closed one does not */
         if (strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0)
             send_reply(x, t->fd, IXL_ERR_MALFORMED, why, NULL, 0, deadline);
+        else if (strcmp(why, "out of memory") == 0)
+            send_reply(x, t->fd, IXL_ERR_NO_MEMORY,
+                       "the peer ran out of memory reading the request", NULL, 0, deadline);
         free(body);
         return;
     }
@@ -400,10 +435,20 @@ static void serve(struct mdx_thread *t)
             struct sockaddr_storage ss;
             socklen_t sl = sizeof(ss);
             char host[INET6_ADDRSTRLEN] = "";
-            if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 &&
-                getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0,
-                            NI_NUMERICHOST) == 0)
-                remember_peer(x, host, m.port);
+            struct mdx_peer *p = sys_calloc(1, sizeof(*p));
+            if (p == NULL) { /* the fetcher could not be told of invalidation: refuse */
+                ixl_free(out);
+                out = NULL;
+                out_len = 0;
+                st = IXL_ERR_NO_MEMORY;
+                snprintf(text, sizeof(text), "out of memory (remembering the fetcher)");
+            } else if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 &&
+                       getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0,
+                                   NI_NUMERICHOST) == 0) {
+                remember_peer(x, p, host, m.port);
+            } else {
+                free(p);
+            }
         }
         break;
     case MDX_INVAL:
@@ -480,20 +525,22 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     struct addrinfo *res = NULL;
     int gai = sys_getaddrinfo(addr, ps, &hints, &res);
     if (gai != 0)
-        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "listener address %s: %s", addr,
-                             gai_strerror(gai));
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "listener address %s: getaddrinfo: %s",
+                             addr, gai_strerror(gai));
+    const char *call = "socket";
     int fd = sys_socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (fd >= 0)
         sys_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || sys_bind(fd, res->ai_addr, res->ai_addrlen) != 0 || sys_listen(fd, 512) != 0) {
+    if (fd < 0 || (call = "bind", sys_bind(fd, res->ai_addr, res->ai_addrlen)) != 0 ||
+        (call = "listen", sys_listen(fd, 512)) != 0) {
         char eb[128];
         int e = errno;
         if (fd >= 0)
             sys_close(fd);
         freeaddrinfo(res);
         return IXL_AGENT_ERR(agent, e == EADDRINUSE ? IXL_ERR_BUSY : IXL_ERR_SYSTEM,
-                             "cannot listen on %s port %u: %s", addr, (unsigned)port,
+                             "cannot listen on %s port %u: %s: %s", addr, (unsigned)port, call,
                              ixl_errno_text(e, eb, sizeof(eb)));
     }
     freeaddrinfo(res);
@@ -551,8 +598,12 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
     int rc;
     if (io_full(x, fd, frame, flen, true, deadline, &why) != 0 ||
         read_frame(x, fd, deadline, &body, &r, &why) != 0) {
-        snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, why);
-        rc = strcmp(why, "timed out") == 0 ? IXL_ERR_TIMEOUT
+        snprintf(msg, cap, "%s:%u: %s%s", host, (unsigned)port, why,
+                 strncmp(why, "the connection closed", 21) == 0
+                     ? " (the peer closed it without answering: its log says why)"
+                     : "");
+        rc = strcmp(why, "timed out") == 0       ? IXL_ERR_TIMEOUT
+             : strcmp(why, "out of memory") == 0 ? IXL_ERR_NO_MEMORY
              : strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0
                  ? IXL_ERR_PROTOCOL
                  : IXL_ERR_REMOTE_DISCONNECT;
@@ -568,6 +619,8 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
         if (rc == IXL_OK && blob != NULL) {
             *blob = sys_malloc(r.blob_len ? r.blob_len : 1);
             if (*blob == NULL) {
+                snprintf(msg, cap, "%s:%u: out of memory for the %zu-byte reply", host,
+                         (unsigned)port, r.blob_len);
                 rc = IXL_ERR_NO_MEMORY;
             } else {
                 memcpy(*blob, r.blob, r.blob_len);
@@ -595,9 +648,16 @@ static int peer_publish(void *impl, const struct ixl_peer *peer, const char *lab
                         .label = {label ? label : "", label ? strlen(label) : 0},
                         .blob = blob,
                         .blob_len = len};
+    struct mdx_peer *p = sys_calloc(1, sizeof(*p));
+    if (p == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return IXL_ERR_NO_MEMORY;
+    }
     int rc = request(x, NULL, peer->addr, peer->port, &m, NULL, NULL, msg, msglen);
     if (rc == IXL_OK)
-        remember_peer(x, peer->addr, peer->port);
+        remember_peer(x, p, peer->addr, peer->port);
+    else
+        free(p);
     return rc;
 }
 
@@ -696,26 +756,28 @@ static int mdx_pick(struct ixl_agent *agent, const struct ixl_peer *peer, const 
     return IXL_OK;
 }
 
-static void store_label(struct ixl_mdx *x, const char *label, void *blob, size_t len)
+/* Keeps blob under label, in the entry l allocated by the caller before the send (freed if the
+ * label has one already): running out of memory fails the send instead of dropping the label. */
+static void store_label(struct ixl_mdx *x, struct mdx_label *l, const char *label, void *blob,
+                        size_t len)
 {
     pthread_mutex_lock(&x->lock);
-    struct mdx_label *l;
-    for (l = x->labels; l != NULL; l = l->next)
-        if (strcmp(l->label, label) == 0)
+    struct mdx_label *o;
+    for (o = x->labels; o != NULL; o = o->next)
+        if (strcmp(o->label, label) == 0)
             break;
-    if (l == NULL && (l = sys_calloc(1, sizeof(*l))) != NULL) {
+    if (o == NULL) {
         snprintf(l->label, sizeof(l->label), "%s", label);
         l->next = x->labels;
         x->labels = l;
+        l = NULL;
+        o = x->labels;
     }
-    if (l != NULL) {
-        free(l->blob);
-        l->blob = blob;
-        l->len = len;
-    } else {
-        free(blob);
-    }
+    free(o->blob);
+    o->blob = blob;
+    o->len = len;
     pthread_mutex_unlock(&x->lock);
+    free(l);
 }
 
 static int label_ok(const char *label)
@@ -757,16 +819,27 @@ ixl_status ixl_md_send(struct ixl_agent *agent, const struct ixl_peer *peer,
     rc = ixl_md_get(agent, params, &blob, &len);
     if (rc != IXL_OK)
         return rc;
+    /* the labeled copy kept here, allocated before anything is sent */
+    void *copy = NULL;
+    struct mdx_label *l = NULL;
+    if (label != NULL &&
+        ((copy = sys_malloc(len)) == NULL || (l = sys_calloc(1, sizeof(*l))) == NULL)) {
+        free(copy);
+        ixl_free(blob);
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY,
+                             "ixl_md_send: out of memory (keeping the metadata under label '%s')",
+                             label);
+    }
     char msg[IXL_MDX_MSG_MAX + 300];
     rc = im->ops->publish(im->impl, peer, label, blob, len, msg, sizeof(msg));
     if (rc != IXL_OK)
         IXL_AGENT_ERR(agent, rc, "ixl_md_send to %s: %s", im->ops->name, msg);
     if (rc == IXL_OK && label != NULL) {
-        void *copy = sys_malloc(len);
-        if (copy != NULL) {
-            memcpy(copy, blob, len);
-            store_label(x, label, copy, len);
-        }
+        memcpy(copy, blob, len);
+        store_label(x, l, label, copy, len);
+    } else {
+        free(copy);
+        free(l);
     }
     ixl_free(blob);
     return rc;
@@ -925,9 +998,12 @@ ixl_status ixl_md_fetch(struct ixl_agent *agent, const char *remote, const struc
     }
     rc = spawn(x, t, fetch_main);
     if (rc != IXL_OK) {
+        char eb[128];
+        ixl_errno_text(errno, eb, sizeof(eb));
         fetch_forget(x, t->remote, t->fetch_gen);
         free(t);
-        return IXL_AGENT_ERR(agent, rc, "ixl_md_fetch: cannot start a thread");
+        return IXL_AGENT_ERR(agent, rc, "ixl_md_fetch: cannot start a thread: pthread_create: %s",
+                             eb);
     }
     return IXL_OK;
 }

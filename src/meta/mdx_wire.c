@@ -148,6 +148,24 @@ uint8_t *mdx_encode(const struct mdx_msg *m, size_t *len)
     return w.data;
 }
 
+size_t mdx_encode_reply_into(int status, const char *text, uint8_t *buf, size_t cap)
+{
+    size_t n = strlen(text);
+    if (n > IXL_MDX_MSG_MAX || IXL_MDX_HDR + 6 + n > cap || status > 0 || status < -1000)
+        return 0;
+    /* a writer on buf with room for everything never reallocates it */
+    struct ixl_wbuf w = {.data = buf, .len = 0, .cap = cap};
+    ixl_wb_u32(&w, IXL_MDX_MAGIC);
+    ixl_wb_u8(&w, IXL_MDX_VERSION);
+    ixl_wb_u8(&w, (uint8_t)MDX_REPLY);
+    ixl_wb_u16(&w, 0);
+    ixl_wb_u32(&w, (uint32_t)(6 + n));
+    ixl_wb_u32(&w, 0);
+    ixl_wb_u32(&w, (uint32_t)status);
+    wb_str(&w, (struct mdx_str){text, n});
+    return w.len;
+}
+
 int mdx_str_copy(struct mdx_str s, char *buf, size_t cap)
 {
     if (s.n + 1 > cap)

@@ -55,6 +55,9 @@ int mdx_decode(enum mdx_type type, const uint8_t *body, size_t len, struct mdx_m
 /* Encodes m as header + body into a malloc'd buffer (*len bytes); NULL on a bad field or
  * no memory. */
 uint8_t *mdx_encode(const struct mdx_msg *m, size_t *len);
+/* Encodes a reply without a blob into buf (cap bytes), allocating nothing: the answer a
+ * server still gives when it runs out of memory. Its length, or 0 if it does not fit. */
+size_t mdx_encode_reply_into(int status, const char *text, uint8_t *buf, size_t cap);
 /* A NUL-terminated copy of s into buf (cap bytes); -1 if it does not fit. */
 int mdx_str_copy(struct mdx_str s, char *buf, size_t cap);
 
