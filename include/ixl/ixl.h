@@ -21,7 +21,7 @@
  *  - Functions marked IXL_NODISCARD return a status that must be looked at: ignoring it
  *    loses data or leaks (a post or wait that failed, a release or deregistration refused
  *    with IXL_ERR_BUSY that leaves the handle or registration alive). GCC and clang warn
- *    when the result is dropped, even through a (void) cast.
+ *    when the result is dropped (GCC even through a (void) cast).
  *  - After an error, ixl_agent_last_error() gives a sentence that says what went wrong and,
  *    where the caller can fix it, what to do.
  *
