@@ -492,10 +492,26 @@ static int hello(struct net_peer *p, int fd, uint64_t deadline)
     return IXL_OK;
 }
 
+/* Shuts c down (once). The caller keeps c alive and its descriptor open: c's sender or
+ * receiver (net_peer_bury joins them first), a user reference (c->users), or p->lock held with
+ * c among p->conns or not yet published. */
 static void conn_fail(struct net_conn *c)
 {
     if (atomic_exchange(&c->dead, 1) == 0)
         shutdown(c->fd, SHUT_RDWR);
+}
+
+static void peer_teardown(struct net_peer *p, int status, const struct net_conn *only,
+                          uint64_t gen);
+
+/* c broke: shuts it down and tears down its peer's connections, unless a teardown already
+ * moved c to the grave; the connections made since then belong to a newer generation that
+ * c's failure says nothing about (that teardown failed c's requests already). Same lifetime
+ * rule as conn_fail: the caller keeps c alive until this returns. */
+static void conn_broke(struct net_conn *c)
+{
+    conn_fail(c);
+    peer_teardown(c->peer, IXL_ERR_REMOTE_DISCONNECT, c, UINT64_MAX);
 }
 
 #define SEND_BATCH 64
@@ -561,8 +577,7 @@ static void *sender_main(void *arg)
         for (int i = 0; i < n_busy; i++)
             net_req_unbusy(e, busy[i]);
         if (rc != 0) {
-            conn_fail(c);
-            net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+            conn_broke(c);
             break;
         }
     }
@@ -611,8 +626,7 @@ static void *receiver_main(void *arg)
             continue; /* a released request's answer */
         net_req_chunk_done(e, h.req, status);
     }
-    conn_fail(c);
-    net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+    conn_broke(c);
     return NULL;
 }
 
@@ -795,8 +809,26 @@ int net_peer_connect(struct net_peer *p)
 
 void net_peer_teardown(struct net_peer *p, int status)
 {
+    peer_teardown(p, status, NULL, UINT64_MAX);
+}
+
+/* Tears p's connections down; with only set, only while only is one of them, and with gen
+ * other than UINT64_MAX, only while they are still of generation gen (both checked under
+ * p->lock, so that a reconnect in between cannot make the teardown hit newer connections). */
+static void peer_teardown(struct net_peer *p, int status, const struct net_conn *only, uint64_t gen)
+{
     struct net_engine *e = p->e;
     pthread_mutex_lock(&p->lock);
+    int current = gen == UINT64_MAX || gen == p->gen;
+    if (current && only != NULL) {
+        current = 0;
+        for (int i = 0; i < p->n_conns; i++)
+            current |= p->conns[i] == only;
+    }
+    if (!current) {
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
     uint64_t torn = p->gen++; /* requests enqueued from now on belong to new connections */
     for (int i = 0; i < p->n_conns; i++) {
         conn_fail(p->conns[i]);
@@ -882,15 +914,15 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
     cause[0] = '\0';
     rc = writev_until(c->fd, iov, len ? 2 : 1, net_now_ns() + p->e->timeout_ns);
     pthread_mutex_unlock(&c->send_lock);
+    /* Still a user of c: once users drops, a reconnect's net_peer_bury may close c's
+     * descriptor (whose number the next socket may get) and free c. */
     if (rc != 0)
-        conn_fail(c);
+        conn_broke(c);
     pthread_mutex_lock(&p->lock);
     c->users--;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     if (rc != 0) {
-        conn_fail(c);
-        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
         return net_error(p->e, IXL_ERR_REMOTE_DISCONNECT,
                          "NET: the connection to '%s' broke while sending a notification%s",
                          p->name, cause);
@@ -917,6 +949,7 @@ void *net_watchdog_main(void *arg)
         (void)ts;
         uint64_t now = net_now_ns();
         struct net_peer *dead[64];
+        uint64_t dead_gen[64];
         int n_dead = 0;
         pthread_mutex_lock(&e->lock);
         reap_servers(e, 0);
@@ -951,9 +984,12 @@ void *net_watchdog_main(void *arg)
                     pthread_mutex_unlock(&c->send_lock);
                 }
             }
+            uint64_t gen = p->gen;
             pthread_mutex_unlock(&p->lock);
-            if (silent && n_dead < 64)
+            if (silent && n_dead < 64) {
+                dead_gen[n_dead] = gen;
                 dead[n_dead++] = p;
+            }
         }
         pthread_mutex_unlock(&e->lock);
         for (int i = 0; i < n_dead; i++) {
@@ -961,7 +997,8 @@ void *net_watchdog_main(void *arg)
                          "NET: '%s' was silent for more than %llu ms with work outstanding: "
                          "disconnecting",
                          dead[i]->name, (unsigned long long)(e->timeout_ns / 1000000u));
-            net_peer_teardown(dead[i], IXL_ERR_REMOTE_DISCONNECT);
+            /* Not the connections a reconnect made meanwhile. */
+            peer_teardown(dead[i], IXL_ERR_REMOTE_DISCONNECT, NULL, dead_gen[i]);
         }
     }
     return NULL;
