@@ -8,7 +8,10 @@
  * A notification whose send fails on a torn-down connection used to touch the connection after
  * dropping its reference (net_send_notif: conn_fail after users--), while a reconnect's
  * net_peer_bury freed it: a use-after-free, and a shutdown() of a descriptor that may have been
- * closed and reused. This test reproduces that window under AddressSanitizer.
+ * closed and reused. This test reproduces that window under AddressSanitizer: to make it
+ * likely, a sendmsg hook (ixl_syscall_set) holds every NOTIF frame for NOTIF_DELAY_US before
+ * sending it, so that the churn tears the connection down and a writer's post reconnects and
+ * waits in net_peer_bury for the notification's reference while the send is still under way.
  *
  * Failures a churn can cause are expected and handled (the request is released and made again):
  * ixl_xfer_create IXL_ERR_NOT_FOUND (rb not loaded), post or completion IXL_ERR_STALE or
@@ -22,16 +25,19 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "net_wire.h"
 
 #define N_THREADS 8
-#define SLOTS 16             /* destination slots per thread, used in turn */
-#define SLOT (16u << 10)     /* bytes per WRITE */
-#define MAXSEQ (1u << 18)    /* sequence numbers a thread may use */
+#define SLOTS 16          /* destination slots per thread, used in turn */
+#define SLOT (16u << 10)  /* bytes per WRITE */
+#define MAXSEQ (1u << 18) /* sequence numbers a thread may use */
 #define NOTIF_MAGIC 0x4e524e43u
+#define NOTIF_DELAY_US 1000
 
 struct msg {
     uint32_t magic, thread, seq;
@@ -41,9 +47,24 @@ static struct ixl_agent *ra, *rb;
 static uint8_t *src, *dst; /* src: N_THREADS * SLOT on ra; dst: N_THREADS * SLOTS * SLOT on rb */
 static atomic_int stop;
 static atomic_uint_fast64_t n_ok, n_failed, n_create_nf, n_inval;
-static uint8_t ok_seq[N_THREADS][MAXSEQ / 8];    /* requests that completed IXL_OK */
-static uint8_t recv_count[N_THREADS][MAXSEQ];    /* notifications received (drainer only) */
+static uint8_t ok_seq[N_THREADS][MAXSEQ / 8]; /* requests that completed IXL_OK */
+static uint8_t recv_count[N_THREADS][MAXSEQ]; /* notifications received (drainer only) */
 static pthread_mutex_t ok_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ssize_t (*real_sendmsg)(int fd, const struct msghdr *m, int flags);
+static atomic_uint_fast64_t n_notif_sends;
+
+/* NET's sendmsg: a NOTIF frame (its header's op byte, net_wire.h) waits a little first. */
+static ssize_t slow_notif_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    if (m->msg_iovlen > 0 && m->msg_iov[0].iov_len >= NET_HDR_BYTES &&
+        ((const uint8_t *)m->msg_iov[0].iov_base)[5] == NET_NOTIF) {
+        atomic_fetch_add(&n_notif_sends, 1);
+        struct timespec ts = {0, NOTIF_DELAY_US * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return real_sendmsg(fd, m, flags);
+}
 
 static uint64_t now_ns(void)
 {
@@ -135,8 +156,8 @@ static void *writer_main(void *arg)
             for (size_t i = 0; i < SLOT; i++)
                 if (d[i] != pattern(t, seq, i))
                     check_fail(__FILE__, __LINE__,
-                               "thread %u seq %u: byte %zu is 0x%02x, want 0x%02x", t, seq, i,
-                               d[i], pattern(t, seq, i));
+                               "thread %u seq %u: byte %zu is 0x%02x, want 0x%02x", t, seq, i, d[i],
+                               pattern(t, seq, i));
             pthread_mutex_lock(&ok_lock);
             ok_seq[t][seq / 8] |= (uint8_t)(1u << (seq % 8));
             pthread_mutex_unlock(&ok_lock);
@@ -144,8 +165,8 @@ static void *writer_main(void *arg)
         } else if (churn_error(rc)) {
             atomic_fetch_add(&n_failed, 1);
         } else {
-            check_fail(__FILE__, __LINE__, "thread %u seq %u: post/completion gave %d (%s): %s",
-                       t, seq, rc, ixl_strerror(rc), ixl_agent_last_error(ra));
+            check_fail(__FILE__, __LINE__, "thread %u seq %u: post/completion gave %d (%s): %s", t,
+                       seq, rc, ixl_strerror(rc), ixl_agent_last_error(ra));
         }
         release(x);
     }
@@ -168,7 +189,9 @@ static void *churn_main(void *arg)
     (void)arg;
     uint64_t rng = 12345;
     while (!atomic_load(&stop)) {
-        sleep_us(100 + (unsigned)(rnd(&rng) % 1000));
+        /* Mostly short gaps (a teardown during a notification's send), now and then a quiet
+         * while in which WRITEs complete. */
+        sleep_us(rnd(&rng) % 4 == 0 ? 10000 : 100 + (unsigned)(rnd(&rng) % 3000));
         CHECK_RC(ixl_remote_invalidate(ra, "rb"), IXL_OK);
         atomic_fetch_add(&n_inval, 1);
         sleep_us((unsigned)(rnd(&rng) % 200));
@@ -215,11 +238,14 @@ int main(int argc, char **argv)
     src = calloc(N_THREADS, SLOT);
     dst = calloc((size_t)N_THREADS * SLOTS, SLOT);
     CHECK(src != NULL && dst != NULL);
+    real_sendmsg = (ssize_t(*)(int, const struct msghdr *, int))ixl_syscall_get("sendmsg");
+    CHECK(real_sendmsg != NULL);
+    CHECK_RC(ixl_syscall_set("sendmsg", (ixl_syscall_fn)slow_notif_sendmsg), IXL_OK);
     make_agent("ra", &ra);
     make_agent("rb", &rb);
     struct ixl_reg_desc da = {(uint64_t)(uintptr_t)src, (uint64_t)N_THREADS * SLOT, 0, NULL, 0};
-    struct ixl_reg_desc db = {(uint64_t)(uintptr_t)dst, (uint64_t)N_THREADS * SLOTS * SLOT, 0,
-                              NULL, 0};
+    struct ixl_reg_desc db = {(uint64_t)(uintptr_t)dst, (uint64_t)N_THREADS * SLOTS * SLOT, 0, NULL,
+                              0};
     CHECK_RC(ixl_mem_register(ra, IXL_MEM_DRAM, &da, 1, NULL), IXL_OK);
     CHECK_RC(ixl_mem_register(rb, IXL_MEM_DRAM, &db, 1, NULL), IXL_OK);
     load_rb();
@@ -252,13 +278,13 @@ int main(int argc, char **argv)
             break;
         sleep_us(10000);
     }
-    fprintf(stderr,
-            "%.1f s: %llu WRITEs completed, %llu failed by the churn, %llu creates refused "
-            "(not loaded), %llu invalidations, %llu notifications received\n",
-            seconds, (unsigned long long)atomic_load(&n_ok),
-            (unsigned long long)atomic_load(&n_failed),
-            (unsigned long long)atomic_load(&n_create_nf),
-            (unsigned long long)atomic_load(&n_inval), (unsigned long long)received);
+    fprintf(
+        stderr,
+        "%.1f s: %llu WRITEs completed, %llu failed by the churn, %llu creates refused "
+        "(not loaded), %llu invalidations, %llu notification sends, %llu received\n",
+        seconds, (unsigned long long)atomic_load(&n_ok), (unsigned long long)atomic_load(&n_failed),
+        (unsigned long long)atomic_load(&n_create_nf), (unsigned long long)atomic_load(&n_inval),
+        (unsigned long long)atomic_load(&n_notif_sends), (unsigned long long)received);
     if (missing != 0)
         check_fail(__FILE__, __LINE__, "%llu notifications of completed WRITEs never arrived",
                    (unsigned long long)missing);
@@ -267,6 +293,7 @@ int main(int argc, char **argv)
     CHECK(atomic_load(&n_inval) > 0);
     ixl_agent_destroy(ra);
     ixl_agent_destroy(rb);
+    CHECK_RC(ixl_syscall_set("sendmsg", NULL), IXL_OK);
     free(src);
     free(dst);
     return 0;
