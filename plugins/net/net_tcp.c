@@ -430,14 +430,15 @@ void net_listen_stop(struct net_engine *e)
 
 /* ---- initiator side: connections ----------------------------------------------------------- */
 
-static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
+/* port and addr: the peer's, as net_peer_connect read them under p->lock. */
+static int connect_one(uint16_t port, uint32_t addr, int timeout_ms)
 {
     int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         set_cause("socket", errno);
         return -1;
     }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(p->port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = addr;
     int rc = net_sys()->connect(fd, (struct sockaddr *)&sa, sizeof(sa));
     if (rc != 0 && errno != EINPROGRESS)
@@ -473,10 +474,10 @@ static int connect_one(struct net_peer *p, uint32_t addr, int timeout_ms)
 
 /* Says who we are and waits for the target's answer until the deadline. IXL_ERR_TIMEOUT when
  * it does not answer (a stopped process still gets connections accepted by its kernel). */
-static int hello(struct net_peer *p, int fd, uint64_t deadline)
+static int hello(struct net_peer *p, uint64_t instance, int fd, uint64_t deadline)
 {
     struct net_engine *e = p->e;
-    struct net_hello hl = {.from_instance = e->instance, .to_instance = p->instance};
+    struct net_hello hl = {.from_instance = e->instance, .to_instance = instance};
     snprintf(hl.name, sizeof(hl.name), "%s", e->name);
     uint8_t payload[NET_HELLO_MAX], raw[NET_HDR_BYTES];
     size_t plen = net_hello_encode(&hl, payload, sizeof(payload));
@@ -677,6 +678,9 @@ int net_peer_connect(struct net_peer *p)
     int n_addrs = p->n_addrs;
     memcpy(addrs, p->addrs, sizeof(addrs));
     bool same = p->same_host;
+    /* A reload (net_load_remote_conn_info) rewrites these under p->lock meanwhile. */
+    uint16_t port = p->port;
+    uint64_t instance = p->instance;
     pthread_mutex_unlock(&p->lock);
     net_peer_bury(p);
 
@@ -703,9 +707,9 @@ int net_peer_connect(struct net_peer *p)
             uint64_t now = net_now_ns();
             if (now >= deadline)
                 break;
-            fd = connect_one(p, a, (int)((deadline - now + 999999u) / 1000000u));
+            fd = connect_one(port, a, (int)((deadline - now + 999999u) / 1000000u));
             if (fd >= 0) {
-                rc = hello(p, fd, deadline);
+                rc = hello(p, instance, fd, deadline);
                 if (rc == IXL_OK) {
                     good = a;
                     have_good = 1;
@@ -796,7 +800,7 @@ int net_peer_connect(struct net_peer *p)
         return net_error(
             e, rc == IXL_ERR_NO_MEMORY || rc == IXL_ERR_SYSTEM ? rc : IXL_ERR_REMOTE_DISCONNECT,
             "NET cannot connect to '%s' (%s:%u and %d other address(es)): %s%s", p->name, addr,
-            p->port, n_addrs - 1,
+            port, n_addrs - 1,
             rc == IXL_ERR_REMOTE_DISCONNECT ? "it does not answer as the instance "
                                               "its metadata names"
             : rc == IXL_ERR_REMOTE_REFUSED  ? "it refused the connection"
@@ -892,18 +896,19 @@ int net_send_notif(struct net_peer *p, const void *msg, size_t len)
     pthread_mutex_lock(&p->lock);
     struct net_conn *c = p->n_conns > 0 ? p->conns[0] : NULL;
     if (c != NULL)
-        c->users++; /* keeps it from being freed by a teardown meanwhile */
+        c->users++;                  /* keeps it from being freed by a teardown meanwhile */
+    size_t notif_max = p->notif_max; /* a reload rewrites it under p->lock */
     pthread_mutex_unlock(&p->lock);
     if (c == NULL)
         return IXL_ERR_REMOTE_DISCONNECT;
-    if (len > p->notif_max) {
+    if (len > notif_max) {
         pthread_mutex_lock(&p->lock);
         c->users--;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
         return net_error(p->e, IXL_ERR_NOTIF_TOO_LARGE,
                          "NET: '%s' accepts notifications of at most %zu bytes, not %zu", p->name,
-                         p->notif_max, len);
+                         notif_max, len);
     }
     uint8_t raw[NET_HDR_BYTES];
     struct net_hdr h = {.op = NET_NOTIF, .len = len};

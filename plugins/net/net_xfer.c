@@ -763,10 +763,12 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
     }
+    /* Read under the lock: a teardown (net_fail_peer_reqs) may zero it at any time after. */
+    uint64_t pending = r->pending;
     pthread_mutex_unlock(&e->reqs_lock);
     if (rc != IXL_OK)
         return net_error(e, rc, "out of memory");
-    if (r->pending == 0) {
+    if (pending == 0) {
         finish_part(e, serial, IXL_OK);
         return IXL_IN_PROGRESS;
     }
