@@ -18,10 +18,12 @@
  *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
  *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
- *   test_ucx ikill N [ucx]  N initiators killed in the middle of a WRITE or READ with this
- *                     process as target, which goes on serving (ctest: test_ucx_ikill; with
- *                     ucx: the initiators use rma_emulation=ucx, and UCX 1.13.1 aborts this
- *                     process, see test_initiator_killed)
+ *   test_ucx ikill N [ucx|setup]  N initiators killed in the middle of a WRITE or READ with
+ *                     this process as target, which goes on serving (ctest: test_ucx_ikill;
+ *                     with ucx: the initiators use rma_emulation=ucx, and UCX 1.13.1 aborts
+ *                     this process; with setup: no completed transfer before the kill, so some
+ *                     die while UCX still connects back to them, which UCX 1.13.1 can abort
+ *                     this process for; see test_initiator_killed)
  *   test_ucx wkill N  N peers killed in the middle of a WRITE's send (ctest: test_ucx_wkill; see
  *                     test_write_killed)
  *
@@ -665,7 +667,7 @@ static char *dlist_hex(uintptr_t addr, size_t len)
  * tcp) UCX 1.13.1 aborts it instead: the target's acknowledgment to the dead initiator fails
  * inside UCX, "ucp_request.inl:346 Fatal: unexpected error" under ucp_put_handler; the plugin's
  * own messages (the default) exist for that. `test_ucx ikill N ucx` reproduces the abort. */
-static void test_initiator_killed(int rounds, const char *emulation)
+static void test_initiator_killed(int rounds, const char *emulation, bool during_setup)
 {
     fprintf(stderr,
             "tcp (rma_emulation=%s): initiators killed with their WRITE/READ with this "
@@ -680,12 +682,21 @@ static void test_initiator_killed(int rounds, const char *emulation)
     snprintf(emu, sizeof(emu), "rma_emulation=%s", emulation);
     emulation_opt = emu; /* the victims initiate: their option decides */
     char *dhex = dlist_hex((uintptr_t)BL, INFLIGHT_BYTES);
+    char *warm = dlist_hex((uintptr_t)BL, (size_t)1 << 20);
     for (int i = 0; i < rounds; i++) {
         workers_opt = i % 2 ? "workers=2" : "workers=1";
         struct rbuf rb;
         struct peer *v = victim_start(&rb);
         load_into_peer(v, a);
         PEER_OK(v, "fill 0 %" PRIu64, fresh_seed(0));
+        /* A completed 1 MiB WRITE first (shares of >= 256 KiB: both workers of a workers=2
+         * victim), so that the kill below lands in the transfer, not in the connection setup:
+         * UCX 1.13.1 can abort a target whose initiator dies while the target's first message
+         * to it (the wireup reply, on a tcp connection still being made) is pending
+         * ("ucp_request.c:684 ... got REP message" under ucp_ep_set_failed); `ikill N setup`
+         * reproduces that, plugins/ucx/README.md (Failures). */
+        if (!during_setup)
+            PEER_OK(v, "xfer write t_ikill 0 0 %s", warm);
         peer_send(v, "xfer %s t_ikill 0 0 %s", i % 4 < 2 ? "write" : "read", dhex);
         sleep_ms(20 + (unsigned)(i * 37) % 200);
         peer_kill(v);
@@ -708,6 +719,7 @@ static void test_initiator_killed(int rounds, const char *emulation)
             rounds);
     emulation_opt = "rma_emulation=ixl";
     free(h64);
+    free(warm);
     free(dhex);
     drop_initiator(a, BL, INFLIGHT_BYTES);
     free(BL);
@@ -873,7 +885,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 2 && strcmp(argv[1], "ikill") == 0) {
-        test_initiator_killed(atoi(argv[2]), argc > 3 ? argv[3] : "ixl");
+        bool setup = argc > 3 && strcmp(argv[3], "setup") == 0;
+        test_initiator_killed(atoi(argv[2]), argc > 3 && !setup ? argv[3] : "ixl", setup);
         return 0;
     }
     if (stops > 0) {
