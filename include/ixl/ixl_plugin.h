@@ -518,7 +518,7 @@ struct ixl_engine_ops {
      *  on its own threads. */
     int (*progress)(struct ixl_engine *e);
 
-    /* -- optional methods past IXL_ENGINE_OPS_MIN_SIZE (ABI 1.0): the core checks the size
+    /* -- optional methods past IXL_ENGINE_OPS_MIN_SIZE (ABI 2.0): the core checks the size
      *    before calling them -------------------------------------------------------------- */
     /** Does each registration descriptor's object exist, and its size: writes out[0..n-1].
      *  Returning IXL_ERR_NOT_SUPPORTED passes the question on. Optional. Fallback (NULL, or
