@@ -3,15 +3,27 @@
  * machine (the peer's memory mapped when it lives in memory ixl allocated; cross-memory attach
  * otherwise), and between machines (TCP). See README.md.
  *
- * Threads of an engine: an acceptor; one server thread per incoming connection (the target side,
- * serving with no call from its user, as a NIC would); per outgoing connection a sender and a
- * receiver; copy workers for the same-node paths; a watchdog that fails connections silent for
- * longer than timeout_ms while they have work outstanding.
+ * Files, each owning one thing; calls go one way, downwards:
+ *   net_engine.c  the ops table: options, identity and connection info, peers, notifications,
+ *                 create/destroy; orchestrates deregistration (region table + event loops)
+ *   net_xfer.c    requests: path choice, prep/post/check/release, same-node copy workers
+ *   net_loop.c    the event loops: connections (dialing, HELLO, frames in and out), the
+ *                 listener, per-peer send queues, timers (liveness, idle, deadlines)
+ *   net_req.c     the request table and completion (state, parts, failure of a generation)
+ *   net_region.c  registered regions (key table, public data), remote regions, allocation
+ *   net_wire.c    the wire format
  *
- * Lock order: e->lock (peers, allocations) -> peer->lock -> conn->send_lock;
- * peer->lock -> e->reqs_lock -> e->work_lock (completion queues a notification);
- * e->regions_lock and
- * e->notif_lock are leaves.
+ * Threads of an engine: io_threads event loops (epoll) that own every socket: each connection
+ * belongs to one loop for its life and only that loop reads, writes or closes it, so threads
+ * and memory do not grow with the number of peers; copy_threads workers for the same-node
+ * paths. Posting never blocks on a peer: frames wait in the peer's bounded queue (queue_max)
+ * while the loops dial.
+ *
+ * Lock order: e->lock (peers, allocations, accepted names) -> p->lock -> e->reqs_lock ->
+ * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves. No lock
+ * is held across a blocking system call: sockets are non-blocking, and a frame that touches
+ * user or registered memory holds a reference (request busy count, region inflight count)
+ * instead of a lock while it waits for the peer.
  */
 #ifndef IXL_NET_H
 #define IXL_NET_H
@@ -41,6 +53,8 @@ enum net_path { NET_PATH_AUTO, NET_PATH_SHM, NET_PATH_CMA, NET_PATH_TCP, NET_PAT
 #define NET_MAX_ADDRS 8
 #define NET_PUB_BYTES 48
 #define NET_MAX_CONNS 16
+#define NET_MAX_LOOPS 64
+#define NET_WHY 600 /* bytes of a request's error text */
 
 /* A registered local region (register_mem), also the target-side record for TCP checks. */
 struct net_region {
@@ -51,6 +65,10 @@ struct net_region {
     uint64_t memfd_size;
     struct net_region *hnext;   /* key hash chain */
     uint8_t pub[NET_PUB_BYTES]; /* public data, built at registration */
+    /* READ answers queued on connections that point into the region (taken under
+     * regions_lock read, so a deregistration that removed the region sees every one). */
+    _Atomic uint32_t inflight;
+    _Atomic int cut; /* deregistration gave up waiting: connections holding it are closed */
 };
 
 /* A remote region (load_remote_md) or a local one seen as a target (load_local_md). */
@@ -70,27 +88,118 @@ struct net_rmd {
 
 struct net_engine;
 struct net_req;
+struct net_loop;
+struct net_item;
 
-/* A unit of work: one TCP frame of a posted request, or (copy workers) a whole same-node or
- * loopback request, or the notification of a finished request. */
-enum net_item_kind { NI_FRAME, NI_COPY, NI_NOTIF };
+/* A ring of queued items (a peer's queues). */
+struct net_ring {
+    struct net_item *v;
+    size_t head, len, cap;
+};
+
+/* A notification with no request behind it (gen_notif): the caller waits for its verdict. */
+struct net_msg {
+    int refs;   /* the caller and the queue or connection holding it (e->msg_lock) */
+    int status; /* IXL_IN_PROGRESS until sent or failed */
+    char why[NET_WHY];
+    size_t len;
+    uint8_t bytes[];
+};
+
+/* A unit of work: one TCP frame of a posted request or the notification of a finished one
+ * (a peer's send queue), or a same-node copy (the copy workers' queue). */
+enum net_item_kind { NI_FRAME, NI_COPY, NI_NOTIF, NI_MSG };
 struct net_item {
     uint64_t serial;
+    struct net_msg *msg; /* NI_MSG */
     uint32_t chunk;
     uint8_t kind;
 };
 
+/* A frame being sent on a connection: header, then data that stays where it is (user memory
+ * under a request's busy reference, registered memory under a region's inflight count, a
+ * request's or message's notification). */
+struct net_txf {
+    uint8_t hdr[NET_HDR_BYTES];
+    const void *data;
+    size_t len;
+    struct net_req *busy;      /* a busy reference taken for this frame */
+    struct net_region *region; /* inflight reference (a READ answer) */
+    struct net_msg *msg;       /* reference (NI_MSG) */
+    uint64_t notif_serial;     /* a request's notification: its serial */
+    uint8_t counts;            /* an answer is owed for it (WRITE, READ) */
+};
+
+enum net_conn_kind { NC_OUT, NC_IN };
+enum net_conn_state { NCS_DIAL, NCS_HELLO, NCS_UP };
+
+/* One TCP connection, owned by one event loop (its thread alone touches the socket and the
+ * rx/tx state); others reach it only through its peer under p->lock (doomed, ready). */
 struct net_conn {
-    struct net_peer *peer;
+    struct net_engine *e;
+    struct net_loop *loop;
+    struct net_peer *peer; /* NC_OUT */
+    enum net_conn_kind kind;
+    enum net_conn_state state;
     int fd;
-    int index;
-    pthread_t sender, receiver;
-    bool threads;
-    pthread_mutex_t send_lock; /* the sender thread and NOTIF frames share the socket */
-    _Atomic int dead;
-    _Atomic uint64_t last_rx_ns, last_tx_ns;
-    _Atomic uint64_t outstanding; /* frames sent and not answered */
-    int users; /* threads outside the sender/receiver using it (notifications), under p->lock */
+    uint32_t events; /* the epoll mask set */
+    uint64_t gen;    /* NC_OUT: the peer's generation it was dialed in */
+    int index;       /* NC_OUT: its index among the peer's connections */
+    /* dialing */
+    uint32_t addrs[NET_MAX_ADDRS];
+    int n_addrs, addr_at;
+    uint16_t port;
+    uint64_t to_instance;
+    uint64_t deadline; /* dial and HELLO, or the HELLO an accepted connection owes */
+    char cause[96];    /* the system call that failed last, for the error text */
+    /* liveness (loop thread) */
+    uint64_t last_rx, last_tx, last_frame;
+    uint64_t outstanding; /* NC_OUT: frames sent and not answered */
+    /* tx: frames [tx_head, tx_n) of tx, tx_off bytes of the first already sent */
+    struct net_txf *tx;
+    uint32_t tx_head, tx_n, tx_cap;
+    size_t tx_off;
+    /* rx: a header being assembled, then the body of the frame h */
+    uint8_t hbuf[NET_HDR_BYTES];
+    uint32_t hgot;
+    bool in_body;
+    struct net_hdr h;
+    uint64_t body_off;
+    int body_mode;
+    int32_t answer; /* NC_IN WRITE: the status its ack carries */
+    uint8_t *buf;   /* HELLO and NOTIF bodies */
+    /* NC_IN */
+    char name[256]; /* the HELLO's name */
+    bool named;     /* counted against peer_conns */
+    /* cross-thread (under p->lock or loop->lock) */
+    _Atomic int doomed;
+    bool on_ready, on_reap;
+    bool closed;  /* loop thread: closed, freed after the current batch of events */
+    bool linger;  /* NC_IN: close once the queued answers are sent (a refused HELLO) */
+    bool reading; /* EPOLLIN is on */
+    struct net_conn *rnext, *knext; /* loop's ready and reap lists */
+    struct net_conn *dnext;         /* the loop's closed-in-this-batch list */
+    struct net_conn *inext;         /* the loop's inbox */
+    struct net_conn *next, *prev;   /* the loop's connections */
+};
+
+struct net_loop {
+    struct net_engine *e;
+    int idx;
+    int epfd, evfd;
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t lock;    /* inbox, ready, reap */
+    struct net_conn *inbox;  /* connections to adopt (dial, or accepted by another loop) */
+    struct net_conn *ready;  /* connections whose peer queued frames */
+    struct net_conn *reap;   /* connections others tore down */
+    _Atomic int woken;       /* an eventfd write is pending */
+    _Atomic int cut_regions; /* a deregistration asks to close connections holding a cut region */
+    struct net_conn *conns;  /* every connection of the loop (loop thread only) */
+    uint8_t *scratch;
+    uint64_t next_tick;
+    bool exited;           /* under lock: nothing more may be handed to it */
+    struct net_conn *dead; /* closed in this batch of events, freed after it */
 };
 
 struct net_peer {
@@ -108,18 +217,18 @@ struct net_peer {
     int pidfd;        /* the peer process, for liveness before cross-memory attach; -1 if none */
 
     pthread_mutex_t lock;
-    pthread_cond_t cond; /* queue has items, or the connection set changed */
-    struct net_item *q;  /* ring of pending items */
-    size_t q_head, q_len, q_cap;
-    struct net_conn *conns[NET_MAX_CONNS];
-    int n_conns;
-    struct net_conn **grave; /* torn-down connections whose threads are not joined yet */
-    int n_grave, cap_grave;
-    int connecting;
-    int closing;  /* engine destroy or disconnect: threads exit */
-    uint64_t gen; /* bumps when the connections are torn down */
-    int refs;     /* rmds that point at this peer */
-    bool loaded;  /* conn info present (not disconnected by the core) */
+    pthread_cond_t cond; /* a connection came up or the attempt failed */
+    struct net_ring q;   /* frames, taken by any of its connections */
+    struct net_ring nq;  /* notifications, sent in order on one connection (notif_conn) */
+    struct net_conn *notif_conn;
+    struct net_conn *conns[NET_MAX_CONNS]; /* of generation gen: dialing or up */
+    int n_conns, n_up;
+    uint64_t gen;        /* bumps when the connections are torn down */
+    int loop_base;       /* its connections go to loops loop_base, loop_base + 1, ... */
+    char why[NET_WHY];   /* why the last attempt failed */
+    uint64_t failed_gen; /* the generation that failed to come up (why applies), 0 none */
+    int refs;            /* rmds that point at this peer */
+    bool loaded;         /* conn info present (not disconnected by the core) */
     struct net_peer *next;
 };
 
@@ -149,8 +258,9 @@ struct net_req {
     uint64_t serial; /* 0 when not registered in the table */
     enum net_req_state state;
     int status;
+    char why[NET_WHY]; /* an error's text, said again by check_xfer on the caller's thread */
     uint64_t pending;
-    int busy; /* threads copying into/out of the user's buffers right now */
+    int busy; /* threads or queued frames touching the user's buffers right now */
     bool canceled;
     struct net_req *tnext;         /* serial hash chain */
     struct net_req *anext, *aprev; /* every request of the engine, for destroy */
@@ -170,13 +280,11 @@ struct net_alloc {
     struct net_alloc *next;
 };
 
-struct net_server_conn {
-    struct net_engine *e;
-    int fd;
-    pthread_t thread;
-    char peer_name[256];
-    struct net_server_conn *next;
-    _Atomic int done;
+/* Accepted connections per HELLO name (peer_conns), under e->lock. */
+struct net_inname {
+    char name[256];
+    int n;
+    struct net_inname *next;
 };
 
 struct net_engine {
@@ -191,9 +299,12 @@ struct net_engine {
     bool local_paths;
     int n_conns;
     uint64_t chunk;
-    uint64_t timeout_ns, heartbeat_ns;
+    uint64_t timeout_ns, heartbeat_ns, idle_ns;
     bool hugepages;
     int copy_threads;
+    int n_loops;
+    int max_conns, peer_conns;
+    size_t queue_max;
     char listen_addr[64];
     uint16_t port;
     uint32_t adv_addrs[NET_MAX_ADDRS];
@@ -206,14 +317,18 @@ struct net_engine {
     volatile uint64_t probe; /* peers read it with process_vm_readv to test CMA */
 
     int listen_fd;
-    pthread_t acceptor, watchdog;
-    bool acceptor_started, watchdog_started;
+    int spare_fd;     /* held open so that accept can shed connections at EMFILE */
+    _Atomic int n_in; /* accepted connections open */
     _Atomic int stopping;
+    struct net_loop loops[NET_MAX_LOOPS];
+    _Atomic unsigned next_loop;
+    uint64_t last_shed_log;
 
-    pthread_mutex_t lock; /* peers, allocations, server connections */
+    pthread_mutex_t lock; /* peers, allocations, accepted names */
     struct net_peer *peers;
+    int n_peers;
     struct net_alloc *allocs;
-    struct net_server_conn *servers;
+    struct net_inname *innames;
 
     pthread_rwlock_t regions_lock; /* key -> region, for TCP checks */
     struct net_region **rtab;
@@ -228,6 +343,9 @@ struct net_engine {
 
     pthread_mutex_t notif_lock;
     struct net_notif *notif_head, *notif_tail;
+
+    pthread_mutex_t msg_lock; /* net_msg refs and verdicts */
+    pthread_cond_t msg_cond;
 
     /* copy workers for same-node and loopback transfers */
     pthread_mutex_t work_lock;
@@ -245,38 +363,72 @@ struct net_engine {
 int net_error(struct net_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t net_now_ns(void);
-struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regions_lock held */
 int net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len);
 
-/* net_tcp.c */
-int net_listen_start(struct net_engine *e);
-void net_listen_stop(struct net_engine *e);
-int net_peer_connect(struct net_peer *p);               /* makes sure p has its connections */
-void net_peer_teardown(struct net_peer *p, int status); /* closes connections, fails work */
-int net_peer_enqueue(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n);
-int net_send_notif(struct net_peer *p, const void *msg, size_t len);
-void net_serve_fd(struct net_engine *e, int fd); /* a server connection, on this thread */
-void *net_watchdog_main(void *arg);
+/* net_region.c */
+struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regions_lock held */
+/* The region of key that holds [addr, addr + len), or NULL (regions_lock held). */
+struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t addr,
+                                    uint64_t len);
+int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d,
+                        struct net_region **out);
+void net_region_unpublish(struct net_engine *e, struct net_region *g); /* out of the table */
+void net_region_free(struct net_region *g);
+int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct ixl_reg_desc *d,
+                        const void *data, size_t len, struct net_rmd **out);
+int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rmd **out);
+void net_rmd_unload(struct net_rmd *m);
+void *net_rmd_map(struct net_rmd *m); /* same-node mapping of a remote region, or NULL */
+int net_alloc(struct net_engine *e, size_t len, void **out);
+int net_free(struct net_engine *e, void *addr);
+void net_allocs_free_all(struct net_engine *e);
+
+/* net_req.c: the request table. Lookup takes a "busy" reference the caller drops with
+ * net_req_unbusy(). */
+struct net_req *net_req_get_busy(struct net_engine *e, uint64_t serial);
+void net_req_unbusy(struct net_engine *e, struct net_req *r);
+int net_req_insert(struct net_engine *e, struct net_req *r);  /* reqs_lock held: a new serial */
+void net_req_remove(struct net_engine *e, struct net_req *r); /* reqs_lock held */
+struct net_req *net_req_find(struct net_engine *e, uint64_t serial); /* reqs_lock held */
+/* One part of request serial finished with status. Returns 1 when it was the last part and
+ * the request's notification must now go to its peer (the caller queues it), else 0. */
+int net_req_part_done(struct net_engine *e, uint64_t serial, int status, const char *why);
+/* The notification of request serial was sent (status OK) or could not be. */
+void net_req_notif_done(struct net_engine *e, uint64_t serial, int status, const char *why);
+/* Fails p's TCP requests posted to generation torn or older, with why. */
+void net_req_fail_peer(struct net_engine *e, struct net_peer *p, int status, uint64_t torn,
+                       const char *why);
+/* Matches an answer from peer p with its frame: 1 (marked answered), 0 (no live request:
+ * drain it), -1 (a protocol error). */
+int net_req_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h);
+void net_req_link(struct net_engine *e, struct net_req *r); /* into all_reqs */
+void net_req_unlink(struct net_engine *e, struct net_req *r);
+void net_req_free(struct net_req *r);
+void net_reqs_free_all(struct net_engine *e); /* destroy: requests whose release failed */
+
+/* net_loop.c */
+int net_loops_start(struct net_engine *e); /* also the listener */
+void net_loops_stop(struct net_engine *e); /* closes every connection */
+/* Queues frames [0, n) of request r, posted as serial, to r's peer and dials it when it has
+ * no connection: IXL_OK, IXL_ERR_BUSY (queue_max), IXL_ERR_NO_MEMORY or
+ * IXL_ERR_REMOTE_DISCONNECT (the peer was unloaded). Never waits on the peer. */
+int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n);
+/* Queues the notification of request serial (sent once every frame before it is answered). */
+int net_peer_submit_notif(struct net_peer *p, uint64_t serial);
+/* Sends a notification with no request: waits until it is on the socket or failed (bounded
+ * by timeout_ms). */
+int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len);
+/* Dials p if needed and waits (bounded by timeout_ms) until a connection is up. */
+int net_peer_connect(struct net_peer *p);
+/* Tears p's connections down and fails its queued and outstanding TCP work with status. */
+void net_peer_teardown(struct net_peer *p, int status, const char *why);
+/* Asks every loop to close the accepted connections that hold a region whose cut is set. */
+void net_loops_cut_regions(struct net_engine *e);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);
 void net_workers_stop(struct net_engine *e);
-/* Request table: lookup takes a "busy" reference the caller drops with net_req_unbusy(). */
-struct net_req *net_req_get_busy(struct net_engine *e, uint64_t serial);
-void net_req_unbusy(struct net_engine *e, struct net_req *r);
-/* One frame of request serial finished with status; completes the request when it was the
- * last. */
-void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status);
-/* Fails p's TCP requests sent on connections of generation torn or older. */
-void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status, uint64_t torn);
-void *net_rmd_map(struct net_rmd *m);       /* same-node mapping of a remote region, or NULL */
-int net_peer_alive(struct net_peer *p);     /* 0 once the peer's process is known to be gone */
-int net_peer_same(const struct net_req *r); /* the peer is still the instance posted to */
-/* Matches an answer from peer p with its frame: 1 (marked answered), 0 (no live request:
- * drain it), -1 (a protocol error). */
-int net_req_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h);
-
-/* The request methods of the ops table (net_xfer.c). */
+int net_peer_alive(struct net_peer *p); /* 0 once the peer's process is known to be gone */
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,
                   const struct ixl_xfer_side *remote, const char *remote_agent,
                   const struct ixl_xfer_opts *opts, struct ixl_req **out);
@@ -285,7 +437,5 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req);
 int net_release_req(struct ixl_engine *base, struct ixl_req *req);
 int net_estimate(struct ixl_engine *base, struct ixl_req *req, struct ixl_cost *out);
 int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out);
-void net_peer_bury(struct net_peer *p);       /* joins torn-down connections' threads */
-void net_reqs_free_all(struct net_engine *e); /* destroy: requests whose release failed */
 
 #endif

@@ -1,5 +1,6 @@
-/* NET engine: options, identity, connection info, registration, metadata, allocation,
- * notifications. */
+/* NET engine: the ops table. Options, identity and connection info, peers, the methods on
+ * regions (net_region.c holds them; deregistration also waits for the loops), notifications,
+ * create and destroy. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +22,6 @@
 #include "../common/ixl_plugin_util.h"
 
 #define CONN_MAGIC "IXLNETC1"
-#define PUB_MAGIC 0x3142554eu /* "NUB1" */
-#define PUB_BYTES NET_PUB_BYTES
 
 uint64_t net_now_ns(void)
 {
@@ -57,6 +56,11 @@ enum net_opt {
     NO_HEARTBEAT,
     NO_HUGEPAGES,
     NO_COPY_THREADS,
+    NO_IO_THREADS,
+    NO_MAX_CONNS,
+    NO_PEER_CONNS,
+    NO_IDLE,
+    NO_QUEUE_MAX,
     NO_COUNT
 };
 
@@ -129,6 +133,45 @@ static const struct ixl_option net_options[NO_COUNT] = {
                          .min = 1,
                          .max = 8,
                          .description = "threads doing same-node copies"},
+    [NO_IO_THREADS] = {.name = "io_threads",
+                       .default_value = "0",
+                       .type = IXL_OPT_INT,
+                       .unit = "threads",
+                       .min = 0,
+                       .max = NET_MAX_LOOPS,
+                       .description = "event-loop threads that run every TCP connection (0: "
+                                      "from the number of cores, at most 4)"},
+    [NO_MAX_CONNS] = {.name = "max_conns",
+                      .default_value = "1024",
+                      .type = IXL_OPT_INT,
+                      .unit = "connections",
+                      .min = 1,
+                      .max = 1 << 20,
+                      .description = "accepted connections open at once; more are closed at "
+                                     "once"},
+    [NO_PEER_CONNS] = {.name = "peer_conns",
+                       .default_value = "16",
+                       .type = IXL_OPT_INT,
+                       .unit = "connections",
+                       .min = 1,
+                       .max = 4096,
+                       .description = "accepted connections one peer name may hold"},
+    [NO_IDLE] = {.name = "idle_ms",
+                 .default_value = "300000",
+                 .type = IXL_OPT_DURATION,
+                 .unit = "ms",
+                 .min = 0,
+                 .max = 86400000,
+                 .description = "a connection with nothing outstanding this long is closed (0: "
+                                "never); peers reconnect when needed"},
+    [NO_QUEUE_MAX] = {.name = "queue_max",
+                      .default_value = "1048576",
+                      .type = IXL_OPT_INT,
+                      .unit = "frames",
+                      .min = 16,
+                      .max = 1 << 30,
+                      .description = "frames queued per peer (16 bytes each); a post past it "
+                                     "fails with IXL_ERR_BUSY"},
 };
 
 /* The core parsed and range-checked every option (see net_options); what is left are the
@@ -148,6 +191,17 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
     e->heartbeat_ns = opt[NO_HEARTBEAT].u * 1000000ull;
     e->hugepages = opt[NO_HUGEPAGES].i != 0;
     e->copy_threads = (int)opt[NO_COPY_THREADS].i;
+    e->n_loops = (int)opt[NO_IO_THREADS].i;
+    if (e->n_loops == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        e->n_loops = cores < 2 ? 1 : cores > 8 ? 4 : (int)((cores + 1) / 2);
+        if (e->n_loops < 2 && cores >= 2)
+            e->n_loops = 2;
+    }
+    e->max_conns = (int)opt[NO_MAX_CONNS].i;
+    e->peer_conns = (int)opt[NO_PEER_CONNS].i;
+    e->idle_ns = opt[NO_IDLE].u * 1000000ull;
+    e->queue_max = (size_t)opt[NO_QUEUE_MAX].i;
 
     const char *la = opt[NO_LISTEN_ADDR].str;
     struct in_addr tmp;
@@ -290,6 +344,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         }
         p->e = e;
         p->pidfd = -1;
+        p->loop_base = e->n_peers++ % e->n_loops;
         snprintf(p->name, sizeof(p->name), "%s", remote);
         pthread_mutex_init(&p->lock, NULL);
         pthread_condattr_t ca;
@@ -307,7 +362,8 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     int changed = p->loaded && p->instance != instance;
     pthread_mutex_unlock(&p->lock);
     if (changed) /* the peer restarted: everything bound for the old instance fails */
-        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT,
+                          "NET: the peer restarted (new metadata was loaded)");
     pthread_mutex_lock(&p->lock);
     p->instance = instance;
     p->pid = (uint32_t)ixlp_get_le(b + 16, 4);
@@ -326,7 +382,6 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         p->pidfd = -1;
     }
     p->loaded = true;
-    p->closing = 0;
     pthread_mutex_unlock(&p->lock);
     return IXL_OK;
 }
@@ -352,65 +407,16 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     pthread_mutex_unlock(&e->lock);
     if (p == NULL)
         return IXL_OK;
-    net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
     pthread_mutex_lock(&p->lock);
-    p->loaded = false;
+    p->loaded = false; /* nothing new is queued to it */
+    pthread_mutex_unlock(&p->lock);
+    net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT, "NET: the peer was disconnected");
+    pthread_mutex_lock(&p->lock);
     pthread_mutex_unlock(&p->lock);
     return IXL_OK;
 }
 
-/* ---- regions -------------------------------------------------------------------------------- */
-
-static size_t key_slot(uint64_t key, size_t cap)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-}
-
-struct net_region *net_region_find(struct net_engine *e, uint64_t key)
-{
-    if (e->rtab_cap == 0)
-        return NULL;
-    for (struct net_region *g = e->rtab[key_slot(key, e->rtab_cap)]; g; g = g->hnext)
-        if (g->key == key)
-            return g;
-    return NULL;
-}
-
-static int rtab_insert(struct net_engine *e, struct net_region *g)
-{
-    if (e->n_regions + 1 > e->rtab_cap / 2) {
-        size_t cap = e->rtab_cap ? e->rtab_cap * 2 : 256;
-        struct net_region **t = net_sys()->calloc(cap, sizeof(*t));
-        if (t == NULL)
-            return IXL_ERR_NO_MEMORY;
-        for (size_t i = 0; i < e->rtab_cap; i++)
-            for (struct net_region *x = e->rtab[i], *nx; x; x = nx) {
-                nx = x->hnext;
-                size_t s = key_slot(x->key, cap);
-                x->hnext = t[s];
-                t[s] = x;
-            }
-        free(e->rtab);
-        e->rtab = t;
-        e->rtab_cap = cap;
-    }
-    size_t s = key_slot(g->key, e->rtab_cap);
-    g->hnext = e->rtab[s];
-    e->rtab[s] = g;
-    e->n_regions++;
-    return IXL_OK;
-}
-
-static void rtab_remove(struct net_engine *e, struct net_region *g)
-{
-    struct net_region **pp = &e->rtab[key_slot(g->key, e->rtab_cap)];
-    while (*pp && *pp != g)
-        pp = &(*pp)->hnext;
-    if (*pp) {
-        *pp = g->hnext;
-        e->n_regions--;
-    }
-}
+/* ---- regions ------------------------------------------------------------------------------ */
 
 static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
                             const struct ixl_reg_desc *d, struct ixl_md **out)
@@ -418,60 +424,49 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
     struct net_engine *e = (struct net_engine *)base;
     if (type != IXL_MEM_DRAM)
         return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
-    if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
-        return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad DRAM region 0x%" PRIx64 "+%" PRIu64,
-                         d->addr, d->len);
-    struct net_region *g = net_sys()->calloc(1, sizeof(*g));
-    if (g == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    g->magic = NET_REGION_MAGIC;
-    g->addr = d->addr;
-    g->len = d->len;
-    g->memfd = -1;
-    /* Inside memory NET allocated? Then same-node peers can map it. */
-    pthread_mutex_lock(&e->lock);
-    for (struct net_alloc *a = e->allocs; a; a = a->next) {
-        uint64_t base_addr = (uintptr_t)a->addr;
-        if (d->addr >= base_addr && d->addr + d->len <= base_addr + a->len) {
-            g->memfd = a->fd;
-            g->memfd_off = d->addr - base_addr;
-            g->memfd_size = a->len;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&e->lock);
-    pthread_rwlock_wrlock(&e->regions_lock);
-    do
-        g->key = ixlp_random64(net_sys()->getrandom);
-    while (net_region_find(e, g->key) != NULL);
-    int rc = rtab_insert(e, g);
-    pthread_rwlock_unlock(&e->regions_lock);
-    if (rc != IXL_OK) {
-        free(g);
-        return net_error(e, rc, "out of memory");
-    }
-    /* The public data: the network path needs the key, the mapped path the memfd. */
-    ixlp_put_le(g->pub, PUB_MAGIC, 4);
-    ixlp_put_le(g->pub + 4, g->key, 8);
-    ixlp_put_le(g->pub + 12, g->addr, 8);
-    ixlp_put_le(g->pub + 20, g->len, 8);
-    ixlp_put_le(g->pub + 28, (uint32_t)g->memfd, 4);
-    ixlp_put_le(g->pub + 32, g->memfd_off, 8);
-    ixlp_put_le(g->pub + 40, g->memfd_size, 8);
-    *out = (struct ixl_md *)g;
-    return IXL_OK;
+    struct net_region *g;
+    int rc = net_region_register(e, d, &g);
+    if (rc == IXL_OK)
+        *out = (struct ixl_md *)g;
+    return rc;
 }
 
+/* Sleeps until g has no READ answer queued or the deadline passes. */
+static void wait_inflight(struct net_region *g, uint64_t deadline)
+{
+    uint64_t step = 100000; /* 0.1 ms, doubling to 10 ms */
+    while (atomic_load(&g->inflight) > 0 && net_now_ns() < deadline) {
+        struct timespec ts = {0, (long)step};
+        nanosleep(&ts, NULL);
+        if (step < 10000000)
+            step *= 2;
+    }
+}
+
+/* Out of the key table at once (no frame finds it any more); then waits for the READ answers
+ * already queued from it, at most timeout_ms, and cuts the connections still holding it. Only
+ * this region's readers are waited for, and no lock is held meanwhile. */
 static int net_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_region *g = (struct net_region *)md;
-    /* Taking the lock for writing waits for TCP frames copying into or out of the region. */
-    pthread_rwlock_wrlock(&e->regions_lock);
-    rtab_remove(e, g);
-    pthread_rwlock_unlock(&e->regions_lock);
-    g->magic = 0;
-    free(g);
+    net_region_unpublish(e, g);
+    if (atomic_load(&g->inflight) > 0) {
+        wait_inflight(g, net_now_ns() + e->timeout_ns);
+        if (atomic_load(&g->inflight) > 0) {
+            atomic_store(&g->cut, 1);
+            net_loops_cut_regions(e);
+            wait_inflight(g, net_now_ns() + 2000000000ull);
+        }
+        if (atomic_load(&g->inflight) > 0) {
+            /* A loop that does not answer: never free memory a frame may still read. */
+            e->host->log(e->host->ctx, IXL_LOG_ERROR,
+                         "NET: region 0x%llx+%llu is still being sent from; its record is kept",
+                         (unsigned long long)g->addr, (unsigned long long)g->len);
+            return IXL_OK;
+        }
+    }
+    net_region_free(g);
     return IXL_OK;
 }
 
@@ -481,19 +476,8 @@ static int net_get_public_data(struct ixl_engine *base, const struct ixl_md *md,
     (void)base;
     const struct net_region *g = (const struct net_region *)md;
     *data = g->pub;
-    *len = PUB_BYTES;
+    *len = NET_PUB_BYTES;
     return IXL_OK;
-}
-
-static struct net_rmd *rmd_new(void)
-{
-    struct net_rmd *m = net_sys()->calloc(1, sizeof(*m));
-    if (m) {
-        m->magic = NET_RMD_MAGIC;
-        m->memfd = -1;
-        pthread_mutex_init(&m->map_lock, NULL);
-    }
-    return m;
 }
 
 static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum ixl_mem type,
@@ -501,35 +485,23 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
                               struct ixl_md **out)
 {
     struct net_engine *e = (struct net_engine *)base;
-    const uint8_t *b = data;
-    if (type != IXL_MEM_DRAM || len != PUB_BYTES || ixlp_get_le(b, 4) != PUB_MAGIC)
+    if (type != IXL_MEM_DRAM)
         return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", remote);
-    struct net_rmd *m = rmd_new();
-    if (m == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    m->key = ixlp_get_le(b + 4, 8);
-    m->addr = ixlp_get_le(b + 12, 8);
-    m->len = ixlp_get_le(b + 20, 8);
-    m->memfd = (int32_t)(uint32_t)ixlp_get_le(b + 28, 4);
-    m->memfd_off = ixlp_get_le(b + 32, 8);
-    m->memfd_size = ixlp_get_le(b + 40, 8);
-    if (m->addr != d->addr || m->len != d->len || m->len == 0 || m->len > UINT64_MAX - m->addr ||
-        (m->memfd >= 0 &&
-         (m->memfd_off > m->memfd_size || m->len > m->memfd_size - m->memfd_off))) {
-        free(m);
-        return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' disagrees with its region",
-                         remote);
-    }
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = peer_find(e, remote);
     if (p)
         p->refs++;
     pthread_mutex_unlock(&e->lock);
-    if (p == NULL) {
-        free(m);
+    if (p == NULL)
         return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
+    struct net_rmd *m;
+    int rc = net_rmd_load_remote(e, p, d, data, len, &m);
+    if (rc != IXL_OK) {
+        pthread_mutex_lock(&e->lock);
+        p->refs--;
+        pthread_mutex_unlock(&e->lock);
+        return rc;
     }
-    m->peer = p;
     *out = (struct ixl_md *)m;
     return IXL_OK;
 }
@@ -537,163 +509,38 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
 static int net_load_local_md(struct ixl_engine *base, struct ixl_md *md, struct ixl_md **out)
 {
     struct net_engine *e = (struct net_engine *)base;
-    struct net_region *g = (struct net_region *)md;
-    struct net_rmd *m = rmd_new();
-    if (m == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    m->key = g->key;
-    m->addr = g->addr;
-    m->len = g->len;
-    m->local = g;
-    *out = (struct ixl_md *)m;
-    return IXL_OK;
+    struct net_rmd *m;
+    int rc = net_rmd_load_local(e, (struct net_region *)md, &m);
+    if (rc == IXL_OK)
+        *out = (struct ixl_md *)m;
+    return rc;
 }
 
 static int net_unload_md(struct ixl_engine *base, struct ixl_md *md)
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_rmd *m = (struct net_rmd *)md;
-    if (m->map)
-        net_sys()->munmap(m->map, m->map_len);
     if (m->peer) {
         pthread_mutex_lock(&e->lock);
         m->peer->refs--;
         pthread_mutex_unlock(&e->lock);
     }
-    pthread_mutex_destroy(&m->map_lock);
-    m->magic = 0;
-    free(m);
+    net_rmd_unload(m);
     return IXL_OK;
 }
-
-/* Maps the owner's memfd through /proc/<pid>/fd: the same rights cross-memory attach needs
- * (ptrace access to the peer), and only the memory the peer allocated through ixl. */
-void *net_rmd_map(struct net_rmd *m)
-{
-    if (m->peer == NULL || m->memfd < 0)
-        return NULL;
-    pthread_mutex_lock(&m->map_lock);
-    if (!m->map_tried) {
-        m->map_tried = 1;
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%u/fd/%d", m->peer->pid, m->memfd);
-        int fd = net_sys()->open(path, O_RDWR | O_CLOEXEC, 0);
-        struct stat st;
-        if (fd >= 0 && net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size >= m->memfd_size) {
-            long page = sysconf(_SC_PAGESIZE);
-            uint64_t off = m->memfd_off & ~((uint64_t)page - 1);
-            size_t len = (size_t)(m->memfd_off - off + m->len);
-            void *p =
-                net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
-            if (p != MAP_FAILED) {
-                m->map = p;
-                m->map_len = len;
-                m->map_off = m->memfd_off - off;
-            } else if (st.st_blksize > page) {
-                /* Huge pages: the offset must be huge-page aligned. */
-                off = m->memfd_off & ~((uint64_t)st.st_blksize - 1);
-                len = (size_t)(m->memfd_off - off + m->len);
-                len = (len + (size_t)st.st_blksize - 1) & ~((size_t)st.st_blksize - 1);
-                p = net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
-                if (p != MAP_FAILED) {
-                    m->map = p;
-                    m->map_len = len;
-                    m->map_off = m->memfd_off - off;
-                }
-            }
-        }
-        if (fd >= 0)
-            net_sys()->close(fd);
-    }
-    void *r = m->map ? (char *)m->map + m->map_off : NULL;
-    pthread_mutex_unlock(&m->map_lock);
-    if (r != NULL) { /* the fd opened: the pid is the peer's; watch it from now on */
-        pthread_mutex_lock(&m->peer->lock);
-        if (m->peer->pidfd < 0)
-            m->peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m->peer->pid, 0);
-        pthread_mutex_unlock(&m->peer->lock);
-    }
-    return r;
-}
-
-/* ---- allocation ------------------------------------------------------------------------------ */
 
 static int net_alloc_mem(struct ixl_engine *base, enum ixl_mem type, size_t len, void **out)
 {
     struct net_engine *e = (struct net_engine *)base;
     if (type != IXL_MEM_DRAM)
         return IXL_ERR_NOT_SUPPORTED;
-    int fd = -1;
-    size_t maplen = len;
-    void *p = MAP_FAILED;
-    if (e->hugepages) {
-        fd = net_sys()->memfd_create("ixl-net", MFD_CLOEXEC | MFD_HUGETLB);
-        if (fd >= 0) {
-            size_t huge = 2u << 20;
-            maplen = (len + huge - 1) & ~(huge - 1);
-            if (net_sys()->ftruncate(fd, (off_t)maplen) == 0)
-                p = net_sys()->mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                                    fd, 0);
-            if (p == MAP_FAILED) { /* no huge pages reserved */
-                net_sys()->close(fd);
-                fd = -1;
-            }
-        }
-    }
-    if (p == MAP_FAILED) {
-        maplen = len;
-        fd = net_sys()->memfd_create("ixl-net", MFD_CLOEXEC);
-        if (fd < 0)
-            return net_error(e, IXL_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-        if (net_sys()->ftruncate(fd, (off_t)maplen) != 0) {
-            int err = errno;
-            net_sys()->close(fd);
-            return net_error(e, IXL_ERR_NO_MEMORY, "ftruncate of %zu bytes: %s", maplen,
-                             strerror(err));
-        }
-        p = net_sys()->mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) {
-            int err = errno;
-            net_sys()->close(fd);
-            return net_error(e, IXL_ERR_NO_MEMORY, "mmap of %zu bytes: %s", maplen, strerror(err));
-        }
-        madvise(p, maplen, MADV_HUGEPAGE);
-    }
-    struct net_alloc *a = net_sys()->calloc(1, sizeof(*a));
-    if (a == NULL) {
-        net_sys()->munmap(p, maplen);
-        net_sys()->close(fd);
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    }
-    a->addr = p;
-    a->len = maplen;
-    a->fd = fd;
-    pthread_mutex_lock(&e->lock);
-    a->next = e->allocs;
-    e->allocs = a;
-    pthread_mutex_unlock(&e->lock);
-    *out = p;
-    return IXL_OK;
+    return net_alloc(e, len, out);
 }
 
 static int net_free_mem(struct ixl_engine *base, void *addr, size_t len)
 {
-    struct net_engine *e = (struct net_engine *)base;
     (void)len;
-    pthread_mutex_lock(&e->lock);
-    struct net_alloc **pp = &e->allocs;
-    while (*pp && (*pp)->addr != addr)
-        pp = &(*pp)->next;
-    struct net_alloc *a = *pp;
-    if (a)
-        *pp = a->next;
-    pthread_mutex_unlock(&e->lock);
-    if (a == NULL)
-        return net_error(e, IXL_ERR_NOT_FOUND, "NET did not allocate %p", addr);
-    net_sys()->munmap(a->addr, a->len);
-    net_sys()->close(a->fd);
-    free(a);
-    return IXL_OK;
+    return net_free((struct net_engine *)base, addr);
 }
 
 /* ---- notifications ----------------------------------------------------------------------- */
@@ -762,7 +609,7 @@ static int net_gen_notif(struct ixl_engine *base, const char *remote, const void
     pthread_mutex_unlock(&e->lock);
     if (p == NULL || !p->loaded)
         return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
-    return net_send_notif(p, msg, len);
+    return net_peer_send_msg(p, msg, len);
 }
 
 static int net_progress(struct ixl_engine *base)
@@ -798,6 +645,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         return IXL_ERR_NO_MEMORY;
     e->host = init->host;
     e->listen_fd = -1;
+    e->spare_fd = -1;
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
     e->instance = ixlp_random64(net_sys()->getrandom);
@@ -808,24 +656,20 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     pthread_mutex_init(&e->reqs_lock, NULL);
     pthread_cond_init(&e->reqs_cond, NULL);
     pthread_mutex_init(&e->notif_lock, NULL);
+    pthread_mutex_init(&e->msg_lock, NULL);
+    pthread_cond_init(&e->msg_cond, NULL);
     pthread_mutex_init(&e->work_lock, NULL);
     pthread_cond_init(&e->work_cond, NULL);
     int rc = parse_options(e, init);
     if (rc == IXL_OK) {
         host_identity(e->host_id);
-        rc = net_listen_start(e);
+        rc = net_loops_start(e);
     }
     if (rc == IXL_OK) {
         collect_addrs(e);
         build_conn_info(e);
         rc = net_workers_start(e);
     }
-    int te = rc == IXL_OK ? net_sys()->pthread_create(&e->watchdog, NULL, net_watchdog_main, e) : 0;
-    if (te != 0)
-        rc = net_error(e, IXL_ERR_SYSTEM,
-                       "NET: cannot start its watchdog thread: pthread_create: %s", strerror(te));
-    else if (rc == IXL_OK)
-        e->watchdog_started = true;
     if (rc != IXL_OK) {
         net_destroy_engine(&e->base);
         return rc;
@@ -840,32 +684,24 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
 static void net_destroy_engine(struct ixl_engine *base)
 {
     struct net_engine *e = (struct net_engine *)base;
-    atomic_store(&e->stopping, 1);
-    if (e->watchdog_started)
-        pthread_join(e->watchdog, NULL);
-    net_listen_stop(e);
+    atomic_store(&e->stopping, 1); /* nothing new is queued or dialed from now on */
     pthread_mutex_lock(&e->lock);
     struct net_peer *peers = e->peers;
     e->peers = NULL;
     pthread_mutex_unlock(&e->lock);
     for (struct net_peer *p = peers; p; p = p->next) {
         pthread_mutex_lock(&p->lock);
-        p->closing = 1;
         p->loaded = false;
         pthread_mutex_unlock(&p->lock);
-        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
+        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
     }
     net_workers_stop(e);
-    /* A worker may have connected a peer again before it stopped: tear down once more. */
-    for (struct net_peer *p = peers; p; p = p->next)
-        net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT);
-    for (struct net_peer *p = peers; p; p = p->next)
-        net_peer_bury(p);
+    net_loops_stop(e);    /* every connection closes; the references its frames held drop */
     net_reqs_free_all(e); /* only requests whose release kept failing are left */
     while (peers) {
         struct net_peer *n = peers->next;
-        free(peers->q);
-        free(peers->grave);
+        free(peers->q.v);
+        free(peers->nq.v);
         if (peers->pidfd >= 0)
             net_sys()->close(peers->pidfd);
         pthread_mutex_destroy(&peers->lock);
@@ -873,12 +709,12 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(peers);
         peers = n;
     }
-    for (struct net_alloc *a = e->allocs, *n; a; a = n) {
-        n = a->next;
-        net_sys()->munmap(a->addr, a->len);
-        net_sys()->close(a->fd);
-        free(a);
+    while (e->innames) {
+        struct net_inname *n = e->innames->next;
+        free(e->innames);
+        e->innames = n;
     }
+    net_allocs_free_all(e);
     struct net_notif *nn = e->notif_head;
     while (nn) {
         struct net_notif *next = nn->next;
@@ -892,6 +728,8 @@ static void net_destroy_engine(struct ixl_engine *base)
     free(e->work);
     pthread_cond_destroy(&e->work_cond);
     pthread_mutex_destroy(&e->work_lock);
+    pthread_cond_destroy(&e->msg_cond);
+    pthread_mutex_destroy(&e->msg_lock);
     pthread_mutex_destroy(&e->notif_lock);
     pthread_cond_destroy(&e->reqs_cond);
     pthread_mutex_destroy(&e->reqs_lock);

@@ -1,5 +1,6 @@
-/* NET requests: path choice, the request table, same-node and loopback copies on worker
- * threads, completion and notifications, release. */
+/* NET requests: path choice, prep/post/check/release, and the same-node and loopback copies
+ * on worker threads. TCP frames go to the peer's queue (net_loop.c); the request table and
+ * completion are net_req.c's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -39,71 +40,7 @@ static const char *path_name(enum net_path p)
     return "auto";
 }
 
-/* ---- the request table ---------------------------------------------------------------------- */
-
-static size_t qslot(uint64_t serial, size_t cap)
-{
-    return (size_t)(serial * 0x9e3779b97f4a7c15ull >> 24) & (cap - 1);
-}
-
-static struct net_req *qfind(struct net_engine *e, uint64_t serial)
-{
-    if (e->qtab_cap == 0 || serial == 0)
-        return NULL;
-    for (struct net_req *r = e->qtab[qslot(serial, e->qtab_cap)]; r; r = r->tnext)
-        if (r->serial == serial)
-            return r;
-    return NULL;
-}
-
-static void qremove(struct net_engine *e, struct net_req *r)
-{
-    if (r->serial == 0 || e->qtab_cap == 0)
-        return;
-    struct net_req **pp = &e->qtab[qslot(r->serial, e->qtab_cap)];
-    while (*pp && *pp != r)
-        pp = &(*pp)->tnext;
-    if (*pp)
-        *pp = r->tnext;
-    r->serial = 0;
-}
-
-/* Gives r a new serial and files it (reqs_lock held). */
-static int qinsert(struct net_engine *e, struct net_req *r)
-{
-    static const size_t first_cap = 1024;
-    if (e->qtab_cap == 0) {
-        e->qtab = net_sys()->calloc(first_cap, sizeof(*e->qtab));
-        if (e->qtab == NULL)
-            return IXL_ERR_NO_MEMORY;
-        e->qtab_cap = first_cap;
-    }
-    r->serial = e->next_serial++;
-    size_t s = qslot(r->serial, e->qtab_cap);
-    r->tnext = e->qtab[s];
-    e->qtab[s] = r;
-    return IXL_OK;
-}
-
-struct net_req *net_req_get_busy(struct net_engine *e, uint64_t serial)
-{
-    pthread_mutex_lock(&e->reqs_lock);
-    struct net_req *r = qfind(e, serial);
-    if (r != NULL && (r->state != NR_RUNNING || r->canceled))
-        r = NULL;
-    if (r != NULL)
-        r->busy++;
-    pthread_mutex_unlock(&e->reqs_lock);
-    return r;
-}
-
-void net_req_unbusy(struct net_engine *e, struct net_req *r)
-{
-    pthread_mutex_lock(&e->reqs_lock);
-    if (--r->busy == 0)
-        pthread_cond_broadcast(&e->reqs_cond);
-    pthread_mutex_unlock(&e->reqs_lock);
-}
+/* ---- the copy workers' queue ------------------------------------------------------------ */
 
 static void work_push(struct net_engine *e, struct net_item it)
 {
@@ -127,106 +64,11 @@ static void work_push(struct net_engine *e, struct net_item it)
     pthread_mutex_unlock(&e->work_lock);
 }
 
-/* The last part of r finished (reqs_lock held). Returns 1 when the user should be woken. */
-static int complete_locked(struct net_engine *e, struct net_req *r, int *push_loopback_notif)
-{
-    if (r->status != IXL_OK) {
-        r->state = NR_ERROR;
-        return 1;
-    }
-    if (r->notif != NULL && r->peer != NULL) {
-        /* The data is in place at the target: now its notification, from a worker (the
-         * receiver threads must not block on a connection). */
-        work_push(e, (struct net_item){r->serial, 0, NI_NOTIF});
-        return 0;
-    }
-    if (r->notif != NULL)
-        *push_loopback_notif = 1;
-    r->state = NR_DONE;
-    return 1;
-}
-
-static void finish_part(struct net_engine *e, uint64_t serial, int status)
-{
-    int wake = 0, loop_notif = 0;
-    void *msg = NULL;
-    size_t len = 0;
-    pthread_mutex_lock(&e->reqs_lock);
-    struct net_req *r = qfind(e, serial);
-    if (r != NULL && r->state == NR_RUNNING) {
-        if (status != IXL_OK && r->status == IXL_OK)
-            r->status = status;
-        if (r->pending > 0 && --r->pending == 0)
-            wake = complete_locked(e, r, &loop_notif);
-        if (loop_notif && !r->canceled) {
-            msg = net_sys()->malloc(r->notif_len ? r->notif_len : 1);
-            if (msg) {
-                memcpy(msg, r->notif, r->notif_len);
-                len = r->notif_len;
-            } else {
-                net_error(e, IXL_ERR_NO_MEMORY,
-                          "malloc: out of memory copying a notification "
-                          "to this agent: lost");
-            }
-        }
-    }
-    pthread_mutex_unlock(&e->reqs_lock);
-    if (msg) {
-        net_notif_push(e, e->name, msg, len);
-        free(msg);
-    }
-    if (wake)
-        e->host->signal(e->host->ctx);
-}
-
-int net_req_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h)
-{
-    int v = 0;
-    pthread_mutex_lock(&e->reqs_lock);
-    struct net_req *r = qfind(e, h->req);
-    if (r != NULL && r->path == NET_PATH_TCP && r->state == NR_RUNNING && !r->canceled) {
-        int is_write = h->op == NET_WRITE_ACK;
-        if (r->peer != p || is_write != (r->op == IXL_OP_WRITE) || h->chunk >= r->n_chunks ||
-            r->answered == NULL || r->answered[h->chunk] ||
-            (h->op == NET_READ_DATA && h->status == 0 && h->len != r->chunks[h->chunk].len)) {
-            v = -1;
-        } else {
-            r->answered[h->chunk] = 1;
-            v = 1;
-        }
-    }
-    pthread_mutex_unlock(&e->reqs_lock);
-    if (v == 0 && h->op == NET_READ_DATA && h->len > e->chunk)
-        v = -1; /* more than any frame this engine asks for */
-    return v;
-}
-
-void net_req_chunk_done(struct net_engine *e, uint64_t serial, int status)
-{
-    finish_part(e, serial, status);
-}
-
-void net_fail_peer_reqs(struct net_engine *e, struct net_peer *p, int status, uint64_t torn)
-{
-    int woke = 0;
-    pthread_mutex_lock(&e->reqs_lock);
-    for (size_t i = 0; i < e->qtab_cap; i++)
-        for (struct net_req *r = e->qtab[i]; r; r = r->tnext)
-            if (r->peer == p && r->state == NR_RUNNING && r->path == NET_PATH_TCP &&
-                r->gen <= torn) {
-                r->state = NR_ERROR;
-                r->status = status;
-                r->pending = 0;
-                woke = 1;
-            }
-    pthread_mutex_unlock(&e->reqs_lock);
-    if (woke)
-        e->host->signal(e->host->ctx);
-}
-
 /* ---- same-node copies ---------------------------------------------------------------------- */
 
-static int canceled(struct net_engine *e, struct net_req *r)
+static int net_peer_same(const struct net_req *r);
+
+static int is_canceled(struct net_engine *e, struct net_req *r)
 {
     pthread_mutex_lock(&e->reqs_lock);
     int c = r->canceled;
@@ -336,7 +178,7 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
                 else
                     memmove(dst, src, step);
                 done += step;
-                if (done < n && canceled(e, r))
+                if (done < n && is_canceled(e, r))
                     return IXL_ERR_CANCELED;
             }
             continue;
@@ -381,7 +223,7 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             }
         }
         n_iov = 0;
-        if (canceled(e, r))
+        if (is_canceled(e, r))
             return IXL_ERR_CANCELED;
     }
     if (stream)
@@ -407,25 +249,10 @@ static void do_copy(struct net_engine *e, const struct net_item *it)
     uint64_t from = total / parts * it->chunk;
     uint64_t to = it->chunk + 1 == parts ? total : total / parts * (it->chunk + 1);
     int rc = copy_range(e, r, from, to);
+    struct net_peer *p = r->peer;
     net_req_unbusy(e, r);
-    finish_part(e, it->serial, rc);
-}
-
-static void do_notif(struct net_engine *e, const struct net_item *it)
-{
-    struct net_req *r = net_req_get_busy(e, it->serial);
-    if (r == NULL)
-        return; /* released: its notification is never delivered */
-    int rc = net_send_notif(r->peer, r->notif, r->notif_len);
-    net_req_unbusy(e, r);
-    pthread_mutex_lock(&e->reqs_lock);
-    r = qfind(e, it->serial);
-    if (r != NULL && r->state == NR_RUNNING) {
-        r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
-        r->status = rc;
-    }
-    pthread_mutex_unlock(&e->reqs_lock);
-    e->host->signal(e->host->ctx);
+    if (net_req_part_done(e, it->serial, rc, NULL) == 1)
+        net_peer_submit_notif(p, it->serial);
 }
 
 static void *worker_main(void *arg)
@@ -443,10 +270,7 @@ static void *worker_main(void *arg)
         e->work_head = (e->work_head + 1) % e->work_cap;
         e->work_len--;
         pthread_mutex_unlock(&e->work_lock);
-        if (it.kind == NI_COPY)
-            do_copy(e, &it);
-        else if (it.kind == NI_NOTIF)
-            do_notif(e, &it);
+        do_copy(e, &it);
     }
     return NULL;
 }
@@ -478,7 +302,7 @@ void net_workers_stop(struct net_engine *e)
 
 /* The request's peer is still the process it was posted to: same instance (a restarted peer
  * reuses the name, maybe even the pid) and alive. */
-int net_peer_same(const struct net_req *r)
+static int net_peer_same(const struct net_req *r)
 {
     struct net_peer *p = r->peer;
     pthread_mutex_lock(&p->lock);
@@ -641,36 +465,9 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         free(r);
         return rc;
     }
-    pthread_mutex_lock(&e->reqs_lock);
-    r->anext = e->all_reqs;
-    if (e->all_reqs)
-        e->all_reqs->aprev = r;
-    e->all_reqs = r;
-    pthread_mutex_unlock(&e->reqs_lock);
+    net_req_link(e, r);
     *out = (struct ixl_req *)r;
     return IXL_OK;
-}
-
-static void unlink_req(struct net_engine *e, struct net_req *r)
-{
-    if (r->aprev)
-        r->aprev->anext = r->anext;
-    else
-        e->all_reqs = r->anext;
-    if (r->anext)
-        r->anext->aprev = r->aprev;
-}
-
-void net_reqs_free_all(struct net_engine *e)
-{
-    while (e->all_reqs) {
-        struct net_req *r = e->all_reqs;
-        unlink_req(e, r);
-        free(r->chunks);
-        free(r->answered);
-        free(r->notif);
-        free(r);
-    }
 }
 
 static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
@@ -692,12 +489,23 @@ static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
     return IXL_OK;
 }
 
+/* Records a failure of r's post before anything started (reqs_lock not held). */
+static int post_failed(struct net_engine *e, struct net_req *r, int rc)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    r->state = NR_ERROR;
+    r->status = rc;
+    pthread_mutex_unlock(&e->reqs_lock);
+    return rc;
+}
+
 int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl_xfer_opts *opts)
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
-    /* A thread of the last post may still be winding down (the answers completed the request
-     * between its send and its unbusy): that takes microseconds, so wait for it, bounded. */
+    /* A frame or copy of the last post may still be winding down (the answers completed the
+     * request between its send and its unbusy): that takes microseconds, so wait for it,
+     * bounded. */
     pthread_mutex_lock(&e->reqs_lock);
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
@@ -713,80 +521,64 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     if (r->peer != NULL) {
         pthread_mutex_lock(&r->peer->lock);
         r->instance = r->peer->instance;
+        int loaded = r->peer->loaded;
         pthread_mutex_unlock(&r->peer->lock);
+        if (!loaded)
+            return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: '%s' is disconnected",
+                             r->peer->name);
+        /* Same-node paths touch the peer's memory directly: a peer known to be gone is
+         * refused here (a pidfd poll, no waiting). */
+        if ((r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) && !net_peer_same(r))
+            return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
+                             r->peer->pid, r->peer->name,
+                             alive_err ? " or cannot be told alive: poll of its pidfd: " : "",
+                             alive_err ? strerror(alive_err) : "");
     }
     uint64_t total = total_bytes(r);
-    if (r->peer != NULL) {
-        /* Every path keeps a connection to the peer (its notifications travel there): a peer
-         * that died is found here, even when the data would go through a mapping that
-         * outlives it. */
-        int rc = net_peer_connect(r->peer);
-        if (rc == IXL_OK && (r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) &&
-            !net_peer_same(r))
-            rc = net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
-                           r->peer->pid, r->peer->name,
-                           alive_err ? " or cannot be told alive: poll of its pidfd: " : "",
-                           alive_err ? strerror(alive_err) : "");
-        if (rc != IXL_OK)
-            return rc;
-    }
-    if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
-        /* Small same-node copies: no thread hop. */
-        pthread_mutex_lock(&e->reqs_lock);
-        qremove(e, r);
-        r->state = NR_RUNNING;
-        r->status = IXL_OK;
-        pthread_mutex_unlock(&e->reqs_lock);
-        r->n_chunks = 1;
-        int rc = copy_range(e, r, 0, total);
-        if (rc == IXL_OK && r->notif != NULL) {
-            if (r->peer)
-                rc = net_send_notif(r->peer, r->notif, r->notif_len);
-            else
-                rc = net_notif_push(e, e->name, r->notif, r->notif_len);
-        }
-        r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
-        r->status = rc;
-        return rc;
-    }
     pthread_mutex_lock(&e->reqs_lock);
-    qremove(e, r);
-    int rc = qinsert(e, r);
+    net_req_remove(e, r);
+    int rc = net_req_insert(e, r);
     uint64_t serial = r->serial;
     if (rc == IXL_OK) {
         r->state = NR_RUNNING;
         r->status = IXL_OK;
+        r->why[0] = '\0';
         r->canceled = false;
         if (r->path != NET_PATH_TCP)
             r->n_chunks = total >= SPLIT_BYTES ? (uint32_t)e->copy_threads : 1;
         else
             memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
+        if (r->path != NET_PATH_TCP && total <= INLINE_BYTES)
+            r->busy++; /* copied below, on this thread */
     }
-    /* Read under the lock: a teardown (net_fail_peer_reqs) may zero it at any time after. */
+    /* Read under the lock: a teardown (net_req_fail_peer) may zero it at any time after. */
     uint64_t pending = r->pending;
     pthread_mutex_unlock(&e->reqs_lock);
     if (rc != IXL_OK)
         return net_error(e, rc, "out of memory");
+    if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
+        /* Small same-node copies: no thread hop. A notification then goes to the peer's
+         * queue; the request completes when it is on the socket. */
+        rc = copy_range(e, r, 0, total);
+        net_req_unbusy(e, r);
+        if (net_req_part_done(e, serial, rc, NULL) == 1)
+            net_peer_submit_notif(r->peer, serial);
+        if (rc != IXL_OK)
+            return rc;
+        return net_check_xfer(base, req);
+    }
     if (pending == 0) {
-        finish_part(e, serial, IXL_OK);
+        net_req_part_done(e, serial, IXL_OK, NULL);
         return IXL_IN_PROGRESS;
     }
     if (r->path == NET_PATH_TCP) {
-        rc = net_peer_enqueue(r->peer, r, serial, r->n_chunks);
-        if (rc != IXL_OK) {
-            pthread_mutex_lock(&e->reqs_lock);
-            r->state = NR_ERROR;
-            r->status = rc;
-            pthread_mutex_unlock(&e->reqs_lock);
-            return net_error(e, rc, "NET: '%s' %s", r->peer->name,
-                             rc == IXL_ERR_NO_MEMORY ? "cannot be sent to: malloc of its send "
-                                                       "queue: out of memory"
-                                                     : "disconnected");
-        }
+        rc = net_peer_submit(r->peer, r, serial, r->n_chunks);
+        if (rc != IXL_OK)
+            return post_failed(e, r, rc);
     } else {
         for (uint32_t k = 0; k < r->n_chunks; k++)
-            work_push(e, (struct net_item){serial, k, NI_COPY});
+            work_push(e, (struct net_item){.serial = serial, .chunk = k, .kind = NI_COPY});
     }
     return IXL_IN_PROGRESS;
 }
@@ -801,7 +593,11 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
              : r->state == NR_ERROR && r->busy == 0 ? r->status
              : r->canceled && r->state != NR_ERROR  ? IXL_ERR_CANCELED
                                                     : IXL_IN_PROGRESS;
+    char why[NET_WHY];
+    snprintf(why, sizeof(why), "%s", rc < 0 ? r->why : "");
     pthread_mutex_unlock(&e->reqs_lock);
+    if (rc < 0 && why[0] != '\0') /* said again on the caller's thread */
+        net_error(e, rc, "%s", why);
     return rc;
 }
 
@@ -811,11 +607,12 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
     struct net_req *r = (struct net_req *)req;
     pthread_mutex_lock(&e->reqs_lock);
     r->canceled = true;
-    /* Out of the table: no thread can start touching the user's buffers for it any more. */
-    qremove(e, r);
-    /* A copy or a frame already touching the user's buffers finishes first. A frame stuck on
-     * a peer that stopped reading does not: after a short wait the connection is cut (the
-     * peer's other requests fail as they would at the watchdog's verdict), which frees it. */
+    /* Out of the table: no frame or copy can start touching the user's buffers for it. */
+    net_req_remove(e, r);
+    /* A copy or a frame already touching the user's buffers finishes first. A WRITE frame
+     * stuck on a peer that stopped reading does not: after a short wait the peer's
+     * connections are cut (its other requests fail as they would at the watchdog's verdict),
+     * and the loops drop the frame at once. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 200000000;
@@ -828,7 +625,9 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
             break;
     if (r->busy > 0 && r->path == NET_PATH_TCP && r->peer != NULL) {
         pthread_mutex_unlock(&e->reqs_lock);
-        net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT);
+        net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT,
+                          "NET: a request released while its frames were stuck on the "
+                          "connection cut it");
         pthread_mutex_lock(&e->reqs_lock);
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 2;
@@ -838,14 +637,11 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
     }
     int busy = r->busy;
     if (busy == 0)
-        unlink_req(e, r);
+        net_req_unlink(e, r);
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0)
         return net_error(e, IXL_ERR_BUSY, "NET: a copy of the request is still running");
-    free(r->chunks);
-    free(r->answered);
-    free(r->notif);
-    free(r);
+    net_req_free(r);
     return IXL_OK;
 }
 

@@ -1,0 +1,1651 @@
+/* NET's event loops: every TCP connection of an engine, both directions, on io_threads epoll
+ * loops. A connection belongs to one loop for its life; only that loop's thread reads, writes
+ * or closes its socket, so its rx/tx state needs no lock. Other threads reach it through its
+ * peer (under p->lock) and only ever put it on a list of its loop (ready: its peer queued
+ * frames; reap: torn down) and wake the loop through its eventfd.
+ *
+ * Why epoll and not io_uring: a connection here is a byte stream parsed in place, with bodies
+ * received straight into user or registered memory whose lifetime a release or deregistration
+ * ends at any moment; readiness lets the loop look the memory up again right before each
+ * recv (under a reference held for that one non-blocking call) instead of handing a buffer to
+ * the kernel for an unbounded time, and it needs no per-connection ring memory. On this
+ * machine's kernel (6.1) epoll costs one epoll_wait per batch of ready connections.
+ *
+ * Memory per connection is bounded: the struct, a tx array of at most TX_SOFT frames plus one
+ * scratch buffer's worth of answers, and a HELLO or NOTIF body (at most notif_max); the
+ * receive scratch buffer (SCRATCH_BYTES) is one per loop.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net.h"
+
+#define SCRATCH_BYTES (64u << 10)
+#define DIRECT_MIN (16u << 10) /* a body with this much left is received straight into place */
+#define RX_BUDGET (4u << 20)   /* bytes one connection reads per wakeup before the others */
+#define TX_SOFT 256            /* answers queued on an accepted connection: stop reading */
+#define PULL_FRAMES 64         /* frames a connection takes from its peer's queue at once */
+#define PULL_BYTES (8u << 20)  /* ... or this many bytes of them */
+#define SERVE_MAX_FRAME ((uint64_t)1 << 30)
+#define MAX_EVENTS 256
+#define ACCEPTS_PER_EVENT 64
+
+enum body_mode { BODY_DISCARD, BODY_PLACE_W, BODY_PLACE_R, BODY_BUF };
+
+static void *const LISTEN_TAG = (void *)&LISTEN_TAG; /* epoll data of the listener */
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static void loop_wake(struct net_loop *l)
+{
+    if (atomic_exchange(&l->woken, 1) == 0) {
+        uint64_t one = 1;
+        if (net_sys()->write(l->evfd, &one, sizeof(one)) < 0) {
+            /* EAGAIN: the counter is saturated, the loop wakes anyway */
+        }
+    }
+}
+
+static void set_cause(struct net_conn *c, const char *call, int err)
+{
+    snprintf(c->cause, sizeof(c->cause), " (%s: %s)", call, strerror(err));
+}
+
+static int set_events(struct net_conn *c, uint32_t ev)
+{
+    if (c->events == ev)
+        return 0;
+    struct epoll_event x = {.events = ev, .data.ptr = c};
+    if (net_sys()->epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &x) != 0) {
+        set_cause(c, "epoll_ctl", errno);
+        return -1;
+    }
+    c->events = ev;
+    return 0;
+}
+
+static size_t tx_pending(const struct net_conn *c)
+{
+    return c->tx_n - c->tx_head;
+}
+
+/* A free slot at the end of c's tx (grows the array), or NULL when out of memory. */
+static struct net_txf *tx_slot(struct net_conn *c)
+{
+    if (c->tx_head == c->tx_n)
+        c->tx_head = c->tx_n = 0;
+    if (c->tx_n == c->tx_cap) {
+        if (c->tx_head > 0) {
+            memmove(c->tx, c->tx + c->tx_head, tx_pending(c) * sizeof(*c->tx));
+            c->tx_n -= c->tx_head;
+            c->tx_head = 0;
+        } else {
+            uint32_t cap = c->tx_cap ? c->tx_cap * 2 : 16;
+            struct net_txf *t = net_sys()->realloc(c->tx, cap * sizeof(*t));
+            if (t == NULL)
+                return NULL;
+            c->tx = t;
+            c->tx_cap = cap;
+        }
+    }
+    struct net_txf *f = &c->tx[c->tx_n];
+    memset(f, 0, sizeof(*f));
+    return f;
+}
+
+static int tx_add(struct net_conn *c, const struct net_hdr *h, const void *data, size_t len,
+                  struct net_txf **out)
+{
+    struct net_txf *f = tx_slot(c);
+    if (f == NULL) {
+        set_cause(c, "realloc", ENOMEM);
+        return -1;
+    }
+    if (tx_pending(c) == 0)
+        c->last_tx = net_now_ns(); /* a send stall is counted from when bytes are owed */
+    net_hdr_encode(h, f->hdr);
+    f->data = data;
+    f->len = len;
+    c->tx_n++;
+    if (out)
+        *out = f;
+    return 0;
+}
+
+static struct net_item ring_pop(struct net_ring *q)
+{
+    struct net_item it = q->v[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return it;
+}
+
+static void ring_push(struct net_ring *q, struct net_item it)
+{
+    q->v[(q->head + q->len++) % q->cap] = it;
+}
+
+/* Grows q to hold n more items. */
+static int ring_room(struct net_ring *q, size_t n)
+{
+    if (q->len + n <= q->cap)
+        return IXL_OK;
+    size_t cap = q->cap ? q->cap : 64;
+    while (cap < q->len + n)
+        cap *= 2;
+    struct net_item *v = net_sys()->malloc(cap * sizeof(*v));
+    if (v == NULL)
+        return IXL_ERR_NO_MEMORY;
+    for (size_t i = 0; i < q->len; i++)
+        v[i] = q->v[(q->head + i) % q->cap];
+    free(q->v);
+    q->v = v;
+    q->cap = cap;
+    q->head = 0;
+    return IXL_OK;
+}
+
+static void msg_done(struct net_engine *e, struct net_msg *m, int status, const char *why)
+{
+    pthread_mutex_lock(&e->msg_lock);
+    if (m->status == IXL_IN_PROGRESS) {
+        m->status = status;
+        if (why)
+            snprintf(m->why, sizeof(m->why), "%s", why);
+        pthread_cond_broadcast(&e->msg_cond);
+    }
+    int last = --m->refs == 0;
+    pthread_mutex_unlock(&e->msg_lock);
+    if (last)
+        free(m);
+}
+
+/* Drops what frame f holds; status says whether it was sent. */
+static void txf_done(struct net_engine *e, struct net_txf *f, int status, const char *why)
+{
+    if (f->busy)
+        net_req_unbusy(e, f->busy);
+    if (f->notif_serial)
+        net_req_notif_done(e, f->notif_serial, status, why);
+    if (f->msg)
+        msg_done(e, f->msg, status, why);
+    if (f->region)
+        atomic_fetch_sub(&f->region->inflight, 1);
+    f->busy = NULL;
+    f->msg = NULL;
+    f->region = NULL;
+    f->notif_serial = 0;
+}
+
+/* ---- closing ---------------------------------------------------------------------------- */
+
+static void peer_teardown_gen(struct net_peer *p, int status, uint64_t gen, const char *why);
+static void mark_ready(struct net_conn *c, struct net_loop **wake, int *n_wake);
+static void wake_all(struct net_loop **wake, int n);
+
+static void unname(struct net_engine *e, struct net_conn *c)
+{
+    if (!c->named)
+        return;
+    c->named = false;
+    pthread_mutex_lock(&e->lock);
+    for (struct net_inname **pp = &e->innames; *pp; pp = &(*pp)->next) {
+        if (strcmp((*pp)->name, c->name) == 0) {
+            if (--(*pp)->n == 0) {
+                struct net_inname *x = *pp;
+                *pp = x->next;
+                free(x);
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Closes c (loop thread). failed: a failure of the connection (status, why) rather than a
+ * teardown or an idle close; for an initiator's connection it ends its peer's generation
+ * (today's requests spread over all of them), or, while dialing, the attempt when no other
+ * connection of it can still come up. c is freed after the current batch of events. */
+static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int status,
+                       const char *why)
+{
+    struct net_engine *e = l->e;
+    if (c->closed)
+        return;
+    c->closed = true;
+    if (c->fd >= 0) {
+        net_sys()->epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        net_sys()->close(c->fd);
+        c->fd = -1;
+    }
+    char text[NET_WHY];
+    snprintf(text, sizeof(text), "%s", why ? why : "NET: the connection closed");
+    for (uint32_t i = c->tx_head; i < c->tx_n; i++)
+        txf_done(e, &c->tx[i], status ? status : IXL_ERR_REMOTE_DISCONNECT, text);
+    c->tx_head = c->tx_n = 0;
+    if (c->kind == NC_IN) {
+        atomic_fetch_sub(&e->n_in, 1);
+        unname(e, c);
+    } else {
+        struct net_peer *p = c->peer;
+        int fail_gen = 0;
+        struct net_loop *wake[NET_MAX_LOOPS];
+        int n_wake = 0;
+        pthread_mutex_lock(&p->lock);
+        int k = -1;
+        for (int i = 0; i < p->n_conns; i++)
+            if (p->conns[i] == c)
+                k = i;
+        if (k >= 0) { /* not torn down before */
+            p->conns[k] = p->conns[--p->n_conns];
+            if (c->state == NCS_UP)
+                p->n_up--;
+            if (p->notif_conn == c) {
+                p->notif_conn = NULL;
+                for (int i = 0; i < p->n_conns && p->notif_conn == NULL; i++)
+                    if (p->conns[i]->state == NCS_UP)
+                        p->notif_conn = p->conns[i];
+                if (p->notif_conn != NULL && p->nq.len > 0)
+                    mark_ready(p->notif_conn, wake, &n_wake);
+            }
+            if (failed && c->gen == p->gen) {
+                /* Up: its frames were lost, the generation's requests fail. Dialing: the
+                 * attempt fails when nothing else of it can come up. */
+                fail_gen = c->state == NCS_UP || (p->n_up == 0 && p->n_conns == 0);
+            }
+            pthread_cond_broadcast(&p->cond);
+        }
+        pthread_mutex_unlock(&p->lock);
+        wake_all(wake, n_wake);
+        if (fail_gen)
+            peer_teardown_gen(p, status, c->gen, text);
+    }
+    /* Off the cross-thread lists; freed after the batch (events may still name it). */
+    pthread_mutex_lock(&l->lock);
+    if (c->on_ready) {
+        for (struct net_conn **pp = &l->ready; *pp; pp = &(*pp)->rnext)
+            if (*pp == c) {
+                *pp = c->rnext;
+                break;
+            }
+        c->on_ready = false;
+    }
+    if (c->on_reap) {
+        for (struct net_conn **pp = &l->reap; *pp; pp = &(*pp)->knext)
+            if (*pp == c) {
+                *pp = c->knext;
+                break;
+            }
+        c->on_reap = false;
+    }
+    pthread_mutex_unlock(&l->lock);
+    c->dnext = l->dead;
+    l->dead = c;
+}
+
+static void conn_free(struct net_loop *l, struct net_conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (l->conns == c)
+        l->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    free(c->tx);
+    free(c->buf);
+    free(c);
+}
+
+static void free_dead(struct net_loop *l)
+{
+    while (l->dead) {
+        struct net_conn *c = l->dead;
+        l->dead = c->dnext;
+        conn_free(l, c);
+    }
+}
+
+/* Why an attempt to reach p failed, for its requests. */
+static void setup_failed(struct net_loop *l, struct net_conn *c, int status, const char *what)
+{
+    struct net_peer *p = c->peer;
+    char addr[INET_ADDRSTRLEN] = "?";
+    if (c->n_addrs > 0)
+        inet_ntop(AF_INET, &c->addrs[c->addr_at < c->n_addrs ? c->addr_at : 0], addr, sizeof(addr));
+    char why[NET_WHY];
+    snprintf(why, sizeof(why), "NET cannot connect to '%s' (%s:%u, %d address(es)): %s%s", p->name,
+             addr, c->port, c->n_addrs, what, c->cause);
+    pthread_mutex_lock(&p->lock);
+    if (c->gen == p->gen) {
+        snprintf(p->why, sizeof(p->why), "%s", why);
+        p->failed_gen = c->gen + 1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    conn_close(l, c, true, status, why);
+}
+
+/* ---- the initiator's side: dialing, HELLO ------------------------------------------------ */
+
+static void dial_next(struct net_loop *l, struct net_conn *c);
+
+static void send_hello(struct net_loop *l, struct net_conn *c)
+{
+    struct net_engine *e = l->e;
+    struct net_hello hl = {.from_instance = e->instance, .to_instance = c->to_instance};
+    snprintf(hl.name, sizeof(hl.name), "%s", e->name);
+    c->buf = net_sys()->malloc(NET_HELLO_MAX);
+    size_t plen = c->buf ? net_hello_encode(&hl, c->buf, NET_HELLO_MAX) : 0;
+    struct net_hdr h = {.op = NET_HELLO, .len = plen};
+    if (c->buf == NULL || tx_add(c, &h, c->buf, plen, NULL) != 0) {
+        set_cause(c, "malloc", ENOMEM);
+        setup_failed(l, c, IXL_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    c->state = NCS_HELLO;
+    if (set_events(c, EPOLLIN | EPOLLOUT) != 0)
+        setup_failed(l, c, IXL_ERR_SYSTEM, "epoll_ctl failed");
+    c->reading = true;
+}
+
+/* The socket of a dialing connection became writable (or failed). */
+static void dial_done(struct net_loop *l, struct net_conn *c)
+{
+    int err = 0;
+    socklen_t el = sizeof(err);
+    if (net_sys()->getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        err = errno;
+    if (err != 0) {
+        set_cause(c, "connect", err);
+        net_sys()->epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        net_sys()->close(c->fd);
+        c->fd = -1;
+        c->addr_at++;
+        dial_next(l, c);
+        return;
+    }
+    int one = 1;
+    net_sys()->setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    send_hello(l, c);
+}
+
+/* Dials c's next address; the attempt fails when none is left. */
+static void dial_next(struct net_loop *l, struct net_conn *c)
+{
+    for (; c->addr_at < c->n_addrs; c->addr_at++) {
+        int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            set_cause(c, "socket", errno);
+            setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT, "no socket");
+            return;
+        }
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(c->port)};
+        sa.sin_addr.s_addr = c->addrs[c->addr_at];
+        int rc = net_sys()->connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        if (rc != 0 && errno != EINPROGRESS) {
+            set_cause(c, "connect", errno);
+            net_sys()->close(fd);
+            continue;
+        }
+        c->fd = fd;
+        struct epoll_event x = {.events = EPOLLOUT, .data.ptr = c};
+        if (net_sys()->epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &x) != 0) {
+            set_cause(c, "epoll_ctl", errno);
+            net_sys()->close(fd);
+            c->fd = -1;
+            setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT, "no event registration");
+            return;
+        }
+        c->events = EPOLLOUT;
+        return;
+    }
+    setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT, "no answer");
+}
+
+/* ---- the initiator's side: frames out --------------------------------------------------- */
+
+static int pull_some(struct net_loop *l, struct net_conn *c);
+
+/* Takes frames from c's peer's queue into c's tx (c is up and has sent what it had): the
+ * number put in tx, 0 when the queue has nothing left for c. Frames of released requests are
+ * skipped on the way. */
+static int pull(struct net_loop *l, struct net_conn *c)
+{
+    int added = 0;
+    for (int round = 0; round < 1 << 16 && added == 0; round++) {
+        uint32_t before = c->tx_n - c->tx_head;
+        int taken = pull_some(l, c);
+        added = (int)(c->tx_n - c->tx_head - before);
+        if (taken == 0)
+            break;
+    }
+    return added;
+}
+
+static int pull_some(struct net_loop *l, struct net_conn *c)
+{
+    struct net_engine *e = l->e;
+    struct net_peer *p = c->peer;
+    struct net_item items[PULL_FRAMES];
+    int n = 0;
+    pthread_mutex_lock(&p->lock);
+    if (!atomic_load(&c->doomed) && c->gen == p->gen) {
+        /* Notifications on one connection only: one sender's arrive in order. */
+        while (p->notif_conn == c && p->nq.len > 0 && n < PULL_FRAMES / 2)
+            items[n++] = ring_pop(&p->nq);
+        uint64_t bytes = 0;
+        while (p->q.len > 0 && n < PULL_FRAMES && bytes < PULL_BYTES) {
+            items[n++] = ring_pop(&p->q);
+            bytes += 64 * 1024; /* a rough cost per frame keeps batches balanced */
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (rc != 0) { /* out of memory: the rest are dropped with their requests failed */
+            if (items[i].kind == NI_MSG)
+                msg_done(e, items[i].msg, IXL_ERR_NO_MEMORY, "NET: out of memory");
+            continue;
+        }
+        struct net_txf *f;
+        if (items[i].kind == NI_MSG) {
+            struct net_msg *m = items[i].msg;
+            struct net_hdr h = {.op = NET_NOTIF, .len = m->len};
+            if (tx_add(c, &h, m->bytes, m->len, &f) != 0) {
+                msg_done(e, m, IXL_ERR_NO_MEMORY, "NET: out of memory");
+                rc = -1;
+                continue;
+            }
+            f->msg = m;
+            continue;
+        }
+        struct net_req *r = net_req_get_busy(e, items[i].serial);
+        if (r == NULL)
+            continue; /* released or failed meanwhile */
+        struct net_hdr h;
+        const void *data = NULL;
+        size_t len = 0;
+        if (items[i].kind == NI_NOTIF) {
+            h = (struct net_hdr){.op = NET_NOTIF, .len = r->notif_len};
+            data = r->notif;
+            len = r->notif_len;
+        } else {
+            const struct net_chunk *ch = &r->chunks[items[i].chunk];
+            h = (struct net_hdr){.op = r->op == IXL_OP_WRITE ? NET_WRITE : NET_READ,
+                                 .chunk = items[i].chunk,
+                                 .req = items[i].serial,
+                                 .addr = ch->raddr,
+                                 .len = ch->len,
+                                 .key = ch->key};
+            if (r->op == IXL_OP_WRITE) {
+                data = (const void *)(uintptr_t)ch->laddr;
+                len = (size_t)ch->len;
+            }
+        }
+        if (tx_add(c, &h, data, len, &f) != 0) {
+            net_req_unbusy(e, r);
+            net_req_part_done(e, items[i].serial, IXL_ERR_NO_MEMORY,
+                              "NET: out of memory queueing a frame");
+            rc = -1;
+            continue;
+        }
+        f->busy = r;
+        if (items[i].kind == NI_NOTIF) {
+            f->notif_serial = items[i].serial;
+        } else {
+            f->counts = 1;
+            if (c->outstanding++ == 0)
+                c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
+        }
+    }
+    return n;
+}
+
+/* Sends what c's tx holds; an initiator's connection refills it from its peer's queue.
+ * Returns -1 when c was closed. */
+static int conn_flush(struct net_loop *l, struct net_conn *c)
+{
+    struct net_engine *e = l->e;
+    for (int round = 0; round < 64; round++) {
+        if (tx_pending(c) == 0 && c->kind == NC_OUT && c->state == NCS_UP && pull(l, c) == 0)
+            break;
+        if (tx_pending(c) == 0)
+            break;
+        struct iovec iov[2 * PULL_FRAMES];
+        int n_iov = 0;
+        size_t skip = c->tx_off;
+        for (uint32_t i = c->tx_head; i < c->tx_n && n_iov + 2 <= (int)(2 * PULL_FRAMES); i++) {
+            struct net_txf *f = &c->tx[i];
+            if (skip < NET_HDR_BYTES) {
+                iov[n_iov++] = (struct iovec){f->hdr + skip, NET_HDR_BYTES - skip};
+                skip = 0;
+            } else {
+                skip -= NET_HDR_BYTES;
+            }
+            if (f->len > skip) {
+                iov[n_iov++] = (struct iovec){(char *)(uintptr_t)f->data + skip, f->len - skip};
+            }
+            skip = 0;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
+        ssize_t w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            set_cause(c, "sendmsg", errno);
+            char why[NET_WHY];
+            snprintf(why, sizeof(why), "NET: the connection to '%s' broke%s",
+                     c->kind == NC_OUT ? c->peer->name : c->name, c->cause);
+            conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+            return -1;
+        }
+        c->last_tx = net_now_ns();
+        size_t left = (size_t)w;
+        while (left > 0 && c->tx_head < c->tx_n) {
+            struct net_txf *f = &c->tx[c->tx_head];
+            size_t whole = NET_HDR_BYTES + f->len - c->tx_off;
+            if (left < whole) {
+                c->tx_off += left;
+                break;
+            }
+            left -= whole;
+            c->tx_off = 0;
+            c->tx_head++;
+            txf_done(e, f, IXL_OK, NULL);
+        }
+    }
+    bool more = tx_pending(c) > 0;
+    if (c->kind == NC_IN && !c->reading && !c->linger && tx_pending(c) < TX_SOFT / 2)
+        c->reading = true; /* the peer reads its answers again */
+    if (c->linger && !more) {
+        conn_close(l, c, false, 0, NULL);
+        return -1;
+    }
+    uint32_t ev = (c->reading ? EPOLLIN : 0) | (more ? EPOLLOUT : 0);
+    if (set_events(c, ev) != 0) {
+        conn_close(l, c, true, IXL_ERR_SYSTEM, "NET: epoll_ctl failed");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- frames in ---------------------------------------------------------------------------- */
+
+static int protocol_error(struct net_loop *l, struct net_conn *c, const char *what)
+{
+    char why[NET_WHY];
+    snprintf(why, sizeof(why), "NET: '%s' broke the protocol: %s",
+             c->kind == NC_OUT ? c->peer->name : c->name, what);
+    conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+    return -1;
+}
+
+/* The end of frame c->h (its body, if any, is in place). */
+static int frame_end(struct net_loop *l, struct net_conn *c)
+{
+    struct net_engine *e = l->e;
+    struct net_hdr *h = &c->h;
+    if (c->kind == NC_OUT) {
+        if (h->op != NET_READ_DATA && h->op != NET_WRITE_ACK)
+            return 0;
+        if (c->answer != 1)
+            return 0; /* a released request's answer, drained */
+        char why[NET_WHY] = "";
+        int status = IXL_OK;
+        if (h->status != 0) {
+            status = IXL_ERR_REMOTE_REFUSED;
+            snprintf(why, sizeof(why),
+                     "NET: '%s' refused frame %u of the %s: outside its registered regions or "
+                     "a wrong key",
+                     c->peer->name, h->chunk, h->op == NET_WRITE_ACK ? "WRITE" : "READ");
+        }
+        if (net_req_part_done(e, h->req, status, why) == 1)
+            net_peer_submit_notif(c->peer, h->req);
+        return 0;
+    }
+    struct net_hdr r = {.req = h->req, .chunk = h->chunk};
+    switch (h->op) {
+    case NET_HELLO: {
+        struct net_hello hl;
+        if (net_hello_decode(c->buf, (size_t)h->len, &hl) != 0)
+            return protocol_error(l, c, "a malformed HELLO");
+        free(c->buf);
+        c->buf = NULL;
+        snprintf(c->name, sizeof(c->name), "%s", hl.name);
+        r.op = NET_HELLO_ACK;
+        if (hl.to_instance != e->instance) {
+            r.status = IXL_ERR_STALE; /* metadata of an earlier instance of this agent */
+        } else {
+            pthread_mutex_lock(&e->lock);
+            struct net_inname *x = e->innames;
+            while (x && strcmp(x->name, c->name) != 0)
+                x = x->next;
+            if (x == NULL && (x = net_sys()->calloc(1, sizeof(*x))) != NULL) {
+                snprintf(x->name, sizeof(x->name), "%s", c->name);
+                x->next = e->innames;
+                e->innames = x;
+            }
+            if (x == NULL || x->n >= e->peer_conns) {
+                r.status = IXL_ERR_REMOTE_REFUSED;
+            } else {
+                x->n++;
+                c->named = true;
+            }
+            pthread_mutex_unlock(&e->lock);
+            if (r.status != 0)
+                e->host->log(e->host->ctx, IXL_LOG_WARN,
+                             "NET: refused a connection from '%s': it has %d open already "
+                             "(peer_conns)",
+                             c->name, e->peer_conns);
+        }
+        if (r.status != 0) {
+            c->linger = true; /* the refusal goes out, then the connection closes */
+            c->reading = false;
+        } else {
+            c->state = NCS_UP;
+        }
+        return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+    }
+    case NET_WRITE:
+        r.op = NET_WRITE_ACK;
+        r.status = c->answer;
+        return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+    case NET_NOTIF:
+        net_notif_push(e, c->name, c->buf, (size_t)h->len);
+        free(c->buf);
+        c->buf = NULL;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* The header c->h arrived: checks it and sets up its body. */
+static int frame_begin(struct net_loop *l, struct net_conn *c)
+{
+    struct net_engine *e = l->e;
+    struct net_hdr *h = &c->h;
+    c->body_off = 0;
+    c->body_mode = BODY_DISCARD;
+    c->answer = 0;
+    c->last_frame = net_now_ns();
+    if (c->kind == NC_OUT) {
+        if (c->state == NCS_HELLO) {
+            if (h->op != NET_HELLO_ACK)
+                return protocol_error(l, c, "no HELLO_ACK");
+            free(c->buf);
+            c->buf = NULL;
+            if (h->status != 0) {
+                char why[80];
+                snprintf(why, sizeof(why), "%s",
+                         h->status == IXL_ERR_STALE
+                             ? "it does not answer as the instance its metadata names"
+                             : "it refused the connection");
+                setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT, why);
+                return -1;
+            }
+            struct net_peer *p = c->peer;
+            pthread_mutex_lock(&p->lock);
+            int current = !atomic_load(&c->doomed) && c->gen == p->gen;
+            if (current) {
+                c->state = NCS_UP;
+                p->n_up++;
+                if (p->notif_conn == NULL)
+                    p->notif_conn = c;
+                pthread_cond_broadcast(&p->cond);
+            }
+            pthread_mutex_unlock(&p->lock);
+            if (!current) {
+                conn_close(l, c, false, 0, NULL);
+                return -1;
+            }
+            return 0;
+        }
+        if (h->op == NET_PONG)
+            return 0;
+        if (h->op != NET_WRITE_ACK && h->op != NET_READ_DATA)
+            return protocol_error(l, c, "a frame a target never sends");
+        if (c->outstanding == 0)
+            return protocol_error(l, c, "an answer nobody asked for");
+        c->outstanding--;
+        int v = net_req_answer(e, c->peer, h);
+        if (v < 0)
+            return protocol_error(l, c, "an answer to a frame never sent");
+        c->answer = v;
+        if (h->op == NET_READ_DATA && h->len > 0) {
+            c->body_mode = v == 1 && h->status == 0 ? BODY_PLACE_R : BODY_DISCARD;
+            c->in_body = true;
+            return 0;
+        }
+        return frame_end(l, c);
+    }
+    /* An accepted connection. */
+    if (c->state == NCS_HELLO) {
+        if (h->op != NET_HELLO)
+            return protocol_error(l, c, "no HELLO");
+        c->buf = net_sys()->malloc((size_t)h->len);
+        if (c->buf == NULL)
+            return protocol_error(l, c, "out of memory");
+        c->body_mode = BODY_BUF;
+        c->in_body = true;
+        return 0;
+    }
+    struct net_hdr r = {.req = h->req, .chunk = h->chunk};
+    switch (h->op) {
+    case NET_WRITE: {
+        if (h->len > SERVE_MAX_FRAME)
+            return protocol_error(l, c, "a WRITE frame over 1 GiB");
+        pthread_rwlock_rdlock(&e->regions_lock);
+        int ok = net_region_range(e, h->key, h->addr, h->len) != NULL;
+        pthread_rwlock_unlock(&e->regions_lock);
+        c->answer = ok ? 0 : IXL_ERR_REMOTE_REFUSED;
+        c->body_mode = ok ? BODY_PLACE_W : BODY_DISCARD;
+        c->in_body = true;
+        return 0;
+    }
+    case NET_READ: {
+        r.op = NET_READ_DATA;
+        pthread_rwlock_rdlock(&e->regions_lock);
+        struct net_region *g = net_region_range(e, h->key, h->addr, h->len);
+        if (g != NULL)
+            atomic_fetch_add(&g->inflight, 1); /* seen by a deregistration from now on */
+        pthread_rwlock_unlock(&e->regions_lock);
+        if (g == NULL)
+            r.status = IXL_ERR_REMOTE_REFUSED;
+        else
+            r.len = h->len;
+        struct net_txf *f;
+        if (tx_add(c, &r, g ? (void *)(uintptr_t)h->addr : NULL, g ? (size_t)h->len : 0, &f) != 0) {
+            if (g)
+                atomic_fetch_sub(&g->inflight, 1);
+            return protocol_error(l, c, "out of memory");
+        }
+        f->region = g;
+        return 0;
+    }
+    case NET_NOTIF:
+        if (h->len > e->notif_max)
+            return protocol_error(l, c, "a notification over the documented maximum");
+        c->buf = net_sys()->malloc(h->len ? (size_t)h->len : 1);
+        if (c->buf == NULL)
+            return protocol_error(l, c, "out of memory");
+        c->body_mode = BODY_BUF;
+        if (h->len == 0)
+            return frame_end(l, c);
+        c->in_body = true;
+        return 0;
+    case NET_PING:
+        r.op = NET_PONG;
+        return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+    default:
+        return protocol_error(l, c, "a frame a target never receives");
+    }
+}
+
+/* Where the next n body bytes go: moves them from src (n bytes read into the scratch buffer)
+ * or, with src NULL, receives up to n straight from the socket. The destination is looked up
+ * again each time, under a reference held only for this copy or non-blocking recv: a request
+ * released or a region deregistered meanwhile turns the rest of the body into discard.
+ * Returns the bytes consumed, 0 at EOF, -1 with errno. */
+static ssize_t body_move(struct net_loop *l, struct net_conn *c, const uint8_t *src, size_t n)
+{
+    struct net_engine *e = l->e;
+    char *dst = NULL;
+    struct net_req *r = NULL;
+    int locked = 0;
+    if (c->body_mode == BODY_PLACE_W) {
+        pthread_rwlock_rdlock(&e->regions_lock);
+        locked = 1;
+        if (net_region_range(e, c->h.key, c->h.addr, c->h.len) != NULL) {
+            dst = (char *)(uintptr_t)c->h.addr + c->body_off;
+        } else { /* deregistered in the middle of the frame */
+            c->body_mode = BODY_DISCARD;
+            c->answer = IXL_ERR_REMOTE_REFUSED;
+        }
+    } else if (c->body_mode == BODY_PLACE_R) {
+        r = net_req_get_busy(e, c->h.req);
+        if (r != NULL)
+            dst = (char *)(uintptr_t)r->chunks[c->h.chunk].laddr + c->body_off;
+        else
+            c->body_mode = BODY_DISCARD; /* released: the rest is drained */
+    } else if (c->body_mode == BODY_BUF) {
+        dst = (char *)c->buf + c->body_off;
+    }
+    ssize_t got;
+    if (src != NULL) {
+        if (dst != NULL)
+            memcpy(dst, src, n);
+        got = (ssize_t)n;
+    } else {
+        got = net_sys()->recv(c->fd, dst ? dst : (char *)l->scratch,
+                              dst ? n : (n < SCRATCH_BYTES ? n : SCRATCH_BYTES), MSG_DONTWAIT);
+    }
+    int err = errno;
+    if (locked)
+        pthread_rwlock_unlock(&e->regions_lock);
+    if (r != NULL)
+        net_req_unbusy(e, r);
+    errno = err;
+    return got;
+}
+
+/* Parses n bytes read into the scratch buffer. -1: c was closed. */
+static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n)
+{
+    while (n > 0 && !c->closed) {
+        if (!c->in_body) {
+            size_t k = NET_HDR_BYTES - c->hgot < n ? NET_HDR_BYTES - c->hgot : n;
+            memcpy(c->hbuf + c->hgot, p, k);
+            c->hgot += (uint32_t)k;
+            p += k;
+            n -= k;
+            if (c->hgot < NET_HDR_BYTES)
+                break;
+            c->hgot = 0;
+            if (net_hdr_decode(c->hbuf, &c->h) != 0)
+                return protocol_error(l, c, "a malformed frame header");
+            if (frame_begin(l, c) != 0)
+                return -1;
+            continue;
+        }
+        uint64_t left = c->h.len - c->body_off;
+        size_t k = left < n ? (size_t)left : n;
+        body_move(l, c, p, k);
+        c->body_off += k;
+        p += k;
+        n -= k;
+        if (c->body_off == c->h.len) {
+            c->in_body = false;
+            if (frame_end(l, c) != 0)
+                return -1;
+        }
+    }
+    return c->closed ? -1 : 0;
+}
+
+/* Reads what c's socket has (up to RX_BUDGET). -1: c was closed. */
+static int conn_read(struct net_loop *l, struct net_conn *c)
+{
+    size_t budget = RX_BUDGET;
+    while (budget > 0 && c->reading && !c->closed) {
+        ssize_t got;
+        uint64_t left = c->in_body ? c->h.len - c->body_off : 0;
+        if (c->in_body && c->body_mode != BODY_DISCARD && left >= DIRECT_MIN) {
+            got = body_move(l, c, NULL, left < budget ? (size_t)left : budget);
+            if (got > 0) {
+                c->body_off += (uint64_t)got;
+                if (c->body_off == c->h.len) {
+                    c->in_body = false;
+                    if (frame_end(l, c) != 0)
+                        return -1;
+                }
+            }
+        } else {
+            got = net_sys()->recv(c->fd, l->scratch, SCRATCH_BYTES, MSG_DONTWAIT);
+            if (got > 0 && parse(l, c, l->scratch, (size_t)got) != 0)
+                return -1;
+        }
+        if (got == 0) {
+            char why[NET_WHY];
+            snprintf(why, sizeof(why), "NET: '%s' closed the connection",
+                     c->kind == NC_OUT ? c->peer->name : c->name);
+            conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+            return -1;
+        }
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            set_cause(c, "recv", errno);
+            char why[NET_WHY];
+            snprintf(why, sizeof(why), "NET: the connection to '%s' broke%s",
+                     c->kind == NC_OUT ? c->peer->name : c->name, c->cause);
+            conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+            return -1;
+        }
+        c->last_rx = net_now_ns();
+        budget -= (size_t)got < budget ? (size_t)got : budget;
+        if (c->kind == NC_IN && tx_pending(c) >= TX_SOFT)
+            c->reading = false; /* the peer does not read its answers: neither do we */
+    }
+    return c->closed ? -1 : 0;
+}
+
+/* ---- the listener ----------------------------------------------------------------------- */
+
+static void adopt(struct net_loop *l, struct net_conn *c)
+{
+    c->loop = l;
+    c->next = l->conns;
+    c->prev = NULL;
+    if (l->conns)
+        l->conns->prev = c;
+    l->conns = c;
+    if (c->kind == NC_OUT) {
+        if (atomic_load(&c->doomed))
+            conn_close(l, c, false, 0, NULL); /* torn down before it was dialed */
+        else
+            dial_next(l, c);
+        return;
+    }
+    struct epoll_event x = {.events = EPOLLIN, .data.ptr = c};
+    if (net_sys()->epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &x) != 0) {
+        conn_close(l, c, false, 0, NULL);
+        return;
+    }
+    c->events = EPOLLIN;
+    c->reading = true;
+}
+
+/* Hands c to loop l (any thread): false when l has exited (engine destroy). */
+static bool hand_over(struct net_loop *l, struct net_conn *c)
+{
+    pthread_mutex_lock(&l->lock);
+    bool ok = !l->exited;
+    if (ok) {
+        c->inext = l->inbox;
+        l->inbox = c;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (ok)
+        loop_wake(l);
+    return ok;
+}
+
+static void shed_log(struct net_engine *e, const char *why)
+{
+    uint64_t now = net_now_ns();
+    if (now - e->last_shed_log > 1000000000ull) {
+        e->last_shed_log = now;
+        e->host->log(e->host->ctx, IXL_LOG_WARN, "NET: closed an incoming connection at once: %s",
+                     why);
+    }
+}
+
+static void accept_some(struct net_loop *l)
+{
+    struct net_engine *e = l->e;
+    for (int k = 0; k < ACCEPTS_PER_EVENT; k++) {
+        int fd = net_sys()->accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if ((errno == EMFILE || errno == ENFILE) && e->spare_fd >= 0) {
+                /* Out of descriptors: shed the connection so the backlog drains instead of
+                 * waking this loop forever. */
+                net_sys()->close(e->spare_fd);
+                e->spare_fd = -1;
+                fd = net_sys()->accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd >= 0)
+                    net_sys()->close(fd);
+                e->spare_fd = net_sys()->open("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+                shed_log(e, "out of file descriptors (RLIMIT_NOFILE)");
+                if (fd >= 0)
+                    continue;
+            }
+            break;
+        }
+        if (atomic_load(&e->n_in) >= e->max_conns) {
+            net_sys()->close(fd);
+            shed_log(e, "max_conns connections are open");
+            continue;
+        }
+        struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
+        if (c == NULL) {
+            net_sys()->close(fd);
+            continue;
+        }
+        int one = 1;
+        net_sys()->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c->e = e;
+        c->kind = NC_IN;
+        c->state = NCS_HELLO;
+        c->fd = fd;
+        c->last_rx = c->last_tx = c->last_frame = net_now_ns();
+        c->deadline = c->last_rx + e->timeout_ns; /* its HELLO is due by then */
+        atomic_fetch_add(&e->n_in, 1);
+        struct net_loop *to = &e->loops[atomic_fetch_add(&e->next_loop, 1) % (unsigned)e->n_loops];
+        if (to == l) {
+            adopt(l, c);
+        } else if (!hand_over(to, c)) {
+            atomic_fetch_sub(&e->n_in, 1);
+            net_sys()->close(fd);
+            free(c);
+        }
+    }
+}
+
+/* ---- timers ------------------------------------------------------------------------------- */
+
+static void tick(struct net_loop *l, uint64_t now)
+{
+    struct net_engine *e = l->e;
+    bool cut = atomic_exchange(&l->cut_regions, 0) != 0;
+    for (struct net_conn *c = l->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closed)
+            continue;
+        char why[NET_WHY];
+        if (cut && c->kind == NC_IN) {
+            bool holds = false;
+            for (uint32_t i = c->tx_head; i < c->tx_n && !holds; i++)
+                holds = c->tx[i].region && atomic_load(&c->tx[i].region->cut);
+            if (holds) {
+                e->host->log(e->host->ctx, IXL_LOG_WARN,
+                             "NET: closing the connection of '%s': it holds a region being "
+                             "deregistered for more than %llu ms",
+                             c->name, (unsigned long long)(e->timeout_ns / 1000000u));
+                conn_close(l, c, false, 0, NULL);
+                continue;
+            }
+        }
+        bool stalled_tx = tx_pending(c) > 0 && now - c->last_tx > e->timeout_ns;
+        if (c->kind == NC_OUT) {
+            if (c->state != NCS_UP) {
+                if (now >= c->deadline) {
+                    if (c->state == NCS_DIAL)
+                        set_cause(c, "connect", ETIMEDOUT);
+                    setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT,
+                                 c->state == NCS_DIAL ? "no answer"
+                                                      : "it accepted but did not answer");
+                }
+                continue;
+            }
+            if ((c->outstanding > 0 && now - c->last_rx > e->timeout_ns) || stalled_tx) {
+                snprintf(why, sizeof(why),
+                         "NET: '%s' was silent for more than %llu ms with work outstanding",
+                         c->peer->name, (unsigned long long)(e->timeout_ns / 1000000u));
+                e->host->log(e->host->ctx, IXL_LOG_WARN, "%s: disconnecting", why);
+                conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+                continue;
+            }
+            if (c->outstanding > 0 && now - c->last_rx > e->heartbeat_ns &&
+                now - c->last_tx > e->heartbeat_ns) {
+                struct net_hdr h = {.op = NET_PING}; /* a sign of life, please */
+                if (tx_add(c, &h, NULL, 0, NULL) == 0)
+                    conn_flush(l, c);
+                continue;
+            }
+            uint64_t act = c->last_rx > c->last_tx ? c->last_rx : c->last_tx;
+            if (e->idle_ns && c->outstanding == 0 && tx_pending(c) == 0 &&
+                now - act > e->idle_ns / 2)
+                conn_close(l, c, false, 0, NULL); /* before the target's idle_ms closes it */
+            continue;
+        }
+        if (c->state == NCS_HELLO && !c->linger) {
+            if (now >= c->deadline)
+                conn_close(l, c, false, 0, NULL); /* no HELLO in timeout_ms */
+            continue;
+        }
+        bool mid_frame = c->in_body || c->hgot > 0;
+        if ((mid_frame && now - c->last_rx > e->timeout_ns) || stalled_tx) {
+            conn_close(l, c, false, 0, NULL); /* stalls a frame, or does not read answers */
+            continue;
+        }
+        if (e->idle_ns && !mid_frame && tx_pending(c) == 0 && now - c->last_rx > e->idle_ns)
+            conn_close(l, c, false, 0, NULL);
+    }
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+static void take_lists(struct net_loop *l)
+{
+    uint64_t v;
+    atomic_store(&l->woken, 0);
+    if (net_sys()->read(l->evfd, &v, sizeof(v)) < 0) {
+        /* EAGAIN: a wake that another pass consumed */
+    }
+    pthread_mutex_lock(&l->lock);
+    struct net_conn *in = l->inbox, *ready = l->ready, *reap = l->reap;
+    l->inbox = l->ready = l->reap = NULL;
+    for (struct net_conn *c = ready; c; c = c->rnext)
+        c->on_ready = false;
+    for (struct net_conn *c = reap; c; c = c->knext)
+        c->on_reap = false;
+    pthread_mutex_unlock(&l->lock);
+    while (in) {
+        struct net_conn *c = in;
+        in = c->inext;
+        adopt(l, c);
+    }
+    /* Lists were detached under the lock; a connection closed while walking them is skipped
+     * (closed) and freed only after this pass. */
+    for (struct net_conn *c = reap; c; c = c->knext)
+        if (!c->closed)
+            conn_close(l, c, false, 0, NULL);
+    for (struct net_conn *c = ready; c; c = c->rnext)
+        if (!c->closed && c->state == NCS_UP && tx_pending(c) == 0)
+            conn_flush(l, c);
+}
+
+static void *loop_main(void *arg)
+{
+    struct net_loop *l = arg;
+    struct net_engine *e = l->e;
+    struct epoll_event evs[MAX_EVENTS];
+    uint64_t tick_ns = e->heartbeat_ns / 4;
+    if (tick_ns < 5000000u)
+        tick_ns = 5000000u;
+    if (tick_ns > 100000000u)
+        tick_ns = 100000000u;
+    l->next_tick = net_now_ns() + tick_ns;
+    while (!atomic_load(&e->stopping)) {
+        uint64_t now = net_now_ns();
+        int ms = now >= l->next_tick ? 0 : (int)((l->next_tick - now + 999999u) / 1000000u);
+        int n = net_sys()->epoll_wait(l->epfd, evs, MAX_EVENTS, ms);
+        if (n < 0 && errno != EINTR) {
+            struct timespec pause = {0, 10000000}; /* refused (a test): do not spin */
+            nanosleep(&pause, NULL);
+        }
+        for (int i = 0; i < n; i++) {
+            void *tag = evs[i].data.ptr;
+            if (tag == (void *)l) {
+                take_lists(l);
+                continue;
+            }
+            if (tag == LISTEN_TAG) {
+                accept_some(l);
+                continue;
+            }
+            struct net_conn *c = tag;
+            if (c->closed)
+                continue;
+            uint32_t ev = evs[i].events;
+            if (c->state == NCS_DIAL && c->kind == NC_OUT) {
+                dial_done(l, c);
+                continue;
+            }
+            if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) && c->reading && conn_read(l, c) != 0)
+                continue;
+            if ((ev & (EPOLLHUP | EPOLLERR)) && !c->reading) {
+                conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, "NET: the connection broke");
+                continue;
+            }
+            conn_flush(l, c);
+        }
+        free_dead(l);
+        now = net_now_ns();
+        if (now >= l->next_tick) {
+            tick(l, now);
+            free_dead(l);
+            l->next_tick = now + tick_ns;
+        }
+    }
+    /* Destroy: nothing more is handed to this loop; every connection closes. */
+    pthread_mutex_lock(&l->lock);
+    l->exited = true;
+    pthread_mutex_unlock(&l->lock);
+    take_lists(l);
+    for (struct net_conn *c = l->conns; c; c = c->next)
+        conn_close(l, c, false, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
+    free_dead(l);
+    return NULL;
+}
+
+static int listen_start(struct net_engine *e)
+{
+    int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return net_error(e, IXL_ERR_SYSTEM, "NET: socket: %s", strerror(errno));
+    int one = 1;
+    net_sys()->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->port)};
+    inet_pton(AF_INET, e->listen_addr, &sa.sin_addr);
+    const char *call = "bind";
+    if (net_sys()->bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (call = "listen", net_sys()->listen(fd, 4096)) != 0) {
+        int err = errno;
+        net_sys()->close(fd);
+        return net_error(e, IXL_ERR_SYSTEM, "NET: cannot listen on %s:%u: %s: %s", e->listen_addr,
+                         e->port, call, strerror(err));
+    }
+    socklen_t sl = sizeof(sa);
+    if (net_sys()->getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        int err = errno; /* the port bound is unknown: peers could not be told */
+        net_sys()->close(fd);
+        return net_error(e, IXL_ERR_SYSTEM, "NET: getsockname of its listener: %s", strerror(err));
+    }
+    e->port = ntohs(sa.sin_port);
+    e->listen_fd = fd;
+    struct epoll_event x = {.events = EPOLLIN, .data.ptr = LISTEN_TAG};
+    if (net_sys()->epoll_ctl(e->loops[0].epfd, EPOLL_CTL_ADD, fd, &x) != 0)
+        return net_error(e, IXL_ERR_SYSTEM, "NET: epoll_ctl of its listener: %s", strerror(errno));
+    e->spare_fd = net_sys()->open("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+    return IXL_OK;
+}
+
+int net_loops_start(struct net_engine *e)
+{
+    for (int i = 0; i < e->n_loops; i++) {
+        struct net_loop *l = &e->loops[i];
+        l->e = e;
+        l->idx = i;
+        l->epfd = l->evfd = -1;
+        pthread_mutex_init(&l->lock, NULL);
+    }
+    for (int i = 0; i < e->n_loops; i++) {
+        struct net_loop *l = &e->loops[i];
+        l->scratch = net_sys()->malloc(SCRATCH_BYTES);
+        if (l->scratch == NULL)
+            return net_error(e, IXL_ERR_NO_MEMORY, "NET: out of memory for its event loops");
+        l->epfd = net_sys()->epoll_create1(EPOLL_CLOEXEC);
+        if (l->epfd < 0)
+            return net_error(e, IXL_ERR_SYSTEM, "NET: epoll_create1: %s", strerror(errno));
+        l->evfd = net_sys()->eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (l->evfd < 0)
+            return net_error(e, IXL_ERR_SYSTEM, "NET: eventfd: %s", strerror(errno));
+        struct epoll_event x = {.events = EPOLLIN, .data.ptr = l};
+        if (net_sys()->epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->evfd, &x) != 0)
+            return net_error(e, IXL_ERR_SYSTEM, "NET: epoll_ctl: %s", strerror(errno));
+    }
+    int rc = listen_start(e);
+    if (rc != IXL_OK)
+        return rc;
+    for (int i = 0; i < e->n_loops; i++) {
+        struct net_loop *l = &e->loops[i];
+        int te = net_sys()->pthread_create(&l->thread, NULL, loop_main, l);
+        if (te != 0)
+            return net_error(e, IXL_ERR_SYSTEM,
+                             "NET: cannot start its event loop threads: pthread_create: %s",
+                             strerror(te));
+        l->started = true;
+    }
+    return IXL_OK;
+}
+
+void net_loops_stop(struct net_engine *e)
+{
+    atomic_store(&e->stopping, 1);
+    for (int i = 0; i < e->n_loops; i++) {
+        struct net_loop *l = &e->loops[i];
+        if (l->started) {
+            atomic_store(&l->woken, 0);
+            loop_wake(l);
+            pthread_join(l->thread, NULL);
+            l->started = false;
+        } else if (l->e != NULL) {
+            /* Never ran (engine creation failed part-way): only the listener's loop can have
+             * handed it accepted connections. */
+            pthread_mutex_lock(&l->lock);
+            l->exited = true;
+            struct net_conn *in = l->inbox;
+            l->inbox = NULL;
+            pthread_mutex_unlock(&l->lock);
+            while (in) {
+                struct net_conn *c = in;
+                in = c->inext;
+                atomic_fetch_sub(&e->n_in, 1);
+                net_sys()->close(c->fd);
+                free(c);
+            }
+        }
+    }
+    for (int i = 0; i < e->n_loops; i++) {
+        struct net_loop *l = &e->loops[i];
+        if (l->e == NULL)
+            continue;
+        if (l->evfd >= 0)
+            net_sys()->close(l->evfd);
+        if (l->epfd >= 0)
+            net_sys()->close(l->epfd);
+        free(l->scratch);
+        pthread_mutex_destroy(&l->lock);
+        l->e = NULL;
+    }
+    if (e->listen_fd >= 0)
+        net_sys()->close(e->listen_fd);
+    e->listen_fd = -1;
+    if (e->spare_fd >= 0)
+        net_sys()->close(e->spare_fd);
+    e->spare_fd = -1;
+}
+
+void net_loops_cut_regions(struct net_engine *e)
+{
+    for (int i = 0; i < e->n_loops; i++) {
+        atomic_store(&e->loops[i].cut_regions, 1);
+        /* The tick looks at it; make the next one come now. */
+        e->loops[i].next_tick = 0;
+        loop_wake(&e->loops[i]);
+    }
+}
+
+/* ---- peers: queues, dialing, teardown (any thread) ---------------------------------------- */
+
+/* Puts c on its loop's ready list; returns the loop to wake (p->lock held). */
+static void mark_ready(struct net_conn *c, struct net_loop **wake, int *n_wake)
+{
+    struct net_loop *l = c->loop;
+    if (l == NULL)
+        return; /* not adopted yet: it pulls when it comes up */
+    pthread_mutex_lock(&l->lock);
+    if (!c->on_ready) {
+        c->on_ready = true;
+        c->rnext = l->ready;
+        l->ready = c;
+    }
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < *n_wake; i++)
+        if (wake[i] == l)
+            return;
+    wake[(*n_wake)++] = l;
+}
+
+/* Makes sure p's queue gets served (p->lock held): dials when p has no connection, else
+ * marks its connections ready. The loops to wake are returned in wake. */
+static int serve_queue(struct net_peer *p, struct net_loop **wake, int *n_wake)
+{
+    struct net_engine *e = p->e;
+    if (p->n_conns > 0) {
+        for (int i = 0; i < p->n_conns; i++)
+            if (p->conns[i]->state == NCS_UP)
+                mark_ready(p->conns[i], wake, n_wake);
+        return IXL_OK;
+    }
+    uint32_t addrs[NET_MAX_ADDRS];
+    memcpy(addrs, p->addrs, sizeof(addrs));
+    if (p->same_host) { /* the loopback address first: no trip through a real interface */
+        for (int i = 1; i < p->n_addrs; i++) {
+            if (addrs[i] == htonl(INADDR_LOOPBACK)) {
+                uint32_t t = addrs[0];
+                addrs[0] = addrs[i];
+                addrs[i] = t;
+            }
+        }
+    }
+    uint64_t deadline = net_now_ns() + e->timeout_ns;
+    struct net_conn *made[NET_MAX_CONNS];
+    int n = 0;
+    for (int k = 0; k < e->n_conns; k++) {
+        struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
+        if (c == NULL)
+            break;
+        c->e = e;
+        c->peer = p;
+        c->kind = NC_OUT;
+        c->state = NCS_DIAL;
+        c->fd = -1;
+        c->gen = p->gen;
+        c->index = k;
+        memcpy(c->addrs, addrs, sizeof(addrs));
+        c->n_addrs = p->n_addrs;
+        c->port = p->port;
+        c->to_instance = p->instance;
+        c->deadline = deadline;
+        c->last_rx = c->last_tx = net_now_ns();
+        made[n++] = c;
+    }
+    if (n == 0)
+        return IXL_ERR_NO_MEMORY;
+    for (int k = 0; k < n; k++) {
+        struct net_loop *l = &e->loops[(p->loop_base + k) % e->n_loops];
+        made[k]->loop = l; /* a teardown before it is adopted finds it on l's reap list */
+        p->conns[p->n_conns++] = made[k];
+        if (!hand_over(l, made[k])) { /* destroy is under way */
+            p->n_conns--;
+            free(made[k]);
+            continue;
+        }
+        /* woken by hand_over */
+    }
+    return p->n_conns > 0 ? IXL_OK : IXL_ERR_REMOTE_DISCONNECT;
+}
+
+static void wake_all(struct net_loop **wake, int n)
+{
+    for (int i = 0; i < n; i++)
+        loop_wake(wake[i]);
+}
+
+int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n)
+{
+    struct net_engine *e = p->e;
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    int rc = IXL_OK;
+    if (!p->loaded || atomic_load(&e->stopping))
+        rc = IXL_ERR_REMOTE_DISCONNECT;
+    else if (p->q.len + p->nq.len + n > e->queue_max)
+        rc = IXL_ERR_BUSY;
+    else
+        rc = ring_room(&p->q, n);
+    if (rc == IXL_OK) {
+        /* The generation the frames go to: a teardown of older connections does not fail
+         * this post. */
+        pthread_mutex_lock(&e->reqs_lock);
+        r->gen = p->gen;
+        pthread_mutex_unlock(&e->reqs_lock);
+        for (uint32_t i = 0; i < n; i++)
+            ring_push(&p->q, (struct net_item){.serial = serial, .chunk = i, .kind = NI_FRAME});
+        rc = serve_queue(p, wake, &n_wake);
+        if (rc != IXL_OK)
+            p->q.len -= n; /* nothing can serve them: the post fails */
+    }
+    size_t queued = p->q.len + p->nq.len;
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    if (rc == IXL_ERR_BUSY)
+        return net_error(e, rc,
+                         "NET: the send queue to '%s' holds %zu frames; this request adds %u "
+                         "over queue_max=%zu",
+                         p->name, queued, n, e->queue_max);
+    if (rc == IXL_ERR_NO_MEMORY)
+        return net_error(e, rc, "NET: out of memory queueing frames to '%s'", p->name);
+    if (rc != IXL_OK)
+        return net_error(e, rc, "NET: '%s' is disconnected", p->name);
+    return IXL_OK;
+}
+
+int net_peer_submit_notif(struct net_peer *p, uint64_t serial)
+{
+    struct net_engine *e = p->e;
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    char why[NET_WHY] = "";
+    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = net_req_find(e, serial);
+    size_t len = r ? r->notif_len : 0;
+    if (r)
+        r->gen = p->gen;
+    pthread_mutex_unlock(&e->reqs_lock);
+    int rc = IXL_OK;
+    if (r == NULL) {
+        rc = IXL_ERR_CANCELED;
+    } else if (len > p->notif_max) {
+        rc = IXL_ERR_NOTIF_TOO_LARGE;
+        snprintf(why, sizeof(why), "NET: '%s' accepts notifications of at most %zu bytes, not %zu",
+                 p->name, p->notif_max, len);
+    } else if (!p->loaded || atomic_load(&e->stopping)) {
+        rc = IXL_ERR_REMOTE_DISCONNECT;
+        snprintf(why, sizeof(why), "NET: '%s' is disconnected", p->name);
+    } else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
+        ring_push(&p->nq, (struct net_item){.serial = serial, .kind = NI_NOTIF});
+        rc = serve_queue(p, wake, &n_wake);
+        if (rc != IXL_OK)
+            p->nq.len--;
+    }
+    if (rc == IXL_ERR_NO_MEMORY)
+        snprintf(why, sizeof(why), "NET: out of memory queueing a notification to '%s'", p->name);
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    if (rc != IXL_OK && rc != IXL_ERR_CANCELED)
+        net_req_notif_done(e, serial, rc, why);
+    return rc;
+}
+
+int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
+{
+    struct net_engine *e = p->e;
+    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (len ? len : 1));
+    if (m == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "NET: out of memory for a notification");
+    m->refs = 2;
+    m->status = IXL_IN_PROGRESS;
+    m->why[0] = '\0';
+    m->len = len;
+    if (len)
+        memcpy(m->bytes, msg, len);
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    size_t notif_max = p->notif_max;
+    int rc = IXL_OK;
+    if (len > notif_max)
+        rc = IXL_ERR_NOTIF_TOO_LARGE;
+    else if (!p->loaded || atomic_load(&e->stopping))
+        rc = IXL_ERR_REMOTE_DISCONNECT;
+    else if (p->q.len + p->nq.len >= e->queue_max)
+        rc = IXL_ERR_BUSY;
+    else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
+        ring_push(&p->nq, (struct net_item){.msg = m, .kind = NI_MSG});
+        rc = serve_queue(p, wake, &n_wake);
+        if (rc != IXL_OK)
+            p->nq.len--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    if (rc != IXL_OK) {
+        free(m);
+        if (rc == IXL_ERR_NOTIF_TOO_LARGE)
+            return net_error(e, rc, "NET: '%s' accepts notifications of at most %zu bytes, not %zu",
+                             p->name, notif_max, len);
+        return net_error(e, rc, "NET: '%s' %s", p->name,
+                         rc == IXL_ERR_NO_MEMORY ? "cannot be sent to: out of memory"
+                         : rc == IXL_ERR_BUSY    ? "has queue_max items queued"
+                                                 : "is disconnected");
+    }
+    /* The loops settle it within timeout_ms (dial deadline, send stall) plus a tick. */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    uint64_t wait_ns = e->timeout_ns + 2 * e->heartbeat_ns + 200000000ull;
+    dl.tv_sec += (time_t)(wait_ns / 1000000000u);
+    dl.tv_nsec += (long)(wait_ns % 1000000000u);
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&e->msg_lock);
+    while (m->status == IXL_IN_PROGRESS)
+        if (pthread_cond_timedwait(&e->msg_cond, &e->msg_lock, &dl) != 0)
+            break;
+    rc = m->status;
+    char why[NET_WHY];
+    snprintf(why, sizeof(why), "%s", m->why);
+    int last = --m->refs == 0;
+    pthread_mutex_unlock(&e->msg_lock);
+    if (last)
+        free(m);
+    if (rc == IXL_IN_PROGRESS)
+        return net_error(e, IXL_ERR_TIMEOUT,
+                         "NET: the notification to '%s' is not sent after %llu ms; it stays "
+                         "queued",
+                         p->name, (unsigned long long)(wait_ns / 1000000u));
+    if (rc != IXL_OK)
+        return net_error(e, rc, "%s", why[0] ? why : "NET: the notification could not be sent");
+    return IXL_OK;
+}
+
+int net_peer_connect(struct net_peer *p)
+{
+    struct net_engine *e = p->e;
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    if (!p->loaded || atomic_load(&e->stopping)) {
+        pthread_mutex_unlock(&p->lock);
+        return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: '%s' is disconnected", p->name);
+    }
+    int rc = p->n_up > 0 ? IXL_OK : serve_queue(p, wake, &n_wake);
+    uint64_t gen = p->gen;
+    wake_all(wake, n_wake);
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    uint64_t wait_ns = e->timeout_ns + 2 * e->heartbeat_ns + 200000000ull;
+    dl.tv_sec += (time_t)(wait_ns / 1000000000u);
+    dl.tv_nsec += (long)(wait_ns % 1000000000u);
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    while (rc == IXL_OK && p->n_up == 0 && p->gen == gen && p->n_conns > 0)
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &dl) != 0)
+            break;
+    int up = p->n_up > 0;
+    char why[NET_WHY];
+    snprintf(why, sizeof(why), "%s", p->failed_gen == gen + 1 ? p->why : "");
+    pthread_mutex_unlock(&p->lock);
+    if (up)
+        return IXL_OK;
+    if (rc == IXL_ERR_NO_MEMORY)
+        return net_error(e, rc, "NET: out of memory connecting to '%s'", p->name);
+    return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "%s",
+                     why[0] ? why : "NET: the connection did not come up");
+}
+
+/* Tears down p's connections of generation gen (any gen: UINT64_MAX). */
+static void peer_teardown_gen(struct net_peer *p, int status, uint64_t gen, const char *why)
+{
+    struct net_engine *e = p->e;
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    if (gen != UINT64_MAX && gen != p->gen) {
+        pthread_mutex_unlock(&p->lock);
+        return; /* a reconnect came first: its connections are not ours to cut */
+    }
+    uint64_t torn = p->gen++; /* frames queued from now on belong to new connections */
+    for (int i = 0; i < p->n_conns; i++) {
+        struct net_conn *c = p->conns[i];
+        atomic_store(&c->doomed, 1);
+        struct net_loop *l = c->loop;
+        pthread_mutex_lock(&l->lock);
+        if (!c->on_reap) {
+            c->on_reap = true;
+            c->knext = l->reap;
+            l->reap = c;
+        }
+        pthread_mutex_unlock(&l->lock);
+        int seen = 0;
+        for (int k = 0; k < n_wake; k++)
+            seen |= wake[k] == l;
+        if (!seen)
+            wake[n_wake++] = l;
+    }
+    p->n_conns = p->n_up = 0;
+    p->notif_conn = NULL;
+    /* Queued frames belong to requests failed below; messages fail here. */
+    while (p->nq.len > 0) {
+        struct net_item it = ring_pop(&p->nq);
+        if (it.kind == NI_MSG)
+            msg_done(e, it.msg, status, why);
+    }
+    p->q.len = 0;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    net_req_fail_peer(e, p, status, torn, why);
+}
+
+void net_peer_teardown(struct net_peer *p, int status, const char *why)
+{
+    peer_teardown_gen(p, status, UINT64_MAX, why);
+}

@@ -1,0 +1,339 @@
+/* NET's memory: registered regions (the key table the target checks every frame against,
+ * public data), remote regions (with the same-node mapping of a peer's memfd), and the
+ * shareable memory of ixl_mem_alloc. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "net.h"
+#include "../common/ixl_plugin_util.h"
+
+#define PUB_MAGIC 0x3142554eu /* "NUB1" */
+#define PUB_BYTES NET_PUB_BYTES
+
+/* ---- regions ---------------------------------------------------------------------------- */
+
+static size_t key_slot(uint64_t key, size_t cap)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+}
+
+struct net_region *net_region_find(struct net_engine *e, uint64_t key)
+{
+    if (e->rtab_cap == 0)
+        return NULL;
+    for (struct net_region *g = e->rtab[key_slot(key, e->rtab_cap)]; g; g = g->hnext)
+        if (g->key == key)
+            return g;
+    return NULL;
+}
+
+static int rtab_insert(struct net_engine *e, struct net_region *g)
+{
+    if (e->n_regions + 1 > e->rtab_cap / 2) {
+        size_t cap = e->rtab_cap ? e->rtab_cap * 2 : 256;
+        struct net_region **t = net_sys()->calloc(cap, sizeof(*t));
+        if (t == NULL)
+            return IXL_ERR_NO_MEMORY;
+        for (size_t i = 0; i < e->rtab_cap; i++)
+            for (struct net_region *x = e->rtab[i], *nx; x; x = nx) {
+                nx = x->hnext;
+                size_t s = key_slot(x->key, cap);
+                x->hnext = t[s];
+                t[s] = x;
+            }
+        free(e->rtab);
+        e->rtab = t;
+        e->rtab_cap = cap;
+    }
+    size_t s = key_slot(g->key, e->rtab_cap);
+    g->hnext = e->rtab[s];
+    e->rtab[s] = g;
+    e->n_regions++;
+    return IXL_OK;
+}
+
+static void rtab_remove(struct net_engine *e, struct net_region *g)
+{
+    struct net_region **pp = &e->rtab[key_slot(g->key, e->rtab_cap)];
+    while (*pp && *pp != g)
+        pp = &(*pp)->hnext;
+    if (*pp) {
+        *pp = g->hnext;
+        e->n_regions--;
+    }
+}
+
+struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t addr, uint64_t len)
+{
+    struct net_region *g = net_region_find(e, key);
+    if (g == NULL || len == 0 || addr < g->addr || addr - g->addr > g->len ||
+        len > g->len - (addr - g->addr))
+        return NULL;
+    return g;
+}
+
+int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region **out)
+{
+    if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
+        return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad DRAM region 0x%" PRIx64 "+%" PRIu64,
+                         d->addr, d->len);
+    struct net_region *g = net_sys()->calloc(1, sizeof(*g));
+    if (g == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    g->magic = NET_REGION_MAGIC;
+    g->addr = d->addr;
+    g->len = d->len;
+    g->memfd = -1;
+    /* Inside memory NET allocated? Then same-node peers can map it. */
+    pthread_mutex_lock(&e->lock);
+    for (struct net_alloc *a = e->allocs; a; a = a->next) {
+        uint64_t base_addr = (uintptr_t)a->addr;
+        if (d->addr >= base_addr && d->addr + d->len <= base_addr + a->len) {
+            g->memfd = a->fd;
+            g->memfd_off = d->addr - base_addr;
+            g->memfd_size = a->len;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    pthread_rwlock_wrlock(&e->regions_lock);
+    do
+        g->key = ixlp_random64(net_sys()->getrandom);
+    while (net_region_find(e, g->key) != NULL);
+    int rc = rtab_insert(e, g);
+    pthread_rwlock_unlock(&e->regions_lock);
+    if (rc != IXL_OK) {
+        free(g);
+        return net_error(e, rc, "out of memory");
+    }
+    /* The public data: the network path needs the key, the mapped path the memfd. */
+    ixlp_put_le(g->pub, PUB_MAGIC, 4);
+    ixlp_put_le(g->pub + 4, g->key, 8);
+    ixlp_put_le(g->pub + 12, g->addr, 8);
+    ixlp_put_le(g->pub + 20, g->len, 8);
+    ixlp_put_le(g->pub + 28, (uint32_t)g->memfd, 4);
+    ixlp_put_le(g->pub + 32, g->memfd_off, 8);
+    ixlp_put_le(g->pub + 40, g->memfd_size, 8);
+    *out = g;
+    return IXL_OK;
+}
+
+void net_region_unpublish(struct net_engine *e, struct net_region *g)
+{
+    /* Taking the lock for writing waits for a frame being placed into the region right now;
+     * once out of the table no frame finds it. */
+    pthread_rwlock_wrlock(&e->regions_lock);
+    rtab_remove(e, g);
+    pthread_rwlock_unlock(&e->regions_lock);
+}
+
+void net_region_free(struct net_region *g)
+{
+    g->magic = 0;
+    free(g);
+}
+
+static struct net_rmd *rmd_new(void)
+{
+    struct net_rmd *m = net_sys()->calloc(1, sizeof(*m));
+    if (m) {
+        m->magic = NET_RMD_MAGIC;
+        m->memfd = -1;
+        pthread_mutex_init(&m->map_lock, NULL);
+    }
+    return m;
+}
+
+int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct ixl_reg_desc *d,
+                        const void *data, size_t len, struct net_rmd **out)
+{
+    const uint8_t *b = data;
+    if (len != PUB_BYTES || ixlp_get_le(b, 4) != PUB_MAGIC)
+        return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", p->name);
+    struct net_rmd *m = rmd_new();
+    if (m == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    m->key = ixlp_get_le(b + 4, 8);
+    m->addr = ixlp_get_le(b + 12, 8);
+    m->len = ixlp_get_le(b + 20, 8);
+    m->memfd = (int32_t)(uint32_t)ixlp_get_le(b + 28, 4);
+    m->memfd_off = ixlp_get_le(b + 32, 8);
+    m->memfd_size = ixlp_get_le(b + 40, 8);
+    if (m->addr != d->addr || m->len != d->len || m->len == 0 || m->len > UINT64_MAX - m->addr ||
+        (m->memfd >= 0 &&
+         (m->memfd_off > m->memfd_size || m->len > m->memfd_size - m->memfd_off))) {
+        pthread_mutex_destroy(&m->map_lock);
+        free(m);
+        return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' disagrees with its region",
+                         p->name);
+    }
+    m->peer = p;
+    *out = m;
+    return IXL_OK;
+}
+
+int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rmd **out)
+{
+    struct net_rmd *m = rmd_new();
+    if (m == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    m->key = g->key;
+    m->addr = g->addr;
+    m->len = g->len;
+    m->local = g;
+    *out = m;
+    return IXL_OK;
+}
+
+void net_rmd_unload(struct net_rmd *m)
+{
+    if (m->map)
+        net_sys()->munmap(m->map, m->map_len);
+    pthread_mutex_destroy(&m->map_lock);
+    m->magic = 0;
+    free(m);
+}
+
+/* Maps the owner's memfd through /proc/<pid>/fd: the same rights cross-memory attach needs
+ * (ptrace access to the peer), and only the memory the peer allocated through ixl. */
+void *net_rmd_map(struct net_rmd *m)
+{
+    if (m->peer == NULL || m->memfd < 0)
+        return NULL;
+    pthread_mutex_lock(&m->map_lock);
+    if (!m->map_tried) {
+        m->map_tried = 1;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%u/fd/%d", m->peer->pid, m->memfd);
+        int fd = net_sys()->open(path, O_RDWR | O_CLOEXEC, 0);
+        struct stat st;
+        if (fd >= 0 && net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size >= m->memfd_size) {
+            long page = sysconf(_SC_PAGESIZE);
+            uint64_t off = m->memfd_off & ~((uint64_t)page - 1);
+            size_t len = (size_t)(m->memfd_off - off + m->len);
+            void *p =
+                net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+            if (p != MAP_FAILED) {
+                m->map = p;
+                m->map_len = len;
+                m->map_off = m->memfd_off - off;
+            } else if (st.st_blksize > page) {
+                /* Huge pages: the offset must be huge-page aligned. */
+                off = m->memfd_off & ~((uint64_t)st.st_blksize - 1);
+                len = (size_t)(m->memfd_off - off + m->len);
+                len = (len + (size_t)st.st_blksize - 1) & ~((size_t)st.st_blksize - 1);
+                p = net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+                if (p != MAP_FAILED) {
+                    m->map = p;
+                    m->map_len = len;
+                    m->map_off = m->memfd_off - off;
+                }
+            }
+        }
+        if (fd >= 0)
+            net_sys()->close(fd);
+    }
+    void *r = m->map ? (char *)m->map + m->map_off : NULL;
+    pthread_mutex_unlock(&m->map_lock);
+    if (r != NULL) { /* the fd opened: the pid is the peer's; watch it from now on */
+        pthread_mutex_lock(&m->peer->lock);
+        if (m->peer->pidfd < 0)
+            m->peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m->peer->pid, 0);
+        pthread_mutex_unlock(&m->peer->lock);
+    }
+    return r;
+}
+
+/* ---- allocation ------------------------------------------------------------------------------ */
+
+int net_alloc(struct net_engine *e, size_t len, void **out)
+{
+    int fd = -1;
+    size_t maplen = len;
+    void *p = MAP_FAILED;
+    if (e->hugepages) {
+        fd = net_sys()->memfd_create("ixl-net", MFD_CLOEXEC | MFD_HUGETLB);
+        if (fd >= 0) {
+            size_t huge = 2u << 20;
+            maplen = (len + huge - 1) & ~(huge - 1);
+            if (net_sys()->ftruncate(fd, (off_t)maplen) == 0)
+                p = net_sys()->mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                                    fd, 0);
+            if (p == MAP_FAILED) { /* no huge pages reserved */
+                net_sys()->close(fd);
+                fd = -1;
+            }
+        }
+    }
+    if (p == MAP_FAILED) {
+        maplen = len;
+        fd = net_sys()->memfd_create("ixl-net", MFD_CLOEXEC);
+        if (fd < 0)
+            return net_error(e, IXL_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+        if (net_sys()->ftruncate(fd, (off_t)maplen) != 0) {
+            int err = errno;
+            net_sys()->close(fd);
+            return net_error(e, IXL_ERR_NO_MEMORY, "ftruncate of %zu bytes: %s", maplen,
+                             strerror(err));
+        }
+        p = net_sys()->mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            net_sys()->close(fd);
+            return net_error(e, IXL_ERR_NO_MEMORY, "mmap of %zu bytes: %s", maplen, strerror(err));
+        }
+        madvise(p, maplen, MADV_HUGEPAGE);
+    }
+    struct net_alloc *a = net_sys()->calloc(1, sizeof(*a));
+    if (a == NULL) {
+        net_sys()->munmap(p, maplen);
+        net_sys()->close(fd);
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    }
+    a->addr = p;
+    a->len = maplen;
+    a->fd = fd;
+    pthread_mutex_lock(&e->lock);
+    a->next = e->allocs;
+    e->allocs = a;
+    pthread_mutex_unlock(&e->lock);
+    *out = p;
+    return IXL_OK;
+}
+
+int net_free(struct net_engine *e, void *addr)
+{
+    pthread_mutex_lock(&e->lock);
+    struct net_alloc **pp = &e->allocs;
+    while (*pp && (*pp)->addr != addr)
+        pp = &(*pp)->next;
+    struct net_alloc *a = *pp;
+    if (a)
+        *pp = a->next;
+    pthread_mutex_unlock(&e->lock);
+    if (a == NULL)
+        return net_error(e, IXL_ERR_NOT_FOUND, "NET did not allocate %p", addr);
+    net_sys()->munmap(a->addr, a->len);
+    net_sys()->close(a->fd);
+    free(a);
+    return IXL_OK;
+}
+
+void net_allocs_free_all(struct net_engine *e)
+{
+    for (struct net_alloc *a = e->allocs, *n; a; a = n) {
+        n = a->next;
+        net_sys()->munmap(a->addr, a->len);
+        net_sys()->close(a->fd);
+        free(a);
+    }
+    e->allocs = NULL;
+}
