@@ -167,7 +167,13 @@ struct net_conn {
     uint64_t body_off;
     int body_mode;
     int32_t answer; /* NC_IN WRITE: the status its ack carries */
-    uint8_t *buf;   /* HELLO and NOTIF bodies */
+    /* NC_IN: a WRITE whose range overlaps READ answers not sent yet waits for them (a READ
+     * answers with the bytes as they were when it arrived); the input read after its header
+     * waits in stash meanwhile. */
+    bool held;
+    uint8_t *stash;
+    size_t stash_len;
+    uint8_t *buf; /* HELLO and NOTIF bodies */
     /* NC_IN */
     char name[256]; /* the HELLO's name */
     bool named;     /* counted against peer_conns */

@@ -54,9 +54,8 @@ static void loop_wake(struct net_loop *l)
 {
     if (atomic_exchange(&l->woken, 1) == 0) {
         uint64_t one = 1;
-        if (net_sys()->write(l->evfd, &one, sizeof(one)) < 0) {
-            /* EAGAIN: the counter is saturated, the loop wakes anyway */
-        }
+        if (net_sys()->write(l->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            atomic_store(&l->woken, 0); /* the next wake tries again; the tick takes it anyway */
     }
 }
 
@@ -124,6 +123,18 @@ static int tx_add(struct net_conn *c, const struct net_hdr *h, const void *data,
     if (out)
         *out = f;
     return 0;
+}
+
+/* Whether READ answers queued on c and not sent yet read bytes of [addr, addr + len). */
+static bool overlaps_answers(const struct net_conn *c, uint64_t addr, uint64_t len)
+{
+    for (uint32_t i = c->tx_head; i < c->tx_n; i++) {
+        const struct net_txf *f = &c->tx[i];
+        uint64_t a = (uintptr_t)f->data;
+        if (f->region != NULL && a < addr + len && addr < a + f->len)
+            return true;
+    }
+    return false;
 }
 
 static struct net_item ring_pop(struct net_ring *q)
@@ -307,6 +318,7 @@ static void conn_free(struct net_loop *l, struct net_conn *c)
         c->next->prev = c->prev;
     free(c->tx);
     free(c->buf);
+    free(c->stash);
     free(c);
 }
 
@@ -514,6 +526,8 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
     return n;
 }
 
+static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n);
+
 /* Sends what c's tx holds; an initiator's connection refills it from its peer's queue.
  * Returns -1 when c was closed. */
 static int conn_flush(struct net_loop *l, struct net_conn *c)
@@ -569,8 +583,24 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
             txf_done(e, f, IXL_OK, NULL);
         }
     }
+    if (c->held && !overlaps_answers(c, c->h.addr, c->h.len)) {
+        /* The READ answers before the held WRITE are out: place it and go on. */
+        uint8_t *st = c->stash;
+        size_t n = c->stash_len;
+        c->held = false;
+        c->stash = NULL;
+        c->stash_len = 0;
+        int rc = st ? parse(l, c, st, n) : 0;
+        free(st);
+        if (c->closed)
+            return -1;
+        if (rc == 0 && !c->held && !c->linger)
+            c->reading = true;
+        if (tx_pending(c) > 0)
+            return conn_flush(l, c);
+    }
     bool more = tx_pending(c) > 0;
-    if (c->kind == NC_IN && !c->reading && !c->linger && tx_pending(c) < TX_SOFT / 2)
+    if (c->kind == NC_IN && !c->reading && !c->linger && !c->held && tx_pending(c) < TX_SOFT / 2)
         c->reading = true; /* the peer reads its answers again */
     if (c->linger && !more) {
         conn_close(l, c, false, 0, NULL);
@@ -588,6 +618,12 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
 
 static int protocol_error(struct net_loop *l, struct net_conn *c, const char *what)
 {
+    if (c->kind == NC_IN) {
+        /* The answers to the frames before the bad one still go; then it closes. */
+        c->linger = true;
+        c->reading = false;
+        return -1;
+    }
     char why[NET_WHY];
     snprintf(why, sizeof(why), "NET: '%s' broke the protocol: %s",
              c->kind == NC_OUT ? c->peer->name : c->name, what);
@@ -756,6 +792,7 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         c->answer = ok ? 0 : IXL_ERR_REMOTE_REFUSED;
         c->body_mode = ok ? BODY_PLACE_W : BODY_DISCARD;
         c->in_body = true;
+        c->held = ok && overlaps_answers(c, h->addr, h->len);
         return 0;
     }
     case NET_READ: {
@@ -847,7 +884,7 @@ static ssize_t body_move(struct net_loop *l, struct net_conn *c, const uint8_t *
 /* Parses n bytes read into the scratch buffer. -1: c was closed. */
 static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n)
 {
-    while (n > 0 && !c->closed) {
+    while (n > 0 && !c->closed && !c->linger) {
         if (!c->in_body) {
             size_t k = NET_HDR_BYTES - c->hgot < n ? NET_HDR_BYTES - c->hgot : n;
             memcpy(c->hbuf + c->hgot, p, k);
@@ -863,6 +900,16 @@ static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_
                 return -1;
             continue;
         }
+        if (c->held) { /* the rest waits until the READ answers before it are sent */
+            uint8_t *keep = net_sys()->malloc(n);
+            if (keep == NULL)
+                return protocol_error(l, c, "out of memory");
+            memcpy(keep, p, n);
+            c->stash = keep;
+            c->stash_len = n;
+            c->reading = false;
+            return 0;
+        }
         uint64_t left = c->h.len - c->body_off;
         size_t k = left < n ? (size_t)left : n;
         body_move(l, c, p, k);
@@ -875,14 +922,14 @@ static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_
                 return -1;
         }
     }
-    return c->closed ? -1 : 0;
+    return c->closed || c->linger ? -1 : 0;
 }
 
 /* Reads what c's socket has (up to RX_BUDGET). -1: c was closed. */
 static int conn_read(struct net_loop *l, struct net_conn *c)
 {
     size_t budget = RX_BUDGET;
-    while (budget > 0 && c->reading && !c->closed) {
+    while (budget > 0 && c->reading && !c->closed && !c->held) {
         ssize_t got;
         uint64_t left = c->in_body ? c->h.len - c->body_off : 0;
         if (c->in_body && c->body_mode != BODY_DISCARD && left >= DIRECT_MIN) {
@@ -892,13 +939,18 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
                 if (c->body_off == c->h.len) {
                     c->in_body = false;
                     if (frame_end(l, c) != 0)
-                        return -1;
+                        return c->closed ? -1 : 0;
                 }
             }
         } else {
             got = net_sys()->recv(c->fd, l->scratch, SCRATCH_BYTES, MSG_DONTWAIT);
             if (got > 0 && parse(l, c, l->scratch, (size_t)got) != 0)
-                return -1;
+                return c->closed ? -1 : 0;
+        }
+        if (got == 0 && c->kind == NC_IN && tx_pending(c) > 0) {
+            c->linger = true; /* the peer is done sending: its answers go, then we close */
+            c->reading = false;
+            return 0;
         }
         if (got == 0) {
             char why[NET_WHY];
@@ -1033,6 +1085,12 @@ static void accept_some(struct net_loop *l)
 
 /* ---- timers ------------------------------------------------------------------------------- */
 
+/* now - t, 0 when t is later (a time set after now was read). */
+static uint64_t since(uint64_t now, uint64_t t)
+{
+    return now > t ? now - t : 0;
+}
+
 static void tick(struct net_loop *l, uint64_t now)
 {
     struct net_engine *e = l->e;
@@ -1055,7 +1113,7 @@ static void tick(struct net_loop *l, uint64_t now)
                 continue;
             }
         }
-        bool stalled_tx = tx_pending(c) > 0 && now - c->last_tx > e->timeout_ns;
+        bool stalled_tx = tx_pending(c) > 0 && since(now, c->last_tx) > e->timeout_ns;
         if (c->kind == NC_OUT) {
             if (c->state != NCS_UP) {
                 if (now >= c->deadline) {
@@ -1067,7 +1125,7 @@ static void tick(struct net_loop *l, uint64_t now)
                 }
                 continue;
             }
-            if ((c->outstanding > 0 && now - c->last_rx > e->timeout_ns) || stalled_tx) {
+            if ((c->outstanding > 0 && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
                 snprintf(why, sizeof(why),
                          "NET: '%s' was silent for more than %llu ms with work outstanding",
                          c->peer->name, (unsigned long long)(e->timeout_ns / 1000000u));
@@ -1075,8 +1133,8 @@ static void tick(struct net_loop *l, uint64_t now)
                 conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
                 continue;
             }
-            if (c->outstanding > 0 && now - c->last_rx > e->heartbeat_ns &&
-                now - c->last_tx > e->heartbeat_ns) {
+            if (c->outstanding > 0 && since(now, c->last_rx) > e->heartbeat_ns &&
+                since(now, c->last_tx) > e->heartbeat_ns) {
                 struct net_hdr h = {.op = NET_PING}; /* a sign of life, please */
                 if (tx_add(c, &h, NULL, 0, NULL) == 0)
                     conn_flush(l, c);
@@ -1084,7 +1142,7 @@ static void tick(struct net_loop *l, uint64_t now)
             }
             uint64_t act = c->last_rx > c->last_tx ? c->last_rx : c->last_tx;
             if (e->idle_ns && c->outstanding == 0 && tx_pending(c) == 0 &&
-                now - act > e->idle_ns / 2)
+                since(now, act) > e->idle_ns / 2)
                 conn_close(l, c, false, 0, NULL); /* before the target's idle_ms closes it */
             continue;
         }
@@ -1094,11 +1152,11 @@ static void tick(struct net_loop *l, uint64_t now)
             continue;
         }
         bool mid_frame = c->in_body || c->hgot > 0;
-        if ((mid_frame && now - c->last_rx > e->timeout_ns) || stalled_tx) {
+        if ((mid_frame && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
             conn_close(l, c, false, 0, NULL); /* stalls a frame, or does not read answers */
             continue;
         }
-        if (e->idle_ns && !mid_frame && tx_pending(c) == 0 && now - c->last_rx > e->idle_ns)
+        if (e->idle_ns && !mid_frame && tx_pending(c) == 0 && since(now, c->last_rx) > e->idle_ns)
             conn_close(l, c, false, 0, NULL);
     }
 }
@@ -1181,8 +1239,9 @@ static void *loop_main(void *arg)
             conn_flush(l, c);
         }
         free_dead(l);
-        now = net_now_ns();
-        if (now >= l->next_tick) {
+        if (net_now_ns() >= l->next_tick) {
+            take_lists(l);      /* in case a wake's eventfd write was refused */
+            now = net_now_ns(); /* after take_lists: the times it sets are not in the future */
             tick(l, now);
             free_dead(l);
             l->next_tick = now + tick_ns;

@@ -95,27 +95,29 @@ int net_req_part_done(struct net_engine *e, uint64_t serial, int status, const c
                 wake = 1;
             } else if (r->notif != NULL && r->peer != NULL && !r->canceled) {
                 notif = 1; /* the data is in place at the target: now its notification */
+            } else if (r->notif != NULL && !r->canceled) {
+                loop_notif = 1; /* to this agent: done once it is queued */
+                msg = net_sys()->malloc(r->notif_len ? r->notif_len : 1);
+                if (msg != NULL) {
+                    memcpy(msg, r->notif, r->notif_len);
+                    len = r->notif_len;
+                }
             } else {
-                loop_notif = r->notif != NULL && !r->canceled;
                 r->state = NR_DONE;
                 wake = 1;
             }
         }
-        if (loop_notif) {
-            msg = net_sys()->malloc(r->notif_len ? r->notif_len : 1);
-            if (msg) {
-                memcpy(msg, r->notif, r->notif_len);
-                len = r->notif_len;
-            } else {
-                net_error(e, IXL_ERR_NO_MEMORY,
-                          "malloc: out of memory copying a notification to this agent: lost");
-            }
-        }
     }
     pthread_mutex_unlock(&e->reqs_lock);
-    if (msg) {
-        net_notif_push(e, e->name, msg, len);
+    if (loop_notif) {
+        int rc = msg ? net_notif_push(e, e->name, msg, len)
+                     : net_error(e, IXL_ERR_NO_MEMORY,
+                                 "malloc: out of memory copying a notification to this agent");
         free(msg);
+        net_req_notif_done(e, serial, rc,
+                           "NET: out of memory queueing a notification to this "
+                           "agent (malloc failed)");
+        return 0;
     }
     if (wake)
         e->host->signal(e->host->ctx);

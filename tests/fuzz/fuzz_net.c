@@ -1,7 +1,7 @@
 /*
  * Fuzz target for NET's wire format (net_wire.c) and the target side's frame handling
- * (net_serve_fd() in net_tcp.c). The NET sources are compiled into this binary, with a table
- * of built-in plugins that lists NET, because the fuzz targets link the core statically.
+ * (an accepted connection in net_loop.c). The NET sources are compiled into this binary, with a
+ * table of built-in plugins that lists NET, because the fuzz targets link the core statically.
  *
  * Each input is used twice:
  *  1. The decoders alone: net_hdr_decode() on the input's first 48 bytes and

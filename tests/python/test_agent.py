@@ -436,8 +436,8 @@ def test_compat_conventions(rng):
                               b"c")
         state = a.transfer(h)
         while state != "DONE":
-            state = a.check_xfer_state(h)
             assert state == "PROC"
+            state = a.check_xfer_state(h)
         assert np.array_equal(buf, dst)
         assert a.get_xfer_telemetry(h).totalBytes == SIZE
         a.release_xfer_handle(h)
