@@ -4,11 +4,30 @@
  * struct ixl_mdx_ops (mdx.h): the peer exchange is here, etcd's in mdx_etcd.c; mdx_pick chooses
  * per call.
  *
- * Peer mode (mdx_wire.h): the listener thread accepts connections and hands each to a thread
- * of its own (at most MDX_MAX_CONNS at once), which reads one request under a deadline, answers
- * and closes; a peer that sends garbage gets an error reply, one that stalls or closes early
- * only ends its own connection. Fetches run on threads of their own and complete into the
- * remote table, then wake the agent (its fd becomes readable).
+ * Peer mode (mdx_wire.h): the listener is one thread running an epoll loop. It accepts
+ * connections (nonblocking) and moves each through header, body, answer and close without ever
+ * waiting on one: a request is served on the loop (loading or getting metadata is local work),
+ * its reply written as the socket takes it. A peer that sends garbage gets an error reply, one
+ * that stalls, drips or closes early only ends its own connection; an idle or slow client costs
+ * a struct mdx_conn (~0.5 KiB) and its socket, never a thread. Bounds (compile-time constants,
+ * also in docs/metadata.md):
+ *   - MDX_IO_MS (5 s): a connection's whole request (header, body, reply) from its accept; the
+ *     loop closes it when it passes (the loop waits until the oldest deadline at most);
+ *   - MDX_MAX_CONNS (1024): connections served at once; one more is accepted, answered
+ *     IXL_ERR_BUSY and closed at once (never left in the backlog);
+ *   - body memory follows the bytes that arrived: the buffer starts at MDX_BODY_STEP (4 KiB)
+ *     when the first body byte comes and doubles as bytes fill it, up to the header's length
+ *     (at most IXL_MDX_MAX_BODY, 256 MiB); nothing is allocated for a claimed length;
+ *   - MDX_HELD_MAX (256 MiB): request and reply bytes held over all connections; a request
+ *     that would pass it is read to its end without being kept and answered IXL_ERR_BUSY (as
+ *     one that found no memory is answered IXL_ERR_NO_MEMORY), a reply that would, IXL_ERR_BUSY;
+ *   - out of descriptors (EMFILE/ENFILE), the reserve descriptor (/dev/null, kept open) is
+ *     closed to accept one connection, which is answered IXL_ERR_BUSY and closed, then reopened:
+ *     the backlog drains instead of waking the loop forever; without a reserve, accepting
+ *     pauses MDX_PAUSE_MS (100 ms);
+ *   - warnings about clients: at most MDX_LOG_PER_S (20) a second, the rest counted.
+ * Fetches run on threads of their own and complete into the remote table, then wake the agent
+ * (its fd becomes readable); sends and invalidations run on the caller's thread.
  *
  * Labels: ixl_md_send with a label also keeps the labeled (partial) blob here, so a peer can
  * fetch it by label from this agent's listener; in etcd mode it is published under the label.
@@ -17,9 +36,12 @@
  * listener port, and etcd (whose watchers drop the agent when its head key goes).
  *
  * Threads and locks: x->lock guards the lists here and is never held across I/O or an agent
- * call. Destroy (ixl_mdx_stop) runs before anything else of the agent is torn down: it closes
- * etcd (its watch thread may be inside the agent's remote table), stops the listener, cuts the
- * sockets of every thread still running (shutdown), and joins them.
+ * call; the listener's connections and counters belong to its thread alone. The loop takes the
+ * agent's lock only inside ixl_md_load / ixl_md_get / ixl_remote_invalidate_inc, never while
+ * waiting on a socket. Destroy (ixl_mdx_stop) runs before anything else of the agent is torn
+ * down: it closes etcd (its watch thread may be inside the agent's remote table), stops the
+ * listener (which closes its connections), cuts the sockets of every fetch still running
+ * (shutdown), and joins them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
