@@ -148,7 +148,8 @@ static long proc_cpu_ms(pid_t pid)
     char *p = strrchr(buf, ')');
     CHECK(p != NULL);
     unsigned long ut = 0, st = 0;
-    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+     */
     CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2);
     return (long)((ut + st) * 1000u / (unsigned long)sysconf(_SC_CLK_TCK));
 }
@@ -368,12 +369,10 @@ static void case_nofile(void)
     fprintf(stderr,
             "nofile: RLIMIT_NOFILE=64, %d idle + %d slow clients: %d of their connections "
             "ended within %" PRIu64 " ms; L used %ld ms of CPU in it; threads %ld -> %ld; C's "
-            "rounds during the flood: %d of 5 ok; after it: %s (%" PRIu64 " ms); %" PRIu64
-            " ms\n",
-            N_IDLE, N_SLOW, ended, wall, cpu, th0, th, during, ixl_strerror(rc), ms,
-            now_ms() - t0);
+            "rounds during the flood: %d of 5 ok; after it: %s (%" PRIu64 " ms); %" PRIu64 " ms\n",
+            N_IDLE, N_SLOW, ended, wall, cpu, th0, th, during, ixl_strerror(rc), ms, now_ms() - t0);
     CHECK(ended >= N_IDLE + N_SLOW - 64); /* refused at once, not left in the backlog */
-    CHECK(cpu * 2 < (long)wall);           /* no spinning on EMFILE */
+    CHECK(cpu * 2 < (long)wall);          /* no spinning on EMFILE */
     CHECK(th == th0);
     CHECK_RC(rc, IXL_OK);
     ixl_agent_destroy(c);
@@ -406,8 +405,7 @@ static void case_huge(void)
     flood_stop(&fl);
     fprintf(stderr,
             "huge: %d clients claiming %u MiB each (%zu bytes sent in all): L's RSS %ld -> at "
-            "most %ld KiB, address space %ld -> at most %ld KiB; %d ended early; %" PRIu64
-            " ms\n",
+            "most %ld KiB, address space %ld -> at most %ld KiB; %d ended early; %" PRIu64 " ms\n",
             N_HUGE, HUGE_CLAIM >> 20, sent, rss0, rss_max, vm0, vm_max, ended, now_ms() - t0);
     CHECK(sent > (size_t)N_HUGE * 16); /* the headers went, and bytes after them */
     CHECK(rss_max - rss0 < 64 * 1024);
