@@ -254,13 +254,18 @@ static int flood_ended(struct flood *fl)
     return n;
 }
 
-static void flood_stop(struct flood *fl)
+/* Stops the flood; returns the bytes its clients sent. */
+static size_t flood_stop(struct flood *fl)
 {
     atomic_store(&fl->stop, true);
     pthread_join(fl->th, NULL);
-    for (int i = 0; i < fl->n; i++)
+    size_t sent = 0;
+    for (int i = 0; i < fl->n; i++) {
+        sent += fl->f[i].sent;
         close(fl->f[i].fd);
+    }
     free(fl->f);
+    return sent;
 }
 
 /* ---- the legitimate client ------------------------------------------------------------------ */
@@ -398,11 +403,8 @@ static void case_huge(void)
         rss_max = rss > rss_max ? rss : rss_max;
         vm_max = vm > vm_max ? vm : vm_max;
     }
-    size_t sent = 0;
-    for (int i = 0; i < fl.n; i++)
-        sent += fl.f[i].sent;
     int ended = flood_ended(&fl);
-    flood_stop(&fl);
+    size_t sent = flood_stop(&fl);
     fprintf(stderr,
             "huge: %d clients claiming %u MiB each (%zu bytes sent in all): L's RSS %ld -> at "
             "most %ld KiB, address space %ld -> at most %ld KiB; %d ended early; %" PRIu64 " ms\n",
