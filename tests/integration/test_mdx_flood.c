@@ -13,10 +13,13 @@
  *           once the flooders go
  *   huge    16 clients claiming a 200 MiB body each, then trickling bytes: L's RSS and address
  *           space grow by far less than the claims (< 64 MiB), C's requests keep working
+ *   limit   1024 idle clients (the listener's limit): C's send is refused at once with
+ *           IXL_ERR_BUSY and a text naming the limit; it works again once they go
  *
- *   test_mdx_flood [idle|nofile|huge ...]   default: all. Each case takes 2-4 s.
+ *   test_mdx_flood [idle|nofile|huge|limit ...]   default: all. Each case takes 1-4 s.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,6 +42,7 @@
 #define N_IDLE 300
 #define N_SLOW 300
 #define N_HUGE 16
+#define N_LIMIT 1024 /* the listener's MDX_MAX_CONNS */
 #define HUGE_CLAIM (200u << 20)
 #define WAIT_MS 5000
 
@@ -417,6 +421,61 @@ static void case_huge(void)
     child_stop(&ch);
 }
 
+/* Descriptors open in the process. */
+static int proc_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    CHECK(d != NULL);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void case_limit(void)
+{
+    uint64_t t0 = now_ms();
+    struct child ch = child_start(0); /* before C: this process has one thread */
+    uint16_t unused;
+    struct ixl_agent *c = agent_new("C", false, &unused);
+    uint64_t ms;
+    CHECK_RC(legit_round(c, ch.port, &ms), IXL_OK);
+    int fds0 = proc_fds(ch.pid);
+    struct flood fl;
+    flood_start(&fl, ch.port, N_LIMIT, 0, 0);
+    while (proc_fds(ch.pid) < fds0 + N_LIMIT) { /* L accepted them all */
+        if (now_ms() - t0 > WAIT_MS)
+            check_fail(__FILE__, __LINE__, "L holds %d descriptors, %d before %d clients",
+                       proc_fds(ch.pid), fds0, N_LIMIT);
+        sleep_ms(10);
+    }
+    /* one more: refused at once with a clear error, not left waiting */
+    struct ixl_peer peer = {"127.0.0.1", ch.port};
+    uint64_t t1 = now_ms();
+    int rc = ixl_md_send(c, &peer, NULL);
+    uint64_t took = now_ms() - t1;
+    char text[512];
+    snprintf(text, sizeof(text), "%s", ixl_agent_last_error(c));
+    int ended = flood_ended(&fl);
+    flood_stop(&fl);
+    sleep_ms(100); /* L sees the flooders' connections end */
+    int after = legit_round(c, ch.port, &ms);
+    fprintf(stderr,
+            "limit: %d idle clients: one more got %s in %" PRIu64 " ms (%s); after they went: "
+            "%s; %" PRIu64 " ms\n",
+            N_LIMIT, ixl_strerror(rc), took, text, ixl_strerror(after), now_ms() - t0);
+    CHECK_RC(rc, IXL_ERR_BUSY);
+    CHECK_STR_HAS(text, "connections at once (its limit)");
+    CHECK(took < 1000);
+    CHECK(ended == 0);
+    CHECK_RC(after, IXL_OK);
+    ixl_agent_destroy(c);
+    child_stop(&ch);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -432,8 +491,8 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
         CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
     }
-    const char *all[] = {"idle", "nofile", "huge"};
-    int n = argc > 1 ? argc - 1 : 3;
+    const char *all[] = {"idle", "nofile", "huge", "limit"};
+    int n = argc > 1 ? argc - 1 : 4;
     for (int i = 0; i < n; i++) {
         const char *which = argc > 1 ? argv[i + 1] : all[i];
         if (strcmp(which, "idle") == 0)
@@ -442,8 +501,10 @@ int main(int argc, char **argv)
             case_nofile();
         else if (strcmp(which, "huge") == 0)
             case_huge();
+        else if (strcmp(which, "limit") == 0)
+            case_limit();
         else
-            check_fail(__FILE__, __LINE__, "unknown case '%s' (idle, nofile, huge)", which);
+            check_fail(__FILE__, __LINE__, "unknown case '%s' (idle, nofile, huge, limit)", which);
     }
     fprintf(stderr, "test_mdx_flood: all passed\n");
     return 0;
