@@ -4,11 +4,30 @@
  * struct ixl_mdx_ops (mdx.h): the peer exchange is here, etcd's in mdx_etcd.c; mdx_pick chooses
  * per call.
  *
- * Peer mode (mdx_wire.h): the listener thread accepts connections and hands each to a thread
- * of its own (at most MDX_MAX_CONNS at once), which reads one request under a deadline, answers
- * and closes; a peer that sends garbage gets an error reply, one that stalls or closes early
- * only ends its own connection. Fetches run on threads of their own and complete into the
- * remote table, then wake the agent (its fd becomes readable).
+ * Peer mode (mdx_wire.h): the listener is one thread running an epoll loop. It accepts
+ * connections (nonblocking) and moves each through header, body, answer and close without ever
+ * waiting on one: a request is served on the loop (loading or getting metadata is local work),
+ * its reply written as the socket takes it. A peer that sends garbage gets an error reply, one
+ * that stalls, drips or closes early only ends its own connection; an idle or slow client costs
+ * a struct mdx_conn (~0.5 KiB) and its socket, never a thread. Bounds (compile-time constants,
+ * also in docs/metadata.md):
+ *   - MDX_IO_MS (5 s): a connection's whole request (header, body, reply) from its accept; the
+ *     loop closes it when it passes (the loop waits until the oldest deadline at most);
+ *   - MDX_MAX_CONNS (1024): connections served at once; one more is accepted, answered
+ *     IXL_ERR_BUSY and closed at once (never left in the backlog);
+ *   - body memory follows the bytes that arrived: the buffer starts at MDX_BODY_STEP (4 KiB)
+ *     when the first body byte comes and doubles as bytes fill it, up to the header's length
+ *     (at most IXL_MDX_MAX_BODY, 256 MiB); nothing is allocated for a claimed length;
+ *   - MDX_HELD_MAX (256 MiB): request and reply bytes held over all connections; a request
+ *     that would pass it is read to its end without being kept and answered IXL_ERR_BUSY (as
+ *     one that found no memory is answered IXL_ERR_NO_MEMORY), a reply that would, IXL_ERR_BUSY;
+ *   - out of descriptors (EMFILE/ENFILE), the reserve descriptor (/dev/null, kept open) is
+ *     closed to accept one connection, which is answered IXL_ERR_BUSY and closed, then reopened:
+ *     the backlog drains instead of waking the loop forever; without a reserve, accepting
+ *     pauses MDX_PAUSE_MS (100 ms);
+ *   - warnings about clients: at most MDX_LOG_PER_S (20) a second, the rest counted.
+ * Fetches run on threads of their own and complete into the remote table, then wake the agent
+ * (its fd becomes readable); sends and invalidations run on the caller's thread.
  *
  * Labels: ixl_md_send with a label also keeps the labeled (partial) blob here, so a peer can
  * fetch it by label from this agent's listener; in etcd mode it is published under the label.
@@ -17,9 +36,12 @@
  * listener port, and etcd (whose watchers drop the agent when its head key goes).
  *
  * Threads and locks: x->lock guards the lists here and is never held across I/O or an agent
- * call. Destroy (ixl_mdx_stop) runs before anything else of the agent is torn down: it closes
- * etcd (its watch thread may be inside the agent's remote table), stops the listener, cuts the
- * sockets of every thread still running (shutdown), and joins them.
+ * call; the listener's connections and counters belong to its thread alone. The loop takes the
+ * agent's lock only inside ixl_md_load / ixl_md_get / ixl_remote_invalidate_inc, never while
+ * waiting on a socket. Destroy (ixl_mdx_stop) runs before anything else of the agent is torn
+ * down: it closes etcd (its watch thread may be inside the agent's remote table), stops the
+ * listener (which closes its connections), cuts the sockets of every fetch still running
+ * (shutdown), and joins them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,8 +56,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/agent.h"
@@ -48,9 +72,43 @@
 #include "util/time.h"
 #include "util/sys.h"
 
-#define MDX_MAX_CONNS 256 /* connections served at once; more are closed at accept */
-#define MDX_IO_MS 5000    /* one request: connect, send, reply (both sides) */
+/* The listener's bounds (compile-time; see the header comment and docs/metadata.md). */
+#define MDX_MAX_CONNS 1024               /* connections served at once; more are refused */
+#define MDX_IO_MS 5000                   /* one request: connect, send, reply (both sides) */
+#define MDX_HELD_MAX ((size_t)256 << 20) /* request and reply bytes held, all connections */
+#define MDX_BODY_STEP 4096               /* a body buffer's first size; it doubles as bytes come */
+#define MDX_BACKLOG 512                  /* listen() backlog */
+#define MDX_SLICE (256u << 10)           /* bytes read from one connection per turn */
+#define MDX_ACCEPT_BATCH 64              /* connections accepted per turn */
+#define MDX_PAUSE_MS 100                 /* accepting pauses this long when accept4 fails */
+#define MDX_EVENTS 64                    /* epoll events per turn */
+#define MDX_LOG_PER_S 20                 /* listener warnings logged per second */
+#define MDX_IDLE_WAKE_MS 1000            /* the listener looks at x->stop at least this often */
 #define MDX_POLL_MS 50
+
+_Static_assert(MDX_HELD_MAX >= IXL_MDX_MAX_BODY, "the largest request must fit when alone");
+
+/* A connection of the listener: one request read, answered, closed; owned by the loop. */
+struct mdx_conn {
+    int fd;
+    enum { C_HDR, C_BODY, C_SINK, C_REPLY } state; /* SINK: the body is read and dropped */
+    uint64_t deadline_us;                          /* for the whole request: accept + MDX_IO_MS */
+    struct mdx_conn *prev, *next;                  /* x->conns, in accept (= deadline) order */
+    uint8_t hdr[IXL_MDX_HDR];
+    enum mdx_type type;
+    uint32_t len;      /* the body's length, from the header */
+    uint32_t got;      /* header, then body bytes received */
+    uint8_t *body;     /* cap bytes, grown as bytes arrive (counted in x->held) */
+    size_t cap;        /* body buffer size */
+    int sink_status;   /* C_SINK: the reply's status and text */
+    char sink_why[96]; /* (MDX_HELD_MAX reached, or out of memory) */
+    uint8_t *out;      /* the reply: malloc'd (out_held bytes in x->held) or small */
+    size_t out_len, out_off, out_held;
+    bool want_out; /* waits for EPOLLOUT */
+    uint8_t small[192];
+    struct sockaddr_storage addr; /* the client's, for remembering a fetcher */
+    socklen_t addr_len;
+};
 
 struct mdx_thread {
     pthread_t th;
@@ -101,13 +159,21 @@ struct ixl_mdx {
     struct ixl_agent *agent;
     pthread_mutex_t lock;
     atomic_bool stop;
-    int lfd;    /* listening socket, -1 when none */
-    int wakefd; /* wakes the listener thread at stop */
+    int lfd;        /* listening socket, -1 when none */
+    int wakefd;     /* wakes the listener thread at stop */
+    int epfd;       /* the listener's epoll set, -1 when none */
+    int reserve_fd; /* /dev/null, given up to accept when descriptors run out (-1: none) */
     uint16_t port;
     pthread_t lthread;
     bool listening;
-    struct mdx_thread *threads; /* connection and fetch threads */
+    struct mdx_thread *threads; /* fetch threads */
+    /* the listener thread's own (no lock): its connections, oldest first, and bounds */
+    struct mdx_conn *conns, *conns_tail;
     unsigned n_conns;
+    size_t held;               /* body and reply bytes held by connections */
+    uint64_t accept_resume_us; /* accepting paused until then (0: not paused) */
+    uint64_t warn_t0;          /* warn_ok's window */
+    unsigned warn_n, warn_dropped;
     struct mdx_peer *peers;    /* where invalidate_local goes */
     struct mdx_label *labels;  /* labeled blobs served by the listener */
     struct mdx_fetch *fetches; /* fetches running or failed, by remote */
@@ -298,15 +364,13 @@ static void thread_set_fd(struct mdx_thread *t, int fd)
     pthread_mutex_unlock(&t->x->lock);
 }
 
-static void thread_finish(struct mdx_thread *t, bool conn)
+static void thread_finish(struct mdx_thread *t)
 {
     struct ixl_mdx *x = t->x;
     pthread_mutex_lock(&x->lock);
     if (t->fd >= 0)
         sys_close(t->fd);
     t->fd = -1;
-    if (conn)
-        x->n_conns--;
     t->done = true;
     pthread_mutex_unlock(&x->lock);
 }
@@ -328,7 +392,7 @@ static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
     return IXL_OK;
 }
 
-/* ---- the listener (server side) ---------------------------------------------------------- */
+/* ---- the listener (server side): one event loop --------------------------------------------- */
 
 /* Adds host:port to the peers invalidate_local tells, with the entry p allocated by the caller
  * before the request (so that running out of memory fails the request instead of silently
@@ -351,60 +415,175 @@ static void remember_peer(struct ixl_mdx *x, struct mdx_peer *p, const char *hos
         free(p);
 }
 
-static void send_reply(struct ixl_mdx *x, int fd, int status, const char *text, const void *blob,
-                       size_t blob_len, uint64_t deadline_us)
+/* Warnings of the listener, at most MDX_LOG_PER_S a second (a flood of bad clients must not
+ * turn into a flood of log lines); the ones left out are counted in the next second's line. */
+static bool warn_ok(struct ixl_mdx *x)
 {
-    struct mdx_msg r = {.type = MDX_REPLY,
-                        .status = status,
-                        .text = {text, text ? strlen(text) : 0},
-                        .blob = blob,
-                        .blob_len = blob_len};
-    size_t len;
-    uint8_t *f = mdx_encode(&r, &len);
-    const char *why;
-    if (f != NULL) {
-        io_full(x, fd, f, len, true, deadline_us, &why);
-        free(f);
-    } else { /* out of memory (the only failure of a reply that fits): say so, allocating nothing */
-        uint8_t small[128];
-        len = mdx_encode_reply_into(IXL_ERR_NO_MEMORY, "the peer ran out of memory answering",
-                                    small, sizeof(small));
-        if (len > 0)
-            io_full(x, fd, small, len, true, deadline_us, &why);
+    uint64_t now = ixl_now_us();
+    if (now - x->warn_t0 >= 1000000u) {
+        if (x->warn_dropped > 0)
+            IXL_LOG_WARNING("agent %s listener: %u more warnings like the above in a second "
+                            "(not logged)",
+                            x->agent->name, x->warn_dropped);
+        x->warn_t0 = now;
+        x->warn_n = 0;
+        x->warn_dropped = 0;
+    }
+    if (x->warn_n < MDX_LOG_PER_S) {
+        x->warn_n++;
+        return true;
+    }
+    x->warn_dropped++;
+    return false;
+}
+
+/* A short reply (no blob) written at once to a connection about to be closed, best effort: the
+ * clear error of a connection refused at accept. Allocates nothing. */
+static void reply_now(int fd, int status, const char *text)
+{
+    uint8_t small[IXL_MDX_HDR + 6 + IXL_MDX_MSG_MAX];
+    size_t len = mdx_encode_reply_into(status, text, small, sizeof(small));
+    if (len > 0) {
+        ssize_t k = sys_send(fd, small, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)k;
     }
 }
 
-/* Serves one request on t->fd. */
-static void serve(struct mdx_thread *t)
+/* Closes fd after reading what already arrived of the request (so that the close sends a FIN,
+ * not a reset that could overtake the reply). */
+static void close_drained(int fd)
 {
-    struct ixl_mdx *x = t->x;
-    struct ixl_agent *agent = x->agent;
-    uint64_t deadline = ixl_now_us() + (uint64_t)MDX_IO_MS * 1000u;
-    uint8_t *body = NULL;
-    struct mdx_msg m;
-    const char *why = NULL;
-    if (read_frame(x, t->fd, deadline, &body, &m, &why) != 0) {
-        IXL_LOG_WARNING("agent %s listener: dropped a request: %s", agent->name, why);
-        /* a garbage frame gets an answer saying so, one it had no memory for too; a stalled or
-         * closed one does not */
-        if (strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0)
-            send_reply(x, t->fd, IXL_ERR_MALFORMED, why, NULL, 0, deadline);
-        else if (strcmp(why, "out of memory") == 0)
-            send_reply(x, t->fd, IXL_ERR_NO_MEMORY,
-                       "the peer ran out of memory reading the request", NULL, 0, deadline);
-        free(body);
-        return;
+    uint8_t sink[4096];
+    ssize_t k = sys_recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    (void)k;
+    sys_close(fd);
+}
+
+static void held_release(struct ixl_mdx *x, size_t n)
+{
+    x->held -= n;
+}
+
+/* Ends a connection: out of the deadline list and epoll, its memory released, closed. */
+static void conn_close(struct ixl_mdx *x, struct mdx_conn *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        x->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        x->conns_tail = c->prev;
+    x->n_conns--;
+    sys_close(c->fd); /* also takes it out of the epoll set */
+    held_release(x, c->cap + c->out_held);
+    free(c->body);
+    if (c->out != c->small)
+        free(c->out);
+    free(c);
+}
+
+/* Drops a request without an answer (a client that stalled, closed early, or whose socket
+ * failed): only its own connection ends. */
+static void conn_drop(struct ixl_mdx *x, struct mdx_conn *c, const char *why)
+{
+    if (warn_ok(x))
+        IXL_LOG_WARNING("agent %s listener: dropped a request: %s", x->agent->name, why);
+    conn_close(x, c);
+}
+
+/* Writes what is left of the reply: 1 done (the connection is closed), 0 the socket is full
+ * (waits for EPOLLOUT), -1 it failed (closed). */
+static int conn_write(struct ixl_mdx *x, struct mdx_conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t k = sys_send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            c->out_off += (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->want_out) {
+                struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
+                if (sys_epoll_ctl(x->epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+                    conn_drop(x, c, "epoll_ctl failed (waiting to send the reply)");
+                    return -1;
+                }
+                c->want_out = true;
+            }
+            return 0;
+        }
+        conn_close(x, c); /* the client went away: nobody to tell */
+        return -1;
     }
+    conn_close(x, c); /* one request per connection */
+    return 1;
+}
+
+/* Turns c into a reply (status, text, blob) and starts writing it. The reply's bytes count
+ * against MDX_HELD_MAX too (a client that does not read its answer holds them): a reply that
+ * would pass it becomes a short IXL_ERR_BUSY one, as does one there is no memory for
+ * (IXL_ERR_NO_MEMORY), both written from c->small without allocating. */
+static void conn_reply(struct ixl_mdx *x, struct mdx_conn *c, int status, const char *text,
+                       const void *blob, size_t blob_len)
+{
+    held_release(x, c->cap);
+    free(c->body);
+    c->body = NULL;
+    c->cap = 0;
+    c->state = C_REPLY;
+    size_t tl = text ? strlen(text) : 0;
+    size_t len = 0;
+    uint8_t *f = NULL;
+    if (x->held + IXL_MDX_HDR + 6 + tl + blob_len > MDX_HELD_MAX) {
+        char busy[160];
+        snprintf(busy, sizeof(busy),
+                 "the listener holds %u MiB of requests and replies at once (its limit): try "
+                 "again",
+                 (unsigned)(MDX_HELD_MAX >> 20));
+        len = mdx_encode_reply_into(IXL_ERR_BUSY, busy, c->small, sizeof(c->small));
+    } else {
+        struct mdx_msg r = {.type = MDX_REPLY,
+                            .status = status,
+                            .text = {text, tl},
+                            .blob = blob,
+                            .blob_len = blob_len};
+        f = mdx_encode(&r, &len);
+        if (f == NULL) /* out of memory (the only failure of a reply that fits): say so */
+            len = mdx_encode_reply_into(IXL_ERR_NO_MEMORY, "the peer ran out of memory answering",
+                                        c->small, sizeof(c->small));
+    }
+    if (f != NULL) {
+        c->out = f;
+        c->out_held = len;
+        x->held += len;
+    } else {
+        c->out = c->small;
+    }
+    c->out_len = len;
+    c->out_off = 0;
+    conn_write(x, c);
+}
+
+/* Answers the request in c->body (decoded into m): what serve() did on a thread of its own,
+ * now on the loop. Everything here is local (the agent's tables, this exchange's labels). */
+static void conn_serve(struct ixl_mdx *x, struct mdx_conn *c, const struct mdx_msg *m)
+{
+    struct ixl_agent *agent = x->agent;
     char name[IXL_NAME_MAX], label[IXL_MDX_LABEL_MAX + 1], text[2 * IXL_NAME_MAX + 200];
-    mdx_str_copy(m.name, name, sizeof(name));
-    mdx_str_copy(m.label, label, sizeof(label));
+    mdx_str_copy(m->name, name, sizeof(name));
+    mdx_str_copy(m->label, label, sizeof(label));
     int st = IXL_OK;
     text[0] = '\0';
     void *out = NULL;
     size_t out_len = 0;
-    switch (m.type) {
+    switch (m->type) {
     case MDX_SEND:
-        st = ixl_md_load(agent, m.blob, m.blob_len, NULL, 0);
+        st = ixl_md_load(agent, m->blob, m->blob_len, NULL, 0);
         if (st != IXL_OK)
             snprintf(text, sizeof(text), "%s", ixl_agent_last_error(agent));
         break;
@@ -431,9 +610,7 @@ static void serve(struct mdx_thread *t)
                 }
             pthread_mutex_unlock(&x->lock);
         }
-        if (st == IXL_OK && m.port != 0) {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof(ss);
+        if (st == IXL_OK && m->port != 0) {
             char host[INET6_ADDRSTRLEN] = "";
             struct mdx_peer *p = sys_calloc(1, sizeof(*p));
             if (p == NULL) { /* the fetcher could not be told of invalidation: refuse */
@@ -442,17 +619,16 @@ static void serve(struct mdx_thread *t)
                 out_len = 0;
                 st = IXL_ERR_NO_MEMORY;
                 snprintf(text, sizeof(text), "out of memory (remembering the fetcher)");
-            } else if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 &&
-                       getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0,
-                                   NI_NUMERICHOST) == 0) {
-                remember_peer(x, p, host, m.port);
+            } else if (getnameinfo((struct sockaddr *)&c->addr, c->addr_len, host, sizeof(host),
+                                   NULL, 0, NI_NUMERICHOST) == 0) {
+                remember_peer(x, p, host, m->port);
             } else {
                 free(p);
             }
         }
         break;
     case MDX_INVAL:
-        st = ixl_remote_invalidate_inc(agent, name, m.incarnation);
+        st = ixl_remote_invalidate_inc(agent, name, m->incarnation);
         if (st != IXL_OK)
             snprintf(text, sizeof(text), "agent '%s' of that incarnation is not loaded here", name);
         break;
@@ -460,59 +636,301 @@ static void serve(struct mdx_thread *t)
         st = IXL_ERR_MALFORMED;
         snprintf(text, sizeof(text), "a reply is not a request");
     }
-    send_reply(x, t->fd, st, text, out, out_len, deadline);
+    conn_reply(x, c, st, text, out, out_len);
     if (out != NULL)
         ixl_free(out);
-    free(body);
 }
 
-static void *conn_main(void *arg)
+/* The whole request arrived (or its body was read into the sink): decode and answer it. */
+static void conn_request(struct ixl_mdx *x, struct mdx_conn *c)
 {
-    struct mdx_thread *t = arg;
-    serve(t);
-    thread_finish(t, true);
-    return NULL;
+    if (c->state == C_SINK) {
+        if (warn_ok(x))
+            IXL_LOG_WARNING("agent %s listener: dropped a request: %s", x->agent->name,
+                            c->sink_why);
+        conn_reply(x, c, c->sink_status, c->sink_why, NULL, 0);
+        return;
+    }
+    struct mdx_msg m;
+    if (mdx_decode(c->type, c->body, c->len, &m) != 0) {
+        const char *why = "malformed frame body";
+        if (warn_ok(x))
+            IXL_LOG_WARNING("agent %s listener: dropped a request: %s", x->agent->name, why);
+        conn_reply(x, c, IXL_ERR_MALFORMED, why, NULL, 0);
+        return;
+    }
+    conn_serve(x, c, &m);
 }
 
+/* The body buffer holds at least one byte more than has arrived, growing in steps (doubling
+ * from MDX_BODY_STEP, up to the length the header claims) as bytes come: memory follows what
+ * the client sent, not what it claimed. 0, or -1: the request goes to the sink with the reason
+ * (out of memory, or MDX_HELD_MAX reached). */
+static int conn_grow(struct ixl_mdx *x, struct mdx_conn *c)
+{
+    if (c->got < c->cap)
+        return 0;
+    size_t cap = c->cap ? c->cap * 2 : MDX_BODY_STEP;
+    if (cap > c->len)
+        cap = c->len;
+    size_t more = cap - c->cap;
+    uint8_t *b = NULL;
+    if (x->held + more <= MDX_HELD_MAX && (b = sys_realloc(c->body, cap)) != NULL) {
+        c->body = b;
+        c->cap = cap;
+        x->held += more;
+        return 0;
+    }
+    if (x->held + more > MDX_HELD_MAX) {
+        c->sink_status = IXL_ERR_BUSY;
+        snprintf(c->sink_why, sizeof(c->sink_why),
+                 "the listener holds %u MiB of requests at once (its limit): try again",
+                 (unsigned)(MDX_HELD_MAX >> 20));
+    } else {
+        c->sink_status = IXL_ERR_NO_MEMORY;
+        snprintf(c->sink_why, sizeof(c->sink_why),
+                 "the peer ran out of memory reading the request");
+    }
+    /* read the body anyway, so the peer can be answered */
+    held_release(x, c->cap);
+    free(c->body);
+    c->body = NULL;
+    c->cap = 0;
+    c->state = C_SINK;
+    return -1;
+}
+
+/* Reads what the client sent, at most MDX_SLICE bytes per turn (others get theirs), and moves
+ * the request on: header, body (or sink), answer. */
+static void conn_read(struct ixl_mdx *x, struct mdx_conn *c)
+{
+    size_t budget = MDX_SLICE;
+    while (budget > 0 && c->state != C_REPLY) {
+        uint8_t sink[4096];
+        uint8_t *dst;
+        size_t want;
+        if (c->state == C_HDR) {
+            dst = c->hdr + c->got;
+            want = IXL_MDX_HDR - c->got;
+        } else if (c->state == C_BODY) {
+            if (c->got == c->len) {
+                conn_request(x, c);
+                return;
+            }
+            if (conn_grow(x, c) != 0)
+                continue; /* now C_SINK */
+            dst = c->body + c->got;
+            want = c->cap - c->got;
+        } else { /* C_SINK */
+            if (c->got == c->len) {
+                conn_request(x, c);
+                return;
+            }
+            dst = sink;
+            want = c->len - c->got < sizeof(sink) ? c->len - c->got : sizeof(sink);
+        }
+        if (want > budget)
+            want = budget;
+        ssize_t k = sys_recv(c->fd, dst, want, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (k <= 0) {
+            conn_drop(x, c, k == 0 ? "the connection closed early" : "recv() failed");
+            return;
+        }
+        c->got += (uint32_t)k;
+        budget -= (size_t)k;
+        if (c->state == C_HDR && c->got == IXL_MDX_HDR) {
+            if (mdx_header_decode(c->hdr, IXL_MDX_MAX_BODY, &c->type, &c->len) != 0) {
+                /* a garbage frame gets an answer saying so */
+                const char *why =
+                    "not an ixl metadata-exchange frame (bad magic, version, type or length)";
+                if (warn_ok(x))
+                    IXL_LOG_WARNING("agent %s listener: dropped a request: %s", x->agent->name,
+                                    why);
+                conn_reply(x, c, IXL_ERR_MALFORMED, why, NULL, 0);
+                return;
+            }
+            c->got = 0;
+            c->state = C_BODY;
+        }
+    }
+    if ((c->state == C_BODY || c->state == C_SINK) && c->got == c->len)
+        conn_request(x, c); /* the last bytes came in this turn's last read */
+}
+
+/* Refuses a connection at accept with a clear error (best effort) and closes it. */
+static void accept_refuse(struct ixl_mdx *x, int fd, int status, const char *why)
+{
+    if (warn_ok(x))
+        IXL_LOG_WARNING("agent %s listener: %s: connection closed", x->agent->name, why);
+    reply_now(fd, status, why);
+    close_drained(fd);
+}
+
+/* Accepts what waits in the backlog (at most MDX_ACCEPT_BATCH per turn). Out of descriptors,
+ * the reserve descriptor is given up to accept and refuse one connection at a time, so the
+ * backlog drains instead of waking the loop forever; without a reserve, accepting pauses for
+ * MDX_PAUSE_MS. */
+static void listener_accept(struct ixl_mdx *x)
+{
+    for (int i = 0; i < MDX_ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = sys_accept4(x->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK)
+                return;
+            if (e == EINTR || e == ECONNABORTED || e == EPROTO)
+                continue;
+            char eb[128], why[300];
+            snprintf(why, sizeof(why), "accept4: %s", ixl_errno_text(e, eb, sizeof(eb)));
+            if ((e == EMFILE || e == ENFILE) && x->reserve_fd >= 0) {
+                sys_close(x->reserve_fd);
+                fd = sys_accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                int e2 = errno;
+                if (fd >= 0) {
+                    char msg[400];
+                    snprintf(msg, sizeof(msg),
+                             "the listener is out of file descriptors (%s): try again", why);
+                    accept_refuse(x, fd, IXL_ERR_BUSY, msg);
+                }
+                x->reserve_fd = sys_open("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+                if (fd < 0 && (e2 == EAGAIN || e2 == EWOULDBLOCK))
+                    return; /* the backlog is empty */
+                if (fd >= 0 && x->reserve_fd >= 0)
+                    continue;
+            }
+            /* nothing to give back: stop accepting for a moment instead of spinning */
+            if (warn_ok(x))
+                IXL_LOG_WARNING("agent %s listener: %s: accepting paused for %d ms", x->agent->name,
+                                why, MDX_PAUSE_MS);
+            struct epoll_event ev = {.events = 0, .data.ptr = &x->lfd};
+            if (sys_epoll_ctl(x->epfd, EPOLL_CTL_MOD, x->lfd, &ev) == 0)
+                x->accept_resume_us = ixl_now_us() + (uint64_t)MDX_PAUSE_MS * 1000u;
+            return;
+        }
+        if (x->n_conns >= MDX_MAX_CONNS) {
+            char msg[IXL_MDX_MSG_MAX + 1];
+            snprintf(msg, sizeof(msg),
+                     "the listener of agent '%s' serves %u connections at once (its limit): try "
+                     "again",
+                     x->agent->name, (unsigned)MDX_MAX_CONNS);
+            accept_refuse(x, fd, IXL_ERR_BUSY, msg);
+            continue;
+        }
+        struct mdx_conn *c = sys_calloc(1, sizeof(*c));
+        if (c == NULL) {
+            accept_refuse(x, fd, IXL_ERR_NO_MEMORY,
+                          "the peer ran out of memory accepting the connection");
+            continue;
+        }
+        c->fd = fd;
+        memcpy(&c->addr, &ss, sl <= sizeof(ss) ? sl : sizeof(ss));
+        c->addr_len = sl <= sizeof(ss) ? sl : sizeof(ss);
+        c->deadline_us = ixl_now_us() + (uint64_t)MDX_IO_MS * 1000u;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            char eb[128], msg[300];
+            snprintf(msg, sizeof(msg), "the listener cannot watch the connection: epoll_ctl: %s",
+                     ixl_errno_text(errno, eb, sizeof(eb)));
+            free(c);
+            accept_refuse(x, fd, IXL_ERR_SYSTEM, msg);
+            continue;
+        }
+        /* every connection has the same time: the list in accept order is in deadline order */
+        c->prev = x->conns_tail;
+        if (x->conns_tail != NULL)
+            x->conns_tail->next = c;
+        else
+            x->conns = c;
+        x->conns_tail = c;
+        x->n_conns++;
+    }
+}
+
+/* Milliseconds until the loop has something to do by the clock (the oldest connection's
+ * deadline, the end of an accept pause), at most MDX_IDLE_WAKE_MS (a stop whose wake-up write
+ * failed is still seen). */
+static int listener_timeout(struct ixl_mdx *x)
+{
+    uint64_t next = UINT64_MAX;
+    if (x->conns != NULL)
+        next = x->conns->deadline_us;
+    if (x->accept_resume_us != 0 && x->accept_resume_us < next)
+        next = x->accept_resume_us;
+    int ms = next == UINT64_MAX ? MDX_IDLE_WAKE_MS : remaining_ms(next);
+    return ms < MDX_IDLE_WAKE_MS ? ms : MDX_IDLE_WAKE_MS;
+}
+
+/* The listener thread: accepts, reads, answers and times out every connection, never waiting
+ * on one of them. */
 static void *listener_main(void *arg)
 {
     struct ixl_mdx *x = arg;
+    struct epoll_event evs[MDX_EVENTS];
     while (!atomic_load(&x->stop)) {
-        struct pollfd p[2] = {{x->lfd, POLLIN, 0}, {x->wakefd, POLLIN, 0}};
-        if (sys_poll(p, 2, 1000) <= 0 || atomic_load(&x->stop))
-            continue;
-        if (!(p[0].revents & POLLIN))
-            continue;
-        int fd = sys_accept4(x->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            continue;
-        pthread_mutex_lock(&x->lock);
-        bool full = x->n_conns >= MDX_MAX_CONNS;
-        if (!full)
-            x->n_conns++;
-        pthread_mutex_unlock(&x->lock);
-        struct mdx_thread *t = full ? NULL : sys_calloc(1, sizeof(*t));
-        if (t == NULL) {
-            IXL_LOG_WARNING("agent %s listener: %s: connection closed", x->agent->name,
-                            full ? "too many connections at once" : "out of memory");
-            sys_close(fd);
-            if (!full) {
-                pthread_mutex_lock(&x->lock);
-                x->n_conns--;
-                pthread_mutex_unlock(&x->lock);
+        int n = sys_epoll_wait(x->epfd, evs, MDX_EVENTS, listener_timeout(x));
+        if (n < 0) {
+            if (errno != EINTR) { /* not expected; a pause keeps a persistent one from spinning */
+                char eb[128];
+                if (warn_ok(x))
+                    IXL_LOG_WARNING("agent %s listener: epoll_wait: %s", x->agent->name,
+                                    ixl_errno_text(errno, eb, sizeof(eb)));
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
             }
-            continue;
+            n = 0;
         }
-        t->fd = fd;
-        if (spawn(x, t, conn_main) != IXL_OK) {
-            sys_close(fd);
-            free(t);
-            pthread_mutex_lock(&x->lock);
-            x->n_conns--;
-            pthread_mutex_unlock(&x->lock);
+        for (int i = 0; i < n && !atomic_load(&x->stop); i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &x->wakefd)
+                continue; /* stopping: seen at the top */
+            if (p == &x->lfd) {
+                listener_accept(x);
+                continue;
+            }
+            struct mdx_conn *c = p;
+            if (c->state == C_REPLY)
+                conn_write(x, c);
+            else
+                conn_read(x, c);
+        }
+        /* A connection closed above may have been named again by a later event of the same
+         * batch: impossible here, since each connection has one registration and is closed
+         * only by its own event or by the deadline sweep below. */
+        uint64_t now = ixl_now_us();
+        while (x->conns != NULL && x->conns->deadline_us <= now)
+            conn_drop(x, x->conns,
+                      x->conns->state == C_REPLY ? "timed out sending the reply" : "timed out");
+        if (x->accept_resume_us != 0 && x->accept_resume_us <= now) {
+            if (x->reserve_fd < 0)
+                x->reserve_fd = sys_open("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &x->lfd};
+            if (sys_epoll_ctl(x->epfd, EPOLL_CTL_MOD, x->lfd, &ev) == 0)
+                x->accept_resume_us = 0;
+            else
+                x->accept_resume_us = now + (uint64_t)MDX_PAUSE_MS * 1000u;
         }
     }
+    while (x->conns != NULL)
+        conn_close(x, x->conns);
     return NULL;
+}
+
+/* Closes what listen_start opened (the listener thread is not running). */
+static void listen_close(struct ixl_mdx *x)
+{
+    if (x->reserve_fd >= 0)
+        sys_close(x->reserve_fd);
+    if (x->epfd >= 0)
+        sys_close(x->epfd);
+    if (x->lfd >= 0)
+        sys_close(x->lfd);
+    x->reserve_fd = x->epfd = x->lfd = -1;
 }
 
 static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
@@ -533,7 +951,7 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     if (fd >= 0)
         sys_setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (fd < 0 || (call = "bind", sys_bind(fd, res->ai_addr, res->ai_addrlen)) != 0 ||
-        (call = "listen", sys_listen(fd, 512)) != 0) {
+        (call = "listen", sys_listen(fd, MDX_BACKLOG)) != 0) {
         char eb[128];
         int e = errno;
         if (fd >= 0)
@@ -544,23 +962,31 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
                              ixl_errno_text(e, eb, sizeof(eb)));
     }
     freeaddrinfo(res);
+    x->lfd = fd;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    if (sys_getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        char eb[128]; /* the port is unknown (and ss unset): nobody could be told it */
-        int e = errno;
-        sys_close(fd);
-        return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "listener: getsockname: %s",
-                             ixl_errno_text(e, eb, sizeof(eb)));
-    }
+    call = "getsockname"; /* the port is unknown (and ss unset): nobody could be told it */
+    if (sys_getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        goto close_listener;
     x->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                              : ((struct sockaddr_in *)&ss)->sin_port);
-    x->lfd = fd;
+    call = "epoll_create1";
+    if ((x->epfd = sys_epoll_create1(EPOLL_CLOEXEC)) < 0)
+        goto close_listener;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &x->lfd};
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &x->wakefd};
+    call = "epoll_ctl";
+    if (sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 ||
+        sys_epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->wakefd, &wev) != 0)
+        goto close_listener;
+    /* the descriptor given up to accept (and refuse) connections when none is left */
+    call = "open(/dev/null) (the listener's reserve descriptor)";
+    if ((x->reserve_fd = sys_open("/dev/null", O_RDONLY | O_CLOEXEC, 0)) < 0)
+        goto close_listener;
     int te = sys_pthread_create(&x->lthread, NULL, listener_main, x);
     if (te != 0) {
         char eb[128];
-        sys_close(fd);
-        x->lfd = -1;
+        listen_close(x);
         return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM,
                              "cannot start the listener thread: pthread_create: %s",
                              ixl_errno_text(te, eb, sizeof(eb)));
@@ -568,6 +994,14 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     x->listening = true;
     IXL_LOG_INF("agent %s: metadata listener on %s port %u", agent->name, addr, (unsigned)x->port);
     return IXL_OK;
+
+close_listener : {
+    char eb[128];
+    int e = errno;
+    listen_close(x);
+    return IXL_AGENT_ERR(agent, IXL_ERR_SYSTEM, "listener on %s port %u: %s: %s", addr,
+                         (unsigned)port, call, ixl_errno_text(e, eb, sizeof(eb)));
+}
 }
 
 /* ---- the client side ---------------------------------------------------------------------- */
@@ -721,13 +1155,12 @@ static void peer_destroy(void *impl)
 {
     struct ixl_mdx *x = impl;
     if (x->listening) {
-        uint64_t one = 1;
-        ssize_t w = sys_write(x->wakefd, &one, sizeof(one));
-        (void)w;
+        uint64_t one = 1; /* a failed write is tried again; the loop also looks every second */
+        for (int i = 0; i < 3 && sys_write(x->wakefd, &one, sizeof(one)) != sizeof(one); i++)
+            ;
         pthread_join(x->lthread, NULL);
     }
-    if (x->lfd >= 0)
-        sys_close(x->lfd);
+    listen_close(x);
 }
 
 static const struct ixl_mdx_ops peer_ops = {
@@ -954,7 +1387,7 @@ static void *fetch_main(void *arg)
     fetch_record(x, t, rc, msg);
     free(blob);
     ixl_agent_wake(agent); /* after the record: a woken poller sees the outcome */
-    thread_finish(t, false);
+    thread_finish(t);
     return NULL;
 }
 
@@ -1094,7 +1527,7 @@ int ixl_mdx_start(struct ixl_agent *agent, const struct ixl_agent_params *params
     if (x == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     x->agent = agent;
-    x->lfd = -1;
+    x->lfd = x->epfd = x->reserve_fd = -1;
     pthread_mutex_init(&x->lock, NULL);
     x->wakefd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     agent->mdx = x;

@@ -125,6 +125,26 @@ static inline int sys_poll(struct pollfd *fds, unsigned long n, int timeout_ms)
     return ixl_sys_table.poll(fds, n, timeout_ms);
 }
 
+static inline int sys_epoll_create1(int flags)
+{
+    return ixl_sys_table.epoll_create1(flags);
+}
+
+static inline int sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+    return ixl_sys_table.epoll_ctl(epfd, op, fd, ev);
+}
+
+static inline int sys_epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout_ms)
+{
+    return ixl_sys_table.epoll_wait(epfd, evs, max, timeout_ms);
+}
+
+static inline int sys_open(const char *path, int flags, mode_t mode)
+{
+    return ixl_sys_table.open(path, flags, mode);
+}
+
 static inline int sys_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
                                      void *arg)
 {

@@ -21,10 +21,9 @@
  * Kinds: allocations; system calls; close and munmap (refused as the kernel fails them: close
  * releases the descriptor and returns -1, munmap keeps the mapping and returns -1).
  * Domains (mdx only, besides the test's thread): the fetch thread ixl_md_fetch starts, and
- * the listener's threads that serve the peer's ixl_md_send, ixl_md_fetch and
- * ixl_md_invalidate_local; each
- * counts its own calls, and a failure there must reach the caller (ixl_md_fetch_status's
- * reason, or the reply's text) without hanging.
+ * the agents' listener threads (one event loop each) that serve the peer's ixl_md_send,
+ * ixl_md_fetch and ixl_md_invalidate_local; each counts its own calls, and a failure there must
+ * reach the caller (ixl_md_fetch_status's reason, or the reply's text) without hanging.
  *
  * Every run must: not crash; when an API call fails, fail with a status and a last-error text
  * that names the refused call (for allocations: the allocator or "memory"); when every call
@@ -92,13 +91,14 @@ static _Thread_local bool is_bg;      /* this is a fetch thread the test armed *
  * counted together (bg_counts) and the bg_target-th of kind bg_kind is refused, the call
  * refused landing in bg_hit. Runs of these domains refuse nothing on the test's thread.
  *   fetch: the thread ixl_md_fetch starts (the test's thread has inherit set meanwhile);
- *   serve: the listener's connection thread that serves the peer's ixl_md_send or
- *          ixl_md_invalidate_local (started by the listener while serve_window is set). */
+ *   serve: the agents' listener threads (started by ixl_agent_create while the test's thread
+ *          has creating_listener set), over their whole life: their event loops accept, read,
+ *          serve and answer the peer's ixl_md_send, ixl_md_fetch and ixl_md_invalidate_local. */
 enum domain { D_CALLER, D_FETCH, D_SERVE, D_N };
 static const char *const domain_name[D_N] = {"", "fetch-thread ", "serve-thread "};
 static enum domain domain;
 static _Thread_local bool inherit;
-static atomic_bool serve_window;
+static _Thread_local bool creating_listener;
 static long bg_target;
 static enum kind bg_kind;
 static atomic_long bg_counts[K_N];
@@ -260,7 +260,7 @@ static int h_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(v
     if (refuse(K_SYS, "pthread_create"))
         return EAGAIN;
     if ((domain == D_FETCH && armed && inherit && !is_bg) ||
-        (domain == D_SERVE && !armed && atomic_load(&serve_window))) {
+        (domain == D_SERVE && armed && creating_listener && !is_bg)) {
         struct tramp *tr = malloc(sizeof(*tr));
         CHECK(tr != NULL);
         *tr = (struct tramp){fn, arg};
@@ -430,7 +430,9 @@ static int make_agent2(const char *name, const char *plugin, const struct ixl_kv
         ap.listen_port = 0; /* any free port, on 127.0.0.1 */
     }
     struct ixl_agent *a = NULL;
+    creating_listener = listen;
     int rc = ixl_agent_create(name, &ap, &a);
+    creating_listener = false;
     if (rc != IXL_OK) {
         failed("ixl_agent_create", rc, ixl_agent_last_error(NULL));
         return rc;
@@ -656,21 +658,15 @@ static void seq_mdx(const struct ixl_kv *kv, size_t nkv)
     /* a's metadata to b's listener (kept under a label at a), b's fetched by a */
     struct ixl_peer to_b = {"127.0.0.1", port_b};
     struct ixl_md_params mp = {.field_mask = IXL_MD_F_LABEL, .label = "lab"};
-    atomic_store(&serve_window, true);
     int src = ixl_md_send(a, &to_b, &mp);
-    atomic_store(&serve_window, false);
     STEP(a, src);
     if (ixl_remote_check(b, "fa", NULL) != IXL_OK)
         bad("ixl_md_send succeeded but b has not loaded a");
     inherit = true;
-    atomic_store(&serve_window, true);
     int frc = ixl_md_fetch(a, "fb", &to_b, NULL);
     inherit = false;
-    if (frc != IXL_OK)
-        atomic_store(&serve_window, false);
     STEP(a, frc);
     frc = wait_fetch(a, "fb");
-    atomic_store(&serve_window, false);
     if (frc != IXL_OK)
         goto out;
     /* WRITE ma[0..BUF/2) -> mb[0..BUF/2) from prepared lists, with a notification */
@@ -709,9 +705,7 @@ static void seq_mdx(const struct ixl_kv *kv, size_t nkv)
     ixl_prep_destroy(pb);
     pa = pb = NULL;
     /* b drops a (a sent it and a fetched from b: b is a's peer) */
-    atomic_store(&serve_window, true);
     int irc = ixl_md_invalidate_local(a, NULL);
-    atomic_store(&serve_window, false);
     STEP(a, irc);
     if (ixl_remote_check(b, "fa", NULL) != IXL_ERR_NOT_FOUND)
         bad("ixl_md_invalidate_local succeeded but b still has a loaded");
