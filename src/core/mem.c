@@ -425,6 +425,15 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                              "ixl_mem_deregister: bad memory type or NULL descriptors");
     int use_list = params && (params->field_mask & IXL_REG_F_BACKENDS);
+    /* The backends' deregister_mem may wait for frames in flight from a region (bounded by
+     * their request timeout): it runs after agent->lock is dropped, under calls_lock (read),
+     * which keeps the backends alive. Other calls of the agent go on meanwhile. */
+    struct gone {
+        struct region *g;
+        uint32_t mask;
+    } *gone = n > 0 ? sys_malloc(n * sizeof(*gone)) : NULL;
+    size_t n_gone = 0;
+    pthread_rwlock_rdlock(&agent->calls_lock);
     pthread_rwlock_wrlock(&agent->lock);
     uint32_t mask = 0;
     int rc = IXL_OK;
@@ -463,19 +472,38 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
     for (size_t i = 0; rc == IXL_OK && i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
         struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        uint32_t drop = 0;
         for (unsigned b = 0; b < agent->n_backends; b++) {
             if (!(g->backend_mask & mask & (1u << b)))
                 continue;
             ixl_registry_remove_backend(agent->registry, g, b);
-            unregister_one(agent, g, b);
+            drop |= 1u << b;
         }
-        if (g->backend_mask == 0) {
+        bool whole = (g->backend_mask & ~drop) == 0;
+        if (whole)
             ixl_registry_remove(agent->registry, g);
-            free(g);
+        if (gone != NULL && whole) {
+            gone[n_gone++] = (struct gone){g, drop}; /* out of the registry: ours alone */
+            continue;
         }
+        /* Still registered with other backends (or no memory for the list): here. */
+        for (unsigned b = 0; b < agent->n_backends; b++)
+            if (drop & (1u << b))
+                unregister_one(agent, g, b);
+        if (whole)
+            free(g);
     }
     ixl_registry_commit(agent->registry);
+    unsigned n_backends = agent->n_backends;
     pthread_rwlock_unlock(&agent->lock);
+    for (size_t i = 0; i < n_gone; i++) {
+        for (unsigned b = 0; b < n_backends; b++)
+            if (gone[i].mask & (1u << b))
+                unregister_one(agent, gone[i].g, b);
+        free(gone[i].g);
+    }
+    pthread_rwlock_unlock(&agent->calls_lock);
+    free(gone);
     return rc;
 }
 
