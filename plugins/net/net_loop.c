@@ -207,6 +207,7 @@ static void txf_done(struct net_engine *e, struct net_txf *f, int status, const 
 static void peer_teardown_gen(struct net_peer *p, int status, uint64_t gen, const char *why);
 static void mark_ready(struct net_conn *c, struct net_loop **wake, int *n_wake);
 static void wake_all(struct net_loop **wake, int n);
+static int serve_queue(struct net_peer *p, struct net_loop **wake, int *n_wake);
 
 static void unname(struct net_engine *e, struct net_conn *c)
 {
@@ -277,6 +278,10 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
                 /* Up: its frames were lost, the generation's requests fail. Dialing: the
                  * attempt fails when nothing else of it can come up. */
                 fail_gen = c->state == NCS_UP || (p->n_up == 0 && p->n_conns == 0);
+            } else if (p->n_conns == 0 && (p->q.len > 0 || p->nq.len > 0) && p->loaded &&
+                       !atomic_load(&e->stopping)) {
+                /* Closed with nothing lost (idle) while new frames were queued: dial again. */
+                serve_queue(p, wake, &n_wake);
             }
             pthread_cond_broadcast(&p->cond);
         }
@@ -956,7 +961,10 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
             char why[NET_WHY];
             snprintf(why, sizeof(why), "NET: '%s' closed the connection",
                      c->kind == NC_OUT ? c->peer->name : c->name);
-            conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+            /* A target closing an idle connection (its idle_ms) loses nothing. */
+            bool idle = c->kind == NC_OUT && c->state == NCS_UP && c->outstanding == 0 &&
+                        tx_pending(c) == 0 && !c->in_body && c->hgot == 0;
+            conn_close(l, c, !idle, IXL_ERR_REMOTE_DISCONNECT, why);
             return -1;
         }
         if (got < 0) {
