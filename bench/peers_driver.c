@@ -813,6 +813,8 @@ static int run_path(const struct opts *o, const char *path)
         if (r.wpid[i] == 0) {
             close(sv[0]);
             close(r.tfd);
+            for (int j = 0; j < i; j++)
+                close(r.wfd[j]); /* the other workers' pipes are none of this one's business */
             static struct worker w;
             w = (struct worker){.o = o, .path = path, .id = i, .md = md,
                                 .md_len = (size_t)hdr[1], .base = base, .n_sizes = n_sizes};
