@@ -123,7 +123,7 @@ END {
         if (!((p, n) in ith)) continue
         printf "%-6s %6d %10d %8d %9.1f %13.1f %9.2f\n", p, n, icon[p, n], ith[p, n], irss[p, n] / 1024, ipp[p, n], ics[p, n]
     }
-    printf "\naggregate GB/s (10^9 B/s), median of the rounds [min-max], then the target's threads (t) and RSS (M = MiB), max mid-round\n"
+    printf "\naggregate GB/s (10^9 B/s), median of the rounds [min-max], then target threads (t) and RSS (M = MiB), max mid-round\n"
     printf "%-11s %-5s %-6s", "path", "op", "size"
     for (k = 1; k <= nn; k++) printf " %28s", pn[k] " peers"
     printf "\n"
