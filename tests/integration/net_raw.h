@@ -198,7 +198,8 @@ static inline uint64_t nr_region_key(struct ixl_agent *a, uint64_t addr, uint64_
     uint64_t key = 0;
     CHECK_RC(ixl_md_get(a, NULL, &blob, &len), IXL_OK);
     const uint8_t *p = blob, *end = p + len;
-    while (p + 28 <= end && (p = memmem(p, (size_t)(end - p), "NUB1", 4)) != NULL && p + 28 <= end) {
+    while (p + 28 <= end && (p = memmem(p, (size_t)(end - p), "NUB1", 4)) != NULL &&
+           p + 28 <= end) {
         if (nr_get(p + 12, 8) == addr && nr_get(p + 20, 8) == rlen) {
             key = nr_get(p + 4, 8);
             break;

@@ -69,8 +69,8 @@ static void fail(const char *fmt, ...)
 static int child_main(int idx, int fd, bool exit_after_md)
 {
     char name[16], why[256];
-    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms", "2000",
-                        NULL};
+    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1",
+                        "timeout_ms",  "2000",      NULL};
     struct ixl_agent *a;
     snprintf(name, sizeof(name), "peer%d", idx);
     if (nr_agent(name, kv, &a, why, sizeof(why)) != IXL_OK) {
@@ -153,8 +153,7 @@ int main(void)
         read_md(i);
     /* (3): the peer exited; a listener that never accepts takes its port. */
     int st3;
-    CHECK(waitpid(kids[2].pid, &st3, 0) == kids[2].pid && WIFEXITED(st3) &&
-          WEXITSTATUS(st3) == 0);
+    CHECK(waitpid(kids[2].pid, &st3, 0) == kids[2].pid && WIFEXITED(st3) && WEXITSTATUS(st3) == 0);
     kids[2].pid = 0;
     struct nr_target gone;
     nr_learn_blob(kids[2].md, kids[2].md_len, &gone);
@@ -182,8 +181,8 @@ int main(void)
 
     /* The initiator. */
     char why[256];
-    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms", "2000",
-                        "path", "tcp", NULL};
+    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms",
+                        "2000",        "path",      "tcp",   NULL};
     struct ixl_agent *a;
     if (nr_agent("init", kv, &a, why, sizeof(why)) != IXL_OK)
         check_fail(__FILE__, __LINE__, "%s", why);
@@ -242,8 +241,8 @@ int main(void)
         fprintf(stderr, "%s: post took %.1f ms (%s)\n", c[i].what, c[i].took * 1e3,
                 ixl_strerror(c[i].st));
         if (c[i].took >= POST_MAX_S)
-            fail("%s: post took %.1f ms (want < %.0f; timeout_ms=%d)", c[i].what,
-                 c[i].took * 1e3, POST_MAX_S * 1e3, TIMEOUT_MS);
+            fail("%s: post took %.1f ms (want < %.0f; timeout_ms=%d)", c[i].what, c[i].took * 1e3,
+                 POST_MAX_S * 1e3, TIMEOUT_MS);
     }
     double limit = TIMEOUT_MS / 1000.0 + END_MARGIN_S;
     double deadline = nr_now() + limit + 10.0; /* watch past the limit, to say how far */
