@@ -83,9 +83,9 @@ static void fail(const char *fmt, ...)
     failures++;
 }
 
-static const char *const init_opts[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1",
-                                        "timeout_ms", "2000", "path", "tcp", "conns", "1",
-                                        "copy_threads", "1", NULL};
+static const char *const init_opts[] = {
+    "listen_addr", "127.0.0.1", "addrs", "127.0.0.1",    "timeout_ms", "2000", "path",
+    "tcp",         "conns",     "1",     "copy_threads", "1",          NULL};
 
 /* ---- worker processes ------------------------------------------------------------------ */
 
@@ -377,8 +377,8 @@ int main(int argc, char **argv)
     CHECK(base_threads == 1);
 
     char why[256];
-    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms", "2000",
-                        NULL};
+    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1",
+                        "timeout_ms",  "2000",      NULL};
     struct ixl_agent *t;
     if (nr_agent("target", kv, &t, why, sizeof(why)) != IXL_OK)
         check_fail(__FILE__, __LINE__, "%s", why);
@@ -406,8 +406,7 @@ int main(int argc, char **argv)
     for (int i = WORKERS; i < WORKERS + VICTIMS; i++) {
         struct rep rp = {0};
         if (read_to(kids[i].fd, &rp, sizeof(rp), REPLY_MS) != 0 || rp.ok != 1)
-            check_fail(__FILE__, __LINE__, "victim %d did not connect: %s", i - WORKERS,
-                       rp.msg);
+            check_fail(__FILE__, __LINE__, "victim %d did not connect: %s", i - WORKERS, rp.msg);
     }
     fprintf(stderr, "%d of %d initiators (+%d victims) connected in %.2f s\n", ok, n, VICTIMS,
             nr_now() - t0);
