@@ -77,8 +77,9 @@ static int target_main(int fd)
     struct rlimit rl = {64, 64};
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         return 1;
-    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms", "1000",
-                        "idle_ms", "1000", "max_conns", "32", "peer_conns", "4", NULL};
+    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms",
+                        "1000",        "idle_ms",   "1000",  "max_conns", "32",
+                        "peer_conns",  "4",         NULL};
     struct hello_up up = {.bounds_known = 1};
     struct ixl_agent *a;
     if (nr_agent("target", kv, &a, up.why, sizeof(up.why)) != IXL_OK) {
@@ -239,8 +240,9 @@ static void flood_case(const char *what, const struct nr_target *t, struct legit
             closed_at[i] = nr_now();
         open += closed_at[i] == 0;
     }
-    fprintf(stderr, "%s: %d connections (%d left pending by the listen queue), %d held after "
-                    "300 ms, the target has %d fds open\n",
+    fprintf(stderr,
+            "%s: %d connections (%d left pending by the listen queue), %d held after "
+            "300 ms, the target has %d fds open\n",
             what, n, refused, open, count_fds(target_pid));
     if (open > max_open)
         fail("%s: %d connections held (want <= %d)", what, open, max_open);
@@ -266,18 +268,19 @@ static void flood_case(const char *what, const struct nr_target *t, struct legit
         if (fds[i] >= 0)
             close(fds[i]);
     }
-    fprintf(stderr, "%s: the slowest close came %.2f s after its connect; %d never closed\n",
-            what, worst, never);
+    fprintf(stderr, "%s: the slowest close came %.2f s after its connect; %d never closed\n", what,
+            worst, never);
     if (never > 0)
         fail("%s: %d connection(s) still open %.1f s after the flood began", what, never,
              nr_now() - t0);
     if (worst > close_s)
-        fail("%s: a connection was closed %.2f s after its connect (want <= %.1f s)", what,
-             worst, close_s);
+        fail("%s: a connection was closed %.2f s after its connect (want <= %.1f s)", what, worst,
+             close_s);
     long done = atomic_load(&l->done) - done0, failed = atomic_load(&l->failed) - failed0;
     double took = nr_now() - t0;
-    fprintf(stderr, "%s: the legitimate peer completed %ld checked rounds meanwhile (%ld "
-                    "failed); the case took %.1f s\n",
+    fprintf(stderr,
+            "%s: the legitimate peer completed %ld checked rounds meanwhile (%ld "
+            "failed); the case took %.1f s\n",
             what, done, failed, took);
     if (failed > 0)
         fail("%s: the legitimate peer failed %ld time(s): %s", what, failed, l->err);
@@ -318,7 +321,7 @@ int main(void)
     struct legit l = {0};
     char why[256];
     const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms", "1000",
-                        "path", "tcp", "conns", "1", NULL};
+                        "path",        "tcp",       "conns", "1",         NULL};
     if (nr_agent("legit", kv, &l.a, why, sizeof(why)) != IXL_OK)
         check_fail(__FILE__, __LINE__, "%s", why);
     l.src = aligned_alloc(4096, XLEN);
@@ -348,8 +351,8 @@ int main(void)
     nr_sleep_ms(IDLE_MS + 200);
     if (legit_round(&l, 4242) != 0)
         fail("after the floods, the legitimate peer fails: %s", l.err);
-    fprintf(stderr, "legitimate peer: %ld checked rounds, slowest %.0f ms\n",
-            atomic_load(&l.done), l.max_s * 1e3);
+    fprintf(stderr, "legitimate peer: %ld checked rounds, slowest %.0f ms\n", atomic_load(&l.done),
+            l.max_s * 1e3);
     CHECK_RC(ixl_xfer_release(l.w), IXL_OK);
     CHECK_RC(ixl_xfer_release(l.r), IXL_OK);
     CHECK_RC(ixl_mem_deregister(l.a, IXL_MEM_DRAM, rd, 2, NULL), IXL_OK);
