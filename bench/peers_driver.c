@@ -359,9 +359,9 @@ struct peer {
     bool made, dead;
     struct ixl_agent *agent;
     uint8_t *src, *dst;
-    struct ixl_xfer *conn;            /* 4 KiB WRITE that connects */
-    struct ixl_xfer *x[2][2];         /* [op][size index] */
-    struct ixl_xfer *vread[2];        /* read-back of the slice into dst, per size index */
+    struct ixl_xfer *conn;     /* 4 KiB WRITE that connects */
+    struct ixl_xfer *x[2][2];  /* [op][size index] */
+    struct ixl_xfer *vread[2]; /* read-back of the slice into dst, per size index */
     struct ixl_reg_desc rd[2];
 };
 
@@ -590,8 +590,8 @@ static int worker_main(struct worker *w, int fd)
                 if (cur_op == OP_READ) {
                     ixl_status st = post_wait(p->x[OP_WRITE][cur_si]);
                     if (st != IXL_OK) {
-                        note_err(w, "peer%03d: WRITE before READ: %s: %s", p->idx,
-                                 ixl_strerror(st), ixl_agent_last_error(p->agent));
+                        note_err(w, "peer%03d: WRITE before READ: %s: %s", p->idx, ixl_strerror(st),
+                                 ixl_agent_last_error(p->agent));
                         p->dead = true;
                         rp.failed++;
                     }
@@ -649,8 +649,7 @@ static int worker_main(struct worker *w, int fd)
             }
             if (n_act > 0 && w->used[0] == '\0') {
                 struct ixl_xfer_info info = {.size = sizeof(info)};
-                if (ixl_xfer_info(act[0]->x[cur_op][cur_si], &info) == IXL_OK &&
-                    info.path != NULL)
+                if (ixl_xfer_info(act[0]->x[cur_op][cur_si], &info) == IXL_OK && info.path != NULL)
                     snprintf(w->used, sizeof(w->used), "%s", info.path);
             }
         }
@@ -816,8 +815,13 @@ static int run_path(const struct opts *o, const char *path)
             for (int j = 0; j < i; j++)
                 close(r.wfd[j]); /* the other workers' pipes are none of this one's business */
             static struct worker w;
-            w = (struct worker){.o = o, .path = path, .id = i, .md = md,
-                                .md_len = (size_t)hdr[1], .base = base, .n_sizes = n_sizes};
+            w = (struct worker){.o = o,
+                                .path = path,
+                                .id = i,
+                                .md = md,
+                                .md_len = (size_t)hdr[1],
+                                .base = base,
+                                .n_sizes = n_sizes};
             memcpy(w.sizes, sizes, sizeof(sizes));
             for (int k = i; k < maxn; k += r.nw)
                 w.peers[w.n_peers++] = (struct peer){.idx = k};
@@ -867,7 +871,10 @@ static int run_path(const struct opts *o, const char *path)
             int opk = strcmp(op, "read") == 0 ? OP_READ : OP_WRITE;
             for (int si = 0; si < n_sizes && !r.broken; si++) {
                 for (int round = 1; round <= o->rounds && !r.broken; round++) {
-                    c = (struct cmd){.type = CMD_PREP, .n = n, .op = opk, .size = sizes[si],
+                    c = (struct cmd){.type = CMD_PREP,
+                                     .n = n,
+                                     .op = opk,
+                                     .size = sizes[si],
                                      .seed = ++seed * 1000};
                     if (broadcast(&r, &c, reps, 120000) != 0)
                         break;
