@@ -10,8 +10,8 @@
 # Paths: tcp (the initiators' path=tcp) and auto (same node: shm, as the target's memory comes
 # from ixl_mem_alloc). For each peer count the new agents connect with one 4 KiB WRITE, then
 # the target's threads and RSS are read with every peer idle; then ROUNDS (3) rounds of MS
-# (500) ms of each size and op, with the target sampled mid-round. It prints the medians and
-# the issue's targets:
+# (500) ms of each size and op (after a checked warm-up round of 100 ms), with the target
+# sampled mid-round. It prints the medians and the issue's targets:
 #   aggregate at 256 peers >= 0.9 x at 1 peer (each path, size, op);
 #   target threads independent of the peer count (the same at 256 idle peers as at 1);
 #   target RSS per idle connected peer < 64 KiB (at 256 peers).

@@ -14,7 +14,8 @@
  * NET backend and registered buffers), load the target's metadata and connect with one 4 KiB
  * WRITE; after a short settle the target's thread count and RSS are read with N peers connected
  * and idle (the "idle" rows; RSS per idle peer = (RSS now - RSS before any peer) / N). Then for
- * each size and op, ROUNDS rounds of MS milliseconds each with the N agents busy:
+ * each size and op, a warm-up round of 100 ms (checked, not printed), then ROUNDS rounds of MS
+ * milliseconds each with the N agents busy:
  *
  *   WRITE  a fresh pattern in each agent's source, posted again and again into its slice; after
  *          the round the slice is read back into a poisoned buffer and compared;
@@ -870,7 +871,8 @@ static int run_path(const struct opts *o, const char *path)
              op = strtok_r(NULL, " ", &s4)) {
             int opk = strcmp(op, "read") == 0 ? OP_READ : OP_WRITE;
             for (int si = 0; si < n_sizes && !r.broken; si++) {
-                for (int round = 1; round <= o->rounds && !r.broken; round++) {
+                /* Round 0 warms up (first touches of buffers and mappings): not printed. */
+                for (int round = 0; round <= o->rounds && !r.broken; round++) {
                     c = (struct cmd){.type = CMD_PREP,
                                      .n = n,
                                      .op = opk,
@@ -879,12 +881,12 @@ static int run_path(const struct opts *o, const char *path)
                     if (broadcast(&r, &c, reps, 120000) != 0)
                         break;
                     c.type = CMD_GO;
-                    c.ms = (uint32_t)o->ms;
+                    c.ms = (uint32_t)(round == 0 && o->ms > 100 ? 100 : o->ms);
                     for (int i = 0; i < r.nw; i++)
                         if (write_all(r.wfd[i], &c, sizeof(c)) != 0)
                             r.broken = true;
                     /* Sample the target in the middle of the round. */
-                    sleep_ms(o->ms / 2);
+                    sleep_ms((int)c.ms / 2);
                     long th = -1, rss = -1;
                     proc_stat(r.tpid, &th, &rss);
                     double gbps = 0;
@@ -910,9 +912,10 @@ static int run_path(const struct opts *o, const char *path)
                     }
                     if (r.broken)
                         break;
-                    printf("RUN path=%s used=%s size=%u op=%s peers=%d round=%d gbps=%.3f "
-                           "threads=%ld rss_kib=%ld errors=%d bad=%d\n",
-                           path, used, sizes[si], op, n, round, gbps, th, rss, errors, bad);
+                    if (round > 0)
+                        printf("RUN path=%s used=%s size=%u op=%s peers=%d round=%d gbps=%.3f "
+                               "threads=%ld rss_kib=%ld errors=%d bad=%d\n",
+                               path, used, sizes[si], op, n, round, gbps, th, rss, errors, bad);
                     fflush(stdout);
                     if (errors > 0 || bad > 0)
                         report_fail(&r, n, bad > 0 ? "data check" : "transfer errors", reps);

@@ -237,8 +237,9 @@ static int timed_step(int what, const char *name, double bound_s, bool side)
             fail("%s beside a slow reader took %.0f ms (want <= %.0f ms)", name, took * 1e3,
                  bound_s * 1e3);
     } else {
-        fprintf(stderr, "%s beside a slow reader: still blocked after %.1f s; it ended %.0f ms "
-                        "after the reader was killed\n",
+        fprintf(stderr,
+                "%s beside a slow reader: still blocked after %.1f s; it ended %.0f ms "
+                "after the reader was killed\n",
                 name, cut - t0, (nr_now() - cut) * 1e3);
         fail("%s beside a slow reader did not end in %.1f s (want <= %.0f ms)", name, cut - t0,
              bound_s * 1e3);
@@ -251,15 +252,13 @@ static int timed_step(int what, const char *name, double bound_s, bool side)
                 fail("ixl_md_get during %s took %.0f ms (want <= 100 ms)", name, m_took * 1e3);
         } else {
             fprintf(stderr, "  ixl_md_get meanwhile: still blocked after %.1f s\n", cut - m_t0);
-            fail("ixl_md_get during %s did not end in %.1f s (want <= 100 ms)", name,
-                 cut - m_t0);
+            fail("ixl_md_get during %s did not end in %.1f s (want <= 100 ms)", name, cut - m_t0);
         }
         if (m.rc != IXL_OK)
             fail("ixl_md_get during %s: %s", name, ixl_strerror(m.rc));
     }
     if (s.rc != IXL_OK)
-        fail("%s: %s: %s", name, ixl_strerror(s.rc),
-             what < 3 ? ixl_agent_last_error(agent) : "");
+        fail("%s: %s: %s", name, ixl_strerror(s.rc), what < 3 ? ixl_agent_last_error(agent) : "");
     return killed;
 }
 
@@ -270,8 +269,8 @@ int main(void)
     alarm(110);
     ixl_log_set_level(IXL_LOG_NONE);
     char why[256];
-    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "timeout_ms", "2000",
-                        NULL};
+    const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1",
+                        "timeout_ms",  "2000",      NULL};
     if (nr_agent("target", kv, &agent, why, sizeof(why)) != IXL_OK)
         check_fail(__FILE__, __LINE__, "%s", why);
     r1 = mmap(NULL, R1_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -288,8 +287,8 @@ int main(void)
     reader_start();
     timed_step(0, "ixl_mem_deregister of another region", 0.100, false);
     timed_step(1, "ixl_md_get", 0.100, false);
-    if (!timed_step(2, "ixl_mem_deregister of the region being read",
-                    TIMEOUT_MS / 1000.0 + 1.0, true)) {
+    if (!timed_step(2, "ixl_mem_deregister of the region being read", TIMEOUT_MS / 1000.0 + 1.0,
+                    true)) {
         /* R1 is gone: the target cuts the reader's connection (the reader may still drain
          * what the kernel had queued for it: said, not checked). */
         double t0 = nr_now();
