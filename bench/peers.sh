@@ -66,11 +66,12 @@ echo "setup:   $workers worker processes x $threads threads, conns=$conns," \
     "NET_OPTS=${NET_OPTS:-none}, $rounds rounds of $ms ms"
 
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.log"' EXIT
 start=$(date +%s)
 # shellcheck disable=SC2086
 timeout 1200 "$driver" --paths "$paths" --peers "$peers" --sizes "$sizes" --workers "$workers" \
-    --threads "$threads" --ms "$ms" --rounds "$rounds" --conns "$conns" "${extra[@]}" >"$out"
+    --threads "$threads" --ms "$ms" --rounds "$rounds" --conns "$conns" "${extra[@]}" \
+    >"$out" 2>"$out.log"
 rc=$?
 case $rc in
 0) ;;
@@ -84,6 +85,11 @@ esac
 echo "($(($(date +%s) - start)) s of runs)"
 grep '^#' "$out" | sed 's/^# */note:    /'
 grep '^FAIL' "$out"
+if [ -s "$out.log" ]; then
+    # ixl's own log (warnings of peers found silent, say): how much, and the last lines.
+    echo "log:     $(wc -l <"$out.log") line(s) from ixl; the last 5:"
+    tail -n 5 "$out.log" | sed 's/^/         /'
+fi
 echo
 
 awk -v peers_h="$peers" '

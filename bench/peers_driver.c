@@ -526,7 +526,9 @@ static void *runner_main(void *arg)
     int nm = 0;
     for (int i = r->t; i < r->n_active; i += r->nthreads)
         mine[nm++] = r->act[i];
-    while (nm > 0 && now_s() < r->deadline) {
+    /* At least one pass, even when this thread first runs after the deadline (hundreds of
+     * threads on 2 cores): the data check after the round expects every agent's data. */
+    do {
         ixl_status st[MAXPEERS];
         for (int i = 0; i < nm; i++)
             st[i] = ixl_xfer_post(mine[i]->x[r->op][r->si]);
@@ -546,7 +548,7 @@ static void *runner_main(void *arg)
                 i--;
             }
         }
-    }
+    } while (nm > 0 && now_s() < r->deadline);
     return NULL;
 }
 
@@ -643,9 +645,45 @@ static int worker_main(struct worker *w, int fd)
                 }
                 size_t bad = pat_bad(p->dst, cur_size, cur_seed + (uint64_t)p->idx);
                 if (bad != cur_size) {
+                    /* Say what is there instead: how much is wrong, poison, or a pattern
+                     * of an earlier round (seeds step by 1000 per round) or another peer. */
+                    size_t nbad = 0, npoison = 0;
+                    for (size_t o8 = 0; o8 + 8 <= cur_size; o8 += 8) {
+                        uint64_t v, want = pat_word(cur_seed + (uint64_t)p->idx, o8 / 8);
+                        memcpy(&v, p->dst + o8, 8);
+                        nbad += v != want;
+                        npoison += v == 0xa5a5a5a5a5a5a5a5ull;
+                    }
+                    uint64_t v0;
+                    memcpy(&v0, p->dst + bad, 8);
+                    long found = -1, peer = -1;
+                    for (long back = 0; back <= 64 && found < 0; back++)
+                        for (long q = 0; q < MAXPEERS; q++)
+                            if (pat_word(cur_seed - (uint64_t)back * 1000 + (uint64_t)q, bad / 8) ==
+                                v0) {
+                                found = back;
+                                peer = q;
+                                break;
+                            }
+                    /* Read it again after a pause: right now, or only late? */
+                    const char *again = "-";
+                    if (cur_op == OP_WRITE) {
+                        sleep_ms(100);
+                        memset(p->dst, 0xa5, cur_size);
+                        ixl_status st2 = post_wait(p->vread[cur_si]);
+                        size_t bad2 = pat_bad(p->dst, cur_size, cur_seed + (uint64_t)p->idx);
+                        again = st2 != IXL_OK      ? "failed"
+                                : bad2 == cur_size ? "right"
+                                                   : "still wrong";
+                    }
                     rp.bad++;
-                    note_err(w, "peer%03d: %s %u B: data mismatch at byte %zu", p->idx,
-                             cur_op == OP_WRITE ? "WRITE" : "READ", cur_size, bad);
+                    note_err(w,
+                             "peer%03d: %s %u B: data mismatch at byte %zu: %zu of %u words "
+                             "wrong, %zu poison; the first is %s (%ld rounds back, peer %ld); "
+                             "read again 100 ms later: %s",
+                             p->idx, cur_op == OP_WRITE ? "WRITE" : "READ", cur_size, bad, nbad,
+                             cur_size / 8, npoison, found >= 0 ? "an earlier pattern" : "unknown",
+                             found, peer, again);
                 }
             }
             if (n_act > 0 && w->used[0] == '\0') {
