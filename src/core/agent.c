@@ -552,8 +552,8 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     agent->event_fd = sys_eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (agent->event_fd < 0) {
         char eb[128];
-        ixl_err_set(agent->id, rc, "ixl_agent_create: eventfd: %s",
-                    ixl_errno_text(errno, eb, sizeof(eb)));
+        rc = ixl_err_set(agent->id, IXL_ERR_SYSTEM, "ixl_agent_create: eventfd: %s",
+                         ixl_errno_text(errno, eb, sizeof(eb)));
         goto destroy_agent;
     }
     rc = ixl_agent_hooks_init(agent);

@@ -437,6 +437,10 @@ static int make_agent2(const char *name, const char *plugin, const struct ixl_kv
         failed("ixl_agent_create", rc, ixl_agent_last_error(NULL));
         return rc;
     }
+    if (a == NULL) { /* a refusal reported as success: the caller would use a bad pointer */
+        bad("ixl_agent_create returned IXL_OK without an agent (%s)", ixl_agent_last_error(NULL));
+        return IXL_ERR_SYSTEM;
+    }
     rc = ixl_backend_create(a, plugin, kv, n, NULL);
     if (rc != IXL_OK) {
         failed("ixl_backend_create", rc, ixl_agent_last_error(a));
