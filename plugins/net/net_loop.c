@@ -336,6 +336,16 @@ static void free_dead(struct net_loop *l)
     }
 }
 
+/* A system call on c's socket failed with err: c closes and its requests fail. */
+static void conn_broke(struct net_loop *l, struct net_conn *c, const char *call, int err)
+{
+    set_cause(c, call, err);
+    char why[NET_WHY];
+    snprintf(why, sizeof(why), "NET: the connection to '%s' broke%s",
+             c->kind == NC_OUT ? c->peer->name : c->name, c->cause);
+    conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+}
+
 /* Why an attempt to reach p failed, for its requests. */
 static void setup_failed(struct net_loop *l, struct net_conn *c, int status, const char *what)
 {
@@ -566,11 +576,7 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            set_cause(c, "sendmsg", errno);
-            char why[NET_WHY];
-            snprintf(why, sizeof(why), "NET: the connection to '%s' broke%s",
-                     c->kind == NC_OUT ? c->peer->name : c->name, c->cause);
-            conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+            conn_broke(l, c, "sendmsg", errno);
             return -1;
         }
         c->last_tx = net_now_ns();
@@ -972,11 +978,7 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            set_cause(c, "recv", errno);
-            char why[NET_WHY];
-            snprintf(why, sizeof(why), "NET: the connection to '%s' broke%s",
-                     c->kind == NC_OUT ? c->peer->name : c->name, c->cause);
-            conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+            conn_broke(l, c, "recv", errno);
             return -1;
         }
         c->last_rx = net_now_ns();
