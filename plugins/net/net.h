@@ -142,6 +142,11 @@ struct net_conn {
     enum net_conn_kind kind;
     enum net_conn_state state;
     int fd;
+    /* The loop's own flags (kept apart from the fields other threads write). */
+    bool closed;     /* closed, freed after the current batch of events */
+    bool linger;     /* NC_IN: close once the queued answers are sent */
+    bool reading;    /* EPOLLIN is on */
+    bool adopted;    /* taken from the inbox (in the loop's list) */
     uint32_t events; /* the epoll mask set */
     uint64_t gen;    /* NC_OUT: the peer's generation it was dialed in */
     int index;       /* NC_OUT: its index among the peer's connections */
@@ -180,9 +185,7 @@ struct net_conn {
     /* cross-thread (under p->lock or loop->lock) */
     _Atomic int doomed;
     bool on_ready, on_reap;
-    bool closed;  /* loop thread: closed, freed after the current batch of events */
-    bool linger;  /* NC_IN: close once the queued answers are sent (a refused HELLO) */
-    bool reading; /* EPOLLIN is on */
+    bool up; /* under p->lock: NC_OUT past its HELLO (state is the loop's own copy) */
     struct net_conn *rnext, *knext; /* loop's ready and reap lists */
     struct net_conn *dnext;         /* the loop's closed-in-this-batch list */
     struct net_conn *inext;         /* the loop's inbox */

@@ -269,7 +269,7 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
             if (p->notif_conn == c) {
                 p->notif_conn = NULL;
                 for (int i = 0; i < p->n_conns && p->notif_conn == NULL; i++)
-                    if (p->conns[i]->state == NCS_UP)
+                    if (p->conns[i]->up)
                         p->notif_conn = p->conns[i];
                 if (p->notif_conn != NULL && p->nq.len > 0)
                     mark_ready(p->notif_conn, wake, &n_wake);
@@ -751,6 +751,7 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
             int current = !atomic_load(&c->doomed) && c->gen == p->gen;
             if (current) {
                 c->state = NCS_UP;
+                c->up = true;
                 p->n_up++;
                 if (p->notif_conn == NULL)
                     p->notif_conn = c;
@@ -993,7 +994,9 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
 
 static void adopt(struct net_loop *l, struct net_conn *c)
 {
-    c->loop = l;
+    if (c->kind == NC_IN)
+        c->loop = l; /* an initiator's connection got its loop when it was made */
+    c->adopted = true;
     c->next = l->conns;
     c->prev = NULL;
     if (l->conns)
@@ -1181,26 +1184,44 @@ static void take_lists(struct net_loop *l)
         /* EAGAIN: a wake that another pass consumed */
     }
     pthread_mutex_lock(&l->lock);
-    struct net_conn *in = l->inbox, *ready = l->ready, *reap = l->reap;
-    l->inbox = l->ready = l->reap = NULL;
-    for (struct net_conn *c = ready; c; c = c->rnext)
-        c->on_ready = false;
-    for (struct net_conn *c = reap; c; c = c->knext)
-        c->on_reap = false;
+    struct net_conn *in = l->inbox;
+    l->inbox = NULL;
     pthread_mutex_unlock(&l->lock);
     while (in) {
         struct net_conn *c = in;
         in = c->inext;
         adopt(l, c);
     }
-    /* Lists were detached under the lock; a connection closed while walking them is skipped
-     * (closed) and freed only after this pass. */
-    for (struct net_conn *c = reap; c; c = c->knext)
-        if (!c->closed)
+    /* The reap and ready lists are taken one connection at a time under the lock: other
+     * threads put connections on them meanwhile (a connection off a list may go back on). */
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        struct net_conn *c = l->reap;
+        if (c) {
+            l->reap = c->knext;
+            c->on_reap = false;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (c == NULL)
+            break;
+        /* One still in the inbox (handed over after it was taken above) closes when it is
+         * adopted: it is doomed. */
+        if (!c->closed && c->adopted)
             conn_close(l, c, false, 0, NULL);
-    for (struct net_conn *c = ready; c; c = c->rnext)
+    }
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        struct net_conn *c = l->ready;
+        if (c) {
+            l->ready = c->rnext;
+            c->on_ready = false;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (c == NULL)
+            break;
         if (!c->closed && c->state == NCS_UP && tx_pending(c) == 0)
             conn_flush(l, c);
+    }
 }
 
 static void *loop_main(void *arg)
@@ -1424,7 +1445,7 @@ static int serve_queue(struct net_peer *p, struct net_loop **wake, int *n_wake)
     struct net_engine *e = p->e;
     if (p->n_conns > 0) {
         for (int i = 0; i < p->n_conns; i++)
-            if (p->conns[i]->state == NCS_UP)
+            if (p->conns[i]->up)
                 mark_ready(p->conns[i], wake, n_wake);
         return IXL_OK;
     }
