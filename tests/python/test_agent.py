@@ -418,6 +418,23 @@ def test_handles_outlive_nothing(agents, rng):
     a.close()
 
 
+def test_remote_name_not_utf8():
+    """A remote agent whose name is not UTF-8 gives a clean error and leaves nothing loaded."""
+    raw = b"nu-\xff\xfe"
+    a = ixl.Agent("nu-a", ixl.AgentConfig(backends=["NET"]))
+    b = ixl.Agent(raw, ixl.AgentConfig(backends=["NET"]))
+    try:
+        md = b.get_agent_metadata()
+        for _ in range(2):  # the second load meets no half-loaded agent either
+            with pytest.raises(ixl.MalformedError) as e:
+                a.add_remote_agent(md)
+            assert "not UTF-8" in str(e.value)
+            assert not a.check_remote_metadata(raw)
+    finally:
+        a.close()
+        b.close()
+
+
 def test_compat_conventions(rng):
     from ixl.compat import nixl_agent, nixl_agent_config, nixlNotFoundError
     conf = nixl_agent_config(backends=["NET"], capture_telemetry=True)

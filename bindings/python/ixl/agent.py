@@ -478,7 +478,16 @@ class Agent:
         name = ctypes.create_string_buffer(_lib.NAME_MAX)
         self._check(lib.ixl_md_load(self.ptr, data, len(data), name, len(name)),
                     "add_remote_agent")
-        return name.value.decode()
+        try:
+            return name.value.decode()
+        except UnicodeDecodeError:
+            # Names are str here: a name that is not UTF-8 is unloaded again, so that nothing
+            # stays loaded that cannot be named.
+            lib.ixl_remote_invalidate(self.ptr, name.value)
+            raise _lib.errors.from_status(
+                -102, "IXL_ERR_MALFORMED",
+                f"the remote agent's name {name.value!r} is not UTF-8; nothing was loaded",
+                "add_remote_agent") from None
 
     def remove_remote_agent(self, agent):
         self._check(lib.ixl_remote_invalidate(self.ptr, _name(agent)),
