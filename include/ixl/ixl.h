@@ -326,6 +326,8 @@ enum ixl_agent_field {
     IXL_AGENT_F_BACKENDS = 1u << 6,
     IXL_AGENT_F_NOTIF_MAX = 1u << 7,
     IXL_AGENT_F_ETCD = 1u << 8,
+    IXL_AGENT_F_AUTH_KEY = 1u << 9,
+    IXL_AGENT_F_INSECURE_REMOTE = 1u << 10,
 };
 
 /**
@@ -346,6 +348,16 @@ struct ixl_agent_params {
     const char *backends;
     size_t notif_max;           /* default IXL_NOTIF_MAX_DEFAULT; smaller values are raised */
     const char *etcd_endpoints; /* default: IXL_ETCD_ENDPOINTS; NULL/"" = no etcd */
+    /* Trust (docs/security.md). The cluster key, at least 16 bytes: every agent of the cluster
+     * holds the same one. Metadata is then authenticated, and every connection to this agent's
+     * listeners must prove the key before anything else is accepted. Default: IXL_AUTH_KEY, or
+     * the contents of the file IXL_AUTH_KEY_FILE (refused unless a regular file of this
+     * process's user that no other user can read or write); NULL/"" = no key: listeners bind to
+     * loopback only and accept only processes of this user (the kernel's word). */
+    const char *auth_key;
+    /* Without a key, listen beyond loopback and accept any peer (logged at WARN): for a
+     * trusted network only. Default: IXL_INSECURE_REMOTE (0). Ignored when there is a key. */
+    bool insecure_remote;
 };
 
 /**

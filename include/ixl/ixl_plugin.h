@@ -68,7 +68,7 @@ extern "C" {
 
 /* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too. */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 0
+#define IXL_PLUGIN_ABI_MINOR 1
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
@@ -114,7 +114,44 @@ struct ixl_host {
      * engine and lives as long as the library. Added in ABI 2.0.
      */
     const struct ixl_sys *sys;
+    /*
+     * Trust (ABI 2.1; docs/security.md). A plugin reads these only when size covers them; a
+     * host without them is one with no key whose peers the plugin cannot check (so a plugin
+     * that needs them refuses to listen beyond loopback).
+     */
+    /**
+     * How peers prove who they are to this agent: IXL_AUTH_KEY (the agent holds a cluster
+     * key: every connection to a listener of the plugin proves it through auth_mac before
+     * anything else is accepted), IXL_AUTH_LOCAL (no key: listeners bind loopback only and
+     * accept only connections whose process peer_check vouches for) or IXL_AUTH_OPEN (no key,
+     * and the application opted in to unauthenticated peers beyond loopback).
+     */
+    int (*auth_mode)(void *ctx);
+    /**
+     * HMAC-SHA-256 under the cluster key of label (a NUL-terminated domain-separation string
+     * such as "ixl-net-hello-v1", its NUL included) followed by parts[0..n) of lens[0..n)
+     * bytes, into out. IXL_OK, or IXL_ERR_NOT_ALLOWED when the agent has no key. Compare
+     * MACs with auth_equal, never memcmp.
+     */
+    int (*auth_mac)(void *ctx, const char *label, const void *const *parts, const size_t *lens,
+                    size_t n, uint8_t out[32]);
+    /** 1 when a and b (n bytes each) are equal, in time that does not depend on where they
+     * differ. */
+    int (*auth_equal)(const void *a, const void *b, size_t n);
+    /**
+     * What the kernel says of the process at the other end of the connected socket fd:
+     * IXL_OK when it runs as this process's effective user (AF_UNIX: SO_PEERCRED; TCP over
+     * loopback: the owner of the peer's socket as sock_diag reports it); IXL_ERR_AUTH when
+     * another user; IXL_ERR_NOT_SUPPORTED when the kernel cannot say (TCP from another
+     * address: only a key authenticates that); IXL_ERR_SYSTEM when asking failed. why (may
+     * be NULL) receives the reason. pid_out (may be NULL) receives the peer's pid when the
+     * kernel knows it (AF_UNIX), else 0.
+     */
+    int (*peer_check)(void *ctx, int fd, int32_t *pid_out, char *why, size_t why_len);
 };
+
+/* host->auth_mode() */
+enum ixl_auth_mode { IXL_AUTH_LOCAL = 0, IXL_AUTH_KEY = 1, IXL_AUTH_OPEN = 2 };
 
 /**
  * Allocation and system calls, one typed pointer per function, each the libc function of the

@@ -84,6 +84,8 @@ enum ixl_status {
     IXL_ERR_UNREACHABLE = -302,       /* the peer cannot be reached (no route, timeout) */
     IXL_ERR_PROTOCOL = -303,          /* the peer sent something that breaks the protocol */
     IXL_ERR_REMOTE_REFUSED = -304,    /* the peer checked the request and refused it */
+    IXL_ERR_AUTH = -305, /* the peer did not prove the cluster key, or the kernel says it is
+                          * another user or process than it claims; nothing was accepted */
 
     /* -400..-499: a backend */
     IXL_ERR_BACKEND = -400,           /* a backend failed; the message says how */

@@ -57,6 +57,25 @@ static void host_signal(void *ctx)
     ixl_agent_wake(b->agent);
 }
 
+static int host_auth_mode(void *ctx)
+{
+    struct ixl_backend *b = ctx;
+    return (int)b->agent->auth.mode;
+}
+
+static int host_auth_mac(void *ctx, const char *label, const void *const *parts, const size_t *lens,
+                         size_t n, uint8_t out[32])
+{
+    struct ixl_backend *b = ctx;
+    return ixl_auth_mac(&b->agent->auth, label, parts, lens, n, out);
+}
+
+static int host_peer_check(void *ctx, int fd, int32_t *pid_out, char *why, size_t why_len)
+{
+    (void)ctx;
+    return ixl_peer_check(fd, pid_out, why, why_len);
+}
+
 /* ---- waking ----------------------------------------------------------------------------- */
 
 void ixl_agent_wake(struct ixl_agent *agent)
@@ -198,6 +217,10 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     b->host.error = host_error;
     b->host.signal = host_signal;
     b->host.sys = &ixl_sys_table;
+    b->host.auth_mode = host_auth_mode;
+    b->host.auth_mac = host_auth_mac;
+    b->host.auth_equal = ixl_auth_equal;
+    b->host.peer_check = host_peer_check;
     char why[1024];
     int rc =
         ixl_pm_options_build(p, params, n, &b->params, &b->values, &b->n_params, why, sizeof(why));
@@ -467,6 +490,20 @@ static int fill_params(struct ixl_agent *agent, const struct ixl_agent_params *p
     }
     d->notif_max = nmax < IXL_NOTIF_MAX_DEFAULT ? IXL_NOTIF_MAX_DEFAULT : (size_t)nmax;
     d->etcd_endpoints = NULL;
+    char why[512];
+    const char *key = (m & IXL_AGENT_F_AUTH_KEY) ? (p->auth_key ? p->auth_key : "") : NULL;
+    int insecure = (m & IXL_AGENT_F_INSECURE_REMOTE) ? p->insecure_remote : -1;
+    if (ixl_auth_setup(&agent->auth, key, insecure, why, sizeof(why)) != IXL_OK) {
+        ixl_log_write(IXL_LOG_ERROR, "ixl_agent_create %s: %s", agent->name, why);
+        return IXL_ERR_INVALID_ARG;
+    }
+    d->auth_key = NULL; /* the key lives in agent->auth only */
+    d->insecure_remote = agent->auth.mode == IXL_AUTH_OPEN;
+    if (agent->auth.mode == IXL_AUTH_OPEN)
+        ixl_log_write(IXL_LOG_WARN,
+                      "agent %s: INSECURE: no cluster key and insecure_remote is set: listeners "
+                      "accept unauthenticated peers from any address (docs/security.md)",
+                      agent->name);
     return IXL_OK;
 }
 
@@ -629,6 +666,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     pthread_mutex_destroy(&agent->pool_lock);
     pthread_rwlock_destroy(&agent->calls_lock);
     pthread_rwlock_destroy(&agent->lock);
+    ixl_auth_clear(&agent->auth);
     free(agent);
 }
 

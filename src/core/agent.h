@@ -21,6 +21,7 @@
 #include <ixl/ixl_plugin.h>
 
 #include "plugin/manager.h"
+#include "util/auth.h"
 
 /* Backends per agent: a small fixed cap keeps per-region metadata an array indexed by
  * backend slot instead of a map. */
@@ -113,6 +114,9 @@ struct ixl_agent {
     /* Metadata exchange (src/meta/exchange.c; which implementation serves a call is its own
      * choice, src/meta/mdx.h). */
     struct ixl_mdx *mdx;
+
+    /* Trust: the cluster key and the mode, fixed at creation (src/util/auth.h). */
+    struct ixl_auth auth;
 
     _Atomic uint64_t st_posted, st_completed, st_failed, st_bytes, st_notifs_rx, st_notifs_tx;
 };

@@ -54,6 +54,25 @@ static const struct ixl_option table[IXL_CFG_COUNT] = {
                            .max = INT64_MAX,
                            .description = "default maximum notification size: a size in bytes, "
                                           "at least 64K (suffixes K, M, G, T: powers of 1024)"},
+    [IXL_CFG_AUTH_KEY] = {.name = "IXL_AUTH_KEY",
+                          .default_value = "",
+                          .type = IXL_OPT_STRING,
+                          .description = "the cluster key (16..256 bytes) agents prove to each "
+                                         "other; \"\" = none (docs/security.md). Prefer "
+                                         "IXL_AUTH_KEY_FILE: the environment of a process can be "
+                                         "read by its user's other processes"},
+    [IXL_CFG_AUTH_KEY_FILE] = {.name = "IXL_AUTH_KEY_FILE",
+                               .default_value = "",
+                               .type = IXL_OPT_STRING,
+                               .description = "a file holding the cluster key, used when "
+                                              "IXL_AUTH_KEY is empty; refused unless a regular "
+                                              "file of this user with mode 0600 or stricter"},
+    [IXL_CFG_INSECURE_REMOTE] = {.name = "IXL_INSECURE_REMOTE",
+                                 .default_value = "0",
+                                 .type = IXL_OPT_BOOL,
+                                 .description = "1: without a key, listen beyond loopback and "
+                                                "accept unauthenticated peers (a trusted network "
+                                                "only; logged at WARN)"},
 };
 
 static const char *values[IXL_CFG_COUNT];
@@ -104,7 +123,9 @@ ixl_status ixl_config_get(size_t index, struct ixl_config_var *out)
     struct ixl_config_var v = {
         .size = sizeof(v),
         .name = table[index].name,
-        .value = ixl_cfg_get((enum ixl_cfg)index),
+        .value = index == IXL_CFG_AUTH_KEY && ixl_cfg_get(IXL_CFG_AUTH_KEY)[0] != '\0'
+                     ? "(set, not shown)"
+                     : ixl_cfg_get((enum ixl_cfg)index),
         .default_value = table[index].default_value,
         .description = table[index].description,
     };
@@ -117,6 +138,8 @@ const char *ixl_config_value(const char *name)
         return NULL;
     for (int i = 0; i < IXL_CFG_COUNT; i++)
         if (strcmp(table[i].name, name) == 0)
-            return ixl_cfg_get((enum ixl_cfg)i);
+            return i == IXL_CFG_AUTH_KEY && ixl_cfg_get(IXL_CFG_AUTH_KEY)[0] != '\0'
+                       ? "(set, not shown)"
+                       : ixl_cfg_get((enum ixl_cfg)i);
     return NULL;
 }

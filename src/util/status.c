@@ -52,6 +52,8 @@ static const char *status_name(enum ixl_status s)
         return "IXL_ERR_PROTOCOL";
     case IXL_ERR_REMOTE_REFUSED:
         return "IXL_ERR_REMOTE_REFUSED";
+    case IXL_ERR_AUTH:
+        return "IXL_ERR_AUTH";
     case IXL_ERR_BACKEND:
         return "IXL_ERR_BACKEND";
     case IXL_ERR_NOT_SUPPORTED:

@@ -94,6 +94,7 @@ _TABLE = {
     -302: ("UnreachableError", "IXL_ERR_UNREACHABLE", nixlRemoteDisconnectError),
     -303: ("ProtocolError", "IXL_ERR_PROTOCOL", nixlBackendError),
     -304: ("RemoteRefusedError", "IXL_ERR_REMOTE_REFUSED", nixlBackendError),
+    -305: ("AuthError", "IXL_ERR_AUTH", nixlBackendError),
     -400: ("BackendError", "IXL_ERR_BACKEND", nixlBackendError),
     -401: ("NotSupportedError", "IXL_ERR_NOT_SUPPORTED", nixlNotSupportedError),
     -402: ("IoError", "IXL_ERR_IO", nixlBackendError),
