@@ -239,8 +239,9 @@ static int diag_uid(const struct sockaddr_storage *self, const struct sockaddr_s
             const struct nlmsgerr *e = NLMSG_DATA(h);
             int err = e->error < 0 ? -e->error : e->error;
             if (err == ENOENT) {
-                snprintf(why, why_len, "the kernel knows no local socket for the peer's end "
-                                       "(not a process of this host)");
+                snprintf(why, why_len,
+                         "the kernel knows no local socket for the peer's end "
+                         "(not a process of this host)");
                 rc = IXL_ERR_NOT_SUPPORTED;
             } else {
                 snprintf(why, why_len, "sock_diag: %s", strerror(err));
@@ -291,8 +292,9 @@ int ixl_peer_check(int fd, int32_t *pid_out, char *why, size_t why_len)
             *pid_out = cred.pid;
     } else if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) {
         if (!is_loopback(&peer)) {
-            snprintf(why, why_len, "a TCP peer from a non-loopback address (only a cluster key "
-                                   "authenticates it)");
+            snprintf(why, why_len,
+                     "a TCP peer from a non-loopback address (only a cluster key "
+                     "authenticates it)");
             return IXL_ERR_NOT_SUPPORTED;
         }
         int rc = diag_uid(&self, &peer, &uid, why, why_len);
