@@ -522,3 +522,25 @@ def test_descriptor_lists(agents):
         a.get_xfer_descs(rows, "HBM")
     with pytest.raises(TypeError):
         a.get_xfer_descs([object()])
+
+
+def test_auth_key_config(agents, rng):
+    """AgentConfig's auth_key reaches the agent: a short key is refused at creation; agents
+    holding the same key exchange metadata and move data."""
+    with pytest.raises(ixl.errors.InvalidArgError):
+        agents("short", backends=["NET"], auth_key="too-short")
+    key = b"k" * 16 + os.urandom(16)
+    a = agents("ka", backends=["NET"], auth_key=key)
+    b = agents("kb", backends=["NET"], auth_key=key)
+    abuf = np.zeros(SIZE, dtype=np.uint8)
+    bbuf = np.zeros(SIZE, dtype=np.uint8)
+    a.register_memory([abuf])
+    b.register_memory([bbuf])
+    assert a.add_remote_agent(b.get_agent_metadata()) == "kb"
+    fill(rng, abuf)
+    poison(bbuf)
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs([abuf]), b.get_xfer_descs([bbuf]), "kb")
+    assert a.transfer(h) in ("DONE", "PROC")
+    done(a, h)
+    assert (abuf == bbuf).all()
+    a.release_xfer_handle(h)

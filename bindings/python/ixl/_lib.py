@@ -36,6 +36,8 @@ AGENT_F_TELEMETRY = 1 << 5
 AGENT_F_BACKENDS = 1 << 6
 AGENT_F_NOTIF_MAX = 1 << 7
 AGENT_F_ETCD = 1 << 8
+AGENT_F_AUTH_KEY = 1 << 9
+AGENT_F_INSECURE_REMOTE = 1 << 10
 
 REG_F_BACKENDS = 1 << 0
 REG_F_DEVS_OUT = 1 << 1
@@ -123,7 +125,8 @@ class AgentParams(Structure):
     _fields_ = [("field_mask", c_uint64), ("progress_thread", c_bool),
                 ("progress_period_us", c_uint32), ("listen_port", c_uint16),
                 ("listen_addr", c_char_p), ("thread_mode", c_int), ("telemetry", c_bool),
-                ("backends", c_char_p), ("notif_max", c_size_t), ("etcd_endpoints", c_char_p)]
+                ("backends", c_char_p), ("notif_max", c_size_t), ("etcd_endpoints", c_char_p),
+                ("auth_key", c_char_p), ("insecure_remote", c_bool)]
 
 
 class RegParams(Structure):

@@ -25,12 +25,15 @@ class AgentConfig:
     capture_telemetry: keep per-request telemetry (get_xfer_telemetry).
     num_threads: accepted for compatibility; ixl's backends size their own thread pools.
     backends: backends created with the agent; None = the configuration's IXL_BACKENDS.
+    auth_key: the cluster key (str or bytes, 16..256 bytes; docs/security.md); None = the
+        configuration's (IXL_AUTH_KEY, IXL_AUTH_KEY_FILE), "" = no key.
+    insecure_remote: without a key, listen beyond loopback and accept any peer.
     """
 
     def __init__(self, enable_prog_thread=False, enable_listen_thread=False, listen_port=0,
                  capture_telemetry=True, num_threads=0, backends=None, *, listen_addr=None,
                  etcd_endpoints=None, thread_safe=True, notif_max=None,
-                 progress_period_us=None):
+                 progress_period_us=None, auth_key=None, insecure_remote=None):
         self.enable_pthread = enable_prog_thread
         self.enable_listen = enable_listen_thread
         self.port = listen_port
@@ -42,6 +45,8 @@ class AgentConfig:
         self.thread_safe = thread_safe
         self.notif_max = notif_max
         self.progress_period_us = progress_period_us
+        self.auth_key = auth_key
+        self.insecure_remote = insecure_remote
 
     def _params(self):
         p = _lib.AgentParams()
@@ -70,6 +75,13 @@ class AgentConfig:
         if self.etcd_endpoints is not None:
             m |= _lib.AGENT_F_ETCD
             p.etcd_endpoints = self.etcd_endpoints.encode()
+        if self.auth_key is not None:
+            m |= _lib.AGENT_F_AUTH_KEY
+            key = self.auth_key
+            p.auth_key = key if isinstance(key, bytes) else key.encode()
+        if self.insecure_remote is not None:
+            m |= _lib.AGENT_F_INSECURE_REMOTE
+            p.insecure_remote = bool(self.insecure_remote)
         p.field_mask = m
         return p
 
