@@ -22,12 +22,12 @@
 #include "util/auth.h"
 
 static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
+            failures++;                                                           \
+        }                                                                         \
     } while (0)
 
 /* A connected loopback TCP pair of family fam: *c (client), *s (accepted). 0 or -1. */
