@@ -528,7 +528,11 @@ static void conn_close(struct ixl_mdx *x, struct mdx_conn *c)
     else
         x->conns_tail = c->prev;
     x->n_conns--;
-    sys_close(c->fd); /* also takes it out of the epoll set */
+    /* Out of the epoll set first: close() alone removes it only when no other descriptor
+     * shares the socket, and a fork() of the application (its child holds copies until it
+     * execs) would leave it registered, its events naming the freed c. */
+    sys_epoll_ctl(x->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    sys_close(c->fd);
     held_release(x, c->cap + c->out_held);
     free(c->body);
     if (c->out != c->small)
