@@ -11,6 +11,9 @@
  *           are refused at once (the backlog drains: at most 64 are still open 3 s into the
  *           flood), L does not spin (CPU < 50% of the flood's time), and C's requests succeed
  *           once the flooders go
+ *   nofile_keyed  the same with a cluster key on both sides: the slow clients' headers are
+ *           refused at once (no proof), the idle ones hold only their connection until the
+ *           5 s deadline; the same bounds hold
  *   huge    16 clients claiming a 200 MiB body each, then trickling bytes: L's RSS and address
  *           space grow by far less than the claims (< 64 MiB), C's requests keep working
  *   limit   1024 idle clients (the listener's limit): C's send is refused at once with
@@ -67,9 +70,14 @@ struct child {
     uint16_t port;
 };
 
+/* The cluster key of the case's agents ("": none). */
+static const char *flood_key = "";
+
 static struct ixl_agent *agent_new(const char *name, bool listen, uint16_t *port)
 {
-    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS | IXL_AGENT_F_AUTH_KEY,
+                                  .backends = "",
+                                  .auth_key = flood_key};
     if (listen) {
         ap.field_mask |= IXL_AGENT_F_LISTEN_PORT;
         ap.listen_port = 0;
@@ -374,8 +382,9 @@ static void case_idle(void)
     child_stop(&ch);
 }
 
-static void case_nofile(void)
+static void case_nofile(const char *key)
 {
+    flood_key = key;
     uint64_t t0 = now_ms();
     struct child ch = child_start(64); /* before C: this process has one thread */
     uint16_t unused;
@@ -402,16 +411,18 @@ static void case_nofile(void)
     sleep_ms(100); /* L sees the flooders' connections end */
     int rc = legit_round(c, ch.port, &ms);
     fprintf(stderr,
-            "nofile: RLIMIT_NOFILE=64, %d idle + %d slow clients: %d of their connections "
+            "nofile%s: RLIMIT_NOFILE=64, %d idle + %d slow clients: %d of their connections "
             "ended within %" PRIu64 " ms; L used %ld ms of CPU in it; threads %ld -> %ld; C's "
             "rounds during the flood: %d of 5 ok; after it: %s (%" PRIu64 " ms); %" PRIu64 " ms\n",
-            N_IDLE, N_SLOW, ended, wall, cpu, th0, th, during, ixl_strerror(rc), ms, now_ms() - t0);
+            key[0] ? " (cluster key: no client proves it)" : "", N_IDLE, N_SLOW, ended, wall, cpu,
+            th0, th, during, ixl_strerror(rc), ms, now_ms() - t0);
     CHECK(ended >= N_IDLE + N_SLOW - 64); /* refused at once, not left in the backlog */
     CHECK(cpu * 2 < (long)wall);          /* no spinning on EMFILE */
     CHECK(th == th0);
     CHECK_RC(rc, IXL_OK);
     ixl_agent_destroy(c);
     child_stop(&ch);
+    flood_key = "";
 }
 
 static void case_huge(void)
@@ -517,20 +528,23 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
         CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
     }
-    const char *all[] = {"idle", "nofile", "huge", "limit"};
-    int n = argc > 1 ? argc - 1 : 4;
+    const char *all[] = {"idle", "nofile", "nofile_keyed", "huge", "limit"};
+    int n = argc > 1 ? argc - 1 : (int)(sizeof(all) / sizeof(all[0]));
     for (int i = 0; i < n; i++) {
         const char *which = argc > 1 ? argv[i + 1] : all[i];
         if (strcmp(which, "idle") == 0)
             case_idle();
         else if (strcmp(which, "nofile") == 0)
-            case_nofile();
+            case_nofile("");
+        else if (strcmp(which, "nofile_keyed") == 0)
+            case_nofile("test-mdx-flood-cluster-key-01");
         else if (strcmp(which, "huge") == 0)
             case_huge();
         else if (strcmp(which, "limit") == 0)
             case_limit();
         else
-            check_fail(__FILE__, __LINE__, "unknown case '%s' (idle, nofile, huge, limit)", which);
+            check_fail(__FILE__, __LINE__,
+                       "unknown case '%s' (idle, nofile, nofile_keyed, huge, limit)", which);
     }
     fprintf(stderr, "test_mdx_flood: all passed\n");
     return 0;
