@@ -222,8 +222,9 @@ static void parse_reply(const uint8_t *b, uint32_t len, struct reply *r)
  * one that says nothing for a second is taken for version 1 (before issue 16), so that the
  * same client runs against both. -1 when the listener closed the connection without a reply. */
 /* Connects and reads the listener's greeting: the socket, or -1 (r filled) when the listener
- * refused the connection or closed it (-2). *version: the wire version to speak. */
-static int raw_open(uint16_t port, struct reply *r, uint8_t *version)
+ * refused the connection or closed it (-2). *version: the wire version to speak (2 when the
+ * greeting came within wait_ms, else 1). */
+static int raw_open(uint16_t port, struct reply *r, uint8_t *version, int wait_ms)
 {
     memset(r, 0, sizeof(*r));
     int fd = dial(port);
@@ -232,7 +233,7 @@ static int raw_open(uint16_t port, struct reply *r, uint8_t *version)
     uint32_t len;
     struct pollfd p = {fd, POLLIN, 0};
     *version = 1;
-    if (poll(&p, 1, 1000) == 1) {
+    if (poll(&p, 1, wait_ms) == 1) {
         *version = 2;
         if (read_frame(fd, &t, &b, &len) != 0) {
             close(fd);
@@ -284,7 +285,7 @@ static int raw_exchange(int fd, uint8_t version, int type, const uint8_t *body, 
 static int raw_request(uint16_t port, int type, const uint8_t *body, size_t n, struct reply *r)
 {
     uint8_t version;
-    int fd = raw_open(port, r, &version);
+    int fd = raw_open(port, r, &version, 1000);
     if (fd < 0)
         return fd == -1 ? 0 : -1;
     return raw_exchange(fd, version, type, body, n, r);
@@ -715,7 +716,7 @@ static void case_fork(void)
     uint8_t version = 0;
     struct reply r;
     for (int i = 0; i < N_FORK; i++) { /* accepted (greeted) before the fork */
-        fds[i] = raw_open(port, &r, &version);
+        fds[i] = raw_open(port, &r, &version, 100);
         CHECK(fds[i] >= 0);
     }
     sleep_ms(50);
