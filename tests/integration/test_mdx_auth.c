@@ -808,8 +808,10 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    if (skipped && n == 1)
+    if (skipped) { /* the other cases passed; the test as a whole did not run */
+        printf("SKIP: the nobody case needs root (every other case passed)\n");
         return 77;
-    fprintf(stderr, "test_mdx_auth: all passed%s\n", skipped ? " (nobody skipped: not root)" : "");
+    }
+    fprintf(stderr, "test_mdx_auth: all passed\n");
     return 0;
 }
