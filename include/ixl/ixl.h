@@ -339,7 +339,8 @@ struct ixl_agent_params {
     bool progress_thread;             /* default false: also call backends' progress() on a timer */
     uint32_t progress_period_us;      /* default 1000 */
     uint16_t listen_port;             /* metadata listener; default: none; 0 = any free port */
-    const char *listen_addr;          /* default "127.0.0.1" */
+    const char *listen_addr;          /* default "127.0.0.1"; another than loopback needs
+                                         auth_key or insecure_remote (docs/metadata.md) */
     enum ixl_thread_mode thread_mode; /* default IXL_THREAD_SAFE */
     bool telemetry;                   /* default true: per-request telemetry */
     /* Backends created with default options at agent creation, comma-separated; "" = none.
@@ -543,7 +544,8 @@ struct ixl_md_params {
  * connection info of each backend that supports remote transfers, and the public data of
  * each registered region. params NULL = everything. The caller frees *out with ixl_free().
  * A partial blob (IXL_MD_F_REGIONS) carries only regions covering the given descriptors:
- * IXL_ERR_NOT_REGISTERED if one is not covered.
+ * IXL_ERR_NOT_REGISTERED if one is not covered. With a cluster key every blob ends with a MAC
+ * under it (docs/metadata.md).
  */
 IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *params,
                               void **out, size_t *out_len);
@@ -558,7 +560,11 @@ IXL_API ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_param
  * Regions of a backend whose connection info was never loaded for that agent are skipped
  * (send connection info first, or with them). An agent with no backend in common is still
  * loaded (IXL_OK, with a warning in the log); transfers to it fail with IXL_ERR_NO_BACKEND.
- * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_INVALID_ARG (the agent's own metadata),
+ * With a cluster key only a blob whose MAC verifies under it loads; without one a MAC'd blob
+ * is refused (IXL_ERR_AUTH either way). An incarnation claiming a start more than 600 s after
+ * this host's clock is IXL_ERR_MALFORMED (it would make the real agent look older for good).
+ * Errors: IXL_ERR_MALFORMED, IXL_ERR_STALE, IXL_ERR_AUTH, IXL_ERR_INVALID_ARG (the agent's own
+ * metadata),
  * IXL_ERR_TOO_LARGE (name_cap), or a backend's refusal of the connection info or a region's public
  * data; on error nothing of the blob's regions is loaded. One exception: when a backend accepted a
  * restarted agent's new connection info before another part of its blob was refused, the old entry
@@ -569,7 +575,8 @@ IXL_API ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t
 /**
  * Invalidates a remote agent: disconnects its backends and unloads its regions. Requests
  * made for it fail at post with IXL_ERR_STALE, in-flight ones end in an error.
- * IXL_ERR_NOT_FOUND if the agent is not loaded.
+ * IXL_ERR_NOT_FOUND if the agent is not loaded. Whatever incarnation is loaded goes: the way
+ * to force the next ixl_md_load or fetch of the name to load, whichever incarnation it has.
  */
 IXL_API ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote);
 /**

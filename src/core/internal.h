@@ -39,9 +39,17 @@ struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name);
 /* The same, or NULL with the "metadata for remote agent 'X' not found" error recorded. */
 struct remote *ixl_remote_require(struct ixl_agent *agent, const char *name);
 void ixl_remote_get(struct remote *r);
-/* Invalidates remote if it is loaded with this incarnation (0: any): IXL_OK, or
- * IXL_ERR_NOT_FOUND (no error text recorded). Takes agent->lock. */
+/* Invalidates remote if it is loaded with exactly this incarnation: IXL_OK, or
+ * IXL_ERR_NOT_FOUND (no error text recorded); IXL_ERR_INVALID_ARG for incarnation 0, which is
+ * never a wildcard (the application drops a name whatever is loaded with
+ * ixl_remote_invalidate). Takes agent->lock. */
 int ixl_remote_invalidate_inc(struct ixl_agent *agent, const char *remote, uint64_t incarnation);
+/* ixl_md_load, and with expect, only metadata describing the agent of that name (a peer
+ * replaces only its own metadata: IXL_ERR_AUTH otherwise). */
+int ixl_md_load_as(struct ixl_agent *agent, const void *blob, size_t len, const char *expect,
+                   char *name_out, size_t name_cap);
+/* How far ahead of this host's clock a loaded incarnation's start time may be (seconds). */
+#define IXL_MD_INC_FUTURE_S 600
 /* Drops a reference; the last one unloads the remote's metadata. locked: the caller holds
  * agent->lock for writing. */
 void ixl_remote_put(struct remote *r, int locked);

@@ -2,11 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/internal.h"
 #include "serdes/codec.h"
 
 _Static_assert(IXL_MD_MAX_BACKENDS >= IXL_MAX_BACKENDS, "blobs must fit every backend");
+#include "util/auth.h"
 #include "util/log.h"
 #include "util/sys.h"
 
@@ -210,8 +212,9 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
 
     struct ixl_wbuf w = {0};
     pthread_rwlock_rdlock(&agent->lock);
+    int keyed = agent->auth.mode == IXL_AUTH_KEY;
     uint16_t flags = (uint16_t)((conn ? IXL_MDF_CONN : 0) | (partial ? IXL_MDF_PARTIAL : 0) |
-                                (label ? IXL_MDF_LABEL : 0));
+                                (label ? IXL_MDF_LABEL : 0) | (keyed ? IXL_MDF_MAC : 0));
     ixl_md_encode_header(&w, flags, agent->incarnation, agent->name);
     unsigned wire_index[IXL_MAX_BACKENDS];
     uint32_t chosen = 0;
@@ -287,6 +290,20 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
     }
     if (rc == IXL_OK && w.failed)
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    if (rc == IXL_OK && keyed) {
+        /* With a cluster key every blob, full or partial, ends with its MAC: region keys and
+         * connection info travel only in authenticated metadata. */
+        uint8_t mac[IXL_MD_MAC_LEN];
+        const void *parts[] = {w.data};
+        size_t lens[] = {w.len};
+        rc = ixl_auth_mac(&agent->auth, IXL_MD_MAC_LABEL, parts, lens, 1, mac);
+        if (rc != IXL_OK)
+            rc = IXL_AGENT_ERR(agent, rc, "ixl_md_get: computing the metadata's MAC failed: %s",
+                               ixl_strerror(rc));
+        ixl_wb_bytes(&w, mac, sizeof(mac));
+        if (rc == IXL_OK && w.failed)
+            rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    }
     if (rc != IXL_OK) {
         free(w.data);
         return rc;
@@ -459,11 +476,66 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
     return rc;
 }
 
+/* Whether the agent may load md at all, by its MAC and incarnation: IXL_OK, or the refusal
+ * (recorded). Checked before anything is loaded. */
+static int md_admit(struct ixl_agent *agent, const struct ixl_md_decoded *md)
+{
+    if (agent->auth.mode == IXL_AUTH_KEY) {
+        if (md->mac == NULL)
+            return IXL_AGENT_ERR(agent, IXL_ERR_AUTH,
+                                 "metadata of agent '%s' carries no MAC: this agent has a "
+                                 "cluster key (IXL_AUTH_KEY) and loads only metadata "
+                                 "authenticated with it; nothing loaded",
+                                 md->name);
+        uint8_t mac[IXL_MD_MAC_LEN];
+        const void *parts[] = {md->mac - md->signed_len};
+        size_t lens[] = {md->signed_len};
+        int rc = ixl_auth_mac(&agent->auth, IXL_MD_MAC_LABEL, parts, lens, 1, mac);
+        if (rc != IXL_OK)
+            return IXL_AGENT_ERR(agent, rc,
+                                 "verifying the MAC of metadata of agent '%s' failed: %s", md->name,
+                                 ixl_strerror(rc));
+        if (!ixl_auth_equal(mac, md->mac, IXL_MD_MAC_LEN))
+            return IXL_AGENT_ERR(agent, IXL_ERR_AUTH,
+                                 "metadata of agent '%s' has a MAC that does not verify under this "
+                                 "agent's cluster key (another key, or the bytes were altered); "
+                                 "nothing loaded",
+                                 md->name);
+    } else if (md->mac != NULL) {
+        return IXL_AGENT_ERR(agent, IXL_ERR_AUTH,
+                             "metadata of agent '%s' is authenticated with a cluster key and this "
+                             "agent has none (give it the same key: auth_key, IXL_AUTH_KEY or "
+                             "IXL_AUTH_KEY_FILE); nothing loaded",
+                             md->name);
+    }
+    /* Incarnations are start times (microseconds << 12, agent.c): one far ahead of this
+     * host's clock would make every real instance of the name look older, for good. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+    uint64_t start_us = md->incarnation >> 12;
+    if (start_us > now_us + (uint64_t)IXL_MD_INC_FUTURE_S * 1000000u)
+        return IXL_AGENT_ERR(agent, IXL_ERR_MALFORMED,
+                             "metadata of agent '%s' claims incarnation %llx, a start %llu s after "
+                             "this host's clock (more than %d s ahead: refused, so that it cannot "
+                             "make the real agent look older); nothing loaded",
+                             md->name, (unsigned long long)md->incarnation,
+                             (unsigned long long)((start_us - now_us) / 1000000u),
+                             IXL_MD_INC_FUTURE_S);
+    return IXL_OK;
+}
+
 ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, char *name_out,
                        size_t name_cap)
 {
     if (agent == NULL)
         return IXL_ERR_INVALID_ARG;
+    return ixl_md_load_as(agent, blob, len, NULL, name_out, name_cap);
+}
+
+int ixl_md_load_as(struct ixl_agent *agent, const void *blob, size_t len, const char *expect,
+                   char *name_out, size_t name_cap)
+{
     ixl_err_clear(agent->id);
     if (blob == NULL && len > 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "ixl_md_load: NULL blob");
@@ -472,6 +544,18 @@ ixl_status ixl_md_load(struct ixl_agent *agent, const void *blob, size_t len, ch
     int rc = ixl_md_decode(blob, len, &md, why, sizeof(why));
     if (rc != IXL_OK)
         return IXL_AGENT_ERR(agent, rc, "%s", rc == IXL_ERR_MALFORMED ? why : "out of memory");
+    if ((rc = md_admit(agent, &md)) != IXL_OK) {
+        ixl_md_decoded_free(&md);
+        return rc;
+    }
+    if (expect != NULL && strcmp(md.name, expect) != 0) {
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_AUTH,
+                           "the metadata came from '%s' but describes agent '%s': an agent "
+                           "replaces only its own metadata; nothing loaded",
+                           expect, md.name);
+        ixl_md_decoded_free(&md);
+        return rc;
+    }
     if (strcmp(md.name, agent->name) == 0) {
         ixl_md_decoded_free(&md);
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
@@ -615,10 +699,12 @@ ixl_status ixl_remote_invalidate(struct ixl_agent *agent, const char *remote)
 
 int ixl_remote_invalidate_inc(struct ixl_agent *agent, const char *remote, uint64_t incarnation)
 {
+    if (incarnation == 0) /* never a wildcard: the whole name goes only by ixl_remote_invalidate */
+        return IXL_ERR_INVALID_ARG;
     pthread_rwlock_wrlock(&agent->lock);
     struct remote *r = ixl_remote_find(agent, remote);
     int rc = IXL_ERR_NOT_FOUND;
-    if (r != NULL && (incarnation == 0 || r->incarnation == incarnation)) {
+    if (r != NULL && r->incarnation == incarnation) {
         remote_drop(agent, r);
         rc = IXL_OK;
     }

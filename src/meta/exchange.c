@@ -66,6 +66,7 @@
 #include "core/internal.h"
 #include "meta/mdx.h"
 #include "meta/mdx_wire.h"
+#include "util/auth.h"
 #include "util/config.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -87,13 +88,20 @@
 #define MDX_POLL_MS 50
 
 _Static_assert(MDX_HELD_MAX >= IXL_MDX_MAX_BODY, "the largest request must fit when alone");
+_Static_assert(IXL_MDX_NONCE == IXL_AUTH_NONCE && IXL_MDX_MAC == IXL_AUTH_MAC,
+               "the wire's nonces and MACs are auth.h's");
+#define MDX_PRE_AUTH_BODY                                                 \
+    1024 /* the most a client reads of a frame before the listener proved \
+            itself (HELLO, PROVEN, a refusal) */
 
 /* A connection of the listener: one request read, answered, closed; owned by the loop. */
 struct mdx_conn {
     int fd;
-    enum { C_HDR, C_BODY, C_SINK, C_REPLY } state; /* SINK: the body is read and dropped */
-    uint64_t deadline_us;                          /* for the whole request: accept + MDX_IO_MS */
-    struct mdx_conn *prev, *next;                  /* x->conns, in accept (= deadline) order */
+    /* PROOF: a keyed listener reads the client's PROOF (into proof[], nothing else) before
+     * anything of a request; SINK: the body is read and dropped */
+    enum { C_PROOF, C_HDR, C_BODY, C_SINK, C_REPLY } state;
+    uint64_t deadline_us;         /* for the whole request: accept + MDX_IO_MS */
+    struct mdx_conn *prev, *next; /* x->conns, in accept (= deadline) order */
     uint8_t hdr[IXL_MDX_HDR];
     enum mdx_type type;
     uint32_t len;      /* the body's length, from the header */
@@ -108,6 +116,10 @@ struct mdx_conn {
     uint8_t small[192];
     struct sockaddr_storage addr; /* the client's, for remembering a fetcher */
     socklen_t addr_len;
+    bool keyed;                     /* proved the cluster key: request and reply carry MACs */
+    uint8_t nonce_s[IXL_MDX_NONCE]; /* the listener's challenge (HELLO) */
+    uint8_t nonce_c[IXL_MDX_NONCE]; /* the client's (PROOF) */
+    uint8_t proof[IXL_MDX_HDR + IXL_MDX_NONCE + IXL_MDX_MAC]; /* C_PROOF's bytes */
 };
 
 struct mdx_thread {
@@ -240,17 +252,18 @@ static int io_full(struct ixl_mdx *x, int fd, void *buf, size_t n, bool wr, uint
     return 0;
 }
 
-/* Reads one frame (header + body, body malloc'd) and decodes it. 0, or -1 with *why set. */
-static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t **body,
-                      struct mdx_msg *m, const char **why)
+/* Reads one frame (header into hdr, body malloc'd into *body, *len bytes) of a body of at most
+ * max_body bytes. 0, or -1 with *why set. */
+static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint32_t max_body,
+                      uint8_t hdr[IXL_MDX_HDR], enum mdx_type *type_out, uint8_t **body,
+                      uint32_t *len_out, const char **why)
 {
-    uint8_t hdr[IXL_MDX_HDR];
     enum mdx_type type;
     uint32_t len;
     *body = NULL;
-    if (io_full(x, fd, hdr, sizeof(hdr), false, deadline_us, why) != 0)
+    if (io_full(x, fd, hdr, IXL_MDX_HDR, false, deadline_us, why) != 0)
         return -1;
-    if (mdx_header_decode(hdr, IXL_MDX_MAX_BODY, &type, &len) != 0) {
+    if (mdx_header_decode(hdr, max_body, &type, &len) != 0) {
         *why = "not an ixl metadata-exchange frame (bad magic, version, type or length)";
         return -1;
     }
@@ -267,10 +280,8 @@ static int read_frame(struct ixl_mdx *x, int fd, uint64_t deadline_us, uint8_t *
     }
     if (io_full(x, fd, *body, len, false, deadline_us, why) != 0)
         return -1;
-    if (mdx_decode(type, *body, len, m) != 0) {
-        *why = "malformed frame body";
-        return -1;
-    }
+    *type_out = type;
+    *len_out = len;
     return 0;
 }
 
@@ -392,6 +403,47 @@ static int spawn(struct ixl_mdx *x, struct mdx_thread *t, void *(*fn)(void *))
     return IXL_OK;
 }
 
+/* ---- MACs of a keyed connection ------------------------------------------------------------ */
+
+/* The MAC under label of both nonces (a PROOF's or PROVEN's). */
+static int proof_mac(const struct ixl_auth *a, const char *label, const uint8_t *ns,
+                     const uint8_t *nc, uint8_t out[IXL_MDX_MAC])
+{
+    const void *parts[] = {ns, nc};
+    size_t lens[] = {IXL_MDX_NONCE, IXL_MDX_NONCE};
+    return ixl_auth_mac(a, label, parts, lens, 2, out);
+}
+
+/* The MAC under label of both nonces, a frame's header and the first n bytes of its body
+ * (all of it but the MAC at its end). */
+static int frame_mac(const struct ixl_auth *a, const char *label, const uint8_t *ns,
+                     const uint8_t *nc, const uint8_t *hdr, const uint8_t *body, size_t n,
+                     uint8_t out[IXL_MDX_MAC])
+{
+    const void *parts[] = {ns, nc, hdr, body};
+    size_t lens[] = {IXL_MDX_NONCE, IXL_MDX_NONCE, IXL_MDX_HDR, n};
+    return ixl_auth_mac(a, label, parts, lens, 4, out);
+}
+
+/* Fills the last IXL_MDX_MAC bytes of frame (len bytes, made with that much extra room). */
+static int frame_seal(const struct ixl_auth *a, const char *label, const uint8_t *ns,
+                      const uint8_t *nc, uint8_t *frame, size_t len)
+{
+    return frame_mac(a, label, ns, nc, frame, frame + IXL_MDX_HDR, len - IXL_MDX_HDR - IXL_MDX_MAC,
+                     frame + len - IXL_MDX_MAC);
+}
+
+/* Whether a body of len bytes (its MAC last) verifies; false also when it is too short. */
+static bool frame_verify(const struct ixl_auth *a, const char *label, const uint8_t *ns,
+                         const uint8_t *nc, const uint8_t *hdr, const uint8_t *body, size_t len)
+{
+    uint8_t want[IXL_MDX_MAC];
+    if (len < IXL_MDX_MAC ||
+        frame_mac(a, label, ns, nc, hdr, body, len - IXL_MDX_MAC, want) != IXL_OK)
+        return false;
+    return ixl_auth_equal(want, body + len - IXL_MDX_MAC, IXL_MDX_MAC) != 0;
+}
+
 /* ---- the listener (server side): one event loop --------------------------------------------- */
 
 /* Adds host:port to the peers invalidate_local tells, with the entry p allocated by the caller
@@ -442,7 +494,7 @@ static bool warn_ok(struct ixl_mdx *x)
 static void reply_now(int fd, int status, const char *text)
 {
     uint8_t small[IXL_MDX_HDR + 6 + IXL_MDX_MSG_MAX];
-    size_t len = mdx_encode_reply_into(status, text, small, sizeof(small));
+    size_t len = mdx_encode_reply_into(status, text, 0, small, sizeof(small));
     if (len > 0) {
         ssize_t k = sys_send(fd, small, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)k;
@@ -476,7 +528,11 @@ static void conn_close(struct ixl_mdx *x, struct mdx_conn *c)
     else
         x->conns_tail = c->prev;
     x->n_conns--;
-    sys_close(c->fd); /* also takes it out of the epoll set */
+    /* Out of the epoll set first: close() alone removes it only when no other descriptor
+     * shares the socket, and a fork() of the application (its child holds copies until it
+     * execs) would leave it registered, its events naming the freed c. */
+    sys_epoll_ctl(x->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    sys_close(c->fd);
     held_release(x, c->cap + c->out_held);
     free(c->body);
     if (c->out != c->small)
@@ -539,23 +595,31 @@ static void conn_reply(struct ixl_mdx *x, struct mdx_conn *c, int status, const 
     size_t tl = text ? strlen(text) : 0;
     size_t len = 0;
     uint8_t *f = NULL;
-    if (x->held + IXL_MDX_HDR + 6 + tl + blob_len > MDX_HELD_MAX) {
+    size_t extra = c->keyed ? IXL_MDX_MAC : 0; /* a keyed connection's reply ends with its MAC */
+    if (x->held + IXL_MDX_HDR + 6 + tl + blob_len + extra > MDX_HELD_MAX) {
         char busy[160];
         snprintf(busy, sizeof(busy),
                  "the listener holds %u MiB of requests and replies at once (its limit): try "
                  "again",
                  (unsigned)(MDX_HELD_MAX >> 20));
-        len = mdx_encode_reply_into(IXL_ERR_BUSY, busy, c->small, sizeof(c->small));
+        len = mdx_encode_reply_into(IXL_ERR_BUSY, busy, extra, c->small, sizeof(c->small));
     } else {
         struct mdx_msg r = {.type = MDX_REPLY,
                             .status = status,
                             .text = {text, tl},
                             .blob = blob,
                             .blob_len = blob_len};
-        f = mdx_encode(&r, &len);
+        f = mdx_encode_extra(&r, extra, &len);
         if (f == NULL) /* out of memory (the only failure of a reply that fits): say so */
             len = mdx_encode_reply_into(IXL_ERR_NO_MEMORY, "the peer ran out of memory answering",
-                                        c->small, sizeof(c->small));
+                                        extra, c->small, sizeof(c->small));
+    }
+    if (c->keyed && len > 0 &&
+        frame_seal(&x->agent->auth, IXL_MDX_REPLY_LABEL, c->nonce_s, c->nonce_c,
+                   f != NULL ? f : c->small, len) != IXL_OK) {
+        free(f);
+        conn_drop(x, c, "computing the reply's MAC failed");
+        return;
     }
     if (f != NULL) {
         c->out = f;
@@ -583,15 +647,16 @@ static void conn_serve(struct ixl_mdx *x, struct mdx_conn *c, const struct mdx_m
     size_t out_len = 0;
     switch (m->type) {
     case MDX_SEND:
-        st = ixl_md_load(agent, m->blob, m->blob_len, NULL, 0);
+        /* only the sender's own metadata: a peer does not replace another's */
+        st = ixl_md_load_as(agent, m->blob, m->blob_len, name, NULL, 0);
         if (st != IXL_OK)
             snprintf(text, sizeof(text), "%s", ixl_agent_last_error(agent));
         break;
     case MDX_FETCH:
         if (strcmp(name, agent->name) != 0) {
             st = IXL_ERR_NOT_FOUND;
-            snprintf(text, sizeof(text), "this listener serves agent '%s', not '%s'", agent->name,
-                     name);
+            /* the agent served here is not named: a wrong guess learns nothing */
+            snprintf(text, sizeof(text), "this listener does not serve agent '%s'", name);
         } else if (label[0] == '\0') {
             st = ixl_md_get(agent, NULL, &out, &out_len);
             if (st != IXL_OK)
@@ -628,6 +693,12 @@ static void conn_serve(struct ixl_mdx *x, struct mdx_conn *c, const struct mdx_m
         }
         break;
     case MDX_INVAL:
+        if (m->incarnation == 0) { /* never a wildcard from the wire */
+            st = IXL_ERR_INVALID_ARG;
+            snprintf(text, sizeof(text),
+                     "an invalidation names the exact incarnation to drop; 0 is refused");
+            break;
+        }
         st = ixl_remote_invalidate_inc(agent, name, m->incarnation);
         if (st != IXL_OK)
             snprintf(text, sizeof(text), "agent '%s' of that incarnation is not loaded here", name);
@@ -651,8 +722,20 @@ static void conn_request(struct ixl_mdx *x, struct mdx_conn *c)
         conn_reply(x, c, c->sink_status, c->sink_why, NULL, 0);
         return;
     }
+    size_t n = c->len;
+    if (c->keyed) { /* the request must be the proven client's, unaltered */
+        if (!frame_verify(&x->agent->auth, IXL_MDX_REQUEST_LABEL, c->nonce_s, c->nonce_c, c->hdr,
+                          c->body, c->len)) {
+            const char *why = "the request's MAC does not verify under the cluster key";
+            if (warn_ok(x))
+                IXL_LOG_WARNING("agent %s listener: refused a request: %s", x->agent->name, why);
+            conn_reply(x, c, IXL_ERR_AUTH, why, NULL, 0);
+            return;
+        }
+        n -= IXL_MDX_MAC;
+    }
     struct mdx_msg m;
-    if (mdx_decode(c->type, c->body, c->len, &m) != 0) {
+    if (mdx_decode(c->type, c->body, n, &m) != 0) {
         const char *why = "malformed frame body";
         if (warn_ok(x))
             IXL_LOG_WARNING("agent %s listener: dropped a request: %s", x->agent->name, why);
@@ -700,6 +783,72 @@ static int conn_grow(struct ixl_mdx *x, struct mdx_conn *c)
     return -1;
 }
 
+/* A keyed listener's refusal of a client that did not prove the key (answered, untagged). */
+static void conn_refuse_auth(struct ixl_mdx *x, struct mdx_conn *c, const char *why)
+{
+    if (warn_ok(x))
+        IXL_LOG_WARNING("agent %s listener: refused a connection: %s", x->agent->name, why);
+    conn_reply(x, c, IXL_ERR_AUTH, why, NULL, 0);
+}
+
+/* Sends a small frame whole at once, or fails (the socket of a client that waits for it has
+ * room: a short write means a client that does not play its part). 0 or -1. */
+static int send_small(int fd, const struct mdx_msg *m)
+{
+    size_t len;
+    uint8_t *f = mdx_encode(m, &len);
+    if (f == NULL)
+        return -1;
+    ssize_t k = sys_send(fd, f, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    free(f);
+    return k == (ssize_t)len ? 0 : -1;
+}
+
+/* C_PROOF after bytes arrived: the header must announce a PROOF (anything else is refused at
+ * once, before a byte of it is kept); the whole PROOF must carry the MAC of both nonces. Then
+ * the listener proves itself (PROVEN) and the request may come. 0 go on, -1 c was answered or
+ * closed. */
+static int conn_proof(struct ixl_mdx *x, struct mdx_conn *c)
+{
+    enum mdx_type type;
+    uint32_t len;
+    if (c->got == IXL_MDX_HDR &&
+        (mdx_header_decode(c->proof, IXL_MDX_NONCE + IXL_MDX_MAC, &type, &len) != 0 ||
+         type != MDX_PROOF || len != IXL_MDX_NONCE + IXL_MDX_MAC)) {
+        conn_refuse_auth(x, c,
+                         "this listener has a cluster key: a client proves it first (set the same "
+                         "key: auth_key, IXL_AUTH_KEY or IXL_AUTH_KEY_FILE)");
+        return -1;
+    }
+    if (c->got < sizeof(c->proof))
+        return 0;
+    const struct ixl_auth *a = &x->agent->auth;
+    struct mdx_msg m;
+    uint8_t want[IXL_MDX_MAC], mine[IXL_MDX_MAC];
+    if (mdx_decode(MDX_PROOF, c->proof + IXL_MDX_HDR, IXL_MDX_NONCE + IXL_MDX_MAC, &m) != 0) {
+        conn_refuse_auth(x, c, "malformed proof");
+        return -1;
+    }
+    memcpy(c->nonce_c, m.nonce, IXL_MDX_NONCE);
+    if (proof_mac(a, IXL_MDX_CLIENT_LABEL, c->nonce_s, c->nonce_c, want) != IXL_OK ||
+        !ixl_auth_equal(want, m.mac, IXL_MDX_MAC)) {
+        conn_refuse_auth(x, c,
+                         "the client did not prove this listener's cluster key (another key, or "
+                         "none)");
+        return -1;
+    }
+    struct mdx_msg pv = {.type = MDX_PROVEN, .mac = mine};
+    if (proof_mac(a, IXL_MDX_LISTENER_LABEL, c->nonce_s, c->nonce_c, mine) != IXL_OK ||
+        send_small(c->fd, &pv) != 0) {
+        conn_drop(x, c, "could not send the listener's proof");
+        return -1;
+    }
+    c->keyed = true;
+    c->state = C_HDR;
+    c->got = 0;
+    return 0;
+}
+
 /* Reads what the client sent, at most MDX_SLICE bytes per turn (others get theirs), and moves
  * the request on: header, body (or sink), answer. */
 static void conn_read(struct ixl_mdx *x, struct mdx_conn *c)
@@ -709,7 +858,10 @@ static void conn_read(struct ixl_mdx *x, struct mdx_conn *c)
         uint8_t sink[4096];
         uint8_t *dst;
         size_t want;
-        if (c->state == C_HDR) {
+        if (c->state == C_PROOF) {
+            dst = c->proof + c->got;
+            want = (c->got < IXL_MDX_HDR ? IXL_MDX_HDR : sizeof(c->proof)) - c->got;
+        } else if (c->state == C_HDR) {
             dst = c->hdr + c->got;
             want = IXL_MDX_HDR - c->got;
         } else if (c->state == C_BODY) {
@@ -742,6 +894,11 @@ static void conn_read(struct ixl_mdx *x, struct mdx_conn *c)
         }
         c->got += (uint32_t)k;
         budget -= (size_t)k;
+        if (c->state == C_PROOF) {
+            if (conn_proof(x, c) != 0)
+                return; /* refused (answered) or dropped */
+            continue;
+        }
         if (c->state == C_HDR && c->got == IXL_MDX_HDR) {
             if (mdx_header_decode(c->hdr, IXL_MDX_MAX_BODY, &c->type, &c->len) != 0) {
                 /* a garbage frame gets an answer saying so */
@@ -768,6 +925,43 @@ static void accept_refuse(struct ixl_mdx *x, int fd, int status, const char *why
         IXL_LOG_WARNING("agent %s listener: %s: connection closed", x->agent->name, why);
     reply_now(fd, status, why);
     close_drained(fd);
+}
+
+/* Without a key: the kernel's word that the client runs as this process's user, before a byte
+ * of it is read; otherwise it is refused (IXL_ERR_AUTH) and closed. */
+static bool accept_local_ok(struct ixl_mdx *x, int fd)
+{
+    char why[256];
+    int rc = ixl_peer_check(fd, NULL, why, sizeof(why));
+    if (rc == IXL_ERR_SYSTEM && x->reserve_fd >= 0) {
+        /* perhaps out of descriptors for sock_diag's socket: the reserve one is given up */
+        sys_close(x->reserve_fd);
+        rc = ixl_peer_check(fd, NULL, why, sizeof(why));
+        x->reserve_fd = sys_open("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+    }
+    if (rc == IXL_OK)
+        return true;
+    char msg[IXL_MDX_MSG_MAX + 1];
+    snprintf(msg, sizeof(msg),
+             "refused: this listener has no cluster key and serves only processes of its own "
+             "user on this host: %s",
+             why);
+    accept_refuse(x, fd, rc == IXL_ERR_SYSTEM ? IXL_ERR_SYSTEM : IXL_ERR_AUTH, msg);
+    return false;
+}
+
+/* Greets a new connection with HELLO: the listener's mode and, with a key, its challenge;
+ * the connection then waits for the client's PROOF (with a key) or its request. 0 or -1. */
+static int conn_hello(struct ixl_mdx *x, struct mdx_conn *c)
+{
+    enum ixl_auth_mode mode = x->agent->auth.mode;
+    if (mode == IXL_AUTH_KEY && ixl_auth_nonce(c->nonce_s, sizeof(c->nonce_s)) != IXL_OK)
+        return -1;
+    struct mdx_msg h = {.type = MDX_HELLO, .mode = (uint8_t)mode, .nonce = c->nonce_s};
+    if (send_small(c->fd, &h) != 0)
+        return -1;
+    c->state = mode == IXL_AUTH_KEY ? C_PROOF : C_HDR;
+    return 0;
 }
 
 /* Accepts what waits in the backlog (at most MDX_ACCEPT_BATCH per turn). Out of descriptors,
@@ -816,12 +1010,13 @@ static void listener_accept(struct ixl_mdx *x)
         if (x->n_conns >= MDX_MAX_CONNS) {
             char msg[IXL_MDX_MSG_MAX + 1];
             snprintf(msg, sizeof(msg),
-                     "the listener of agent '%s' serves %u connections at once (its limit): try "
-                     "again",
-                     x->agent->name, (unsigned)MDX_MAX_CONNS);
+                     "the listener serves %u connections at once (its limit): try again",
+                     (unsigned)MDX_MAX_CONNS);
             accept_refuse(x, fd, IXL_ERR_BUSY, msg);
             continue;
         }
+        if (x->agent->auth.mode == IXL_AUTH_LOCAL && !accept_local_ok(x, fd))
+            continue;
         struct mdx_conn *c = sys_calloc(1, sizeof(*c));
         if (c == NULL) {
             accept_refuse(x, fd, IXL_ERR_NO_MEMORY,
@@ -829,6 +1024,14 @@ static void listener_accept(struct ixl_mdx *x)
             continue;
         }
         c->fd = fd;
+        if (conn_hello(x, c) != 0) {
+            if (warn_ok(x))
+                IXL_LOG_WARNING("agent %s listener: could not greet a client: connection closed",
+                                x->agent->name);
+            sys_close(fd);
+            free(c);
+            continue;
+        }
         memcpy(&c->addr, &ss, sl <= sizeof(ss) ? sl : sizeof(ss));
         c->addr_len = sl <= sizeof(ss) ? sl : sizeof(ss);
         c->deadline_us = ixl_now_us() + (uint64_t)MDX_IO_MS * 1000u;
@@ -933,6 +1136,17 @@ static void listen_close(struct ixl_mdx *x)
     x->reserve_fd = x->epfd = x->lfd = -1;
 }
 
+static bool addr_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
 static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
 {
     struct ixl_agent *agent = x->agent;
@@ -945,6 +1159,16 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
     if (gai != 0)
         return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG, "listener address %s: getaddrinfo: %s",
                              addr, gai_strerror(gai));
+    if (agent->auth.mode == IXL_AUTH_LOCAL && !addr_loopback(res->ai_addr)) {
+        freeaddrinfo(res);
+        return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
+                             "listener address %s is not a loopback address: without a cluster "
+                             "key the metadata listener serves only this host's processes of "
+                             "this user. Give the agent a key (auth_key, IXL_AUTH_KEY or "
+                             "IXL_AUTH_KEY_FILE) to listen for other machines, or opt in to "
+                             "unauthenticated peers with insecure_remote (IXL_INSECURE_REMOTE=1)",
+                             addr);
+    }
     const char *call = "socket";
     int fd = sys_socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
@@ -1006,14 +1230,146 @@ close_listener : {
 
 /* ---- the client side ---------------------------------------------------------------------- */
 
+/* The status and message of a connection that failed in io_full / read_frame. */
+static int io_failed(const char *host, uint16_t port, const char *why, char *msg, size_t cap)
+{
+    snprintf(msg, cap, "%s:%u: %s%s", host, (unsigned)port, why,
+             strncmp(why, "the connection closed", 21) == 0
+                 ? " (the peer closed it without answering: its log says why)"
+                 : "");
+    return strcmp(why, "timed out") == 0       ? IXL_ERR_TIMEOUT
+           : strcmp(why, "out of memory") == 0 ? IXL_ERR_NO_MEMORY
+           : strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0
+               ? IXL_ERR_PROTOCOL
+               : IXL_ERR_REMOTE_DISCONNECT;
+}
+
+/* A listener's refusal (a REPLY where a greeting or proof was due): its status, never OK. */
+static int refused(const char *host, uint16_t port, const struct mdx_msg *m, char *msg, size_t cap)
+{
+    char text[IXL_MDX_MSG_MAX + 1];
+    mdx_str_copy(m->text, text, sizeof(text));
+    snprintf(msg, cap, "%s:%u: %s", host, (unsigned)port, text);
+    return m->status != IXL_OK ? m->status : IXL_ERR_PROTOCOL;
+}
+
+/* Reads a small frame of the opening (at most MDX_PRE_AUTH_BODY bytes: the listener has not
+ * proved anything yet) and decodes it: 0 with *m pointing into *body (free()), or an error
+ * with msg filled (a refusal's status when the listener refused). */
+static int read_small(struct ixl_mdx *x, int fd, const char *host, uint16_t port, uint64_t deadline,
+                      enum mdx_type want, uint8_t **body, struct mdx_msg *m, char *msg, size_t cap)
+{
+    uint8_t hdr[IXL_MDX_HDR];
+    enum mdx_type type;
+    uint32_t len;
+    const char *why = NULL;
+    if (read_frame(x, fd, deadline, MDX_PRE_AUTH_BODY, hdr, &type, body, &len, &why) != 0)
+        return io_failed(host, port, why, msg, cap);
+    if ((type != want && type != MDX_REPLY) || mdx_decode(type, *body, len, m) != 0) {
+        snprintf(msg, cap, "%s:%u: not an ixl metadata listener of this version (unexpected frame)",
+                 host, (unsigned)port);
+        return IXL_ERR_PROTOCOL;
+    }
+    if (type == MDX_REPLY)
+        return refused(host, port, m, msg, cap);
+    return IXL_OK;
+}
+
+/* The client's half of a connection's opening: the listener's HELLO (or its refusal), the
+ * checks this agent's mode asks for, and with a key the proofs both ways. IXL_OK (ns and nc
+ * filled with a key), or an error with msg filled. The listener's announced mode only
+ * explains a mismatch: what is required follows this agent's own mode. */
+static int client_open(struct ixl_mdx *x, int fd, const char *host, uint16_t port,
+                       uint64_t deadline, uint8_t ns[IXL_MDX_NONCE], uint8_t nc[IXL_MDX_NONCE],
+                       char *msg, size_t cap)
+{
+    const struct ixl_auth *a = &x->agent->auth;
+    uint8_t *body = NULL;
+    struct mdx_msg m;
+    int rc = read_small(x, fd, host, port, deadline, MDX_HELLO, &body, &m, msg, cap);
+    if (rc != IXL_OK)
+        goto free_body;
+    if (a->mode == IXL_AUTH_KEY && m.mode != IXL_AUTH_KEY) {
+        snprintf(msg, cap,
+                 "%s:%u: the listener has no cluster key and this agent has one: refused (it "
+                 "cannot prove it belongs to this cluster)",
+                 host, (unsigned)port);
+        rc = IXL_ERR_AUTH;
+        goto free_body;
+    }
+    if (a->mode != IXL_AUTH_KEY && m.mode == IXL_AUTH_KEY) {
+        snprintf(msg, cap,
+                 "%s:%u: the listener has a cluster key and this agent has none (give it the same "
+                 "key: auth_key, IXL_AUTH_KEY or IXL_AUTH_KEY_FILE)",
+                 host, (unsigned)port);
+        rc = IXL_ERR_AUTH;
+        goto free_body;
+    }
+    if (a->mode == IXL_AUTH_LOCAL) { /* the kernel's word on the listener's process */
+        char why[256];
+        rc = ixl_peer_check(fd, NULL, why, sizeof(why));
+        if (rc != IXL_OK) {
+            snprintf(msg, cap,
+                     "%s:%u: refused: without a cluster key this agent talks only to listeners "
+                     "of its own user on this host (give it a key, IXL_AUTH_KEY, or opt in with "
+                     "insecure_remote): %s",
+                     host, (unsigned)port, why);
+            rc = rc == IXL_ERR_SYSTEM ? IXL_ERR_SYSTEM : IXL_ERR_AUTH;
+        }
+        goto free_body;
+    }
+    if (a->mode != IXL_AUTH_KEY)
+        goto free_body;
+    memcpy(ns, m.nonce, IXL_MDX_NONCE);
+    free(body);
+    body = NULL;
+    uint8_t mac[IXL_MDX_MAC], want[IXL_MDX_MAC];
+    if ((rc = ixl_auth_nonce(nc, IXL_MDX_NONCE)) != IXL_OK ||
+        (rc = proof_mac(a, IXL_MDX_CLIENT_LABEL, ns, nc, mac)) != IXL_OK) {
+        snprintf(msg, cap, "%s:%u: making the proof of the key failed", host, (unsigned)port);
+        goto free_body;
+    }
+    struct mdx_msg p = {.type = MDX_PROOF, .nonce = nc, .mac = mac};
+    size_t plen;
+    uint8_t *pf = mdx_encode(&p, &plen);
+    const char *why = NULL;
+    if (pf == NULL) {
+        snprintf(msg, cap, "out of memory");
+        rc = IXL_ERR_NO_MEMORY;
+        goto free_body;
+    }
+    int w = io_full(x, fd, pf, plen, true, deadline, &why);
+    free(pf);
+    if (w != 0) {
+        rc = io_failed(host, port, why, msg, cap);
+        goto free_body;
+    }
+    rc = read_small(x, fd, host, port, deadline, MDX_PROVEN, &body, &m, msg, cap);
+    if (rc != IXL_OK)
+        goto free_body;
+    if (proof_mac(a, IXL_MDX_LISTENER_LABEL, ns, nc, want) != IXL_OK ||
+        !ixl_auth_equal(want, m.mac, IXL_MDX_MAC)) {
+        snprintf(msg, cap, "%s:%u: the listener did not prove the cluster key: refused", host,
+                 (unsigned)port);
+        rc = IXL_ERR_AUTH;
+    }
+free_body:
+    free(body);
+    return rc;
+}
+
 /* One request to host:port and its reply: the reply's status (its text in msg, its blob in
- * *blob when blob is not NULL), or a local error with msg saying what failed. */
+ * *blob when blob is not NULL), or a local error with msg saying what failed. The connection
+ * opens as client_open says; with a key the request and the reply carry MACs of the session. */
 static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, uint16_t port,
                    const struct mdx_msg *req, void **blob, size_t *blob_len, char *msg, size_t cap)
 {
     uint64_t deadline = ixl_now_us() + (uint64_t)MDX_IO_MS * 1000u;
+    const struct ixl_auth *a = &x->agent->auth;
+    bool keyed = a->mode == IXL_AUTH_KEY;
+    size_t extra = keyed ? IXL_MDX_MAC : 0;
     size_t flen;
-    uint8_t *frame = mdx_encode(req, &flen);
+    uint8_t *frame = mdx_encode_extra(req, extra, &flen);
     if (frame == NULL) {
         snprintf(msg, cap, "cannot encode the request (bad name or label, or out of memory)");
         return IXL_ERR_INVALID_ARG;
@@ -1026,21 +1382,30 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
     }
     if (t != NULL)
         thread_set_fd(t, fd);
+    uint8_t ns[IXL_MDX_NONCE] = {0}, nc[IXL_MDX_NONCE] = {0};
     const char *why = NULL;
-    uint8_t *body = NULL;
+    uint8_t *body = NULL, hdr[IXL_MDX_HDR];
+    enum mdx_type type;
+    uint32_t len;
     struct mdx_msg r;
-    int rc;
+    int rc = client_open(x, fd, host, port, deadline, ns, nc, msg, cap);
+    if (rc != IXL_OK)
+        goto close_fd;
+    if (keyed && frame_seal(a, IXL_MDX_REQUEST_LABEL, ns, nc, frame, flen) != IXL_OK) {
+        snprintf(msg, cap, "computing the request's MAC failed");
+        rc = IXL_ERR_SYSTEM;
+        goto close_fd;
+    }
     if (io_full(x, fd, frame, flen, true, deadline, &why) != 0 ||
-        read_frame(x, fd, deadline, &body, &r, &why) != 0) {
-        snprintf(msg, cap, "%s:%u: %s%s", host, (unsigned)port, why,
-                 strncmp(why, "the connection closed", 21) == 0
-                     ? " (the peer closed it without answering: its log says why)"
-                     : "");
-        rc = strcmp(why, "timed out") == 0       ? IXL_ERR_TIMEOUT
-             : strcmp(why, "out of memory") == 0 ? IXL_ERR_NO_MEMORY
-             : strncmp(why, "not an", 6) == 0 || strncmp(why, "malformed", 9) == 0
-                 ? IXL_ERR_PROTOCOL
-                 : IXL_ERR_REMOTE_DISCONNECT;
+        read_frame(x, fd, deadline, IXL_MDX_MAX_BODY, hdr, &type, &body, &len, &why) != 0) {
+        rc = io_failed(host, port, why, msg, cap);
+    } else if (keyed && !frame_verify(a, IXL_MDX_REPLY_LABEL, ns, nc, hdr, body, len)) {
+        snprintf(msg, cap, "%s:%u: the reply's MAC does not verify under the cluster key: ignored",
+                 host, (unsigned)port);
+        rc = IXL_ERR_AUTH;
+    } else if (mdx_decode(type, body, len - extra, &r) != 0) {
+        snprintf(msg, cap, "%s:%u: malformed frame body", host, (unsigned)port);
+        rc = IXL_ERR_PROTOCOL;
     } else if (r.type != MDX_REPLY) {
         snprintf(msg, cap, "%s:%u answered with a request instead of a reply", host,
                  (unsigned)port);
@@ -1062,6 +1427,7 @@ static int request(struct ixl_mdx *x, struct mdx_thread *t, const char *host, ui
             }
         }
     }
+close_fd:
     free(body);
     free(frame);
     if (t != NULL)
@@ -1372,11 +1738,9 @@ static void *fetch_main(void *arg)
                            sizeof(msg));
     if (rc == IXL_OK && !atomic_load(&x->stop)) {
         char name[IXL_NAME_MAX];
-        rc = ixl_md_load(agent, blob, len, name, sizeof(name));
-        if (rc == IXL_OK && strcmp(name, t->remote) != 0) {
-            IXL_LOG_WARNING("agent %s: fetched metadata of '%s' names agent '%s'", agent->name,
-                            t->remote, name);
-        } else if (rc != IXL_OK) {
+        /* only metadata of the agent asked for: a listener does not replace another's */
+        rc = ixl_md_load_as(agent, blob, len, t->remote, name, sizeof(name));
+        if (rc != IXL_OK) {
             snprintf(msg, sizeof(msg), "%s", ixl_agent_last_error(agent));
         }
     }

@@ -29,7 +29,7 @@ int mdx_header_decode(const uint8_t hdr[IXL_MDX_HDR], uint32_t max_body, enum md
     uint8_t version = ixl_rb_u8(&r), t = ixl_rb_u8(&r);
     uint16_t zero = ixl_rb_u16(&r);
     uint32_t len = ixl_rb_u32(&r), zero2 = ixl_rb_u32(&r);
-    if (magic != IXL_MDX_MAGIC || version != IXL_MDX_VERSION || t < MDX_SEND || t > MDX_REPLY ||
+    if (magic != IXL_MDX_MAGIC || version != IXL_MDX_VERSION || t < MDX_SEND || t > MDX_PROVEN ||
         zero != 0 || zero2 != 0 || len > max_body || len > IXL_MDX_MAX_BODY)
         return -1;
     *type = (enum mdx_type)t;
@@ -73,6 +73,19 @@ int mdx_decode(enum mdx_type type, const uint8_t *body, size_t len, struct mdx_m
             return -1;
         rest_is_blob = 1;
         break;
+    case MDX_HELLO:
+        out->mode = ixl_rb_u8(&r);
+        out->nonce = ixl_rb_bytes(&r, IXL_MDX_NONCE);
+        if (out->mode > 2)
+            return -1;
+        break;
+    case MDX_PROOF:
+        out->nonce = ixl_rb_bytes(&r, IXL_MDX_NONCE);
+        out->mac = ixl_rb_bytes(&r, IXL_MDX_MAC);
+        break;
+    case MDX_PROVEN:
+        out->mac = ixl_rb_bytes(&r, IXL_MDX_MAC);
+        break;
     default:
         return -1;
     }
@@ -95,6 +108,11 @@ static void wb_str(struct ixl_wbuf *w, struct mdx_str s)
 }
 
 uint8_t *mdx_encode(const struct mdx_msg *m, size_t *len)
+{
+    return mdx_encode_extra(m, 0, len);
+}
+
+uint8_t *mdx_encode_extra(const struct mdx_msg *m, size_t extra, size_t *len)
 {
     struct ixl_wbuf w = {0};
     ixl_wb_u32(&w, IXL_MDX_MAGIC);
@@ -132,12 +150,32 @@ uint8_t *mdx_encode(const struct mdx_msg *m, size_t *len)
         wb_str(&w, t);
         break;
     }
+    case MDX_HELLO:
+        ok = m->mode <= 2 && m->nonce != NULL;
+        ixl_wb_u8(&w, m->mode);
+        if (ok)
+            ixl_wb_bytes(&w, m->nonce, IXL_MDX_NONCE);
+        break;
+    case MDX_PROOF:
+        ok = m->nonce != NULL && m->mac != NULL;
+        if (ok) {
+            ixl_wb_bytes(&w, m->nonce, IXL_MDX_NONCE);
+            ixl_wb_bytes(&w, m->mac, IXL_MDX_MAC);
+        }
+        break;
+    case MDX_PROVEN:
+        ok = m->mac != NULL;
+        if (ok)
+            ixl_wb_bytes(&w, m->mac, IXL_MDX_MAC);
+        break;
     default:
         ok = 0;
     }
     if (ok && (m->type == MDX_SEND || m->type == MDX_REPLY) && m->blob_len)
         ixl_wb_bytes(&w, m->blob, m->blob_len);
-    if (!ok || w.failed || w.len - IXL_MDX_HDR > IXL_MDX_MAX_BODY) {
+    for (size_t i = 0; ok && i < extra && extra <= IXL_MDX_MAC; i++)
+        ixl_wb_u8(&w, 0); /* room for a MAC, filled by the caller */
+    if (!ok || w.failed || extra > IXL_MDX_MAC || w.len - IXL_MDX_HDR > IXL_MDX_MAX_BODY) {
         free(w.data);
         return NULL;
     }
@@ -148,10 +186,11 @@ uint8_t *mdx_encode(const struct mdx_msg *m, size_t *len)
     return w.data;
 }
 
-size_t mdx_encode_reply_into(int status, const char *text, uint8_t *buf, size_t cap)
+size_t mdx_encode_reply_into(int status, const char *text, size_t extra, uint8_t *buf, size_t cap)
 {
     size_t n = strlen(text);
-    if (n > IXL_MDX_MSG_MAX || IXL_MDX_HDR + 6 + n > cap || status > 0 || status < -1000)
+    if (n > IXL_MDX_MSG_MAX || extra > cap || IXL_MDX_HDR + 6 + n > cap - extra || status > 0 ||
+        status < -1000)
         return 0;
     /* a writer on buf with room for everything never reallocates it */
     struct ixl_wbuf w = {.data = buf, .len = 0, .cap = cap};
@@ -159,11 +198,12 @@ size_t mdx_encode_reply_into(int status, const char *text, uint8_t *buf, size_t 
     ixl_wb_u8(&w, IXL_MDX_VERSION);
     ixl_wb_u8(&w, (uint8_t)MDX_REPLY);
     ixl_wb_u16(&w, 0);
-    ixl_wb_u32(&w, (uint32_t)(6 + n));
+    ixl_wb_u32(&w, (uint32_t)(6 + n + extra));
     ixl_wb_u32(&w, 0);
     ixl_wb_u32(&w, (uint32_t)status);
     wb_str(&w, (struct mdx_str){text, n});
-    return w.len;
+    memset(buf + w.len, 0, extra);
+    return w.len + extra;
 }
 
 int mdx_str_copy(struct mdx_str s, char *buf, size_t cap)

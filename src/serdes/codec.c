@@ -230,8 +230,15 @@ int ixl_md_decode(const void *buf, size_t len, struct ixl_md_decoded *out, char 
                  IXL_MD_VERSION);
         return IXL_ERR_MALFORMED;
     }
-    if (out->flags & ~(uint16_t)(IXL_MDF_CONN | IXL_MDF_PARTIAL | IXL_MDF_LABEL))
+    if (out->flags & ~(uint16_t)(IXL_MDF_CONN | IXL_MDF_PARTIAL | IXL_MDF_LABEL | IXL_MDF_MAC))
         return malformed(why, cap, "unknown flags");
+    if (out->flags & IXL_MDF_MAC) { /* the trailer is set aside; the rest parses as before */
+        if (r.left < IXL_MD_MAC_LEN)
+            return malformed(why, cap, "truncated MAC");
+        r.left -= IXL_MD_MAC_LEN;
+        out->signed_len = len - IXL_MD_MAC_LEN;
+        out->mac = (const uint8_t *)buf + out->signed_len;
+    }
     uint16_t nlen = ixl_rb_u16(&r);
     const uint8_t *name = ixl_rb_bytes(&r, nlen);
     if (name == NULL || nlen == 0 || nlen >= IXL_NAME_MAX || memchr(name, 0, nlen))

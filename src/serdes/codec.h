@@ -10,6 +10,9 @@
  *   u32 n_regions, each: u16 backend (< n_backends), u8 mem type, u64 addr, u64 len, u64 dev,
  *                        u32 pub_len, pub
  *   [flags & LABEL] u16 label_len, label
+ *   [flags & MAC] u8 mac[32]: HMAC-SHA-256 under the cluster key (src/util/auth.h), label
+ *                 IXL_MD_MAC_LABEL, of every byte before it (the header with this flag
+ *                 included); written by an agent with a key, required by one (ixl_md_load)
  *   nothing after.
  * Descriptor list, version 1:
  *   "IXLD" u16 version u8 mem type u8 0 u64 n_runs, each: u64 addr len stride count dev
@@ -31,7 +34,12 @@ enum ixl_md_flags {
     IXL_MDF_CONN = 1u << 0,    /* carries connection info */
     IXL_MDF_PARTIAL = 1u << 1, /* only some regions */
     IXL_MDF_LABEL = 1u << 2,   /* ends with a label */
+    IXL_MDF_MAC = 1u << 3,     /* ends with a MAC under the cluster key */
 };
+
+/* The domain-separation label of a metadata blob's MAC (ixl_auth_mac). */
+#define IXL_MD_MAC_LABEL "ixl metadata blob v1"
+#define IXL_MD_MAC_LEN 32
 
 /* ---- writer ---------------------------------------------------------------------------- */
 
@@ -90,6 +98,8 @@ struct ixl_md_decoded {
     struct ixl_md_region *regions;
     const char *label;
     size_t label_len;
+    const uint8_t *mac; /* flags & MAC: the trailer's IXL_MD_MAC_LEN bytes; else NULL */
+    size_t signed_len;  /* the bytes the MAC covers (every byte before it) */
 };
 
 /* Decodes a metadata blob. IXL_ERR_MALFORMED (with why filled) for anything wrong. Free with

@@ -2,7 +2,8 @@
  * Fuzz target for agent metadata, the bytes peers and etcd hand to ixl_md_load(). Each input
  * goes to the codec (ixl_md_decode) and to the public ixl_md_load() of a real agent with the
  * in-memory TEST backend, so decoded entries reach the loader and the backend's parsers of
- * connection info and public data. The format carries no checksum, so nothing is bypassed.
+ * connection info and public data, and to a second agent with a cluster key, which loads only
+ * blobs whose MAC verifies (the seeds from gen_corpus's keyed agent, under the same key).
  *
  * Oracles (abort on violation): a decoded blob only points inside the input and obeys the
  * limits the format states; ixl_md_load() fails exactly as the decoder does when the decoder
@@ -20,13 +21,15 @@
 #include "serdes/codec.h"
 
 #define LOADER_NAME "fuzz_loader"
+#define FUZZ_MD_KEY "fuzz-md-cluster-key-0123456789" /* gen_corpus.c's keyed agent's */
 
-static struct ixl_agent *loader;
+static struct ixl_agent *loader, *keyed;
 
 static void loader_destroy(void)
 {
     ixl_agent_destroy(loader);
-    loader = NULL;
+    ixl_agent_destroy(keyed);
+    loader = keyed = NULL;
 }
 
 static void fail(const char *what)
@@ -54,8 +57,31 @@ static struct ixl_agent *get_loader(void)
                 ixl_strerror(rc));
         abort();
     }
+    p.field_mask |= IXL_AGENT_F_AUTH_KEY;
+    p.auth_key = FUZZ_MD_KEY;
+    rc = ixl_agent_create(LOADER_NAME "_keyed", &p, &keyed);
+    if (rc != IXL_OK) {
+        fprintf(stderr, "fuzz_md: cannot create an agent with a cluster key: %s\n",
+                ixl_strerror(rc));
+        abort();
+    }
     atexit(loader_destroy);
     return loader;
+}
+
+/* The loader with a cluster key: loads only blobs whose MAC verifies under it. */
+static void load_keyed(const uint8_t *data, size_t size, int drc, int mac_flag)
+{
+    char name[IXL_NAME_MAX];
+    ixl_status rc = ixl_md_load(keyed, data, size, name, sizeof(name));
+    if (drc == IXL_ERR_MALFORMED && rc != IXL_ERR_MALFORMED)
+        fail("the keyed loader accepted (or failed differently on) a blob the decoder refuses");
+    if (drc == IXL_OK && !mac_flag && rc != IXL_ERR_AUTH)
+        fail("the keyed loader did not refuse a blob without a MAC with IXL_ERR_AUTH");
+    if (rc != IXL_OK)
+        return;
+    if (ixl_remote_invalidate(keyed, name) != IXL_OK)
+        fail("a remote the keyed loader loaded cannot be invalidated");
 }
 
 /* p[0..n) lies inside data[0..size). */
@@ -93,6 +119,12 @@ static void check_decoded(const struct ixl_md_decoded *md, const uint8_t *data, 
         if (!inside(g->pub, g->pub_len, data, size))
             fail("decoded public data outside the input");
     }
+    if (md->flags & IXL_MDF_MAC) {
+        if (md->signed_len + IXL_MD_MAC_LEN != size || md->mac != data + md->signed_len)
+            fail("decoded MAC is not the input's last bytes");
+    } else if (md->mac != NULL) {
+        fail("MAC decoded without the MAC flag");
+    }
     if (md->flags & IXL_MDF_LABEL) {
         if (!inside(md->label, md->label_len, data, size) || (md->label == NULL && size > 0))
             fail("decoded label outside the input");
@@ -119,8 +151,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ixl_md_decoded md;
     char why[256] = "";
     int drc = ixl_md_decode(data, size, &md, why, sizeof(why));
+    int mac_flag = 0;
     if (drc == IXL_OK) {
         check_decoded(&md, data, size);
+        mac_flag = (md.flags & IXL_MDF_MAC) != 0;
         ixl_md_decoded_free(&md);
     } else if (drc != IXL_ERR_MALFORMED && drc != IXL_ERR_NO_MEMORY) {
         fail("ixl_md_decode returned a status other than OK, MALFORMED, NO_MEMORY");
@@ -130,9 +164,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* The public loader, with the backend behind it. */
     char name[IXL_NAME_MAX];
+    load_keyed(data, size, drc, mac_flag);
     ixl_status rc = ixl_md_load(a, data, size, name, sizeof(name));
     if (drc == IXL_ERR_MALFORMED && rc != IXL_ERR_MALFORMED)
         fail("ixl_md_load accepted (or failed differently on) a blob the decoder refuses");
+    if (drc == IXL_OK && mac_flag && rc != IXL_ERR_AUTH)
+        fail("an agent without a key did not refuse an authenticated blob with IXL_ERR_AUTH");
     if (rc != IXL_OK)
         return 0;
     if (ixl_remote_check(a, name, NULL) != IXL_OK)

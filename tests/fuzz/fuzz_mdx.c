@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t len;
     if (mdx_header_decode(data, IXL_MDX_MAX_BODY, &type, &len) != 0)
         return 0;
-    REQUIRE(type >= MDX_SEND && type <= MDX_REPLY && len <= IXL_MDX_MAX_BODY);
+    REQUIRE(type >= MDX_SEND && type <= MDX_PROVEN && len <= IXL_MDX_MAX_BODY);
     if (len != size - IXL_MDX_HDR) {
         /* a body of another length: decode what there is as a body of that length */
         size_t n = size - IXL_MDX_HDR < len ? size - IXL_MDX_HDR : len;
@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     REQUIRE(mdx_decode(type, e + IXL_MDX_HDR, elen - IXL_MDX_HDR, &m2) == 0);
     REQUIRE(m2.blob_len == m.blob_len && m2.name.n == m.name.n && m2.label.n == m.label.n &&
             m2.from.n == m.from.n && m2.port == m.port && m2.incarnation == m.incarnation &&
-            m2.status == m.status && m2.text.n == m.text.n);
+            m2.status == m.status && m2.text.n == m.text.n && m2.mode == m.mode &&
+            (m2.nonce == NULL) == (m.nonce == NULL) && (m2.mac == NULL) == (m.mac == NULL));
     free(e);
     return 0;
 }

@@ -20,7 +20,8 @@
 
 #include "serdes/codec.h"
 
-#define TM_PUB_MAGIC 0x544d4431u /* the TEST backend's public data: "TMD1" */
+#define TM_PUB_MAGIC 0x544d4431u                     /* the TEST backend's public data: "TMD1" */
+#define FUZZ_MD_KEY "fuzz-md-cluster-key-0123456789" /* fuzz_md.c's keyed loader's */
 
 static const char *out_dir;
 static int n_written;
@@ -156,6 +157,24 @@ static void real_md(void)
         reg(a, IXL_MEM_VRAM, 0x100000000ull + (uint64_t)i * 0x10000, 0x8000, (uint64_t)(i % 2),
             NULL);
     md(a, NULL, "many_regions");
+    ixl_agent_destroy(a);
+
+    /* Authenticated: an agent with a cluster key ends every blob with a MAC (fuzz_md's keyed
+     * loader has the same key, so these load there and are refused by the keyless one). */
+    struct ixl_agent_params kp = {.field_mask = IXL_AGENT_F_BACKENDS | IXL_AGENT_F_AUTH_KEY,
+                                  .backends = "TEST",
+                                  .auth_key = FUZZ_MD_KEY};
+    int krc = ixl_agent_create("corpus_keyed", &kp, &a);
+    if (krc != IXL_OK)
+        die("ixl_agent_create with a key", krc);
+    reg(a, IXL_MEM_DRAM, 0x1000, 0x1000, 0, NULL);
+    md(a, NULL, "mac_full");
+    struct ixl_run kr = {0x1000, 64, 64, 1, 0};
+    l = dlist(IXL_MEM_DRAM, &kr, 1);
+    p = (struct ixl_md_params){
+        .field_mask = IXL_MD_F_REGIONS | IXL_MD_F_LABEL, .regions = l, .label = "layer0"};
+    md(a, &p, "mac_partial_label");
+    ixl_dlist_destroy(l);
     ixl_agent_destroy(a);
 
     /* A long name. */
