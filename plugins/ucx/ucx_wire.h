@@ -8,8 +8,11 @@
  * in the plugin's own WRITE/READ messages below; version 1 held the rkey alone). Connection info
  * is version 2, its payload the addresses of the engine's workers:
  *   [u32 count (1..UCX_MAX_ADDRS)] count x ([u32 length (> 0)][worker address])
- * and nothing after them. UCX does not validate worker addresses or packed keys, so these checks
- * are all that stands between corrupt metadata and UCX's parsers. Notifications (an active
+ * and nothing after them, each address at most UCX_ADDR_MAX bytes. UCX does not validate worker
+ * addresses or packed keys: these checks and ucx_rkey_check stop accidents and malformed bytes,
+ * not forgery (the checksum is no MAC). Only metadata the core authenticated (a cluster key) or
+ * took from a peer the kernel vouches for (no key: same user, this host) reaches them; see
+ * docs/ucx.md, Trust. Notifications (an active
  * message):
  *   [u16 sender name length][name][message], little-endian.
  *
@@ -35,6 +38,11 @@
 #define UCX_VERSION 2              /* of public data (region key + rkey) */
 #define UCX_INFO_VERSION 2         /* of connection info: 1 held a single worker address */
 #define UCX_MAX_ADDRS 16 /* most worker addresses in a connection info (the workers option) */
+/* Longest worker address and packed rkey taken from a peer (UCX 1.13's are some hundred bytes
+ * with every transport of a host; a packed rkey is at most 64 memory domains' keys of at most
+ * 255 bytes each, ucp_rkey_packed_size). */
+#define UCX_ADDR_MAX 16384
+#define UCX_RKEY_MAX (9 + 64 * 256 + 1 + 64 * 3)
 #define UCX_HDR_LEN 16
 #define UCX_NAME_MAX 255 /* longest sender name a notification may carry */
 #define UCX_RMA_VERSION 1
@@ -77,6 +85,11 @@ void *ucx_pub_encode(uint64_t key, const void *rkey, size_t len, size_t *out_len
 /* The packed rkey inside public data (a pointer into bytes) and the region key, or NULL when the
  * bytes are not what ucx_pub_encode() made. */
 const void *ucx_pub_decode(const void *bytes, size_t len, uint64_t *key, size_t *rkey_len);
+/* Whether a packed rkey has the layout of UCX's ucp_rkey_pack (1.10 to 1.16): [u64 md_map][u8
+ * memory type] then, for each bit of md_map, [u8 size][size bytes], then nothing or [u8 system
+ * device] and 3-byte distances; at most UCX_RKEY_MAX bytes. Fills its memory type. Says nothing of
+ * the bytes inside each memory domain's key (UCX's transports parse those). */
+bool ucx_rkey_check(const void *rkey, size_t len, unsigned *mem_type);
 /* A request message's header and entries into out (UCX_RMA_HDR + n * UCX_RMA_ENTRY bytes). */
 void ucx_rma_req_encode(void *out, enum ucx_rma_kind kind, uint64_t token, size_t n,
                         const struct ucx_rma_entry *entries);
