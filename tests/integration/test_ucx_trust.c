@@ -155,18 +155,18 @@ static uint8_t rnd8(void)
 }
 
 enum forgery {
-    F_ADDR_RANDOM,   /* the first worker address: random bytes */
-    F_ADDR_FLIP,     /* its bytes past the first 8 inverted */
-    F_ADDR_TAIL,     /* its last half random */
-    F_RKEY_RANDOM,   /* the packed rkey: random bytes */
-    F_RKEY_KEYS,     /* the memory domains' keys inside it altered, its layout kept */
-    F_RKEY_MDMAP,    /* its memory domain map: every bit */
-    F_RKEY_OVERRUN,  /* its first domain's key said to run past the end */
+    F_ADDR_RANDOM,  /* the first worker address: random bytes */
+    F_ADDR_FLIP,    /* its bytes past the first 8 inverted */
+    F_ADDR_TAIL,    /* its last half random */
+    F_RKEY_RANDOM,  /* the packed rkey: random bytes */
+    F_RKEY_KEYS,    /* the memory domains' keys inside it altered, its layout kept */
+    F_RKEY_MDMAP,   /* its memory domain map: every bit */
+    F_RKEY_OVERRUN, /* its first domain's key said to run past the end */
     F_COUNT
 };
 static const char *const forgery_name[F_COUNT] = {
-    "address: random bytes", "address: bytes inverted",      "address: last half random",
-    "rkey: random bytes",    "rkey: domain keys altered",    "rkey: every memory domain",
+    "address: random bytes",   "address: bytes inverted",   "address: last half random",
+    "rkey: random bytes",      "rkey: domain keys altered", "rkey: every memory domain",
     "rkey: a key past the end"};
 
 /* Forges md (checksums recomputed): false when it has nothing to forge this way. */
@@ -325,8 +325,8 @@ static void test_loopback(void)
         inet_ntop(AF_INET, &in, txt, sizeof(txt));
         if (info_has(a, &in, sizeof(in)))
             check_fail(__FILE__, __LINE__,
-                       "without a key the UCX worker address names %s (%s), not loopback only",
-                       txt, i->ifa_name);
+                       "without a key the UCX worker address names %s (%s), not loopback only", txt,
+                       i->ifa_name);
         others++;
         seen_open += info_has(open, &in, sizeof(in));
         snprintf(dev, sizeof(dev), "%s", i->ifa_name);
@@ -396,8 +396,7 @@ static void test_notifs(void)
         for (size_t i = 0; i < 4096; i++)
             bufs[0][i] = (uint8_t)(i * 13 + round);
         memset(bufs[1], 0xa5, BUF_LEN);
-        CHECK_RC(write_to(tx, "n_rx", bufs[0], bufs[1], 4096, "with-data"),
-                 IXL_ERR_REMOTE_REFUSED);
+        CHECK_RC(write_to(tx, "n_rx", bufs[0], bufs[1], 4096, "with-data"), IXL_ERR_REMOTE_REFUSED);
         CHECK(memcmp(bufs[0], bufs[1], 4096) == 0);
         CHECK(drain_count(rx, "n_tx") == 8);
     }
@@ -417,8 +416,9 @@ static void test_notifs(void)
     while (got == 0 && ms_now() < end)
         got = drain_count(rx, "n_tx");
     CHECK(got == 1);
-    fprintf(stderr, "notifications: bounded at 8 and at 4096 bytes (%d of 1000 bytes): the "
-                    "sender is refused, nothing is lost\n",
+    fprintf(stderr,
+            "notifications: bounded at 8 and at 4096 bytes (%d of 1000 bytes): the "
+            "sender is refused, nothing is lost\n",
             ok);
     ixl_agent_destroy(tx);
     ixl_agent_destroy(rx);
