@@ -925,9 +925,26 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
             ucx_destroy_engine(&e->base);
             return IXL_ERR_INVALID_ARG;
         }
+    /* UCX's put/get (UCP_FEATURE_RMA) includes its software emulation over active messages,
+     * which a peer connected to a worker's tcp port uses to write to or read from any address of
+     * this process: no key travels with it (ucp_put_handler). Without a cluster key that port is
+     * on lo and any local user can connect. With peer error handling and the plugin's own
+     * WRITE/READ messages no endpoint can have an RMA lane anyway (loopback tcp only: UCX 1.13
+     * refuses shared memory then), so the feature is left out and UCX answers no put or get.
+     * Otherwise it stays (shared memory puts, rma_emulation=ucx), and the exposure is logged. */
+    bool rma = !(e->auth_mode == IXL_AUTH_LOCAL && e->err_mode == UCP_ERR_HANDLING_MODE_PEER &&
+                 e->own_rma);
+    if (rma && e->auth_mode == IXL_AUTH_LOCAL && tcp_may_open(e->tls, devices))
+        host->log(host->ctx, IXL_LOG_WARN,
+                  "UCX: no cluster key, tcp allowed and %s: UCX's own put/get stays on, which a "
+                  "process of any user of this host that speaks UCX can use through the tcp port "
+                  "on lo to write and read this process's memory (docs/ucx.md, Trust); "
+                  "transports=shm avoids that",
+                  e->own_rma ? "err_mode=none" : "rma_emulation=ucx");
     /* mt_workers_shared: memory registration runs beside the workers' threads. */
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                       .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                       .features =
+                           (rma ? UCP_FEATURE_RMA : 0) | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                        .mt_workers_shared = 1};
     st = ucp_init(&up, cfg, &e->ctx);
     ucp_config_release(cfg);

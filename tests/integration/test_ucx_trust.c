@@ -14,13 +14,16 @@
  *            its worker address names none of the host's other IPv4 addresses (with
  *            insecure_remote it names them: the check sees what it looks for), devices=eth0 is
  *            refused, and a WRITE between two such agents works (tcp over lo).
+ *   put      without a key (and err_mode=peer) UCX's own put/get protocol, which carries an
+ *            address and no key, is not served: a peer using it (rma_emulation=ucx) writes
+ *            nothing into the victim.
  *   notifs   received notifications are bounded (notif_queue, notif_queue_bytes): past the bound
  *            the sender's ixl_notif_send and a WRITE's notification fail with
  *            IXL_ERR_REMOTE_REFUSED (the WRITE's bytes are in place), nothing is lost silently,
  *            and after a drain notifications go through again.
  *
- * Usage: test_ucx_trust [forged] [plugin] [loopback] [notifs] (no argument: all). Skips (77) when
- * the UCX plugin was not built (libucx missing): a failure under CI=true.
+ * Usage: test_ucx_trust [forged] [plugin] [loopback] [put] [notifs] (no argument: all). Skips (77)
+ * when the UCX plugin was not built (libucx missing): a failure under CI=true.
  */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -362,6 +365,47 @@ static void test_loopback(void)
     ixl_agent_destroy(open);
 }
 
+/* ---- UCX's own put without a key ----------------------------------------------------------- */
+
+/* Without a key (and peer error handling: no RMA lane possible) the victim's UCX answers no put
+ * or get of UCX's own protocol, which carries an address and no key and would let any process
+ * connected to its tcp port on lo write its memory: a peer that uses it (rma_emulation=ucx)
+ * writes nothing. */
+static void test_ucx_put(void)
+{
+    struct ixl_agent *vic, *evil;
+    const struct ixl_kv kv[] = {{"rma_emulation", "ucx"}, {"timeout_ms", "500"}};
+    CHECK_RC(make_agent("p_vic", NULL, false, NULL, 0, bufs[1], &vic), IXL_OK);
+    CHECK_RC(make_agent("p_evil", NULL, false, kv, 2, bufs[0], &evil), IXL_OK);
+    void *md;
+    size_t len;
+    CHECK_RC(ixl_md_get(vic, NULL, &md, &len), IXL_OK);
+    CHECK_RC(ixl_md_load(evil, md, len, NULL, 0), IXL_OK);
+    ixl_free(md);
+    memset(bufs[0], 0x3c, BUF_LEN);
+    memset(bufs[1], 0xa5, BUF_LEN);
+    struct ixl_dlist *l = list1(bufs[0], 4096), *r = list1(bufs[1], 4096);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(evil, IXL_OP_WRITE, l, r, "p_vic", NULL, &x), IXL_OK);
+    int rc = ixl_xfer_post(x);
+    if (rc == IXL_IN_PROGRESS)
+        rc = ixl_xfer_wait(x, 3000);
+    for (size_t i = 0; i < BUF_LEN; i++)
+        if (bufs[1][i] != 0xa5)
+            check_fail(__FILE__, __LINE__,
+                       "UCX's own put (no key) wrote byte %zu of the victim (request: %s)", i,
+                       ixl_strerror(rc));
+    CHECK(rc != IXL_OK);
+    ixl_agent_destroy(vic); /* the peer is gone: UCX ends the put's operations */
+    uint64_t end = ms_now() + 5000;
+    while ((rc = ixl_xfer_release(x)) == IXL_ERR_BUSY && ms_now() < end)
+        ixl_agent_progress(evil);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(evil);
+    fprintf(stderr, "UCX's put without a key: nothing written, the request failed\n");
+}
+
 /* ---- bounded notifications ----------------------------------------------------------------- */
 
 static size_t drain_count(struct ixl_agent *a, const char *from)
@@ -455,6 +499,8 @@ int main(int argc, char **argv)
         test_forged(NULL, layout, sizeof(layout) / sizeof(layout[0]));
     if (part(argc, argv, "loopback"))
         test_loopback();
+    if (part(argc, argv, "put"))
+        test_ucx_put();
     if (part(argc, argv, "notifs"))
         test_notifs();
     for (int i = 0; i < 4; i++)
