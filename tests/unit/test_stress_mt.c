@@ -49,7 +49,7 @@
 #define N_BLOCK 16              /* blocks per prepared list */
 #define N_SCRATCH 6             /* scratch regions per agent for the registration thread */
 #define SCRATCH 1024            /* bytes per scratch region */
-#define MAXSEQ 32768            /* sequence numbers per (kind, sender thread) */
+#define MAXSEQ (1u << 20)       /* sequence numbers per (kind, sender thread) */
 #define WAIT_MS 10000           /* any single wait longer than this is a hang */
 #define NOTIF_MAGIC 0x5354524eu /* "STRN" */
 
