@@ -29,7 +29,8 @@
  * done after one ucp_ep_flush_nbx on its endpoint (put completion is only local); the last part
  * to finish sends the notification, as an eager active message on its own endpoint, so the
  * data of every part is in place at the target, on every lane of every worker, before it
- * leaves.
+ * leaves; the target answers whether it queued it (its queue is bounded), and the request ends
+ * with that answer.
  *
  * Progress: each worker's thread spins while that worker has parts in flight, and otherwise
  * sleeps on the worker's event fd (ucp_worker_arm + epoll) for at most progress_us; progress()
