@@ -756,6 +756,46 @@ static bool devices_loopback(const char *devices)
     return devices[0] != '\0';
 }
 
+/* e->tls without UCX's sysv transport: its segments are created 0660, so that any process of
+ * the agent's group may attach them (its shared memory FIFO and the memory it allocates), where
+ * posix segments are reached through /proc/<pid>/fd (the agent's own user). "all" becomes
+ * "^sysv", an exclusion list gains sysv, and in a list of transports sysv is dropped and the
+ * aliases sm, shm (posix, cma; knem and xpmem stay when named) and mm (posix) are spelled out.
+ * False when nothing is left. */
+static bool tls_without_sysv(char *tls, size_t cap)
+{
+    char out[sizeof(((struct ucx_engine *)0)->tls)] = "";
+    size_t used = 0;
+    bool all = false;
+    for (const char *t = tls; *t != '\0'; t += strcspn(t, ","), t += *t == ',') {
+        size_t n = strcspn(t, ",");
+        const char *put = NULL;
+        if (tls[0] == '^' || (n == 4 && strncmp(t, "sysv", 4) == 0))
+            continue;
+        if (n == 3 && strncmp(t, "all", 3) == 0)
+            all = true;
+        else if ((n == 2 && strncmp(t, "sm", 2) == 0) || (n == 3 && strncmp(t, "shm", 3) == 0))
+            put = "posix,cma";
+        else if (n == 2 && strncmp(t, "mm", 2) == 0)
+            put = "posix";
+        int k = put != NULL ? snprintf(out + used, sizeof(out) - used, "%s%s", used ? "," : "", put)
+                            : snprintf(out + used, sizeof(out) - used, "%s%.*s", used ? "," : "",
+                                       (int)n, t);
+        if (k > 0 && (size_t)k < sizeof(out) - used)
+            used += (size_t)k;
+    }
+    if (tls[0] == '^') {
+        if (strstr(tls, "sysv") == NULL && strlen(tls) + 6 <= cap)
+            strcat(tls, ",sysv");
+        return true;
+    }
+    if (all)
+        snprintf(tls, cap, "^sysv");
+    else
+        snprintf(tls, cap, "%s", out);
+    return tls[0] != '\0';
+}
+
 /* The UCX_NET_DEVICES the engine runs with, from the devices option and how the agent's peers
  * prove who they are (host->auth_mode, ABI 2.1). Without a key (IXL_AUTH_LOCAL, also a host too
  * old to say) the network transports use the loopback device only, as the other listeners of ixl
@@ -778,6 +818,15 @@ static int devices_for(struct ucx_engine *e, const char *devices, const char **o
                e->auth_mode == IXL_AUTH_OPEN ? " (insecure_remote: no key, any peer)" : "");
         return IXL_OK;
     }
+    char asked[sizeof(e->tls)];
+    snprintf(asked, sizeof(asked), "%s", e->tls);
+    if (!tls_without_sysv(e->tls, sizeof(e->tls))) {
+        fail(e, IXL_ERR_NOT_ALLOWED,
+             "transports=%s: without a cluster key the UCX backend leaves out sysv, whose "
+             "segments every process of this group may attach; use posix (shm) instead",
+             asked);
+        return IXL_ERR_NOT_ALLOWED;
+    }
     if (strcmp(devices, "all") == 0)
         *out = "lo";
     else if (!devices_loopback(devices)) {
@@ -790,8 +839,9 @@ static int devices_for(struct ucx_engine *e, const char *devices, const char **o
     }
     h->log(h->ctx, IXL_LOG_INFO,
            "UCX: no cluster key: network transports use the loopback device only "
-           "(UCX_NET_DEVICES=lo), shared memory transports stay; UCX's own connections are not "
-           "authenticated by ixl (docs/ucx.md, Trust)");
+           "(UCX_NET_DEVICES=lo), shared memory transports but sysv stay (UCX_TLS=%s); UCX's "
+           "own connections are not authenticated by ixl (docs/ucx.md, Trust)",
+           e->tls);
     return IXL_OK;
 }
 
@@ -927,20 +977,28 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         }
     /* UCX's put/get (UCP_FEATURE_RMA) includes its software emulation over active messages,
      * which a peer connected to a worker's tcp port uses to write to or read from any address of
-     * this process: no key travels with it (ucp_put_handler). Without a cluster key that port is
-     * on lo and any local user can connect. With peer error handling and the plugin's own
-     * WRITE/READ messages no endpoint can have an RMA lane anyway (loopback tcp only: UCX 1.13
-     * refuses shared memory then), so the feature is left out and UCX answers no put or get.
-     * Otherwise it stays (shared memory puts, rma_emulation=ucx), and the exposure is logged. */
-    bool rma = !(e->auth_mode == IXL_AUTH_LOCAL && e->err_mode == UCP_ERR_HANDLING_MODE_PEER &&
-                 e->own_rma);
-    if (rma && e->auth_mode == IXL_AUTH_LOCAL && tcp_may_open(e->tls, devices))
-        host->log(host->ctx, IXL_LOG_WARN,
-                  "UCX: no cluster key, tcp allowed and %s: UCX's own put/get stays on, which a "
-                  "process of any user of this host that speaks UCX can use through the tcp port "
-                  "on lo to write and read this process's memory (docs/ucx.md, Trust); "
-                  "transports=shm avoids that",
-                  e->own_rma ? "err_mode=none" : "rma_emulation=ucx");
+     * this process: no key travels with it (ucp_put_handler). Whoever reaches that port may
+     * connect: without a cluster key any local user (the port is on lo), with one anyone on the
+     * network. With peer error handling, the plugin's own WRITE/READ messages and no RDMA port
+     * among the devices (lo, or named interfaces), no endpoint can have an RMA lane anyway (tcp
+     * has none, and UCX 1.13 refuses shared memory then), so the feature is left out and UCX
+     * answers no put or get. Otherwise it stays (shared memory or RDMA puts, rma_emulation=ucx),
+     * and the exposure is logged. */
+    bool rdma = strcmp(devices, "all") == 0 || strchr(devices, ':') != NULL;
+    bool rma = !(e->err_mode == UCP_ERR_HANDLING_MODE_PEER && e->own_rma && !rdma);
+    if (rma && tcp_may_open(e->tls, devices))
+        host->log(host->ctx, e->auth_mode == IXL_AUTH_LOCAL ? IXL_LOG_WARN : IXL_LOG_INFO,
+                  "UCX: tcp allowed and %s: UCX's own put/get stays on, which %s that speaks UCX "
+                  "can use through the tcp port to write and read this process's memory "
+                  "(docs/ucx.md, Trust); %s",
+                  !e->own_rma ? "rma_emulation=ucx"
+                  : rdma      ? "RDMA devices possible"
+                              : "err_mode=none",
+                  e->auth_mode == IXL_AUTH_LOCAL ? "a process of any user of this host"
+                                                 : "anyone who reaches the port",
+                  e->auth_mode == IXL_AUTH_LOCAL ? "transports=shm avoids that"
+                                                 : "name the network interfaces in devices "
+                                                   "(no RDMA port) with err_mode=peer to avoid it");
     /* mt_workers_shared: memory registration runs beside the workers' threads. */
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                        .features =

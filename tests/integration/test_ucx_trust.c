@@ -13,7 +13,9 @@
  *   loopback without a key the UCX backend's network transports use the loopback device only:
  *            its worker address names none of the host's other IPv4 addresses (with
  *            insecure_remote it names them: the check sees what it looks for), devices=eth0 is
- *            refused, and a WRITE between two such agents works (tcp over lo).
+ *            refused, and a WRITE between two such agents works (tcp over lo); with shared
+ *            memory allowed (err_mode=none) UCX makes no SysV segment (mode 0660: open to the
+ *            agent's group), where with insecure_remote it does.
  *   put      without a key (and err_mode=peer) UCX's own put/get protocol, which carries an
  *            address and no key, is not served: a peer using it (rma_emulation=ucx) writes
  *            nothing into the victim.
@@ -307,8 +309,52 @@ static bool info_has(struct ixl_agent *a, const void *bytes, size_t n)
     return has;
 }
 
+/* SysV shared memory segments this process created (/proc/sysvipc/shm: key shmid perms size
+ * cpid ...). */
+static unsigned sysv_mine(void)
+{
+    FILE *f = fopen("/proc/sysvipc/shm", "r");
+    if (f == NULL)
+        return 0;
+    char line[512];
+    unsigned n = 0;
+    long key, id, perms, size, cpid;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "%ld %ld %lo %ld %ld", &key, &id, &perms, &size, &cpid) == 5 &&
+            cpid == (long)getpid())
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* With err_mode=none (shared memory allowed) and memory UCX allocated: how many SysV segments
+ * (0660: open to this group) the agent made. */
+static unsigned sysv_of_agent(bool insecure)
+{
+    struct ixl_agent *a;
+    const struct ixl_kv kv[] = {{"err_mode", "none"}};
+    unsigned before = sysv_mine();
+    CHECK_RC(make_agent("shm_a", NULL, insecure, kv, 1, NULL, &a), IXL_OK);
+    void *mem;
+    CHECK_RC(ixl_mem_alloc(a, IXL_MEM_DRAM, BUF_LEN, NULL, &mem), IXL_OK);
+    unsigned made = sysv_mine() - before;
+    CHECK_RC(ixl_mem_free(a, mem), IXL_OK);
+    ixl_agent_destroy(a);
+    return made;
+}
+
 static void test_loopback(void)
 {
+    /* no SysV segments (group-accessible) without a key; with insecure_remote UCX makes them,
+     * so the count sees what it looks for */
+    unsigned sysv_local = sysv_of_agent(false), sysv_open = sysv_of_agent(true);
+    if (sysv_local != 0)
+        check_fail(__FILE__, __LINE__,
+                   "without a key UCX made %u SysV segments (mode 0660: open to the group)",
+                   sysv_local);
+    CHECK(sysv_open > 0);
+    fprintf(stderr, "sysv: none without a key (%u with insecure_remote)\n", sysv_open);
+
     struct ixl_agent *a, *b, *open;
     CHECK_RC(make_agent("lo_a", NULL, false, NULL, 0, bufs[0], &a), IXL_OK);
     CHECK_RC(make_agent("lo_b", NULL, false, NULL, 0, bufs[1], &b), IXL_OK);
