@@ -410,7 +410,7 @@ ucs_status_t am_notif_cb(void *arg, const void *header, size_t header_len, void 
     if (st == IXL_ERR_BUSY)
         e->host->log(e->host->ctx, IXL_LOG_WARN,
                      "UCX: refused a notification from '%.*s': %zu notifications (%zu bytes) "
-                     "wait to be drained (notif_queue=%zu, notif_queue_bytes=%zu)",
+                     "wait to be drained (notif_queue_max=%zu, notif_queue_bytes=%zu)",
                      (int)nlen, name, count, bytes, e->nq_max, e->nq_bytes_max);
     else if (st != IXL_OK)
         e->host->log(e->host->ctx, IXL_LOG_WARN, "UCX: refused a notification (%zu bytes): %s", len,

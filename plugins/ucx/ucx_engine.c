@@ -101,7 +101,7 @@ static const struct ixl_option ucx_options[UO_COUNT] = {
                               "initiator cannot abort the target) or ucx (UCX's emulated "
                               "put/get, one message per put; UCX 1.13.1 aborts a target whose "
                               "initiator dies in the middle)"},
-    [UO_NOTIF_QUEUE] = {.name = "notif_queue",
+    [UO_NOTIF_QUEUE] = {.name = "notif_queue_max",
                         .default_value = "65536",
                         .type = IXL_OPT_INT,
                         .unit = "notifications",
@@ -119,7 +119,7 @@ static const struct ixl_option ucx_options[UO_COUNT] = {
                               .description = "bytes of notifications received and not drained "
                                              "yet (messages, sender names, about 40 bytes each "
                                              "besides) that this engine holds; above it they are "
-                                             "refused as with notif_queue"},
+                                             "refused as with notif_queue_max"},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
  * Notifications (an active message): [u16 sender name length][name][message], little-endian, with
  * the sender's token (u64, little-endian) as UCX's active message header. The target answers every
  * one with a reply (below, kind 'A', the token returned): status 0 when it queued it, IXL_ERR_BUSY
- * when its queue of notifications not drained is full (notif_queue, notif_queue_bytes),
+ * when its queue of notifications not drained is full (notif_queue_max, notif_queue_bytes),
  * IXL_ERR_NOTIF_TOO_LARGE, IXL_ERR_PROTOCOL or IXL_ERR_NO_MEMORY.
  *
  * WRITE and READ over endpoints without an RMA transport (tcp), as the plugin's own active

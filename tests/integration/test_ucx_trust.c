@@ -19,10 +19,10 @@
  *   put      without a key (and err_mode=peer) UCX's own put/get protocol, which carries an
  *            address and no key, is not served: a peer using it (rma_emulation=ucx) writes
  *            nothing into the victim.
- *   notifs   received notifications are bounded (notif_queue, notif_queue_bytes): past the bound
- *            the sender's ixl_notif_send and a WRITE's notification fail with
- *            IXL_ERR_REMOTE_REFUSED (the WRITE's bytes are in place), nothing is lost silently,
- *            and after a drain notifications go through again.
+ *   notifs   received notifications are bounded (notif_queue_max, notif_queue_bytes): past the
+ * bound the sender's ixl_notif_send and a WRITE's notification fail with IXL_ERR_REMOTE_REFUSED
+ * (the WRITE's bytes are in place), nothing is lost silently, and after a drain notifications go
+ * through again.
  *
  * Usage: test_ucx_trust [forged] [plugin] [loopback] [put] [notifs] (no argument: all). Skips (77)
  * when the UCX plugin was not built (libucx missing): a failure under CI=true.
@@ -468,7 +468,7 @@ static size_t drain_count(struct ixl_agent *a, const char *from)
 static void test_notifs(void)
 {
     struct ixl_agent *tx, *rx;
-    const struct ixl_kv kv[] = {{"notif_queue", "8"}, {"notif_queue_bytes", "4096"}};
+    const struct ixl_kv kv[] = {{"notif_queue_max", "8"}, {"notif_queue_bytes", "4096"}};
     CHECK_RC(make_agent("n_tx", NULL, false, NULL, 0, bufs[0], &tx), IXL_OK);
     CHECK_RC(make_agent("n_rx", NULL, false, kv, 2, bufs[1], &rx), IXL_OK);
     void *md;
