@@ -245,6 +245,9 @@ static void forged_child(const char *key, enum forgery f)
     void *md;
     size_t len;
     CHECK_RC(ixl_md_get(src, NULL, &md, &len), IXL_OK);
+    /* the genuine blob loads (and is dropped again): what the forgery changes is what counts */
+    CHECK_RC(ixl_md_load(vic, md, len, NULL, 0), IXL_OK);
+    CHECK_RC(ixl_remote_invalidate(vic, "fsrc"), IXL_OK);
     if (!forge(md, len, f))
         _exit(3);
     char name[64];
