@@ -29,7 +29,8 @@
  * done after one ucp_ep_flush_nbx on its endpoint (put completion is only local); the last part
  * to finish sends the notification, as an eager active message on its own endpoint, so the
  * data of every part is in place at the target, on every lane of every worker, before it
- * leaves.
+ * leaves; the target answers whether it queued it (its queue is bounded), and the request ends
+ * with that answer.
  *
  * Progress: each worker's thread spins while that worker has parts in flight, and otherwise
  * sleeps on the worker's event fd (ucp_worker_arm + epoll) for at most progress_us; progress()
@@ -58,7 +59,7 @@
 
 #define UCX_AM_NOTIF 0x1d1
 #define UCX_AM_RMA 0x1d2       /* the plugin's WRITE/READ messages (ucx_wire.h) */
-#define UCX_AM_RMA_REPLY 0x1d3 /* their replies */
+#define UCX_AM_RMA_REPLY 0x1d3 /* their replies, and the answers to notifications */
 /* Largest request message of the plugin's own WRITE/READ: descriptors are batched up to this
  * many bytes (and UCX_RMA_MAX_ENTRIES), larger ones cut into pieces of it. */
 #define UCX_AM_MSG ((uint64_t)1 << 20)
@@ -80,7 +81,10 @@
  * flight and nothing done for UCX_STALL_MS sleeps on its events instead of spinning. */
 #define UCX_STALL_MS 100
 #define UCX_MAX_WORKERS UCX_MAX_ADDRS
-#define UCX_CHUNK ((uint64_t)4 << 20)        /* largest single put or get */
+#define UCX_CHUNK ((uint64_t)4 << 20) /* largest single put or get */
+/* A notification with no request (gen_notif) waits this long for the target's answer when
+ * timeout_ms is 0 (never). */
+#define UCX_NOTIF_WAIT_MS 30000
 #define UCX_STRIPE_MIN ((uint64_t)256 << 10) /* smallest share of a request given to a worker */
 
 enum md_kind { MD_LOCAL = 1, MD_REMOTE = 2 };
@@ -180,8 +184,7 @@ struct ucx_req {
     struct ucx_remote *rem;
     void *notif; /* [u16 name length][name][message], ready to send */
     size_t notif_len;
-    struct pack_src notif_src; /* while the notification is sent */
-    unsigned nparts;           /* parts with bytes (at least 1), cut at prep */
+    unsigned nparts; /* parts with bytes (at least 1), cut at prep */
     struct ucx_part part[UCX_MAX_WORKERS];
     atomic_uint parts_left; /* parts whose data (and flush) are not done */
     atomic_int err;         /* first error of this post (an IXL status), 0 while none */
@@ -197,8 +200,12 @@ struct ucx_req {
  * was released) or is forged finds nothing. Under its worker's lock. */
 struct ucx_op {
     struct ucx_remote *rem; /* NULL: free */
-    struct ucx_part *p;     /* NULL: orphaned (its request was released): the reply, when it
-                               comes, only says that rem answers again */
+    struct ucx_part *p;     /* NULL: orphaned (its request was released), or a notification
+                               with no request (wait below): the reply, when it comes, only says
+                               that rem answers again */
+    int *wait;              /* a notification with no request: its answer (an IXL status) goes
+                               here; NULL once its sender stopped waiting */
+    bool notif;             /* awaits the answer to a notification (not a WRITE/READ reply) */
     uint32_t gen;
     uint32_t next_free;
     bool read;
@@ -214,6 +221,7 @@ struct ucx_send {
     struct ucx_worker *w;
     struct ucx_part *p;
     uint64_t token;
+    unsigned char thdr[8]; /* a notification's UCX header: the token, little-endian */
     struct pack_src src;
     size_t niov;
     ucp_dt_iov_t iov[]; /* niov entries, then the message's own bytes */
@@ -250,7 +258,9 @@ struct ucx_engine {
     const struct ixl_host *host;
     char *name;
     size_t notif_max;
-    int err_mode; /* ucp_err_handling_mode_t */
+    size_t nq_max, nq_bytes_max; /* bound of notifications received and not drained */
+    int auth_mode;               /* host->auth_mode() (IXL_AUTH_LOCAL on a host without it) */
+    int err_mode;                /* ucp_err_handling_mode_t */
     char tls[128];
     unsigned progress_us;
     uint64_t timeout_ms; /* 0: no deadline */
@@ -278,8 +288,10 @@ struct ucx_engine {
 
     pthread_mutex_t nlock;
     struct notif *nhead, **ntail;
+    size_t nq_count, nq_bytes; /* of the list above (<= nq_max, nq_bytes_max) */
 
     atomic_bool stop;
+    atomic_bool rkey_unchecked; /* this UCX packs rkeys unlike ucx_rkey_check expects */
 };
 
 /* ucx_engine.c */
@@ -324,14 +336,19 @@ int ucx_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_in
 void pack_src_set(struct pack_src *ps, const ucp_dt_iov_t *iov, size_t n, const void *buf,
                   size_t len);
 extern const ucp_generic_dt_ops_t pack_ops;
-ucs_status_ptr_t am_send_src(struct ucx_engine *e, ucp_ep_h ep, unsigned id, struct pack_src *ps,
-                             ucp_request_param_t *rp);
+ucs_status_ptr_t am_send_src(struct ucx_engine *e, ucp_ep_h ep, unsigned id, const void *hdr,
+                             size_t hdr_len, struct pack_src *ps, ucp_request_param_t *rp);
 struct ucx_send *send_new(struct ucx_worker *w, struct ucx_part *p, size_t niov, size_t bytes);
 unsigned char *send_bytes(struct ucx_send *s);
 void send_free(struct ucx_send *s);
 void ops_drop(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, int status);
 ucs_status_t send_am(ucp_ep_h ep, unsigned id, struct ucx_send *s, const void *buf, size_t len,
                      bool reply);
+uint64_t notif_op_new(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, int *wait);
+struct ucx_op *op_find(struct ucx_worker *w, uint64_t token);
+ucs_status_t send_notif(ucp_ep_h ep, struct ucx_send *s, size_t len);
+ucs_status_t am_notif_cb(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                         const ucp_am_recv_param_t *param);
 void part_fill_am_locked(struct ucx_worker *w, struct ucx_part *p);
 ucs_status_t am_rma_cb(void *arg, const void *header, size_t header_len, void *data, size_t len,
                        const ucp_am_recv_param_t *param);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/ixl_plugin_util.h"
 #include "ucx.h"
 
 /* ---- the plugin's active messages ------------------------------------------------------------
@@ -103,13 +104,13 @@ const ucp_generic_dt_ops_t pack_ops = {.start_pack = pack_start,
                                        .finish = pack_finish};
 
 /* Hands ps's message to UCX as an eager active message with rp's callback. */
-ucs_status_ptr_t am_send_src(struct ucx_engine *e, ucp_ep_h ep, unsigned id, struct pack_src *ps,
-                             ucp_request_param_t *rp)
+ucs_status_ptr_t am_send_src(struct ucx_engine *e, ucp_ep_h ep, unsigned id, const void *hdr,
+                             size_t hdr_len, struct pack_src *ps, ucp_request_param_t *rp)
 {
     rp->op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
     rp->datatype = e->packer;
     rp->flags |= UCP_AM_SEND_FLAG_EAGER;
-    return ucp_am_send_nbx(ep, id, NULL, 0, ps, 1, rp);
+    return ucp_am_send_nbx(ep, id, hdr, hdr_len, ps, 1, rp);
 }
 
 /* ---- the plugin's own WRITE/READ messages (lanes without an RMA transport) ---------------------
@@ -160,9 +161,9 @@ void send_free(struct ucx_send *s)
     free(s);
 }
 
-/* A slot for a message of p awaiting its reply: its token, or 0 (no memory). Under w->lock. */
-static uint64_t op_new(struct ucx_worker *w, struct ucx_part *p, bool read, size_t d0, uint64_t o0,
-                       uint64_t bytes)
+/* A free slot for a message awaiting its reply, with a fresh generation: its token, or 0 (no
+ * memory). Under w->lock. */
+static uint64_t op_alloc(struct ucx_worker *w, struct ucx_remote *r)
 {
     if (w->free_op == UINT32_MAX) {
         if (w->n_ops == w->cap_ops) {
@@ -179,8 +180,10 @@ static uint64_t op_new(struct ucx_worker *w, struct ucx_part *p, bool read, size
     uint32_t i = w->free_op;
     struct ucx_op *o = &w->ops[i];
     w->free_op = o->next_free;
-    o->rem = p->q->rem;
-    o->p = p;
+    o->rem = r;
+    o->p = NULL;
+    o->wait = NULL;
+    o->notif = false;
     /* A random generation: a peer cannot guess the token of another peer's message, and a late
      * reply does not match the slot's next use. Never 0, so tokens are never 0. */
     uint32_t g;
@@ -191,18 +194,47 @@ static uint64_t op_new(struct ucx_worker *w, struct ucx_part *p, bool read, size
         g = (uint32_t)(w->rng >> 32);
     } while (g == 0 || g == o->gen);
     o->gen = g;
+    return (uint64_t)o->gen << 32 | i;
+}
+
+/* A slot for a message of p awaiting its reply: its token, or 0 (no memory). Under w->lock. */
+static uint64_t op_new(struct ucx_worker *w, struct ucx_part *p, bool read, size_t d0, uint64_t o0,
+                       uint64_t bytes)
+{
+    uint64_t token = op_alloc(w, p->q->rem);
+    if (token == 0)
+        return 0;
+    struct ucx_op *o = &w->ops[(uint32_t)token];
+    o->p = p;
     o->read = read;
     o->d0 = d0;
     o->o0 = o0;
     o->bytes = bytes;
     p->replies++;
     p->inflight += bytes;
-    return (uint64_t)o->gen << 32 | i;
+    return token;
+}
+
+/* A slot for a notification to r awaiting the target's answer: of part p (a request's
+ * notification), or of a sender waiting on *wait (no request; *wait is IXL_IN_PROGRESS until the
+ * answer, a failure or ops_drop sets it). Its token, or 0 (no memory). Under w->lock. */
+uint64_t notif_op_new(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, int *wait)
+{
+    uint64_t token = p != NULL ? op_new(w, p, false, 0, 0, 0) : op_alloc(w, r);
+    if (token == 0)
+        return 0;
+    struct ucx_op *o = &w->ops[(uint32_t)token];
+    o->notif = true;
+    if (p == NULL) {
+        o->wait = wait;
+        *wait = IXL_IN_PROGRESS;
+    }
+    return token;
 }
 
 /* The slot a token names (live or orphaned), or NULL (free, reused since, or never given out).
  * Under w->lock. */
-static struct ucx_op *op_find(struct ucx_worker *w, uint64_t token)
+struct ucx_op *op_find(struct ucx_worker *w, uint64_t token)
 {
     uint32_t i = (uint32_t)token;
     if (i >= w->n_ops || w->ops[i].rem == NULL || w->ops[i].gen != (uint32_t)(token >> 32))
@@ -214,6 +246,7 @@ static void op_free(struct ucx_worker *w, struct ucx_op *o)
 {
     o->rem = NULL;
     o->p = NULL;
+    o->wait = NULL;
     o->next_free = w->free_op;
     w->free_op = (uint32_t)(o - w->ops);
 }
@@ -248,8 +281,11 @@ void ops_drop(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, in
             op_end(w, o, status, false, true);
         else if (p == NULL && o->rem == r && o->p != NULL)
             op_end(w, o, status, false, false);
-        else if (p == NULL && o->rem == r)
+        else if (p == NULL && o->rem == r) {
+            if (o->wait != NULL) /* a notification's sender waits: it fails */
+                *o->wait = status;
             op_free(w, o);
+        }
     }
 }
 
@@ -257,14 +293,16 @@ void ops_drop(struct ucx_worker *w, struct ucx_remote *r, struct ucx_part *p, in
 static void send_done(struct ucx_send *s, ucs_status_t st)
 {
     struct ucx_part *p = s->p;
-    if (p != NULL) {
-        struct ucx_op *o = st != UCS_OK ? op_find(s->w, s->token) : NULL;
-        if (o != NULL && o->p != NULL)
-            op_end(s->w, o, status_of(st), false, false); /* never left: no reply */
-        else if (o != NULL)
-            op_free(s->w, o);
-        op_done(p, status_of(st), false); /* local completion says nothing of the peer */
+    struct ucx_op *o = st != UCS_OK && s->token != 0 ? op_find(s->w, s->token) : NULL;
+    if (o != NULL && o->p != NULL)
+        op_end(s->w, o, status_of(st), false, false); /* never left: no reply */
+    else if (o != NULL) {
+        if (o->wait != NULL) /* a notification with no request: its sender learns it failed */
+            *o->wait = status_of(st);
+        op_free(s->w, o);
     }
+    if (p != NULL)
+        op_done(p, status_of(st), false); /* local completion says nothing of the peer */
     send_free(s);
 }
 
@@ -286,11 +324,103 @@ ucs_status_t send_am(ucp_ep_h ep, unsigned id, struct ucx_send *s, const void *b
                               .user_data = s,
                               .flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0};
     pack_src_set(&s->src, s->iov, s->niov, buf, len);
-    ucs_status_ptr_t sp = am_send_src(s->w->e, ep, id, &s->src, &rp);
+    bool hdr = id == UCX_AM_NOTIF; /* a notification's token travels as UCX's header */
+    ucs_status_ptr_t sp =
+        am_send_src(s->w->e, ep, id, hdr ? s->thdr : NULL, hdr ? sizeof(s->thdr) : 0, &s->src, &rp);
     if (UCS_PTR_IS_PTR(sp))
         return UCS_INPROGRESS;
     send_done(s, UCS_PTR_STATUS(sp));
     return UCS_PTR_STATUS(sp);
+}
+
+/* Sends the notification in s's bytes (len of them, ucx_wire.h) with its token (s->token, from
+ * notif_op_new) as UCX's header: the target answers with a reply (UCX_AM_RMA_REPLY, kind 'A')
+ * saying whether it queued it. Under s's worker's lock; as send_am. */
+ucs_status_t send_notif(ucp_ep_h ep, struct ucx_send *s, size_t len)
+{
+    ixlp_put_le(s->thdr, s->token, 8);
+    return send_am(ep, UCX_AM_NOTIF, s, send_bytes(s), len, true);
+}
+
+/* Answers a request message or a notification with a reply header (no payload) of this kind and
+ * status; dropped when no memory is left (the sender's deadline fails it). Under w->lock. */
+static void reply_status(struct ucx_worker *w, ucp_ep_h reply, enum ucx_rma_kind kind, int st,
+                         uint64_t token)
+{
+    struct ucx_send *s = send_new(w, NULL, 0, UCX_RMA_HDR);
+    if (s == NULL)
+        return;
+    ucx_rma_reply_encode(send_bytes(s), kind, st, token);
+    send_am(reply, UCX_AM_RMA_REPLY, s, send_bytes(s), UCX_RMA_HDR, false);
+}
+
+/* Target side: a notification. Queued unless the queue of notifications not drained yet is at its
+ * bound (nq_max of them, or nq_bytes_max bytes): then refused, and the answer says so, so that the
+ * sender's request (or ixl_notif_send) fails rather than the notification being lost. Runs in
+ * ucp_worker_progress (w->lock). */
+ucs_status_t am_notif_cb(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                         const ucp_am_recv_param_t *param)
+{
+    struct ucx_worker *w = arg;
+    struct ucx_engine *e = w->e;
+    const char *name;
+    const void *msg;
+    size_t nlen, mlen;
+    ucp_ep_h reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+    if (header_len != 8 || reply == NULL) {
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: dropped a notification with no token or no endpoint to answer on (a "
+                     "peer of an older version of this plugin?)");
+        return UCS_OK;
+    }
+    uint64_t token = ixlp_get_le(header, 8);
+    int st = IXL_OK;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !ucx_notif_decode(data, len, SIZE_MAX, &name, &nlen, &msg, &mlen))
+        st = IXL_ERR_PROTOCOL;
+    else if (mlen > e->notif_max)
+        st = IXL_ERR_NOTIF_TOO_LARGE;
+    struct notif *n = NULL;
+    size_t cost = sizeof(*n) + mlen + nlen + 1;
+    if (st == IXL_OK && (n = malloc(cost)) == NULL)
+        st = IXL_ERR_NO_MEMORY;
+    size_t count = 0, bytes = 0;
+    if (st == IXL_OK) {
+        n->next = NULL;
+        n->len = mlen;
+        memcpy(n->msg, msg, mlen);
+        n->agent = (char *)n->msg + mlen;
+        memcpy(n->agent, name, nlen);
+        n->agent[nlen] = '\0';
+        pthread_mutex_lock(&e->nlock);
+        count = e->nq_count;
+        bytes = e->nq_bytes;
+        if (count >= e->nq_max || cost > e->nq_bytes_max - bytes) {
+            st = IXL_ERR_BUSY;
+        } else {
+            *e->ntail = n;
+            e->ntail = &n->next;
+            e->nq_count++;
+            e->nq_bytes += cost;
+        }
+        pthread_mutex_unlock(&e->nlock);
+        if (st != IXL_OK)
+            free(n);
+    }
+    if (st == IXL_ERR_BUSY)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: refused a notification from '%.*s': %zu notifications (%zu bytes) "
+                     "wait to be drained (notif_queue_max=%zu, notif_queue_bytes=%zu)",
+                     (int)nlen, name, count, bytes, e->nq_max, e->nq_bytes_max);
+    else if (st != IXL_OK)
+        e->host->log(e->host->ctx, IXL_LOG_WARN, "UCX: refused a notification (%zu bytes): %s", len,
+                     st == IXL_ERR_PROTOCOL          ? "malformed"
+                     : st == IXL_ERR_NOTIF_TOO_LARGE ? "over notif_max"
+                                                     : "out of memory");
+    reply_status(w, reply, UCX_RMA_ACK, st, token);
+    if (st == IXL_OK)
+        e->host->signal(e->host->ctx);
+    return UCS_OK;
 }
 
 /* One request message of part p: n entries (src: their local bytes), `bytes` in all, whose local
@@ -446,7 +576,7 @@ ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_len, void 
     (void)header;
     (void)header_len;
     enum ucx_rma_kind kind;
-    int32_t status;
+    int32_t status = 0;
     uint64_t token;
     const unsigned char *payload;
     size_t plen;
@@ -457,6 +587,31 @@ ucs_status_t am_reply_cb(void *arg, const void *header, size_t header_len, void 
         return UCS_OK;
     }
     struct ucx_op *o = op_find(w, token);
+    if (o != NULL && o->notif) { /* the answer to a notification */
+        struct ucx_remote *r = o->rem;
+        int st = bad || kind != UCX_RMA_ACK ? IXL_ERR_PROTOCOL
+                 : status == 0              ? IXL_OK
+                 : status == IXL_ERR_NOTIF_TOO_LARGE || status == IXL_ERR_NO_MEMORY
+                     ? status
+                     : IXL_ERR_REMOTE_REFUSED;
+        if (st != IXL_OK)
+            e->host->log(
+                e->host->ctx, IXL_LOG_WARN, "UCX: '%s' refused a notification: %s", r->name,
+                status == IXL_ERR_BUSY   ? "its queue of notifications not drained is full"
+                : st == IXL_ERR_PROTOCOL ? "a malformed answer"
+                                         : "it says it was malformed, too large or no memory");
+        if (o->p != NULL) {
+            op_end(w, o, st, true, false);
+            return UCS_OK;
+        }
+        if (o->wait != NULL)
+            *o->wait = st;
+        op_free(w, o);
+        r->lane[w->idx].stalled = false;
+        if (atomic_exchange(&r->stalled, false))
+            e->host->log(e->host->ctx, IXL_LOG_INFO, "UCX: '%s' answers again", r->name);
+        return UCS_OK;
+    }
     if (bad && o != NULL && o->p != NULL) { /* its message fails now, not at the deadline */
         e->host->log(e->host->ctx, IXL_LOG_WARN,
                      "UCX: a malformed reply (%zu bytes) from '%s': its request fails", len,

@@ -28,6 +28,8 @@ enum ucx_opt {
     UO_TIMEOUT,
     UO_PROGRESS,
     UO_RMA_EMULATION,
+    UO_NOTIF_QUEUE,
+    UO_NOTIF_QUEUE_BYTES,
     UO_COUNT
 };
 
@@ -99,6 +101,25 @@ static const struct ixl_option ucx_options[UO_COUNT] = {
                               "initiator cannot abort the target) or ucx (UCX's emulated "
                               "put/get, one message per put; UCX 1.13.1 aborts a target whose "
                               "initiator dies in the middle)"},
+    [UO_NOTIF_QUEUE] = {.name = "notif_queue_max",
+                        .default_value = "65536",
+                        .type = IXL_OPT_INT,
+                        .unit = "notifications",
+                        .min = 1,
+                        .max = 1 << 24,
+                        .description = "notifications received and not drained yet that this "
+                                       "engine holds; one more is refused and its sender's "
+                                       "request (or ixl_notif_send) fails with "
+                                       "IXL_ERR_REMOTE_REFUSED"},
+    [UO_NOTIF_QUEUE_BYTES] = {.name = "notif_queue_bytes",
+                              .default_value = "64M",
+                              .type = IXL_OPT_SIZE,
+                              .min = 4096,
+                              .max = (int64_t)1 << 40,
+                              .description = "bytes of notifications received and not drained "
+                                             "yet (messages, sender names, about 40 bytes each "
+                                             "besides) that this engine holds; above it they are "
+                                             "refused as with notif_queue_max"},
 };
 
 /* ---- helpers ----------------------------------------------------------------------------------
@@ -150,38 +171,6 @@ uint64_t now_ms(void)
 /* ---- notifications ----------------------------------------------------------------------------
  */
 
-static ucs_status_t am_notif_cb(void *arg, const void *header, size_t header_len, void *data,
-                                size_t len, const ucp_am_recv_param_t *param)
-{
-    struct ucx_engine *e = arg;
-    (void)header;
-    (void)header_len;
-    const char *name;
-    const void *msg;
-    size_t nlen, mlen;
-    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-        !ucx_notif_decode(data, len, e->notif_max, &name, &nlen, &msg, &mlen)) {
-        e->host->log(e->host->ctx, IXL_LOG_WARN,
-                     "UCX: dropped a malformed notification (bad name, or over notif_max)");
-        return UCS_OK;
-    }
-    struct notif *n = malloc(sizeof(*n) + mlen + nlen + 1);
-    if (n == NULL)
-        return UCS_OK;
-    n->next = NULL;
-    n->len = mlen;
-    memcpy(n->msg, msg, mlen);
-    n->agent = (char *)n->msg + mlen;
-    memcpy(n->agent, name, nlen);
-    n->agent[nlen] = '\0';
-    pthread_mutex_lock(&e->nlock);
-    *e->ntail = n;
-    e->ntail = &n->next;
-    pthread_mutex_unlock(&e->nlock);
-    e->host->signal(e->host->ctx);
-    return UCS_OK;
-}
-
 static int ucx_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void *sink_ctx)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
@@ -189,6 +178,8 @@ static int ucx_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void 
     struct notif *n = e->nhead;
     e->nhead = NULL;
     e->ntail = &e->nhead;
+    e->nq_count = 0;
+    e->nq_bytes = 0;
     pthread_mutex_unlock(&e->nlock);
     while (n != NULL) {
         struct notif *next = n->next;
@@ -220,19 +211,57 @@ static int ucx_gen_notif(struct ixl_engine *base, const char *remote_agent, cons
     ucp_ep_h ep;
     int rc = ep_get_locked(w, r, &ep);
     struct ucx_send *s = NULL;
-    if (rc == IXL_OK && (s = send_new(w, NULL, 0, blen)) == NULL)
+    uint64_t token = 0;
+    int answer = IXL_IN_PROGRESS; /* the target's answer (notif_op_new), under w->lock */
+    if (rc == IXL_OK && ((s = send_new(w, NULL, 0, blen)) == NULL ||
+                         (token = notif_op_new(w, r, NULL, &answer)) == 0)) {
+        if (s != NULL)
+            send_free(s);
         rc = IXL_ERR_NO_MEMORY;
+    }
     if (rc == IXL_OK) {
+        s->token = token;
         memcpy(send_bytes(s), b, blen);
-        ucs_status_t st = send_am(ep, UCX_AM_NOTIF, s, send_bytes(s), blen, false);
-        if (st != UCS_OK && st != UCS_INPROGRESS) {
-            fail(e, status_of(st), "notification to '%s': %s", remote_agent, ucs_status_string(st));
-            rc = status_of(st);
-        }
+        send_notif(ep, s, blen); /* a failure sets answer */
     }
     pthread_mutex_unlock(&w->lock);
-    wake(w);
     free(b);
+    if (rc != IXL_OK)
+        return rc;
+    /* The target answers whether it queued the notification; a refusal (its queue is full) is
+     * this call's error, never a silent loss. */
+    uint64_t end = now_ms() + (e->timeout_ms > 0 ? e->timeout_ms : UCX_NOTIF_WAIT_MS);
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        bool any = answer == IXL_IN_PROGRESS && progress_locked(w);
+        rc = answer;
+        if (rc == IXL_IN_PROGRESS && now_ms() >= end) {
+            struct ucx_op *o = op_find(w, token);
+            if (o != NULL && o->wait == &answer)
+                o->wait = NULL; /* a late answer only says the peer answers again */
+            rc = IXL_ERR_REMOTE_DISCONNECT;
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (rc != IXL_IN_PROGRESS)
+            break;
+        if (!any)
+            sched_yield();
+    }
+    wake(w);
+    if (rc == IXL_ERR_REMOTE_DISCONNECT && answer == IXL_IN_PROGRESS)
+        fail(e, rc, "notification to '%s': no answer in %" PRIu64 " ms", remote_agent,
+             e->timeout_ms > 0 ? e->timeout_ms : (uint64_t)UCX_NOTIF_WAIT_MS);
+    else if (rc == IXL_ERR_REMOTE_REFUSED)
+        fail(e, rc,
+             "notification to '%s' refused: its queue of notifications not drained is full (it "
+             "answers again once the application there drains them)",
+             remote_agent);
+    else if (rc != IXL_OK)
+        fail(e, rc, "notification to '%s': %s", remote_agent,
+             rc == IXL_ERR_NOTIF_TOO_LARGE ? "over the target's notif_max"
+             : rc == IXL_ERR_NO_MEMORY     ? "the target had no memory for it"
+             : rc == IXL_ERR_PROTOCOL      ? "the target answered with a malformed reply"
+                                           : "the connection failed");
     return rc;
 }
 
@@ -300,14 +329,28 @@ static int ucx_load_remote_conn_info(struct ixl_engine *base, const char *remote
                                      const void *info, size_t len)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
-    const void *addr[UCX_MAX_ADDRS];
-    size_t alen[UCX_MAX_ADDRS];
-    if (ucx_info_decode(info, len, addr, alen) == 0) {
+    const void *addr[UCX_MAX_ADDRS], *own[UCX_MAX_ADDRS];
+    size_t alen[UCX_MAX_ADDRS], olen[UCX_MAX_ADDRS];
+    size_t n = ucx_info_decode(info, len, addr, alen);
+    if (n == 0) {
         fail(e, IXL_ERR_MALFORMED,
              "connection info of '%s' is not a list of UCX worker addresses (version %d)",
              remote_agent, UCX_INFO_VERSION);
         return IXL_ERR_MALFORMED;
     }
+    /* UCX aborts on a worker address of another format version (address.c "addr_version"):
+     * the low 4 bits of its first byte must be this UCX's own (what ucx_info_decode and this
+     * can check; the rest of an address only UCX parses). */
+    if (ucx_info_decode(e->info, e->info_len, own, olen) > 0)
+        for (size_t i = 0; i < n; i++)
+            if ((((const unsigned char *)addr[i])[0] & 0xf) !=
+                (((const unsigned char *)own[0])[0] & 0xf)) {
+                fail(e, IXL_ERR_MALFORMED,
+                     "worker address %zu of '%s' is of UCX address version %u, not %u", i,
+                     remote_agent, ((const unsigned char *)addr[i])[0] & 0xfu,
+                     ((const unsigned char *)own[0])[0] & 0xfu);
+                return IXL_ERR_MALFORMED;
+            }
     pthread_mutex_lock(&e->lock);
     lock_workers(e);
     int rc = remote_set_locked(e, remote_agent, info, len);
@@ -516,6 +559,11 @@ static int ucx_register_mem(struct ixl_engine *base, enum ixl_mem type,
         krc = key_insert(e, m);
         pthread_rwlock_unlock(&e->klock);
     }
+    unsigned mt;
+    if (!ucx_rkey_check(rk, rk_len, &mt) && !atomic_exchange(&e->rkey_unchecked, true))
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "UCX: this UCX packs remote keys in a layout the plugin does not know: peers' "
+                     "keys go to UCX unchecked");
     m->pub = krc == IXL_OK ? ucx_pub_encode(m->key, rk, rk_len, &m->pub_len) : NULL;
     ucp_rkey_buffer_release(rk);
     if (m->pub == NULL) {
@@ -647,6 +695,18 @@ static int ucx_load_remote_md(struct ixl_engine *base, const char *remote_agent,
              remote_agent, UCX_VERSION);
         return IXL_ERR_MALFORMED;
     }
+    /* What the plugin can check before UCX parses it (ucx_rkey_check): the layout, the lengths,
+     * and a memory type that agrees with the region's. */
+    unsigned mt = 0;
+    bool layout = ucx_rkey_check(rk, rk_len, &mt);
+    if ((!layout && !atomic_load(&e->rkey_unchecked)) ||
+        (layout &&
+         (mt >= UCS_MEMORY_TYPE_LAST || (type == IXL_MEM_DRAM) != (mt == UCS_MEMORY_TYPE_HOST)))) {
+        fail(e, IXL_ERR_MALFORMED,
+             "the remote key of a region of '%s' (%zu bytes) is not one UCX packed for %s memory",
+             remote_agent, rk_len, type == IXL_MEM_DRAM ? "host" : "device");
+        return IXL_ERR_MALFORMED;
+    }
     struct ucx_remote *r = remote_get(e, remote_agent);
     if (r == NULL) {
         fail(e, IXL_ERR_NOT_FOUND, "no connection info for agent '%s'", remote_agent);
@@ -687,6 +747,104 @@ static int ucx_unload_md(struct ixl_engine *base, struct ixl_md *md)
 /* ---- engine -----------------------------------------------------------------------------------
  */
 
+/* Whether every device of a UCX_NET_DEVICES list is the loopback device. */
+static bool devices_loopback(const char *devices)
+{
+    for (const char *d = devices; *d != '\0'; d += strcspn(d, ","), d += *d == ',')
+        if (strcspn(d, ",") != 2 || strncmp(d, "lo", 2) != 0)
+            return false;
+    return devices[0] != '\0';
+}
+
+/* e->tls without UCX's sysv transport: its segments are created 0660, so that any process of
+ * the agent's group may attach them (its shared memory FIFO and the memory it allocates), where
+ * posix segments are reached through /proc/<pid>/fd (the agent's own user). "all" becomes
+ * "^sysv", an exclusion list gains sysv, and in a list of transports sysv is dropped and the
+ * aliases sm, shm (posix, cma; knem and xpmem stay when named) and mm (posix) are spelled out.
+ * False when nothing is left. */
+static bool tls_without_sysv(char *tls, size_t cap)
+{
+    char out[sizeof(((struct ucx_engine *)0)->tls)] = "";
+    size_t used = 0;
+    bool all = false;
+    for (const char *t = tls; *t != '\0'; t += strcspn(t, ","), t += *t == ',') {
+        size_t n = strcspn(t, ",");
+        const char *put = NULL;
+        if (tls[0] == '^' || (n == 4 && strncmp(t, "sysv", 4) == 0))
+            continue;
+        if (n == 3 && strncmp(t, "all", 3) == 0)
+            all = true;
+        else if ((n == 2 && strncmp(t, "sm", 2) == 0) || (n == 3 && strncmp(t, "shm", 3) == 0))
+            put = "posix,cma";
+        else if (n == 2 && strncmp(t, "mm", 2) == 0)
+            put = "posix";
+        int k = put != NULL ? snprintf(out + used, sizeof(out) - used, "%s%s", used ? "," : "", put)
+                            : snprintf(out + used, sizeof(out) - used, "%s%.*s", used ? "," : "",
+                                       (int)n, t);
+        if (k > 0 && (size_t)k < sizeof(out) - used)
+            used += (size_t)k;
+    }
+    if (tls[0] == '^') {
+        if (strstr(tls, "sysv") == NULL && strlen(tls) + 6 <= cap)
+            strcat(tls, ",sysv");
+        return true;
+    }
+    if (all)
+        snprintf(tls, cap, "^sysv");
+    else
+        snprintf(tls, cap, "%s", out);
+    return tls[0] != '\0';
+}
+
+/* The UCX_NET_DEVICES the engine runs with, from the devices option and how the agent's peers
+ * prove who they are (host->auth_mode, ABI 2.1). Without a key (IXL_AUTH_LOCAL, also a host too
+ * old to say) the network transports use the loopback device only, as the other listeners of ixl
+ * bind loopback only: devices=all becomes lo, anything else is refused. Shared memory transports
+ * (posix, sysv, cma, self) are host-local and stay. */
+static int devices_for(struct ucx_engine *e, const char *devices, const char **out)
+{
+    const struct ixl_host *h = e->host;
+    e->auth_mode = h->size >= offsetof(struct ixl_host, auth_mode) + sizeof(h->auth_mode) &&
+                           h->auth_mode != NULL
+                       ? h->auth_mode(h->ctx)
+                       : IXL_AUTH_LOCAL;
+    *out = devices;
+    if (e->auth_mode != IXL_AUTH_LOCAL) {
+        h->log(h->ctx, IXL_LOG_INFO,
+               "UCX: network devices '%s'%s; UCX's own connections (tcp, RDMA, shared memory) are "
+               "not authenticated by ixl: the cluster key covers the metadata that names them "
+               "(docs/ucx.md, Trust)",
+               devices,
+               e->auth_mode == IXL_AUTH_OPEN ? " (insecure_remote: no key, any peer)" : "");
+        return IXL_OK;
+    }
+    char asked[sizeof(e->tls)];
+    snprintf(asked, sizeof(asked), "%s", e->tls);
+    if (!tls_without_sysv(e->tls, sizeof(e->tls))) {
+        fail(e, IXL_ERR_NOT_ALLOWED,
+             "transports=%s: without a cluster key the UCX backend leaves out sysv, whose "
+             "segments every process of this group may attach; use posix (shm) instead",
+             asked);
+        return IXL_ERR_NOT_ALLOWED;
+    }
+    if (strcmp(devices, "all") == 0)
+        *out = "lo";
+    else if (!devices_loopback(devices)) {
+        fail(e, IXL_ERR_NOT_ALLOWED,
+             "devices=%s: without a cluster key the UCX backend uses the loopback device (lo) "
+             "only; set auth_key (IXL_AUTH_KEY, IXL_AUTH_KEY_FILE) or insecure_remote to use "
+             "other devices",
+             devices);
+        return IXL_ERR_NOT_ALLOWED;
+    }
+    h->log(h->ctx, IXL_LOG_INFO,
+           "UCX: no cluster key: network transports use the loopback device only "
+           "(UCX_NET_DEVICES=lo), shared memory transports but sysv stay (UCX_TLS=%s); UCX's "
+           "own connections are not authenticated by ixl (docs/ucx.md, Trust)",
+           e->tls);
+    return IXL_OK;
+}
+
 static void ucx_destroy_engine(struct ixl_engine *base);
 
 /* Creates worker i: its UCP worker, notification handler, event fd and epoll set. */
@@ -700,7 +858,7 @@ static int worker_create(struct ucx_engine *e, unsigned i, ucp_address_t **addr,
                                                UCP_AM_HANDLER_PARAM_FIELD_ARG,
                                  .id = UCX_AM_NOTIF,
                                  .cb = am_notif_cb,
-                                 .arg = e};
+                                 .arg = w};
     ucp_am_handler_param_t rma = ap, reply = ap;
     rma.id = UCX_AM_RMA;
     rma.cb = am_rma_cb;
@@ -760,6 +918,8 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     e->progress_us = (unsigned)opt[UO_PROGRESS].u;
     e->timeout_ms = opt[UO_TIMEOUT].u;
     e->own_rma = opt[UO_RMA_EMULATION].i == 0;
+    e->nq_max = (size_t)opt[UO_NOTIF_QUEUE].u;
+    e->nq_bytes_max = (size_t)opt[UO_NOTIF_QUEUE_BYTES].u;
     e->err_mode = opt[UO_ERR_MODE].i == 0 ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     snprintf(e->tls, sizeof(e->tls), "%s", opt[UO_TRANSPORTS].str);
     if ((e->w = calloc(workers, sizeof(*e->w))) == NULL) {
@@ -793,7 +953,13 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
      * (see pack_ops), one send() each; 64 KiB is the receive segment (UCX_TCP_RX_SEG_SIZE),
      * the most a peer takes in one. Left alone where the user set either, and where tcp cannot
      * open: UCX warns about a transport setting no transport took. */
-    const char *devices = opt[UO_DEVICES].str;
+    const char *devices;
+    int rc = devices_for(e, opt[UO_DEVICES].str, &devices);
+    if (rc != IXL_OK) {
+        ucp_config_release(cfg);
+        ucx_destroy_engine(&e->base);
+        return rc;
+    }
     bool seg = tcp_may_open(e->tls, devices) && getenv("UCX_TCP_TX_SEG_SIZE") == NULL &&
                getenv("UCX_TCP_RX_SEG_SIZE") == NULL;
     const char *mods[][2] = {{"TLS", e->tls},
@@ -809,9 +975,34 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
             ucx_destroy_engine(&e->base);
             return IXL_ERR_INVALID_ARG;
         }
+    /* UCX's put/get (UCP_FEATURE_RMA) includes its software emulation over active messages,
+     * which a peer connected to a worker's tcp port uses to write to or read from any address of
+     * this process: no key travels with it (ucp_put_handler). Whoever reaches that port may
+     * connect: without a cluster key any local user (the port is on lo), with one anyone on the
+     * network. With peer error handling, the plugin's own WRITE/READ messages and no RDMA port
+     * among the devices (lo, or named interfaces), no endpoint can have an RMA lane anyway (tcp
+     * has none, and UCX 1.13 refuses shared memory then), so the feature is left out and UCX
+     * answers no put or get. Otherwise it stays (shared memory or RDMA puts, rma_emulation=ucx),
+     * and the exposure is logged. */
+    bool rdma = strcmp(devices, "all") == 0 || strchr(devices, ':') != NULL;
+    bool rma = !(e->err_mode == UCP_ERR_HANDLING_MODE_PEER && e->own_rma && !rdma);
+    if (rma && tcp_may_open(e->tls, devices))
+        host->log(host->ctx, e->auth_mode == IXL_AUTH_LOCAL ? IXL_LOG_WARN : IXL_LOG_INFO,
+                  "UCX: tcp allowed and %s: UCX's own put/get stays on, which %s that speaks UCX "
+                  "can use through the tcp port to write and read this process's memory "
+                  "(docs/ucx.md, Trust); %s",
+                  !e->own_rma ? "rma_emulation=ucx"
+                  : rdma      ? "RDMA devices possible"
+                              : "err_mode=none",
+                  e->auth_mode == IXL_AUTH_LOCAL ? "a process of any user of this host"
+                                                 : "anyone who reaches the port",
+                  e->auth_mode == IXL_AUTH_LOCAL ? "transports=shm avoids that"
+                                                 : "name the network interfaces in devices "
+                                                   "(no RDMA port) with err_mode=peer to avoid it");
     /* mt_workers_shared: memory registration runs beside the workers' threads. */
     ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                       .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                       .features =
+                           (rma ? UCP_FEATURE_RMA : 0) | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                        .mt_workers_shared = 1};
     st = ucp_init(&up, cfg, &e->ctx);
     ucp_config_release(cfg);
@@ -837,7 +1028,6 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
 
     ucp_address_t *addr[UCX_MAX_WORKERS] = {NULL};
     size_t addr_len[UCX_MAX_WORKERS] = {0};
-    int rc = IXL_OK;
     for (unsigned i = 0; i < e->nw && rc == IXL_OK; i++)
         rc = worker_create(e, i, &addr[i], &addr_len[i]);
     if (rc == IXL_OK) {

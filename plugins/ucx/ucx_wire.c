@@ -61,7 +61,7 @@ void *ucx_info_encode(size_t n, const void *const *addrs, const size_t *lens, si
         return NULL;
     size_t total = 4;
     for (size_t i = 0; i < n; i++) {
-        if (lens[i] == 0 || lens[i] > UINT32_MAX || total + 4 + lens[i] < total)
+        if (lens[i] == 0 || lens[i] > UCX_ADDR_MAX || total + 4 + lens[i] < total)
             return NULL;
         total += 4 + lens[i];
     }
@@ -94,7 +94,7 @@ size_t ucx_info_decode(const void *bytes, size_t len, const void **addrs, size_t
             return 0;
         size_t l = (uint32_t)ixlp_get_le(p + off, 4);
         off += 4;
-        if (l == 0 || l > plen - off)
+        if (l == 0 || l > UCX_ADDR_MAX || l > plen - off)
             return 0;
         addrs[i] = p + off;
         lens[i] = l;
@@ -160,6 +160,24 @@ const void *ucx_pub_decode(const void *bytes, size_t len, uint64_t *key, size_t 
     *key = ixlp_get_le(p, 8);
     *rkey_len = plen - 8;
     return p + 8;
+}
+
+bool ucx_rkey_check(const void *rkey, size_t len, unsigned *mem_type)
+{
+    const unsigned char *b = rkey;
+    if (b == NULL || len < 9 || len > UCX_RKEY_MAX)
+        return false;
+    uint64_t md_map = ixlp_get_le(b, 8);
+    size_t off = 9;
+    for (; md_map != 0; md_map &= md_map - 1) {
+        if (off >= len || b[off] > len - off - 1)
+            return false;
+        off += 1 + (size_t)b[off];
+    }
+    if (off != len && (len - off - 1) % 3 != 0)
+        return false;
+    *mem_type = b[8];
+    return true;
 }
 
 static void rma_hdr(unsigned char *b, enum ucx_rma_kind kind, uint32_t word, uint64_t token,

@@ -6,12 +6,17 @@
  *   [u32 magic][u32 version][u32 payload length][u32 FNV-1a of the payload, low 32 bits][payload]
  * Public data is version 2, its payload [u64 region key][packed rkey] (the key names the region
  * in the plugin's own WRITE/READ messages below; version 1 held the rkey alone). Connection info
- * is version 2, its payload the addresses of the engine's workers:
- *   [u32 count (1..UCX_MAX_ADDRS)] count x ([u32 length (> 0)][worker address])
- * and nothing after them. UCX does not validate worker addresses or packed keys, so these checks
- * are all that stands between corrupt metadata and UCX's parsers. Notifications (an active
- * message):
- *   [u16 sender name length][name][message], little-endian.
+ * is version 3 (2 before notifications were answered), its payload the addresses of the engine's
+ * workers: [u32 count (1..UCX_MAX_ADDRS)] count x ([u32 length (> 0)][worker address]) and nothing
+ * after them, each address at most UCX_ADDR_MAX bytes. UCX does not validate worker addresses or
+ * packed keys: these checks and ucx_rkey_check stop accidents and malformed bytes, not forgery (the
+ * checksum is no MAC). Only metadata the core authenticated (a cluster key) or took from a peer the
+ * kernel vouches for (no key: same user, this host) reaches them; see docs/ucx.md, Trust.
+ * Notifications (an active message): [u16 sender name length][name][message], little-endian, with
+ * the sender's token (u64, little-endian) as UCX's active message header. The target answers every
+ * one with a reply (below, kind 'A', the token returned): status 0 when it queued it, IXL_ERR_BUSY
+ * when its queue of notifications not drained is full (notif_queue_max, notif_queue_bytes),
+ * IXL_ERR_NOTIF_TOO_LARGE, IXL_ERR_PROTOCOL or IXL_ERR_NO_MEMORY.
  *
  * WRITE and READ over endpoints without an RMA transport (tcp), as the plugin's own active
  * messages instead of UCX's emulated put/get. A request message (initiator to target):
@@ -33,8 +38,15 @@
 #define UCX_INFO_MAGIC 0x554c5849u /* "IXLU" */
 #define UCX_RKEY_MAGIC 0x4b4c5849u /* "IXLK" */
 #define UCX_VERSION 2              /* of public data (region key + rkey) */
-#define UCX_INFO_VERSION 2         /* of connection info: 1 held a single worker address */
+#define UCX_INFO_VERSION                                                                   \
+    3 /* of connection info: 1 held a single worker address; 3: notifications are answered \
+         (ucx_am.c) */
 #define UCX_MAX_ADDRS 16 /* most worker addresses in a connection info (the workers option) */
+/* Longest worker address and packed rkey taken from a peer (UCX 1.13's are some hundred bytes
+ * with every transport of a host; a packed rkey is at most 64 memory domains' keys of at most
+ * 255 bytes each, ucp_rkey_packed_size). */
+#define UCX_ADDR_MAX 16384
+#define UCX_RKEY_MAX (9 + 64 * 256 + 1 + 64 * 3)
 #define UCX_HDR_LEN 16
 #define UCX_NAME_MAX 255 /* longest sender name a notification may carry */
 #define UCX_RMA_VERSION 1
@@ -77,6 +89,11 @@ void *ucx_pub_encode(uint64_t key, const void *rkey, size_t len, size_t *out_len
 /* The packed rkey inside public data (a pointer into bytes) and the region key, or NULL when the
  * bytes are not what ucx_pub_encode() made. */
 const void *ucx_pub_decode(const void *bytes, size_t len, uint64_t *key, size_t *rkey_len);
+/* Whether a packed rkey has the layout of UCX's ucp_rkey_pack (1.10 to 1.16): [u64 md_map][u8
+ * memory type] then, for each bit of md_map, [u8 size][size bytes], then nothing or [u8 system
+ * device] and 3-byte distances; at most UCX_RKEY_MAX bytes. Fills its memory type. Says nothing of
+ * the bytes inside each memory domain's key (UCX's transports parse those). */
+bool ucx_rkey_check(const void *rkey, size_t len, unsigned *mem_type);
 /* A request message's header and entries into out (UCX_RMA_HDR + n * UCX_RMA_ENTRY bytes). */
 void ucx_rma_req_encode(void *out, enum ucx_rma_kind kind, uint64_t token, size_t n,
                         const struct ucx_rma_entry *entries);

@@ -2,6 +2,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ucx.h"
 
@@ -132,9 +133,21 @@ void part_advance_locked(struct ucx_worker *w, struct ucx_part *p)
                 req_set_err(q, IXL_ERR_REMOTE_DISCONNECT);
                 continue;
             }
-            op_count(p);
-            pack_src_set(&q->notif_src, NULL, 0, q->notif, q->notif_len);
-            op_started(p, am_send_src(q->e, l->ep, UCX_AM_NOTIF, &q->notif_src, &rp));
+            /* The target answers whether it queued the notification (its queue is bounded):
+             * the request completes with that answer. */
+            struct ucx_send *s = send_new(w, p, 0, q->notif_len);
+            uint64_t token = s != NULL ? notif_op_new(w, q->rem, p, NULL) : 0;
+            if (token == 0) {
+                if (s != NULL)
+                    send_free(s);
+                req_set_err(q, IXL_ERR_NO_MEMORY);
+                continue;
+            }
+            s->token = token;
+            memcpy(send_bytes(s), q->notif, q->notif_len);
+            op_count(p); /* the answer */
+            op_count(p); /* the send */
+            send_notif(l->ep, s, q->notif_len);
             continue;
         }
         req_finish(q);

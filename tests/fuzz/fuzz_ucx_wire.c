@@ -6,6 +6,7 @@
  * and round-trip whatever the encoders make of the input (connection info: up to UCX_MAX_ADDRS
  * worker addresses cut from the input).
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ucx_rma_reply_encode(back, kind, rst, token);
         REQUIRE(memcmp(back, data, UCX_RMA_HDR) == 0);
     }
+    /* A packed rkey: its layout checked without reading past the input. */
+    unsigned mt;
+    if (ucx_rkey_check(data, size, &mt))
+        REQUIRE(size >= 9 && size <= UCX_RKEY_MAX && mt == data[8]);
     const char *name;
     const void *msg;
     size_t nlen, mlen;
@@ -147,21 +152,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = rest;
         const void *in[UCX_MAX_ADDRS];
         size_t inl[UCX_MAX_ADDRS], off = 1;
+        bool over = false; /* an address over UCX_ADDR_MAX: neither made nor taken */
         for (size_t i = 0; i < n; i++) {
             inl[i] = i + 1 < n ? rest / n : size - off;
             in[i] = data + off;
             off += inl[i];
+            over = over || inl[i] > UCX_ADDR_MAX;
         }
         size_t ilen;
         void *w = ucx_info_encode(n, in, inl, &ilen);
-        REQUIRE(w != NULL);
-        REQUIRE(ucx_info_decode(w, ilen, addrs, lens) == n);
-        for (size_t i = 0; i < n; i++)
-            REQUIRE(lens[i] == inl[i] && memcmp(addrs[i], in[i], inl[i]) == 0);
-        REQUIRE(ucx_info_decode(w, ilen - 1, addrs, lens) == 0);
-        ((unsigned char *)w)[ilen - 1] ^= 1;
-        REQUIRE(ucx_info_decode(w, ilen, addrs, lens) == 0);
-        free(w);
+        REQUIRE((w == NULL) == over);
+        if (w != NULL) {
+            REQUIRE(ucx_info_decode(w, ilen, addrs, lens) == n);
+            for (size_t i = 0; i < n; i++)
+                REQUIRE(lens[i] == inl[i] && memcmp(addrs[i], in[i], inl[i]) == 0);
+            REQUIRE(ucx_info_decode(w, ilen - 1, addrs, lens) == 0);
+            ((unsigned char *)w)[ilen - 1] ^= 1;
+            REQUIRE(ucx_info_decode(w, ilen, addrs, lens) == 0);
+            free(w);
+        }
     }
     /* First byte: the sender name's length; then the name; the rest is the message. */
     if (size > 0) {
