@@ -47,8 +47,8 @@ enum lf_type { LF_HELLO_Q = 1, LF_HELLO_A, LF_CHAL_Q, LF_CHAL_A, LF_REG_Q, LF_RE
 enum lf_status { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2 };
 
 struct net_lslot {
-    int fd;            /* -1: free */
-    uint64_t deadline; /* closed when no frame came by then */
+    int fd;                                 /* -1: free */
+    uint64_t deadline;                      /* closed when no frame came by then */
     _Alignas(16) volatile uint8_t word[16]; /* the last challenge's nonce */
 };
 
@@ -147,8 +147,7 @@ static int serve_frame(struct net_engine *e, struct net_lslot *s)
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 0;
-    if (n != LF_BYTES || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-        ixlp_get_le(f, 4) != LF_MAGIC)
+    if (n != LF_BYTES || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || ixlp_get_le(f, 4) != LF_MAGIC)
         return -1;
     switch (f[4]) {
     case LF_HELLO_Q:
@@ -458,8 +457,10 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
     if (net_sys()->connect(s->fd, (struct sockaddr *)&sa,
                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + nl)) != 0) {
         int err = errno;
-        snprintf(why, wl, "no NET agent answers on its same-node socket (connect: %s): another "
-                 "node or network namespace, or it exited", strerror(err));
+        snprintf(why, wl,
+                 "no NET agent answers on its same-node socket (connect: %s): another "
+                 "node or network namespace, or it exited",
+                 strerror(err));
         goto fail;
     }
     struct ucred cr;
@@ -477,7 +478,8 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
         goto fail;
     }
     if (cr.pid == getpid()) {
-        snprintf(why, wl, "the kernel says its same-node socket belongs to this very process "
+        snprintf(why, wl,
+                 "the kernel says its same-node socket belongs to this very process "
                  "(pid %d): forged connection info",
                  (int)cr.pid);
         goto fail;
@@ -496,7 +498,8 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
     if (memchr(name, '\0', LF_NAME) == NULL || strcmp(name, p->name) != 0 || ginst != instance) {
         if (memchr(name, '\0', LF_NAME) == NULL)
             snprintf(name, sizeof(name), "(unterminated)");
-        snprintf(why, wl, "the process answering on its same-node socket (pid %d) is agent "
+        snprintf(why, wl,
+                 "the process answering on its same-node socket (pid %d) is agent "
                  "'%.64s' instance %016" PRIx64 ", not '%.64s' instance %016" PRIx64,
                  (int)cr.pid, name, ginst, p->name, instance);
         goto fail;
@@ -608,8 +611,8 @@ static int check_memfd(struct net_engine *e, int fd, uint64_t need, char *why, s
 }
 
 /* Asks s's peer about region m; 1 confirmed, 0 denied, -1 failed (why). */
-static int ask_region(struct lsess *s, const struct net_rmd *m, int want_fd, int *fd,
-                      uint64_t *off, uint64_t *size, char *why, size_t wl)
+static int ask_region(struct lsess *s, const struct net_rmd *m, int want_fd, int *fd, uint64_t *off,
+                      uint64_t *size, char *why, size_t wl)
 {
     uint8_t f[LF_BYTES];
     lf_head(f, LF_REG_Q, 0);
@@ -797,8 +800,7 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
         ms[i]->confirmed_instance = instance;
         pthread_mutex_unlock(&p->lock);
         if (a == 0) {
-            e->host->log(e->host->ctx, IXL_LOG_WARN, "NET: cma to '%s' refused: %s", p->name,
-                         why);
+            e->host->log(e->host->ctx, IXL_LOG_WARN, "NET: cma to '%s' refused: %s", p->name, why);
             ok = 0;
         }
     }
