@@ -746,11 +746,14 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
     pthread_mutex_unlock(&p->lock);
     if (cma == 1 && todo == 0)
         return 1; /* verified before: no system call */
-    if (cma == 0 || known_refused(p, why, wl)) {
-        if (cma == 0)
-            snprintf(why, wl, "%s", p->local_why[0] ? p->local_why : "cma was refused before");
+    if (cma == 0) {
+        pthread_mutex_lock(&p->lock);
+        snprintf(why, wl, "%s", p->local_why[0] ? p->local_why : "cma was refused before");
+        pthread_mutex_unlock(&p->lock);
         return 0;
     }
+    if (known_refused(p, why, wl))
+        return 0;
     struct lsess s;
     if (sess_open(e, p, &s, &instance, why, wl) != 0) {
         refuse(e, p, instance, why);

@@ -149,8 +149,8 @@ static const uint8_t *net_conn(const uint8_t *md, size_t len, size_t *conn_len)
 {
     const uint8_t *c = memmem(md, len, "IXLNETC", 7);
     CHECK(c != NULL && c - md >= 4);
-    uint32_t l = (uint32_t)c[-4] | (uint32_t)c[-3] << 8 | (uint32_t)c[-2] << 16 |
-                 (uint32_t)c[-1] << 24;
+    uint32_t l =
+        (uint32_t)c[-4] | (uint32_t)c[-3] << 8 | (uint32_t)c[-2] << 16 | (uint32_t)c[-1] << 24;
     CHECK(l >= 56 && (size_t)(c - md) + l <= len);
     *conn_len = l;
     return c;
@@ -307,7 +307,7 @@ static int forge_main(void)
     CHECK(write_all(wfd, want_file, PAGE) == 0);
     close(wfd);
     int file_fd = open(tmpl, O_RDONLY | O_CLOEXEC);
-    int check_fd = open(tmpl, O_RDONLY | O_CLOEXEC);
+    int check_fd = open(tmpl, O_RDWR | O_CLOEXEC); /* the test's own view, to check and restore */
     CHECK(file_fd >= 0 && check_fd >= 0);
     unlink(tmpl);
     uint8_t *secret = aligned_alloc(PAGE, PAGE);
@@ -378,7 +378,8 @@ static int forge_main(void)
                 }
                 ixl_dlist_destroy(l);
                 ixl_dlist_destroy(r);
-                fprintf(stderr, "  %-6s WRITE -> '%s' region on %-29s create %-20s path %-3s "
+                fprintf(stderr,
+                        "  %-6s WRITE -> '%s' region on %-29s create %-20s path %-3s "
                         "post %s\n",
                         names[i], name, what[t], ixl_strerror(st), used,
                         st == IXL_OK ? ixl_strerror(post) : "-");
@@ -392,6 +393,8 @@ static int forge_main(void)
                        "%s: a WRITE to '%s' changed its own ixl_mem_alloc memory", names[i], name);
                 expect(memcmp(secret, want_secret, PAGE) == 0,
                        "%s: a WRITE to '%s' changed its own unregistered buffer", names[i], name);
+                /* Restored, so each case reports only what it did itself. */
+                CHECK(pwrite(check_fd, want_file, PAGE, 0) == (ssize_t)PAGE);
                 memcpy(own, want_own, PAGE);
                 memcpy(secret, want_secret, PAGE);
                 if (i == 0) { /* auto: never a same-node path to a forged claim */
@@ -410,8 +413,8 @@ static int forge_main(void)
                     if (st == IXL_ERR_NOT_SUPPORTED)
                         expect(strstr(err, why) != NULL ||
                                    (i == 1 && t == 2 && strstr(err, "ixl_mem_alloc") != NULL),
-                               "%s: the refusal does not say why (want '%s'): %s", names[i],
-                               why, err);
+                               "%s: the refusal does not say why (want '%s'): %s", names[i], why,
+                               err);
                 }
             }
         }
@@ -499,8 +502,7 @@ static int nobody_initiator(void)
                 net_pat_fill(buf, NB_LEN, wseed + (uint64_t)k, 0);
             struct ixl_dlist *l = list1((uintptr_t)buf, NB_LEN), *r = list1(addrs[k], NB_LEN);
             struct ixl_xfer *x;
-            CHECK_RC(ixl_xfer_create(a, op == 0 ? IXL_OP_READ : IXL_OP_WRITE, l, r, name, NULL,
-                                     &x),
+            CHECK_RC(ixl_xfer_create(a, op == 0 ? IXL_OP_READ : IXL_OP_WRITE, l, r, name, NULL, &x),
                      IXL_OK);
             struct ixl_xfer_info xi = {.size = sizeof(xi)};
             CHECK_RC(ixl_xfer_info(x, &xi), IXL_OK);
@@ -569,8 +571,7 @@ static int nobody_main(void)
         char env[PATH_MAX + 32];
         snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s", dir);
         char *const argv[] = {exe, "nobody-init", NULL}, *const envp[] = {env, NULL};
-        if (chdir(dir) != 0 || setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
-            setuid(65534) != 0)
+        if (chdir(dir) != 0 || setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
             _exit(126);
         execve(exe, argv, envp);
         _exit(127);
