@@ -296,7 +296,7 @@ int net_local_start(struct net_engine *e)
     }
     if (ok) {
         what = "listen";
-        ok = net_sys()->listen(l->lfd, 16) == 0;
+        ok = net_sys()->listen(l->lfd, 64) == 0;
     }
     if (ok) {
         what = "eventfd";
@@ -353,6 +353,7 @@ struct lsess {
     pid_t pid; /* SO_PEERCRED's, in this pid namespace (0: not visible here) */
     int pidfd;
     uint64_t deadline;
+    bool transient; /* it failed for a reason that may pass (busy, slow): not remembered */
 };
 
 static void sess_close(struct lsess *s)
@@ -374,6 +375,7 @@ static int lf_recv(struct lsess *s, uint8_t *f, enum lf_type t, int *fd, char *w
         uint64_t now = net_now_ns();
         if (now >= s->deadline) {
             snprintf(why, wl, "no answer on its same-node socket within timeout_ms");
+            s->transient = true;
             return -1;
         }
         struct pollfd pf = {.fd = s->fd, .events = POLLIN};
@@ -382,6 +384,7 @@ static int lf_recv(struct lsess *s, uint8_t *f, enum lf_type t, int *fd, char *w
             continue;
         if (r < 0) {
             snprintf(why, wl, "poll of its same-node socket: %s", strerror(errno));
+            s->transient = true;
             return -1;
         }
         if (r == 0)
@@ -400,13 +403,27 @@ static int lf_recv(struct lsess *s, uint8_t *f, enum lf_type t, int *fd, char *w
         ssize_t n = net_sys()->recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
-        int got = -1;
-        if (fd && n > 0)
-            for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                    c->cmsg_len == CMSG_LEN(sizeof(int)) && got < 0)
-                    memcpy(&got, CMSG_DATA(c), sizeof(int));
-        if (n != LF_BYTES || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+        /* Every descriptor the kernel installed is taken; more than one is an error (and
+         * all are closed). */
+        int got = -1, extra = 0;
+        if (fd && n >= 0)
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+                    c->cmsg_len < CMSG_LEN(0))
+                    continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t j = 0; j < k; j++) {
+                    int one;
+                    memcpy(&one, CMSG_DATA(c) + j * sizeof(int), sizeof(int));
+                    if (got < 0) {
+                        got = one;
+                    } else {
+                        net_sys()->close(one);
+                        extra = 1;
+                    }
+                }
+            }
+        if (n != LF_BYTES || extra || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
             ixlp_get_le(buf, 4) != LF_MAGIC || buf[4] != (uint8_t)t) {
             if (got >= 0)
                 net_sys()->close(got);
@@ -433,6 +450,7 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
 {
     s->fd = s->pidfd = -1;
     s->pid = 0;
+    s->transient = false;
     s->deadline = net_now_ns() + e->timeout_ns;
     pthread_mutex_lock(&p->lock);
     uint64_t id = p->local_id, instance = p->instance;
@@ -450,6 +468,7 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
     s->fd = net_sys()->socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->fd < 0) {
         snprintf(why, wl, "socket(AF_UNIX): %s", strerror(errno));
+        s->transient = true;
         return -1;
     }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -457,6 +476,7 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
     if (net_sys()->connect(s->fd, (struct sockaddr *)&sa,
                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + nl)) != 0) {
         int err = errno;
+        s->transient = err == EAGAIN || err == EINTR;
         snprintf(why, wl,
                  "no NET agent answers on its same-node socket (connect: %s): another "
                  "node or network namespace, or it exited",
@@ -523,6 +543,18 @@ static void refuse(struct net_engine *e, struct net_peer *p, uint64_t instance, 
     if (first)
         e->host->log(e->host->ctx, IXL_LOG_WARN,
                      "NET: same-node paths to '%s' refused (%s); using TCP", p->name, why);
+}
+
+/* A failure of session s: remembered for the instance, unless it may pass (then only logged,
+ * and the next request asks again). */
+static void settle(struct net_engine *e, struct net_peer *p, uint64_t instance,
+                   const struct lsess *s, const char *why)
+{
+    if (s->transient)
+        e->host->log(e->host->ctx, IXL_LOG_INFO,
+                     "NET: same-node check of '%s' did not finish (%s); TCP for now", p->name, why);
+    else
+        refuse(e, p, instance, why);
 }
 
 /* Records a verified session: p's pid is the kernel's, watched through the session's pidfd. */
@@ -659,8 +691,8 @@ int net_local_memfd(struct net_engine *e, struct net_rmd *m, int *fd_out, uint64
     struct lsess s;
     uint64_t instance;
     if (sess_open(e, p, &s, &instance, why, wl) != 0) {
-        refuse(e, p, instance, why);
-        return IXL_ERR_AUTH;
+        settle(e, p, instance, &s, why);
+        return s.transient ? IXL_ERR_BUSY : IXL_ERR_AUTH;
     }
     int rc = IXL_ERR_AUTH;
     int fd = -1;
@@ -668,8 +700,11 @@ int net_local_memfd(struct net_engine *e, struct net_rmd *m, int *fd_out, uint64
     if (same_pid(e, p, instance, &s, why, wl) != 0)
         goto done;
     int a = ask_region(&s, m, 1, &fd, &off, &size, why, wl);
-    if (a < 0)
-        refuse(e, p, instance, why);
+    if (a < 0) {
+        settle(e, p, instance, &s, why);
+        if (s.transient)
+            rc = IXL_ERR_BUSY;
+    }
     if (a <= 0)
         goto done;
     if (off > size || m->len > size - off || check_memfd(e, fd, size, why, wl) != 0) {
@@ -756,7 +791,7 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
         return 0;
     struct lsess s;
     if (sess_open(e, p, &s, &instance, why, wl) != 0) {
-        refuse(e, p, instance, why);
+        settle(e, p, instance, &s, why);
         return 0;
     }
     int ok = 0;
@@ -764,10 +799,15 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
         goto done;
     if (cma != 1) {
         if (challenge(e, &s, why, wl) != 0) {
+            if (s.transient) {
+                settle(e, p, instance, &s, why);
+                goto done;
+            }
             pthread_mutex_lock(&p->lock);
-            if (p->instance == instance)
+            if (p->instance == instance) {
                 p->cma = 0;
-            snprintf(p->local_why, sizeof(p->local_why), "%s", why);
+                snprintf(p->local_why, sizeof(p->local_why), "%s", why);
+            }
             pthread_mutex_unlock(&p->lock);
             e->host->log(e->host->ctx, IXL_LOG_INFO,
                          "NET: cross-memory attach to '%s' unavailable (%s); using another path",
@@ -794,7 +834,7 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
                      " (forged or stale metadata)",
                      ms[i]->addr, ms[i]->len);
         if (a < 0) {
-            refuse(e, p, instance, why);
+            settle(e, p, instance, &s, why);
             ok = 0;
             break;
         }

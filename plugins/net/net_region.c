@@ -230,7 +230,10 @@ void *net_rmd_map(struct net_rmd *m, char *why, size_t why_len)
     uint64_t moff = 0, msize = 0, instance = 0;
     void *map = NULL;
     size_t map_len = 0, map_off = 0;
-    if (net_local_memfd(e, m, &fd, &moff, &msize, &instance, why, why_len) == IXL_OK) {
+    int rc = net_local_memfd(e, m, &fd, &moff, &msize, &instance, why, why_len);
+    if (rc == IXL_ERR_BUSY)
+        return NULL; /* the check did not finish (busy, slow): asked again next time */
+    if (rc == IXL_OK) {
         struct stat st;
         long page = sysconf(_SC_PAGESIZE);
         uint64_t off = moff & ~((uint64_t)page - 1);
