@@ -27,13 +27,18 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -474,10 +479,66 @@ static int nobody_target(void)
     return 0;
 }
 
-static int nobody_initiator(void)
+/* Another user's agent (root's, its metadata in the file md_path): this process's NET refuses
+ * its same-node paths (the kernel names uid 0 on its socket), and root's socket closes a raw
+ * connection from this user before answering anything. */
+static void other_user(const char *md_path)
+{
+    int fd = open(md_path, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    uint8_t md[4096];
+    ssize_t len = read(fd, md, sizeof(md));
+    close(fd);
+    CHECK(len > 0);
+    struct ixl_kv kv[] = {{"path", "shm"}, {"listen_addr", "127.0.0.1"}, {"addrs", "127.0.0.1"}};
+    struct ixl_agent *a = agent("nb_other", kv, 3);
+    uint8_t *buf = aligned_alloc(PAGE, PAGE);
+    CHECK(buf != NULL);
+    reg(a, buf, PAGE);
+    char name[IXL_NAME_MAX];
+    CHECK_RC(ixl_md_load(a, md, (size_t)len, name, sizeof(name)), IXL_OK);
+    uint64_t addr;
+    CHECK(read_all(3, &addr, 8) == 0);
+    struct ixl_dlist *l = list1((uintptr_t)buf, PAGE), *r = list1(addr, PAGE);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, name, NULL, &x), IXL_ERR_NOT_SUPPORTED);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "belongs to uid 0");
+    fprintf(stderr, "  as nobody: path=shm to root's agent refused: %s\n", ixl_agent_last_error(a));
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a);
+    free(buf);
+
+    /* The raw socket ("IXLNETC2" ... u64 socket id at 45): a HELLO gets no answer. */
+    const uint8_t *c = memmem(md, (size_t)len, "IXLNETC2", 8);
+    CHECK(c != NULL && c + 53 <= md + len);
+    uint64_t id = 0;
+    for (int i = 0; i < 8; i++)
+        id |= (uint64_t)c[45 + i] << (8 * i);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int nl = snprintf(sa.sun_path, sizeof(sa.sun_path), "%cixl-net-%016" PRIx64, '\0', id);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    CHECK(s >= 0);
+    CHECK(connect(s, (struct sockaddr *)&sa,
+                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)nl)) == 0);
+    uint8_t f[280] = {'I', 'X', 'L', 'U', 1};
+    struct timeval tv = {5, 0};
+    CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+    ssize_t n = send(s, f, sizeof(f), MSG_NOSIGNAL);
+    ssize_t got = recv(s, f, sizeof(f), 0);
+    if (got > 0)
+        check_fail(__FILE__, __LINE__, "root's same-node socket answered a nobody process (%zd)",
+                   got);
+    CHECK(got == 0 || (got < 0 && errno == ECONNRESET) || n < 0);
+    close(s);
+    fprintf(stderr, "  as nobody: root's same-node socket closed the connection unanswered\n");
+}
+
+static int nobody_initiator(const char *md_path)
 {
     alarm(60);
     CHECK(geteuid() == 65534 && getegid() == 65534);
+    other_user(md_path);
     int to, from;
     pid_t t = spawn("nobody-target", &to, &from);
     struct ixl_kv kv[] = {{"listen_addr", "127.0.0.1"}, {"addrs", "127.0.0.1"}};
@@ -565,19 +626,47 @@ static int nobody_main(void)
     const char *base = strrchr(di.dli_fname, '/');
     snprintf(lib, sizeof(lib), "%s/%s", dir, base ? base + 1 : di.dli_fname);
     copy_file(di.dli_fname, lib);
+    /* An agent of root, for the other-user checks: its metadata in a file, the address of its
+     * region on descriptor 3. */
+    struct ixl_kv kv[] = {{"listen_addr", "127.0.0.1"}, {"addrs", "127.0.0.1"}, {"hugepages", "0"}};
+    struct ixl_agent *root = agent("root_t", kv, 3);
+    void *rmem;
+    CHECK_RC(ixl_mem_alloc(root, IXL_MEM_DRAM, PAGE, NULL, &rmem), IXL_OK);
+    memset(rmem, 0x3c, PAGE);
+    reg(root, rmem, PAGE);
+    void *md;
+    size_t md_len;
+    CHECK_RC(ixl_md_get(root, NULL, &md, &md_len), IXL_OK);
+    char md_path[PATH_MAX + 64];
+    snprintf(md_path, sizeof(md_path), "%s/root.md", dir);
+    int mfd = open(md_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(mfd >= 0 && write_all(mfd, md, md_len) == 0 && fchmod(mfd, 0644) == 0 && close(mfd) == 0);
+    ixl_free(md);
+    int ap[2];
+    CHECK(pipe(ap) == 0);
+    uint64_t raddr = (uintptr_t)rmem;
+    CHECK(write_all(ap[1], &raddr, 8) == 0);
+    char env[PATH_MAX + 32]; /* the child only makes system calls until it execs */
+    snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s", dir);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        char env[PATH_MAX + 32];
-        snprintf(env, sizeof(env), "LD_LIBRARY_PATH=%s", dir);
-        char *const argv[] = {exe, "nobody-init", NULL}, *const envp[] = {env, NULL};
+        char *const argv[] = {exe, "nobody-init", md_path, NULL}, *const envp[] = {env, NULL};
+        if (dup2(ap[0], 3) != 3)
+            _exit(125);
         if (chdir(dir) != 0 || setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
             _exit(126);
         execve(exe, argv, envp);
         _exit(127);
     }
+    close(ap[0]);
+    close(ap[1]);
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
+    for (size_t i = 0; i < PAGE; i++)
+        CHECK(((uint8_t *)rmem)[i] == 0x3c);
+    ixl_agent_destroy(root);
+    unlink(md_path);
     unlink(exe);
     unlink(lib);
     rmdir(dir);
@@ -596,8 +685,8 @@ int main(int argc, char **argv)
         return attacker_main();
     if (argc > 1 && strcmp(argv[1], "nobody") == 0)
         return nobody_main();
-    if (argc > 1 && strcmp(argv[1], "nobody-init") == 0)
-        return nobody_initiator();
+    if (argc > 2 && strcmp(argv[1], "nobody-init") == 0)
+        return nobody_initiator(argv[2]);
     if (argc > 1 && strcmp(argv[1], "nobody-target") == 0)
         return nobody_target();
     return forge_main();
