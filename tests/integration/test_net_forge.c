@@ -475,7 +475,8 @@ static int nobody_target(void)
                      net_pat_find_bad(heap, NB_LEN, seed + 1, 0) == NB_LEN;
         CHECK(write_all(1, &ok, 1) == 0);
     }
-    ixl_agent_destroy(a);
+    ixl_agent_destroy(a); /* frees shm */
+    free(heap);
     return 0;
 }
 
@@ -567,8 +568,10 @@ static int nobody_initiator(const char *md_path)
                      IXL_OK);
             struct ixl_xfer_info xi = {.size = sizeof(xi)};
             CHECK_RC(ixl_xfer_info(x, &xi), IXL_OK);
-            if (strcmp(xi.path, want[k]) != 0)
-                check_fail(__FILE__, __LINE__, "as nobody: path %s, want %s", xi.path, want[k]);
+            char used[16];
+            snprintf(used, sizeof(used), "%s", xi.path); /* xi lives as long as x */
+            if (strcmp(used, want[k]) != 0)
+                check_fail(__FILE__, __LINE__, "as nobody: path %s, want %s", used, want[k]);
             ixl_status st = ixl_xfer_post(x);
             if (st == IXL_IN_PROGRESS)
                 st = ixl_xfer_wait(x, 20000);
@@ -579,7 +582,7 @@ static int nobody_initiator(const char *md_path)
             if (op == 0)
                 CHECK(net_pat_find_bad(buf, NB_LEN, 11 + (uint64_t)k, 0) == NB_LEN);
             fprintf(stderr, "  as nobody: %s %zu B over %s ok\n", op == 0 ? "READ" : "WRITE",
-                    NB_LEN, xi.path);
+                    NB_LEN, used);
         }
     }
     uint8_t ok = 0;
