@@ -461,10 +461,6 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
         snprintf(why, wl, "the peer switched its same-node paths off");
         return -1;
     }
-    if (e->local == NULL) {
-        snprintf(why, wl, "this agent has no same-node socket");
-        return -1;
-    }
     s->fd = net_sys()->socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s->fd < 0) {
         snprintf(why, wl, "socket(AF_UNIX): %s", strerror(errno));
