@@ -18,7 +18,8 @@
  *   REG_A     status (LS_OK, LS_NO_REGION, LS_NO_MEMFD), u64 offset, u64 memfd size; with
  *             want_fd and LS_OK the memfd as SCM_RIGHTS
  * The server: one thread, poll over the listener and at most LOCAL_SLOTS connections, each
- * closed after timeout_ms without a frame; a connection of another user is closed at once.
+ * closed after timeout_ms without a frame and LIFE_TIMEOUTS x timeout_ms after it was
+ * accepted; a connection of another user is closed at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,17 +39,19 @@
 #include "net.h"
 #include "../common/ixl_plugin_util.h"
 
-#define LF_MAGIC 0x55584c49u /* "IXLU" */
+#define LF_MAGIC 0x554c5849u /* "IXLU" */
 #define LF_BYTES 280
 #define LF_NAME 256
 #define LOCAL_SLOTS 8
+#define LIFE_TIMEOUTS 4
 
 enum lf_type { LF_HELLO_Q = 1, LF_HELLO_A, LF_CHAL_Q, LF_CHAL_A, LF_REG_Q, LF_REG_A };
 enum lf_status { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2 };
 
 struct net_lslot {
-    int fd;                                 /* -1: free */
-    uint64_t deadline;                      /* closed when no frame came by then */
+    int fd;            /* -1: free */
+    uint64_t deadline; /* closed when no frame came by then */
+    uint64_t end;      /* closed then in any case (LIFE_TIMEOUTS x timeout_ms after accept) */
     _Alignas(16) volatile uint8_t word[16]; /* the last challenge's nonce */
 };
 
@@ -183,11 +186,17 @@ static int serve_frame(struct net_engine *e, struct net_lslot *s)
     }
 }
 
-/* Takes the connections waiting on the listener: another user's is closed at once, and so is
- * one beyond LOCAL_SLOTS. */
+/* Takes the connections waiting on the listener while a slot is free (the others wait in the
+ * backlog; a full backlog makes the initiator's connect fail with EAGAIN, which it does not
+ * hold against the peer): another user's is closed at once. */
 static void serve_accept(struct net_engine *e, struct net_local *l)
 {
     for (int i = 0; i < 64; i++) {
+        int free_slots = 0;
+        for (int k = 0; k < LOCAL_SLOTS; k++)
+            free_slots += l->slots[k].fd < 0;
+        if (free_slots == 0)
+            return;
         int fd = net_sys()->accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
@@ -217,6 +226,7 @@ static void serve_accept(struct net_engine *e, struct net_local *l)
         }
         s->fd = fd;
         s->deadline = net_now_ns() + ms_ns(e);
+        s->end = s->deadline + (LIFE_TIMEOUTS - 1) * ms_ns(e);
     }
 }
 
@@ -229,14 +239,19 @@ static void *local_main(void *arg)
         int at[2 + LOCAL_SLOTS];
         int n = 0;
         pf[n++] = (struct pollfd){.fd = l->wake, .events = POLLIN};
-        pf[n++] = (struct pollfd){.fd = l->lfd, .events = POLLIN};
+        pf[n++] = (struct pollfd){.fd = l->lfd, .events = 0}; /* POLLIN while a slot is free */
         uint64_t now = net_now_ns(), next = now + 1000000000ull;
+        for (int k = 0; k < LOCAL_SLOTS; k++)
+            if (l->slots[k].fd < 0)
+                pf[1].events = POLLIN;
         for (int k = 0; k < LOCAL_SLOTS; k++)
             if (l->slots[k].fd >= 0) {
                 at[n] = k;
                 pf[n++] = (struct pollfd){.fd = l->slots[k].fd, .events = POLLIN};
                 if (l->slots[k].deadline < next)
                     next = l->slots[k].deadline;
+                if (l->slots[k].end < next)
+                    next = l->slots[k].end;
             }
         int wait_ms = next > now ? (int)((next - now) / 1000000 + 1) : 0;
         int r = net_sys()->poll(pf, (unsigned long)n, wait_ms);
@@ -261,7 +276,7 @@ static void *local_main(void *arg)
             serve_accept(e, l);
         now = net_now_ns();
         for (int k = 0; k < LOCAL_SLOTS; k++)
-            if (l->slots[k].fd >= 0 && l->slots[k].deadline <= now)
+            if (l->slots[k].fd >= 0 && (l->slots[k].deadline <= now || l->slots[k].end <= now))
                 slot_close(&l->slots[k]);
     }
     return NULL;

@@ -26,6 +26,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -297,6 +298,72 @@ static int memfd_of(void)
     return found;
 }
 
+/* A raw connection to the same-node socket of agent a ("IXLNETC2" ... u64 socket id at 45 of
+ * NET's connection info; net_local.c). */
+static int raw_connect(struct ixl_agent *a)
+{
+    void *md;
+    size_t len;
+    CHECK_RC(ixl_md_get(a, NULL, &md, &len), IXL_OK);
+    const uint8_t *c = memmem(md, len, "IXLNETC2", 8);
+    CHECK(c != NULL && c + 53 <= (const uint8_t *)md + len);
+    uint64_t id = 0;
+    for (int i = 0; i < 8; i++)
+        id |= (uint64_t)c[45 + i] << (8 * i);
+    ixl_free(md);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int nl = snprintf(sa.sun_path, sizeof(sa.sun_path), "%cixl-net-%016" PRIx64, '\0', id);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    CHECK(s >= 0);
+    CHECK(connect(s, (struct sockaddr *)&sa,
+                  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)nl)) == 0);
+    return s;
+}
+
+/* 1 when s answers a HELLO within ms, 0 when it stays silent, -1 when it closed. */
+static int raw_hello(int s, int ms, size_t frame)
+{
+    uint8_t f[512] = {'I', 'X', 'L', 'U', 1};
+    if (send(s, f, frame, MSG_NOSIGNAL) != (ssize_t)frame)
+        return -1;
+    struct pollfd pf = {.fd = s, .events = POLLIN};
+    if (poll(&pf, 1, ms) == 0)
+        return 0;
+    ssize_t n = recv(s, f, sizeof(f), MSG_DONTWAIT);
+    return n == 280 && f[4] == 2 ? 1 : n > 0 ? 2 : -1;
+}
+
+/* The same-node socket's bounds: at most 8 connections served at once (the rest wait in the
+ * backlog, and are served once others close), a malformed frame closes its connection. */
+static void channel_bounds(struct ixl_agent *a)
+{
+    int s[12], answered = 0;
+    for (int i = 0; i < 12; i++)
+        s[i] = raw_connect(a);
+    for (int i = 0; i < 12; i++)
+        answered += raw_hello(s[i], i < 8 ? 2000 : 200, 280) == 1;
+    expect(answered == 8, "the same-node socket served %d of 12 connections at once, want 8",
+           answered);
+    for (int i = 0; i < 8; i++)
+        close(s[i]);
+    int late = 0; /* the waiting ones are served now (their HELLOs are queued) */
+    for (int i = 8; i < 12; i++) {
+        struct pollfd pf = {.fd = s[i], .events = POLLIN};
+        uint8_t f[512];
+        late += poll(&pf, 1, 2000) == 1 && recv(s[i], f, sizeof(f), 0) == 280;
+        close(s[i]);
+    }
+    expect(late == 4, "%d of the 4 waiting connections were served after others closed", late);
+    int m = raw_connect(a);
+    expect(raw_hello(m, 2000, 100) == -1, "a short frame did not close its connection");
+    close(m);
+    m = raw_connect(a);
+    expect(raw_hello(m, 2000, 280) == 1, "a fresh connection was not served");
+    close(m);
+    fprintf(stderr, "  same-node socket: 8 connections served at once, the rest after; a "
+                    "malformed frame closes its connection\n");
+}
+
 static int forge_main(void)
 {
     alarm(100);
@@ -339,6 +406,8 @@ static int forge_main(void)
     memcpy(own, want_own, PAGE);
     int own_fd = memfd_of();
     CHECK(own_fd >= 0);
+
+    channel_bounds(v[0]);
 
     int to, from;
     pid_t atk = spawn("attacker", &to, &from);
