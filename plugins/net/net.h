@@ -12,6 +12,9 @@
  *   net_req.c     the request table and completion (state, parts, failure of a generation)
  *   net_region.c  registered regions (key table, public data), remote regions, allocation
  *   net_wire.c    the wire format
+ *   net_local.c   the same-node channel: a Unix socket per engine through which the kernel
+ *                 says who a same-node peer is (SO_PEERCRED), the peer proves its pid and
+ *                 confirms its regions, and hands over its memfds (SCM_RIGHTS)
  *
  * Threads of an engine: io_threads event loops (epoll) that own every socket: each connection
  * belongs to one loop for its life and only that loop reads, writes or closes it, so threads
@@ -79,9 +82,15 @@ struct net_rmd {
     uint64_t memfd_off, memfd_size;
     struct net_peer *peer;    /* NULL for load_local_md */
     struct net_region *local; /* load_local_md: the region itself */
-    /* Lazily mapped view of the owner's memfd (same-node peers). */
+    /* Lazily mapped view of the owner's memfd (same-node peers), passed by the verified peer
+     * over the same-node channel (net_local.c). */
     pthread_mutex_t map_lock;
     int map_tried;
+    uint64_t map_instance; /* the peer instance that handed the memfd over */
+    /* cma: the verified peer confirmed the region (1), denied it (-1), not asked yet (0);
+     * for peer instance confirmed_instance. Under the peer's lock. */
+    int confirmed;
+    uint64_t confirmed_instance;
     void *map; /* the mapping, and where the region starts in it */
     size_t map_len, map_off;
 };
@@ -215,15 +224,20 @@ struct net_peer {
     struct net_engine *e;
     char name[256];
     uint64_t instance;
+    /* Same-node identity, from the kernel (net_local.c), never from metadata: pid is what
+     * SO_PEERCRED said of the process answering on the peer's socket (0 until verified). */
     uint32_t pid;
-    bool same_host, peer_allows_local;
-    uint64_t probe_addr;
+    bool same_host; /* a hint only (the announced boot id): the dial order of net_loop.c */
+    bool peer_allows_local;
+    uint64_t local_id; /* the peer's same-node socket ("ixl-net-<hex>" in the abstract space) */
+    int local_ok;      /* -1 not checked for this instance, 0 refused (local_why), 1 verified */
+    char local_why[256];
     uint16_t port;
     uint32_t addrs[NET_MAX_ADDRS];
     int n_addrs;
     size_t notif_max; /* the largest notification it accepts */
-    int cma;          /* -1 unknown, 0 refused, 1 works (probed once) */
-    int pidfd;        /* the peer process, for liveness before cross-memory attach; -1 if none */
+    int cma;          /* -1 unknown, 0 refused, 1 works (the pid proved by a challenge, once) */
+    int pidfd; /* the verified peer process, for liveness of the same-node paths; -1 if none */
 
     pthread_mutex_t lock;
     pthread_cond_t cond; /* a connection came up or the attempt failed */
@@ -320,10 +334,11 @@ struct net_engine {
     int n_adv_addrs;
 
     /* identity and conn info */
-    uint8_t host_id[24]; /* boot id + pid namespace: "same kernel, same pids" */
+    uint8_t host_id[24]; /* boot id + pid namespace: a hint for the dial order, never trusted */
     uint8_t conn_info[256];
     size_t conn_len;
-    volatile uint64_t probe; /* peers read it with process_vm_readv to test CMA */
+    uint64_t local_id;       /* the same-node socket's name (0: local_paths off or no socket) */
+    struct net_local *local; /* its server (net_local.c) */
 
     int listen_fd;
     int spare_fd;     /* held open so that accept can shed connections at EMFILE */
@@ -387,7 +402,9 @@ int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct i
                         const void *data, size_t len, struct net_rmd **out);
 int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rmd **out);
 void net_rmd_unload(struct net_rmd *m);
-void *net_rmd_map(struct net_rmd *m); /* same-node mapping of a remote region, or NULL */
+/* Same-node mapping of a remote region (the memfd its verified owner passed), or NULL with
+ * why filled. */
+void *net_rmd_map(struct net_rmd *m, char *why, size_t why_len);
 int net_alloc(struct net_engine *e, size_t len, void **out);
 int net_free(struct net_engine *e, void *addr);
 void net_allocs_free_all(struct net_engine *e);
@@ -433,6 +450,23 @@ int net_peer_connect(struct net_peer *p);
 void net_peer_teardown(struct net_peer *p, int status, const char *why);
 /* Asks every loop to close the accepted connections that hold a region whose cut is set. */
 void net_loops_cut_regions(struct net_engine *e);
+
+/* net_local.c: the same-node channel. */
+/* Listens on the abstract Unix socket named after e->local_id (set here) and serves it on a
+ * thread of its own. A failure is logged and leaves the same-node paths off (IXL_OK). */
+int net_local_start(struct net_engine *e);
+void net_local_stop(struct net_engine *e);
+/* The socket's abstract name for id, NUL first; returns its length (sockaddr's sun_path). */
+size_t net_local_name(uint64_t id, char *out, size_t cap);
+/* shm: asks the verified peer of m for the memfd of m's region (key, addr, len): on IXL_OK
+ * *fd (a memfd of the peer's NET allocator, checked), *off (the region's offset in it) and
+ * *size (the memfd's size, covering the region). Otherwise why says what failed. */
+int net_local_memfd(struct net_engine *e, struct net_rmd *m, int *fd, uint64_t *off, uint64_t *size,
+                    uint64_t *instance, char *why, size_t why_len);
+/* cma: 1 when the peer's pid was proved by a fresh challenge (once per instance) and the peer
+ * confirmed every region of ms[0..n) (once per region); 0 otherwise (why says why). */
+int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *const *ms, size_t n,
+                  char *why, size_t why_len);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);

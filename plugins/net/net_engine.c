@@ -21,7 +21,9 @@
 #include "net.h"
 #include "../common/ixl_plugin_util.h"
 
-#define CONN_MAGIC "IXLNETC1"
+/* "IXLNETC2": the same-node socket replaced the pid and the CMA probe address of "IXLNETC1"
+ * (issue 16): an older peer's connection info is refused as malformed. */
+#define CONN_MAGIC "IXLNETC2"
 
 uint64_t net_now_ns(void)
 {
@@ -237,8 +239,9 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
 
 /* ---- identity and connection info ---------------------------------------------------------- */
 
-/* Two agents are on the same node when they run on the same kernel boot and in the same pid
- * namespace (so a pid means the same process to both): equal IP addresses would not say that. */
+/* The kernel boot and pid namespace, announced in the connection info as a hint only (a peer
+ * that claims ours is dialed over loopback first). Whether a peer really is on this node, and
+ * which process it is, only its same-node socket says (net_local.c). */
 static void host_identity(uint8_t out[24])
 {
     memset(out, 0, 24);
@@ -292,15 +295,17 @@ static void collect_addrs(struct net_engine *e)
         e->adv_addrs[e->n_adv_addrs++] = htonl(INADDR_LOOPBACK);
 }
 
+/* "IXLNETC2" u64 instance u32 0 u8[24] host (a hint) u8 flags (1: same-node paths on) u64
+ * same-node socket id (0: none) u16 port u8 n u32[n] addrs u32 notif_max. */
 static void build_conn_info(struct net_engine *e)
 {
     uint8_t *p = e->conn_info;
     memcpy(p, CONN_MAGIC, 8);
     ixlp_put_le(p + 8, e->instance, 8);
-    ixlp_put_le(p + 16, (uint64_t)getpid(), 4);
+    ixlp_put_le(p + 16, 0, 4);
     memcpy(p + 20, e->host_id, 24);
-    p[44] = e->local_paths ? 1 : 0;
-    ixlp_put_le(p + 45, (uint64_t)(uintptr_t)&e->probe, 8);
+    p[44] = e->local_paths && e->local_id != 0 ? 1 : 0;
+    ixlp_put_le(p + 45, e->local_id, 8);
     ixlp_put_le(p + 53, e->port, 2);
     p[55] = (uint8_t)e->n_adv_addrs;
     for (int i = 0; i < e->n_adv_addrs; i++)
@@ -366,17 +371,19 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
                           "NET: the peer restarted (new metadata was loaded)");
     pthread_mutex_lock(&p->lock);
     p->instance = instance;
-    p->pid = (uint32_t)ixlp_get_le(b + 16, 4);
-    p->same_host = memcmp(b + 20, e->host_id, 24) == 0;
-    p->peer_allows_local = b[44] & 1;
-    p->probe_addr = ixlp_get_le(b + 45, 8);
+    p->same_host = memcmp(b + 20, e->host_id, 24) == 0; /* the dial order only */
+    p->local_id = ixlp_get_le(b + 45, 8);
+    p->peer_allows_local = (b[44] & 1) && p->local_id != 0;
     p->port = (uint16_t)ixlp_get_le(b + 53, 2);
     p->n_addrs = b[55];
     for (int i = 0; i < p->n_addrs; i++)
         memcpy(&p->addrs[i], b + 56 + 4 * i, 4);
     p->notif_max = (size_t)ixlp_get_le(b + 56 + 4 * (size_t)p->n_addrs, 4);
-    if (changed || !p->loaded) {
+    if (changed || !p->loaded) { /* a new instance is verified again (net_local.c) */
         p->cma = -1;
+        p->local_ok = -1;
+        p->local_why[0] = '\0';
+        p->pid = 0;
         if (p->pidfd >= 0)
             net_sys()->close(p->pidfd);
         p->pidfd = -1;
@@ -649,7 +656,6 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
     e->instance = ixlp_random64(net_sys()->getrandom);
-    e->probe = e->instance;
     e->next_serial = 1;
     pthread_mutex_init(&e->lock, NULL);
     pthread_rwlock_init(&e->regions_lock, NULL);
@@ -665,6 +671,8 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         host_identity(e->host_id);
         rc = net_loops_start(e);
     }
+    if (rc == IXL_OK)
+        rc = net_local_start(e);
     if (rc == IXL_OK) {
         collect_addrs(e);
         build_conn_info(e);
@@ -695,6 +703,7 @@ static void net_destroy_engine(struct ixl_engine *base)
         pthread_mutex_unlock(&p->lock);
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
     }
+    net_local_stop(e);
     net_workers_stop(e);
     net_loops_stop(e);    /* every connection closes; the references its frames held drop */
     net_reqs_free_all(e); /* only requests whose release kept failing are left */

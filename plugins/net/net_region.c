@@ -114,12 +114,14 @@ int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d, stru
         free(g);
         return net_error(e, rc, "out of memory");
     }
-    /* The public data: the network path needs the key, the mapped path the memfd. */
+    /* The public data: the network path needs the key; the memfd field only says whether the
+     * region lies in memory NET allocated (0) or not (-1): a same-node peer gets the memfd
+     * itself over the same-node channel (net_local.c), never by number. */
     ixlp_put_le(g->pub, PUB_MAGIC, 4);
     ixlp_put_le(g->pub + 4, g->key, 8);
     ixlp_put_le(g->pub + 12, g->addr, 8);
     ixlp_put_le(g->pub + 20, g->len, 8);
-    ixlp_put_le(g->pub + 28, (uint32_t)g->memfd, 4);
+    ixlp_put_le(g->pub + 28, g->memfd >= 0 ? 0u : UINT32_MAX, 4);
     ixlp_put_le(g->pub + 32, g->memfd_off, 8);
     ixlp_put_le(g->pub + 40, g->memfd_size, 8);
     *out = g;
@@ -202,53 +204,78 @@ void net_rmd_unload(struct net_rmd *m)
     free(m);
 }
 
-/* Maps the owner's memfd through /proc/<pid>/fd: the same rights cross-memory attach needs
- * (ptrace access to the peer), and only the memory the peer allocated through ixl. */
-void *net_rmd_map(struct net_rmd *m)
+/* Maps the memfd the verified owner of m passed over the same-node channel (net_local.c):
+ * never a path or descriptor number from metadata, only a memfd of the peer's NET allocator
+ * that the peer confirmed holds the region. Asked once per region; the answer is kept. */
+void *net_rmd_map(struct net_rmd *m, char *why, size_t why_len)
 {
-    if (m->peer == NULL || m->memfd < 0)
+    why[0] = '\0';
+    if (m->peer == NULL || m->memfd < 0) {
+        snprintf(why, why_len, "the target memory was not allocated with ixl_mem_alloc");
         return NULL;
+    }
     pthread_mutex_lock(&m->map_lock);
-    if (!m->map_tried) {
-        m->map_tried = 1;
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%u/fd/%d", m->peer->pid, m->memfd);
-        int fd = net_sys()->open(path, O_RDWR | O_CLOEXEC, 0);
+    int tried = m->map_tried;
+    void *r = m->map ? (char *)m->map + m->map_off : NULL;
+    pthread_mutex_unlock(&m->map_lock);
+    if (tried) {
+        if (r == NULL)
+            snprintf(why, why_len, "its memory cannot be mapped (said before in the log)");
+        return r;
+    }
+    /* No lock across the channel's system calls; a second thread asking meanwhile maps its
+     * own view and the first one kept wins. */
+    struct net_engine *e = m->peer->e;
+    int fd = -1;
+    uint64_t moff = 0, msize = 0, instance = 0;
+    void *map = NULL;
+    size_t map_len = 0, map_off = 0;
+    int rc = net_local_memfd(e, m, &fd, &moff, &msize, &instance, why, why_len);
+    if (rc == IXL_ERR_BUSY)
+        return NULL; /* the check did not finish (busy, slow): asked again next time */
+    if (rc == IXL_OK) {
         struct stat st;
-        if (fd >= 0 && net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size >= m->memfd_size) {
-            long page = sysconf(_SC_PAGESIZE);
-            uint64_t off = m->memfd_off & ~((uint64_t)page - 1);
-            size_t len = (size_t)(m->memfd_off - off + m->len);
-            void *p =
-                net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
-            if (p != MAP_FAILED) {
-                m->map = p;
-                m->map_len = len;
-                m->map_off = m->memfd_off - off;
-            } else if (st.st_blksize > page) {
-                /* Huge pages: the offset must be huge-page aligned. */
-                off = m->memfd_off & ~((uint64_t)st.st_blksize - 1);
-                len = (size_t)(m->memfd_off - off + m->len);
-                len = (len + (size_t)st.st_blksize - 1) & ~((size_t)st.st_blksize - 1);
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t off = moff & ~((uint64_t)page - 1);
+        size_t len = (size_t)(moff - off + m->len);
+        void *p = net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+        if (p != MAP_FAILED) {
+            map = p;
+            map_len = len;
+            map_off = moff - off;
+        } else if (net_sys()->fstat(fd, &st) == 0 && st.st_blksize > page) {
+            /* Huge pages: the offset must be huge-page aligned. */
+            off = moff & ~((uint64_t)st.st_blksize - 1);
+            len = (size_t)(moff - off + m->len);
+            len = (len + (size_t)st.st_blksize - 1) & ~((size_t)st.st_blksize - 1);
+            if (off + len <= msize) {
                 p = net_sys()->mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
                 if (p != MAP_FAILED) {
-                    m->map = p;
-                    m->map_len = len;
-                    m->map_off = m->memfd_off - off;
+                    map = p;
+                    map_len = len;
+                    map_off = moff - off;
                 }
             }
         }
-        if (fd >= 0)
-            net_sys()->close(fd);
+        if (map == NULL)
+            snprintf(why, why_len, "mmap of the memfd it passed: %s", strerror(errno));
+        net_sys()->close(fd);
     }
-    void *r = m->map ? (char *)m->map + m->map_off : NULL;
+    pthread_mutex_lock(&m->map_lock);
+    if (m->map_tried) { /* another thread finished first: its answer stands */
+        if (map)
+            net_sys()->munmap(map, map_len);
+    } else {
+        m->map_tried = 1;
+        m->map = map;
+        m->map_len = map_len;
+        m->map_off = map_off;
+        m->map_instance = instance;
+    }
+    r = m->map ? (char *)m->map + m->map_off : NULL;
     pthread_mutex_unlock(&m->map_lock);
-    if (r != NULL) { /* the fd opened: the pid is the peer's; watch it from now on */
-        pthread_mutex_lock(&m->peer->lock);
-        if (m->peer->pidfd < 0)
-            m->peer->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m->peer->pid, 0);
-        pthread_mutex_unlock(&m->peer->lock);
-    }
+    if (r == NULL && why[0] == '\0')
+        snprintf(why, why_len, "its memory cannot be mapped");
     return r;
 }
 

@@ -326,34 +326,6 @@ int net_peer_alive(struct net_peer *p)
     return n == 0;
 }
 
-/* Whether cross-memory attach reaches the peer: read its probe word once and compare it with
- * the instance its connection info announced. Refusals (EPERM under a seccomp filter or
- * ptrace restrictions, ENOSYS) make NET fall back by itself. */
-static int probe_cma(struct net_engine *e, struct net_peer *p)
-{
-    pthread_mutex_lock(&p->lock);
-    if (p->cma < 0) {
-        uint64_t v = 0;
-        struct iovec l = {&v, sizeof(v)}, r = {(void *)(uintptr_t)p->probe_addr, sizeof(v)};
-        ssize_t n = net_sys()->process_vm_readv((pid_t)p->pid, &l, 1, &r, 1, 0);
-        int err = errno;
-        p->cma = n == (ssize_t)sizeof(v) && v == p->instance;
-        if (p->cma && p->pidfd < 0) {
-            /* Held while the peer is used: its readiness says the process exited, so a
-             * recycled pid is never written to. */
-            p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
-        }
-        if (!p->cma)
-            e->host->log(e->host->ctx, IXL_LOG_INFO,
-                         "NET: cross-memory attach to '%s' (pid %u) unavailable (%s); using "
-                         "another path",
-                         p->name, p->pid, n < 0 ? strerror(err) : "probe mismatch");
-    }
-    int ok = p->cma;
-    pthread_mutex_unlock(&p->lock);
-    return ok;
-}
-
 static int build_chunks(struct net_engine *e, struct net_req *r)
 {
     uint64_t count = 0;
@@ -420,16 +392,39 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                              remote_agent);
         }
         r->peer = p;
-        int local_ok = p->same_host && p->peer_allows_local;
+        /* Same-node paths only to a peer the same-node channel verified (net_local.c): the
+         * kernel says who answers on its socket, shm maps only memfds it passed, cma writes
+         * only regions it confirmed after a challenge proved its pid. Each is asked once per
+         * peer instance or region; a refusal is logged and the request goes over TCP. */
+        pthread_mutex_lock(&p->lock);
+        int local_ok = p->peer_allows_local;
+        pthread_mutex_unlock(&p->lock);
         int shm_ok = 0, cma_ok = 0;
+        char why[256] = "the peer switched its same-node paths off";
+        for (size_t i = 0; i < r->n && local_ok; i++) {
+            const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
+            if (m->peer != p || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
+                r->rd[i].addr - m->addr > m->len - r->rd[i].len) {
+                snprintf(why, sizeof(why), "descriptor %zu lies outside its region", i);
+                local_ok = 0;
+            }
+        }
         if (local_ok && (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_SHM)) {
             shm_ok = 1;
             for (size_t i = 0; i < r->n && shm_ok; i++)
-                shm_ok = net_rmd_map((struct net_rmd *)r->rd[i].md) != NULL;
+                shm_ok = net_rmd_map((struct net_rmd *)r->rd[i].md, why, sizeof(why)) != NULL;
         }
         if (local_ok && !shm_ok &&
-            (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_CMA))
-            cma_ok = probe_cma(e, p);
+            (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_CMA)) {
+            struct net_rmd *ms[64];
+            cma_ok = 1;
+            for (size_t i = 0; i < r->n && cma_ok; i += 64) {
+                size_t k = r->n - i < 64 ? r->n - i : 64;
+                for (size_t j = 0; j < k; j++)
+                    ms[j] = (struct net_rmd *)r->rd[i + j].md;
+                cma_ok = net_local_cma(e, p, ms, k, why, sizeof(why));
+            }
+        }
         if (shm_ok)
             r->path = NET_PATH_SHM;
         else if (cma_ok)
@@ -437,15 +432,10 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         else
             r->path = NET_PATH_TCP;
         if (e->force_path != NET_PATH_AUTO && r->path != e->force_path) {
-            const char *why = !p->same_host           ? "the peer is on another node"
-                              : !p->peer_allows_local ? "the peer switched its same-node paths off"
-                              : e->force_path == NET_PATH_SHM
-                                  ? "the target memory was not allocated with ixl_mem_alloc (or "
-                                    "cannot be mapped)"
-                                  : "the kernel refuses cross-memory attach to it";
             free(r);
-            return net_error(e, IXL_ERR_NOT_SUPPORTED, "NET: path=%s is forced but %s",
-                             path_name(e->force_path), why);
+            return net_error(e, IXL_ERR_NOT_SUPPORTED,
+                             "NET: path=%s is forced but cannot reach '%s': %s",
+                             path_name(e->force_path), p->name, why);
         }
         if (r->path == NET_PATH_TCP)
             rc = build_chunks(e, r);

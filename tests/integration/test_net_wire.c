@@ -190,9 +190,9 @@ static void learn_md(struct target *t)
         if (bl != 3 || memcmp(bn, "NET", 3) != 0)
             continue;
         net = (int)i;
-        /* "IXLNETC1" u64 instance u32 pid u8[24] host u8 local u64 probe u16 port u8 n u32[n]
+        /* "IXLNETC2" u64 instance u32 0 u8[24] host u8 local u64 socket id u16 port u8 n u32[n]
          * u32 notif_max */
-        CHECK(cl >= 64 && memcmp(c, "IXLNETC1", 8) == 0);
+        CHECK(cl >= 64 && memcmp(c, "IXLNETC2", 8) == 0);
         t->instance = get(c + 8, 8);
         t->port = (uint16_t)get(c + 53, 2);
         CHECK(c[55] == 1 && cl == 64);
