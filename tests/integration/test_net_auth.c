@@ -123,7 +123,8 @@ static size_t put_hello(uint8_t *b, uint64_t instance, const char *name, uint16_
     nr_put(pl + 8, instance, 8);
     nr_put(pl + 16, n, 2);
     memcpy(pl + 18, name, n);
-    nr_hdr(b, NET_HELLO, 77, nonce ? nr_get(nonce, 8) : 0, 18 + n, nonce ? nr_get(nonce + 8, 8) : 0);
+    nr_hdr(b, NET_HELLO, 77, nonce ? nr_get(nonce, 8) : 0, 18 + n,
+           nonce ? nr_get(nonce + 8, 8) : 0);
     nr_put(b + 6, flags, 2);
     return NET_HDR_BYTES + 18 + n;
 }
@@ -246,8 +247,7 @@ static void bad_peer(const char *name, const char *key, struct ixl_agent *t, con
         if (st != IXL_ERR_AUTH)
             fail("%s: ixl_md_load: %s: %s", name, ixl_strerror(st), ixl_agent_last_error(a));
         else
-            fprintf(stderr, "%s: its ixl_md_load is refused: %s\n", name,
-                    ixl_agent_last_error(a));
+            fprintf(stderr, "%s: its ixl_md_load is refused: %s\n", name, ixl_agent_last_error(a));
     } else {
         struct ixl_xfer *x;
         CHECK_RC(nr_xfer(a, IXL_OP_WRITE, src, (uintptr_t)tbuf, LEN, "target", &x), IXL_OK);
@@ -295,8 +295,8 @@ static void with_key(void)
     raw_case("K1a raw client, plain HELLO", tg.port, tg.instance, (uintptr_t)buf, rkey, 0);
     raw_case("K1b raw client, no AUTH", tg.port, tg.instance, (uintptr_t)buf, rkey, 1);
     raw_case("K1c raw client, random AUTH", tg.port, tg.instance, (uintptr_t)buf, rkey, 2);
-    raw_case("K1d raw client, the target's MAC as AUTH", tg.port, tg.instance, (uintptr_t)buf,
-             rkey, 3);
+    raw_case("K1d raw client, the target's MAC as AUTH", tg.port, tg.instance, (uintptr_t)buf, rkey,
+             3);
     check_region("K1", buf, seed);
     check_no_notif("K1", t);
 
@@ -521,7 +521,10 @@ static int without_key(void)
                         : "could not run");
     if (code != 0)
         fail("L2: the connection of another user was %s (child exit %d)",
-             code == 2 ? "answered" : code == 3 ? "left open" : "not tried", code);
+             code == 2   ? "answered"
+             : code == 3 ? "left open"
+                         : "not tried",
+             code);
     check_region("L2", buf, seed);
     check_no_notif("L2", t);
     CHECK_RC(ixl_mem_deregister(t, IXL_MEM_DRAM, &rd, 1, NULL), IXL_OK);
@@ -556,8 +559,8 @@ static int without_key(void)
     if (!ok) {
         fail("L3: the squatter could not listen on port %u", tg.port);
     } else {
-        struct ixl_agent *a =
-            agent_ok("initiator", NULL, (const char *[]){"timeout_ms", "1000", "path", "tcp", NULL});
+        struct ixl_agent *a = agent_ok("initiator", NULL,
+                                       (const char *[]){"timeout_ms", "1000", "path", "tcp", NULL});
         uint8_t *src = aligned_alloc(4096, LEN);
         CHECK(src != NULL);
         memset(src, 0x55, LEN);
