@@ -79,9 +79,9 @@ struct cmd {
 };
 
 struct reply {
-    uint64_t got;        /* in all, in order */
-    uint64_t first;      /* how many the first drain of this command took */
-    int64_t bad_at;      /* -1, or the count at which something was wrong */
+    uint64_t got;   /* in all, in order */
+    uint64_t first; /* how many the first drain of this command took */
+    int64_t bad_at; /* -1, or the count at which something was wrong */
     char why[256];
 };
 
@@ -91,15 +91,9 @@ static int receiver_main(int fd)
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         return 1;
     struct up up = {.bound_known = 1};
-    const char *kv[] = {"timeout_ms",
-                        "500",
-                        "heartbeat_ms",
-                        "100",
-                        "notif_queue_bytes",
-                        "1M",
-                        "notif_queue_max",
-                        "65536",
-                        NULL};
+    const char *kv[] = {
+        "timeout_ms", "500", "heartbeat_ms", "100", "notif_queue_bytes", "1M", "notif_queue_max",
+        "65536",      NULL};
     struct ixl_agent_params p = {.field_mask = IXL_AGENT_F_BACKENDS | IXL_AGENT_F_NOTIF_MAX,
                                  .backends = "",
                                  .notif_max = 4096};
@@ -168,9 +162,9 @@ static int receiver_main(int fd)
 struct sender {
     struct ixl_agent *a;
     atomic_int stop;
-    atomic_ullong sent;  /* numbers sent (or on their way): the next to send */
-    atomic_long held;    /* sends that came back held */
-    atomic_long other;   /* other errors */
+    atomic_ullong sent; /* numbers sent (or on their way): the next to send */
+    atomic_long held;   /* sends that came back held */
+    atomic_long other;  /* other errors */
     char held_why[512], err[512];
 };
 
@@ -301,8 +295,7 @@ int main(void)
     /* 3. the drain: everything the sender counts, in order */
     uint64_t want = atomic_load(&s.sent);
     struct reply r = command(sv[0], want, 8000);
-    fprintf(stderr,
-            "drain: %llu of %llu arrived in order; the first drain took %llu (%llu KiB)\n",
+    fprintf(stderr, "drain: %llu of %llu arrived in order; the first drain took %llu (%llu KiB)\n",
             (unsigned long long)r.got, (unsigned long long)want, (unsigned long long)r.first,
             (unsigned long long)(r.first * MSG_LEN) >> 10);
     if (r.got < want)
