@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,9 @@ static bool addr_is_loopback(uint32_t s_addr)
 }
 
 /* A WARN at most once a second from any loop (refused connections come in floods). */
-static void refuse_log(struct net_engine *e, const char *fmt, const char *a, const char *b)
+static void refuse_log(struct net_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void refuse_log(struct net_engine *e, const char *fmt, ...)
 {
     uint64_t now = net_now_ns();
     uint64_t last = atomic_load(&e->last_refuse_log);
@@ -94,7 +97,10 @@ static void refuse_log(struct net_engine *e, const char *fmt, const char *a, con
         !atomic_compare_exchange_strong(&e->last_refuse_log, &last, now))
         return;
     char text[NET_WHY];
-    snprintf(text, sizeof(text), fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
     e->host->log(e->host->ctx, IXL_LOG_WARN, "%s (said at most once a second)", text);
 }
 
@@ -883,9 +889,9 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
             if (!(h->flags & NET_HELLO_F_AUTH)) {
                 r.status = IXL_ERR_AUTH;
                 refuse_log(e,
-                           "NET: refused a connection claiming to be '%s'%s: it offers no "
+                           "NET: refused a connection claiming to be '%s': it offers no "
                            "proof of the cluster key (an agent without IXL_AUTH_KEY?)",
-                           c->name, "");
+                           c->name);
             } else {
                 ixlp_put_le(c->nonce_i, h->addr, 8);
                 ixlp_put_le(c->nonce_i + 8, h->key, 8);
@@ -904,9 +910,9 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
             !e->host->auth_equal(want, c->auth_in, NET_MAC_BYTES)) {
             r.status = IXL_ERR_AUTH;
             refuse_log(e,
-                       "NET: refused a connection claiming to be '%s'%s: it did not prove "
+                       "NET: refused a connection claiming to be '%s': it did not prove "
                        "the cluster key (another key, or none)",
-                       c->name, "");
+                       c->name);
         } else {
             r.status = name_conn(e, c);
         }
@@ -1028,9 +1034,9 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
     if (c->state == NCS_AUTH) {
         if (h->op != NET_AUTH) {
             refuse_log(e,
-                       "NET: closed a connection claiming to be '%s'%s: it sent a frame "
+                       "NET: closed a connection claiming to be '%s': it sent a frame "
                        "before proving the cluster key",
-                       c->name, "");
+                       c->name);
             return protocol_error(l, c, "no AUTH");
         }
         c->body_mode = BODY_AUTH;
@@ -1346,9 +1352,9 @@ static void accept_some(struct net_loop *l)
             if (e->host->peer_check(e->host->ctx, fd, NULL, why, sizeof(why)) != IXL_OK) {
                 net_sys()->close(fd);
                 refuse_log(e,
-                           "NET: refused a connection%s: %s (without a cluster key only "
+                           "NET: refused a connection: %s (without a cluster key only "
                            "processes of this user may connect)",
-                           "", why);
+                           why);
                 continue;
             }
         }
