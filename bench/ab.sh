@@ -9,7 +9,9 @@
 # Usage: bench/ab.sh BUILD_A BUILD_B   (build directories, each configured from the source it
 # measures; e.g. a worktree of the old commit's build/ and this tree's build/)
 # Environment: PASSES (2), ROUNDS (3: net.sh's and kv.sh's rounds per pass), SIZES (net.sh's,
-# default "1M 64M 256M"), BENCHES ("net kv"), NET_OPTS (as net.sh). The ratios whose target
+# default "1M 64M 256M"), BENCHES ("net kv"), NET_OPTS (as net.sh), ENV_A and ENV_B (more
+# environment for build A's and build B's runs, space-separated NAME=value words; e.g. the same
+# build twice with ENV_B="IXL_AUTH_KEY=..." measures the cluster key's cost). The ratios whose target
 # applies say PASS/MISS in their own tables; here they are set side by side without verdicts.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,8 +26,8 @@ rounds=${ROUNDS:-3}
 benches=${BENCHES:-net kv}
 out=$(mktemp -d /tmp/ixl_ab.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-echo "A = $a"
-echo "B = $b"
+echo "A = $a${ENV_A:+ with $ENV_A}"
+echo "B = $b${ENV_B:+ with $ENV_B}"
 echo "$passes pass(es) of: ${benches} (ROUNDS=$rounds), A then B each pass"
 status=0
 for p in $(seq 1 "$passes"); do
@@ -34,8 +36,11 @@ for p in $(seq 1 "$passes"); do
         [ $which = B ] && dir=$b
         for bench in $benches; do
             log=$out/$bench.$which.$p
-            BUILD_DIR=$dir ROUNDS=$rounds bash "$root/bench/$bench.sh" >"$log" 2>"$log.err" ||
-                status=1
+            extra=${ENV_A:-}
+            [ $which = B ] && extra=${ENV_B:-}
+            # shellcheck disable=SC2086 # NAME=value words, split on purpose
+            env $extra BUILD_DIR="$dir" ROUNDS="$rounds" bash "$root/bench/$bench.sh" \
+                >"$log" 2>"$log.err" || status=1
             echo "== pass $p, build $which, $bench.sh: ratios"
             sed -n '/^ratios of medians/,$p' "$log"
         done

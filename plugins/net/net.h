@@ -140,7 +140,8 @@ struct net_txf {
 };
 
 enum net_conn_kind { NC_OUT, NC_IN };
-enum net_conn_state { NCS_DIAL, NCS_HELLO, NCS_UP };
+/* NCS_AUTH: an accepted connection that was sent the CHALLENGE and owes its AUTH. */
+enum net_conn_state { NCS_DIAL, NCS_HELLO, NCS_AUTH, NCS_UP };
 
 /* One TCP connection, owned by one event loop (its thread alone touches the socket and the
  * rx/tx state); others reach it only through its peer under p->lock (doomed, ready). */
@@ -165,7 +166,7 @@ struct net_conn {
     uint16_t port;
     uint64_t to_instance;
     uint64_t deadline; /* dial and HELLO, or the HELLO an accepted connection owes */
-    char cause[96];    /* the system call that failed last, for the error text */
+    char cause[200];   /* the system call that failed last, for the error text */
     /* liveness (loop thread) */
     uint64_t last_rx, last_tx, last_frame;
     uint64_t outstanding; /* NC_OUT: frames sent and not answered */
@@ -188,6 +189,19 @@ struct net_conn {
     uint8_t *stash;
     size_t stash_len;
     uint8_t *buf; /* HELLO and NOTIF bodies */
+    /* Authentication (with a cluster key): the nonces of both sides, the CHALLENGE or AUTH
+     * being sent (out) and the one received (in); the initiator's instance (NC_IN). */
+    uint8_t nonce_i[NET_NONCE_BYTES], nonce_t[NET_NONCE_BYTES];
+    uint8_t auth_out[NET_CHALLENGE_BYTES], auth_in[NET_CHALLENGE_BYTES];
+    bool challenged; /* NC_OUT: the target proved the key */
+    uint64_t from_instance;
+    /* NC_IN: stopped at a NOTIF header while the queue of received notifications is full
+     * (the header waits in h, the input read after it in stash); the initiator was sent
+     * HOLD, again every heartbeat. NC_OUT: the target said HOLD: nothing new is pulled onto
+     * this connection and its silence is not counted until it reads again. */
+    bool paused;
+    bool peer_hold;
+    uint64_t last_hold;
     /* NC_IN */
     char name[256]; /* the HELLO's name */
     bool named;     /* counted against peer_conns */
@@ -213,6 +227,7 @@ struct net_loop {
     struct net_conn *reap;   /* connections others tore down */
     _Atomic int woken;       /* an eventfd write is pending */
     _Atomic int cut_regions; /* a deregistration asks to close connections holding a cut region */
+    _Atomic int resume;      /* the notification queue was drained: paused connections read */
     struct net_conn *conns;  /* every connection of the loop (loop thread only) */
     uint8_t *scratch;
     uint64_t next_tick;
@@ -250,6 +265,7 @@ struct net_peer {
     int loop_base;       /* its connections go to loops loop_base, loop_base + 1, ... */
     char why[NET_WHY];   /* why the last attempt failed */
     uint64_t failed_gen; /* the generation that failed to come up (why applies), 0 none */
+    int failed_status;   /* and its status (IXL_ERR_AUTH, IXL_ERR_REMOTE_DISCONNECT) */
     int refs;            /* rmds that point at this peer */
     bool loaded;         /* conn info present (not disconnected by the core) */
     struct net_peer *next;
@@ -329,6 +345,11 @@ struct net_engine {
     int max_conns, peer_conns;
     size_t queue_max;
     char listen_addr[64];
+    /* Trust (host->auth_mode; a host without it: IXL_AUTH_LOCAL without peer_check). */
+    int auth_mode;
+    bool can_check_peer; /* host->peer_check is there */
+    _Atomic uint64_t last_refuse_log;
+    size_t notif_queue_max, notif_queue_bytes; /* the bound of the received queue */
     uint16_t port;
     uint32_t adv_addrs[NET_MAX_ADDRS];
     int n_adv_addrs;
@@ -367,6 +388,8 @@ struct net_engine {
 
     pthread_mutex_t notif_lock;
     struct net_notif *notif_head, *notif_tail;
+    size_t notif_count, notif_bytes; /* what the queue holds */
+    bool notif_blocked;              /* a loop stopped reading at the bound: wake them */
 
     pthread_mutex_t msg_lock; /* net_msg refs and verdicts */
     pthread_cond_t msg_cond;
@@ -388,6 +411,9 @@ int net_error(struct net_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t net_now_ns(void);
 int net_notif_push(struct net_engine *e, const char *agent, const void *msg, size_t len);
+/* Whether the queue of received notifications has room for one of len bytes; when not, the
+ * caller (a loop) stops reading and is woken (net_loops_resume) once the application drains. */
+bool net_notif_room(struct net_engine *e, size_t len);
 
 /* net_region.c */
 struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regions_lock held */
@@ -450,6 +476,8 @@ int net_peer_connect(struct net_peer *p);
 void net_peer_teardown(struct net_peer *p, int status, const char *why);
 /* Asks every loop to close the accepted connections that hold a region whose cut is set. */
 void net_loops_cut_regions(struct net_engine *e);
+/* The application drained notifications: loops read the connections they paused again. */
+void net_loops_resume(struct net_engine *e);
 
 /* net_local.c: the same-node channel. */
 /* Listens on the abstract Unix socket named after e->local_id (set here) and serves it on a

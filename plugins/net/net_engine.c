@@ -63,6 +63,8 @@ enum net_opt {
     NO_PEER_CONNS,
     NO_IDLE,
     NO_QUEUE_MAX,
+    NO_NOTIF_QUEUE_MAX,
+    NO_NOTIF_QUEUE_BYTES,
     NO_COUNT
 };
 
@@ -84,7 +86,10 @@ static const struct ixl_option net_options[NO_COUNT] = {
     [NO_LISTEN_ADDR] = {.name = "listen_addr",
                         .default_value = "0.0.0.0",
                         .type = IXL_OPT_STRING,
-                        .description = "IPv4 address the data listener binds"},
+                        .description = "IPv4 address the data listener binds; without a "
+                                       "cluster key (IXL_AUTH_KEY) or insecure_remote, "
+                                       "0.0.0.0 means 127.0.0.1 and other addresses than "
+                                       "loopback are refused"},
     [NO_PORT] = {.name = "port",
                  .default_value = "0",
                  .type = IXL_OPT_INT,
@@ -95,7 +100,8 @@ static const struct ixl_option net_options[NO_COUNT] = {
                   .default_value = "",
                   .type = IXL_OPT_STRING,
                   .description = "addresses advertised to peers, comma-separated IPv4 (default: "
-                                 "every interface's)"},
+                                 "every interface's; loopback only without a cluster key or "
+                                 "insecure_remote)"},
     [NO_CONNS] = {.name = "conns",
                   .default_value = "4",
                   .type = IXL_OPT_INT,
@@ -174,7 +180,44 @@ static const struct ixl_option net_options[NO_COUNT] = {
                       .max = 1 << 30,
                       .description = "frames queued per peer (16 bytes each); a post past it "
                                      "fails with IXL_ERR_BUSY"},
+    [NO_NOTIF_QUEUE_MAX] = {.name = "notif_queue_max",
+                            .default_value = "65536",
+                            .type = IXL_OPT_INT,
+                            .unit = "notifications",
+                            .min = 1,
+                            .max = 1 << 30,
+                            .description = "received notifications the application has not "
+                                           "taken yet; at the bound NET stops reading the "
+                                           "connections that bring more (senders wait)"},
+    [NO_NOTIF_QUEUE_BYTES] = {.name = "notif_queue_bytes",
+                              .default_value = "64M",
+                              .type = IXL_OPT_SIZE,
+                              .min = 4096,
+                              .max = (int64_t)1 << 40,
+                              .description = "bytes of received notifications not taken yet; "
+                                             "at the bound NET stops reading as for "
+                                             "notif_queue_max"},
 };
+
+static bool is_loopback(uint32_t s_addr)
+{
+    return (ntohl(s_addr) >> 24) == 127;
+}
+
+/* The host's trust settings; a host older than ABI 2.1 has none: no key, no peer checks. */
+static void host_trust(struct net_engine *e)
+{
+    const struct ixl_host *h = e->host;
+    if (h->size >= offsetof(struct ixl_host, peer_check) + sizeof(h->peer_check) &&
+        h->auth_mode != NULL && h->auth_mac != NULL && h->auth_equal != NULL &&
+        h->peer_check != NULL) {
+        e->auth_mode = h->auth_mode(h->ctx);
+        e->can_check_peer = true;
+    } else {
+        e->auth_mode = IXL_AUTH_LOCAL;
+        e->can_check_peer = false;
+    }
+}
 
 /* The core parsed and range-checked every option (see net_options); what is left are the
  * addresses, whose syntax no option type says. */
@@ -204,12 +247,26 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
     e->peer_conns = (int)opt[NO_PEER_CONNS].i;
     e->idle_ns = opt[NO_IDLE].u * 1000000ull;
     e->queue_max = (size_t)opt[NO_QUEUE_MAX].i;
+    e->notif_queue_max = (size_t)opt[NO_NOTIF_QUEUE_MAX].i;
+    e->notif_queue_bytes = (size_t)opt[NO_NOTIF_QUEUE_BYTES].u;
 
+    host_trust(e);
+    bool local_only = e->auth_mode != IXL_AUTH_KEY && e->auth_mode != IXL_AUTH_OPEN;
     const char *la = opt[NO_LISTEN_ADDR].str;
     struct in_addr tmp;
     if (inet_pton(AF_INET, la, &tmp) != 1)
         return net_error(e, IXL_ERR_INVALID_ARG,
                          "option listen_addr='%s': want an IPv4 address (a.b.c.d)", la);
+    if (local_only && tmp.s_addr == htonl(INADDR_ANY)) {
+        la = "127.0.0.1"; /* without a key, only processes of this host (and user) connect */
+    } else if (local_only && !is_loopback(tmp.s_addr)) {
+        return net_error(e, IXL_ERR_INVALID_ARG,
+                         "option listen_addr='%s': NET listens beyond loopback only with a "
+                         "cluster key (IXL_AUTH_KEY, IXL_AUTH_KEY_FILE or the agent's auth_key) "
+                         "or with insecure_remote (IXL_INSECURE_REMOTE=1: any host that reaches "
+                         "it can read and write registered memory)",
+                         la);
+    }
     snprintf(e->listen_addr, sizeof(e->listen_addr), "%s", la);
 
     const char *adv = opt[NO_ADDRS].str;
@@ -233,6 +290,17 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
                              one);
         e->adv_addrs[e->n_adv_addrs++] = tmp.s_addr;
         adv = comma ? comma + 1 : adv + n;
+    }
+    for (int i = 0; i < e->n_adv_addrs && local_only; i++) {
+        if (!is_loopback(e->adv_addrs[i])) {
+            char one[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &e->adv_addrs[i], one, sizeof(one));
+            return net_error(e, IXL_ERR_INVALID_ARG,
+                             "option addrs='%s': '%s' is not a loopback address, and NET "
+                             "advertises others only with a cluster key (IXL_AUTH_KEY) or "
+                             "insecure_remote",
+                             opt[NO_ADDRS].str, one);
+        }
     }
     return IXL_OK;
 }
@@ -579,9 +647,28 @@ int net_notif_push(struct net_engine *e, const char *agent, const void *msg, siz
     else
         e->notif_head = n;
     e->notif_tail = n;
+    e->notif_count++;
+    e->notif_bytes += len;
     pthread_mutex_unlock(&e->notif_lock);
     e->host->signal(e->host->ctx);
     return IXL_OK;
+}
+
+/* Peers' notifications are taken only while the queue is under its bound (one is always
+ * taken into an empty queue, whatever its size); a loop that is refused stops reading that
+ * connection, and the next drain wakes it. A notification whose body was being received
+ * when the bound was reached still lands: the queue exceeds the bound by at most one
+ * notification (notif_max bytes) per connection. Notifications an agent sends itself are
+ * not bounded here (they are the application's own). */
+bool net_notif_room(struct net_engine *e, size_t len)
+{
+    pthread_mutex_lock(&e->notif_lock);
+    bool room = e->notif_count == 0 || (e->notif_count < e->notif_queue_max &&
+                                        e->notif_bytes + len <= e->notif_queue_bytes);
+    if (!room)
+        e->notif_blocked = true; /* in the same section as the check: no drain is missed */
+    pthread_mutex_unlock(&e->notif_lock);
+    return room;
 }
 
 static int net_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void *ctx)
@@ -590,7 +677,12 @@ static int net_get_notifs(struct ixl_engine *base, ixl_notif_sink_fn sink, void 
     pthread_mutex_lock(&e->notif_lock);
     struct net_notif *n = e->notif_head;
     e->notif_head = e->notif_tail = NULL;
+    e->notif_count = e->notif_bytes = 0;
+    bool blocked = e->notif_blocked;
+    e->notif_blocked = false;
     pthread_mutex_unlock(&e->notif_lock);
+    if (blocked)
+        net_loops_resume(e); /* the connections paused at the bound read again */
     while (n) {
         struct net_notif *next = n->next;
         sink(ctx, n->agent, n->msg, n->len);
@@ -667,6 +759,13 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     pthread_mutex_init(&e->work_lock, NULL);
     pthread_cond_init(&e->work_cond, NULL);
     int rc = parse_options(e, init);
+    if (rc == IXL_OK && e->auth_mode == IXL_AUTH_OPEN)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "NET: insecure_remote: its listener (%s) takes connections from any host "
+                     "and user without proof; whoever reaches it can read and write registered "
+                     "memory and send notifications under any name. Set a cluster key "
+                     "(IXL_AUTH_KEY) instead",
+                     e->listen_addr);
     if (rc == IXL_OK) {
         host_identity(e->host_id);
         rc = net_loops_start(e);

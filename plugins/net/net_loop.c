@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "../common/ixl_plugin_util.h"
 
 #define SCRATCH_BYTES (64u << 10)
 #define DIRECT_MIN (16u << 10) /* a body with this much left is received straight into place */
@@ -44,7 +46,9 @@
 #define MAX_EVENTS 256
 #define ACCEPTS_PER_EVENT 64
 
-enum body_mode { BODY_DISCARD, BODY_PLACE_W, BODY_PLACE_R, BODY_BUF };
+enum body_mode { BODY_DISCARD, BODY_PLACE_W, BODY_PLACE_R, BODY_BUF, BODY_AUTH };
+
+#define AUTH_LABEL "ixl-net-hello-v1" /* the domain of the handshake's MACs */
 
 static void *const LISTEN_TAG = (void *)&LISTEN_TAG; /* epoll data of the listener */
 
@@ -75,6 +79,73 @@ static int set_events(struct net_conn *c, uint32_t ev)
     }
     c->events = ev;
     return 0;
+}
+
+static bool addr_is_loopback(uint32_t s_addr)
+{
+    return (ntohl(s_addr) >> 24) == 127;
+}
+
+/* A WARN at most once a second from any loop (refused connections come in floods). */
+static void refuse_log(struct net_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void refuse_log(struct net_engine *e, const char *fmt, ...)
+{
+    uint64_t now = net_now_ns();
+    uint64_t last = atomic_load(&e->last_refuse_log);
+    if (now - last < 1000000000ull ||
+        !atomic_compare_exchange_strong(&e->last_refuse_log, &last, now))
+        return;
+    char text[NET_WHY];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    e->host->log(e->host->ctx, IXL_LOG_WARN, "%s (said at most once a second)", text);
+}
+
+static int make_nonce(uint8_t out[NET_NONCE_BYTES])
+{
+    size_t got = 0;
+    while (got < NET_NONCE_BYTES) {
+        ssize_t n = net_sys()->getrandom(out + got, NET_NONCE_BYTES - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * The MAC one side of a connection proves the cluster key with: dir "i2t" (the initiator's)
+ * or "t2i" (the target's) over both nonces, both instances and both names, under the label
+ * AUTH_LABEL. Each side's nonce is fresh, so a MAC is good for one connection only; the
+ * direction keeps one side's MAC from being replayed as the other's.
+ */
+static int hello_mac(struct net_engine *e, const char *dir, const uint8_t *ni, const uint8_t *nt,
+                     const char *iname, uint64_t iinst, const char *tname, uint64_t tinst,
+                     uint8_t out[NET_MAC_BYTES])
+{
+    uint8_t t[2 * NET_NONCE_BYTES + 16 + 2 * (2 + 255)];
+    size_t at = 0;
+    memcpy(t, ni, NET_NONCE_BYTES);
+    memcpy(t + NET_NONCE_BYTES, nt, NET_NONCE_BYTES);
+    at = 2 * NET_NONCE_BYTES;
+    ixlp_put_le(t + at, iinst, 8);
+    ixlp_put_le(t + at + 8, tinst, 8);
+    at += 16;
+    const char *names[2] = {iname, tname};
+    for (int i = 0; i < 2; i++) {
+        size_t n = strnlen(names[i], 255);
+        ixlp_put_le(t + at, n, 2);
+        memcpy(t + at + 2, names[i], n);
+        at += 2 + n;
+    }
+    const void *parts[2] = {dir, t};
+    size_t lens[2] = {strlen(dir) + 1, at};
+    return e->host->auth_mac(e->host->ctx, AUTH_LABEL, parts, lens, 2, out);
 }
 
 static size_t tx_pending(const struct net_conn *c)
@@ -360,6 +431,7 @@ static void setup_failed(struct net_loop *l, struct net_conn *c, int status, con
     if (c->gen == p->gen) {
         snprintf(p->why, sizeof(p->why), "%s", why);
         p->failed_gen = c->gen + 1;
+        p->failed_status = status;
     }
     pthread_mutex_unlock(&p->lock);
     conn_close(l, c, true, status, why);
@@ -377,6 +449,16 @@ static void send_hello(struct net_loop *l, struct net_conn *c)
     c->buf = net_sys()->malloc(NET_HELLO_MAX);
     size_t plen = c->buf ? net_hello_encode(&hl, c->buf, NET_HELLO_MAX) : 0;
     struct net_hdr h = {.op = NET_HELLO, .len = plen};
+    if (e->auth_mode == IXL_AUTH_KEY) { /* the challenge to the target: prove the key */
+        if (make_nonce(c->nonce_i) != 0) {
+            set_cause(c, "getrandom", errno);
+            setup_failed(l, c, IXL_ERR_SYSTEM, "no random nonce for the handshake");
+            return;
+        }
+        h.flags = NET_HELLO_F_AUTH;
+        h.addr = ixlp_get_le(c->nonce_i, 8);
+        h.key = ixlp_get_le(c->nonce_i + 8, 8);
+    }
     if (c->buf == NULL || tx_add(c, &h, c->buf, plen, NULL) != 0) {
         set_cause(c, "malloc", ENOMEM);
         setup_failed(l, c, IXL_ERR_NO_MEMORY, "out of memory");
@@ -406,13 +488,43 @@ static void dial_done(struct net_loop *l, struct net_conn *c)
     }
     int one = 1;
     net_sys()->setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct net_engine *e = l->e;
+    if (e->auth_mode == IXL_AUTH_LOCAL && e->can_check_peer) {
+        /* Without a key, only a listener of this user is trusted: another user could have
+         * taken the port after the peer's metadata was read. */
+        char why[160] = "";
+        int rc = e->host->peer_check(e->host->ctx, c->fd, NULL, why, sizeof(why));
+        if (rc != IXL_OK) {
+            snprintf(c->cause, sizeof(c->cause), " (%s)", why);
+            setup_failed(l, c, rc == IXL_ERR_SYSTEM ? IXL_ERR_SYSTEM : IXL_ERR_AUTH,
+                         rc == IXL_ERR_AUTH ? "the process listening there is not of this user; "
+                                              "refused (without a cluster key only this user's "
+                                              "agents are trusted)"
+                                            : "the kernel cannot vouch for the process "
+                                              "listening there; refused");
+            return;
+        }
+    }
     send_hello(l, c);
 }
 
 /* Dials c's next address; the attempt fails when none is left. */
 static void dial_next(struct net_loop *l, struct net_conn *c)
 {
+    bool local_only = l->e->auth_mode == IXL_AUTH_LOCAL;
+    bool any_local = false;
+    for (int i = 0; i < c->n_addrs; i++)
+        any_local |= addr_is_loopback(c->addrs[i]);
+    if (local_only && !any_local) {
+        setup_failed(l, c, IXL_ERR_AUTH,
+                     "it advertises no loopback address, and without a cluster key NET "
+                     "reaches only agents of this host and user: set IXL_AUTH_KEY (the same "
+                     "key) on both agents, or insecure_remote");
+        return;
+    }
     for (; c->addr_at < c->n_addrs; c->addr_at++) {
+        if (local_only && !addr_is_loopback(c->addrs[c->addr_at]))
+            continue; /* no key: only this host's agents, through loopback */
         int fd = net_sys()->socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
             set_cause(c, "socket", errno);
@@ -469,7 +581,7 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
     struct net_item items[PULL_FRAMES];
     int n = 0;
     pthread_mutex_lock(&p->lock);
-    if (!atomic_load(&c->doomed) && c->gen == p->gen) {
+    if (!atomic_load(&c->doomed) && c->gen == p->gen && !c->peer_hold) {
         /* Notifications on one connection only: one sender's arrive in order. */
         while (p->notif_conn == c && p->nq.len > 0 && n < PULL_FRAMES / 2)
             items[n++] = ring_pop(&p->nq);
@@ -605,13 +717,14 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
         free(st);
         if (c->closed)
             return -1;
-        if (rc == 0 && !c->held && !c->linger)
+        if (rc == 0 && !c->held && !c->paused && !c->linger)
             c->reading = true;
         if (tx_pending(c) > 0)
             return conn_flush(l, c);
     }
     bool more = tx_pending(c) > 0;
-    if (c->kind == NC_IN && !c->reading && !c->linger && !c->held && tx_pending(c) < TX_SOFT / 2)
+    if (c->kind == NC_IN && !c->reading && !c->linger && !c->held && !c->paused &&
+        tx_pending(c) < TX_SOFT / 2)
         c->reading = true; /* the peer reads its answers again */
     if (c->linger && !more) {
         conn_close(l, c, false, 0, NULL);
@@ -642,12 +755,106 @@ static int protocol_error(struct net_loop *l, struct net_conn *c, const char *wh
     return -1;
 }
 
+/* Counts an accepted connection against its HELLO name (peer_conns): IXL_OK, or the status
+ * its HELLO_ACK refuses it with. */
+static int name_conn(struct net_engine *e, struct net_conn *c)
+{
+    int status = IXL_OK;
+    pthread_mutex_lock(&e->lock);
+    struct net_inname *x = e->innames;
+    while (x && strcmp(x->name, c->name) != 0)
+        x = x->next;
+    if (x == NULL && (x = net_sys()->calloc(1, sizeof(*x))) != NULL) {
+        snprintf(x->name, sizeof(x->name), "%s", c->name);
+        x->next = e->innames;
+        e->innames = x;
+    }
+    if (x == NULL || x->n >= e->peer_conns) {
+        status = IXL_ERR_REMOTE_REFUSED;
+    } else {
+        x->n++;
+        c->named = true;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (status != IXL_OK)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "NET: refused a connection from '%s': it has %d open already "
+                     "(peer_conns)",
+                     c->name, e->peer_conns);
+    return status;
+}
+
+/* Sends the verdict on an accepted connection's setup: OK (it is up) or a refusal (it closes
+ * once the refusal is out, and nothing it sent is taken). */
+static int hello_ack(struct net_loop *l, struct net_conn *c, struct net_hdr *r)
+{
+    if (r->status != 0) {
+        c->linger = true;
+        c->reading = false;
+    } else {
+        c->state = NCS_UP;
+    }
+    return tx_add(c, r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+}
+
+/* Target, with a cluster key: answers a HELLO with its nonce and its proof of the key; the
+ * connection then owes its AUTH (NCS_AUTH) before anything else is taken. */
+static int challenge_send(struct net_loop *l, struct net_conn *c, uint64_t req)
+{
+    struct net_engine *e = l->e;
+    struct net_hdr r = {.op = NET_CHALLENGE, .req = req, .len = NET_CHALLENGE_BYTES};
+    if (make_nonce(c->nonce_t) != 0 ||
+        hello_mac(e, "t2i", c->nonce_i, c->nonce_t, c->name, c->from_instance, e->name, e->instance,
+                  c->auth_out + NET_NONCE_BYTES) != IXL_OK) {
+        r = (struct net_hdr){.op = NET_HELLO_ACK, .req = req, .status = IXL_ERR_SYSTEM};
+        e->host->log(e->host->ctx, IXL_LOG_ERROR,
+                     "NET: cannot answer the HELLO of '%s': no nonce or MAC", c->name);
+        return hello_ack(l, c, &r);
+    }
+    memcpy(c->auth_out, c->nonce_t, NET_NONCE_BYTES);
+    c->state = NCS_AUTH;
+    return tx_add(c, &r, c->auth_out, NET_CHALLENGE_BYTES, NULL) == 0
+               ? 0
+               : protocol_error(l, c, "out of memory");
+}
+
+/* Initiator, with a cluster key: the target's CHALLENGE arrived (in auth_in). Its MAC proves
+ * the target holds the key; ours goes back in AUTH, and HELLO_ACK says whether it was taken. */
+static int challenge_answer(struct net_loop *l, struct net_conn *c)
+{
+    struct net_engine *e = l->e;
+    uint8_t want[NET_MAC_BYTES];
+    memcpy(c->nonce_t, c->auth_in, NET_NONCE_BYTES);
+    if (hello_mac(e, "t2i", c->nonce_i, c->nonce_t, e->name, e->instance, c->peer->name,
+                  c->to_instance, want) != IXL_OK ||
+        !e->host->auth_equal(want, c->auth_in + NET_NONCE_BYTES, NET_MAC_BYTES)) {
+        setup_failed(l, c, IXL_ERR_AUTH,
+                     "it did not prove the cluster key: the two agents hold different keys "
+                     "(IXL_AUTH_KEY), or what answers is not the agent its metadata names");
+        return -1;
+    }
+    c->challenged = true;
+    if (hello_mac(e, "i2t", c->nonce_i, c->nonce_t, e->name, e->instance, c->peer->name,
+                  c->to_instance, c->auth_out) != IXL_OK) {
+        setup_failed(l, c, IXL_ERR_SYSTEM, "no MAC for the handshake");
+        return -1;
+    }
+    struct net_hdr a = {.op = NET_AUTH, .len = NET_MAC_BYTES};
+    if (tx_add(c, &a, c->auth_out, NET_MAC_BYTES, NULL) != 0) {
+        setup_failed(l, c, IXL_ERR_NO_MEMORY, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* The end of frame c->h (its body, if any, is in place). */
 static int frame_end(struct net_loop *l, struct net_conn *c)
 {
     struct net_engine *e = l->e;
     struct net_hdr *h = &c->h;
     if (c->kind == NC_OUT) {
+        if (h->op == NET_CHALLENGE)
+            return challenge_answer(l, c);
         if (h->op != NET_READ_DATA && h->op != NET_WRITE_ACK)
             return 0;
         if (c->answer != 1)
@@ -674,39 +881,42 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
         free(c->buf);
         c->buf = NULL;
         snprintf(c->name, sizeof(c->name), "%s", hl.name);
+        c->from_instance = hl.from_instance;
         r.op = NET_HELLO_ACK;
         if (hl.to_instance != e->instance) {
             r.status = IXL_ERR_STALE; /* metadata of an earlier instance of this agent */
-        } else {
-            pthread_mutex_lock(&e->lock);
-            struct net_inname *x = e->innames;
-            while (x && strcmp(x->name, c->name) != 0)
-                x = x->next;
-            if (x == NULL && (x = net_sys()->calloc(1, sizeof(*x))) != NULL) {
-                snprintf(x->name, sizeof(x->name), "%s", c->name);
-                x->next = e->innames;
-                e->innames = x;
-            }
-            if (x == NULL || x->n >= e->peer_conns) {
-                r.status = IXL_ERR_REMOTE_REFUSED;
+        } else if (e->auth_mode == IXL_AUTH_KEY) {
+            if (!(h->flags & NET_HELLO_F_AUTH)) {
+                r.status = IXL_ERR_AUTH;
+                refuse_log(e,
+                           "NET: refused a connection claiming to be '%s': it offers no "
+                           "proof of the cluster key (an agent without IXL_AUTH_KEY?)",
+                           c->name);
             } else {
-                x->n++;
-                c->named = true;
+                ixlp_put_le(c->nonce_i, h->addr, 8);
+                ixlp_put_le(c->nonce_i + 8, h->key, 8);
+                return challenge_send(l, c, h->req);
             }
-            pthread_mutex_unlock(&e->lock);
-            if (r.status != 0)
-                e->host->log(e->host->ctx, IXL_LOG_WARN,
-                             "NET: refused a connection from '%s': it has %d open already "
-                             "(peer_conns)",
-                             c->name, e->peer_conns);
-        }
-        if (r.status != 0) {
-            c->linger = true; /* the refusal goes out, then the connection closes */
-            c->reading = false;
         } else {
-            c->state = NCS_UP;
+            r.status = name_conn(e, c);
         }
-        return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+        return hello_ack(l, c, &r);
+    }
+    case NET_AUTH: {
+        uint8_t want[NET_MAC_BYTES];
+        r.op = NET_HELLO_ACK;
+        if (hello_mac(e, "i2t", c->nonce_i, c->nonce_t, c->name, c->from_instance, e->name,
+                      e->instance, want) != IXL_OK ||
+            !e->host->auth_equal(want, c->auth_in, NET_MAC_BYTES)) {
+            r.status = IXL_ERR_AUTH;
+            refuse_log(e,
+                       "NET: refused a connection claiming to be '%s': it did not prove "
+                       "the cluster key (another key, or none)",
+                       c->name);
+        } else {
+            r.status = name_conn(e, c);
+        }
+        return hello_ack(l, c, &r);
     }
     case NET_WRITE:
         r.op = NET_WRITE_ACK;
@@ -722,6 +932,25 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
     }
 }
 
+/* Tells the initiator of c whether it is read (HOLD 0) or not (1). */
+static int send_hold(struct net_loop *l, struct net_conn *c, int on)
+{
+    struct net_hdr h = {.op = NET_HOLD, .status = on};
+    c->peer_hold = on != 0;
+    c->last_hold = net_now_ns();
+    return tx_add(c, &h, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+}
+
+/* The queue of received notifications is full: c stops reading at this NOTIF header until
+ * the application drains (net_loops_resume, or the tick). Its initiator is told (HOLD), so
+ * that it counts no silence against c and sends its other frames on its other connections. */
+static int notif_pause(struct net_loop *l, struct net_conn *c)
+{
+    c->paused = true;
+    c->reading = false;
+    return c->peer_hold ? 0 : send_hold(l, c, 1);
+}
+
 /* The header c->h arrived: checks it and sets up its body. */
 static int frame_begin(struct net_loop *l, struct net_conn *c)
 {
@@ -733,17 +962,32 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
     c->last_frame = net_now_ns();
     if (c->kind == NC_OUT) {
         if (c->state == NCS_HELLO) {
+            bool key = e->auth_mode == IXL_AUTH_KEY;
+            if (h->op == NET_CHALLENGE && key && !c->challenged) {
+                c->body_mode = BODY_AUTH; /* the target's nonce and MAC */
+                c->in_body = true;
+                return 0;
+            }
             if (h->op != NET_HELLO_ACK)
                 return protocol_error(l, c, "no HELLO_ACK");
             free(c->buf);
             c->buf = NULL;
             if (h->status != 0) {
-                char why[80];
-                snprintf(why, sizeof(why), "%s",
-                         h->status == IXL_ERR_STALE
-                             ? "it does not answer as the instance its metadata names"
-                             : "it refused the connection");
-                setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT, why);
+                bool auth = h->status == IXL_ERR_AUTH;
+                setup_failed(
+                    l, c, auth ? IXL_ERR_AUTH : IXL_ERR_REMOTE_DISCONNECT,
+                    h->status == IXL_ERR_STALE
+                        ? "it does not answer as the instance its metadata names"
+                    : auth && key ? "it refused this agent's proof of the cluster key (the two "
+                                    "agents hold different keys)"
+                    : auth ? "it requires a cluster key (IXL_AUTH_KEY) and this agent has none"
+                           : "it refused the connection");
+                return -1;
+            }
+            if (key && !c->challenged) {
+                setup_failed(l, c, IXL_ERR_AUTH,
+                             "it accepted the connection without proving the cluster key "
+                             "(does it run without IXL_AUTH_KEY?); refused");
                 return -1;
             }
             struct net_peer *p = c->peer;
@@ -766,6 +1010,10 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         }
         if (h->op == NET_PONG)
             return 0;
+        if (h->op == NET_HOLD) { /* the target stops (1) or starts again (0) reading us */
+            c->peer_hold = h->status != 0;
+            return 0;
+        }
         if (h->op != NET_WRITE_ACK && h->op != NET_READ_DATA)
             return protocol_error(l, c, "a frame a target never sends");
         if (c->outstanding == 0)
@@ -783,6 +1031,18 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         return frame_end(l, c);
     }
     /* An accepted connection. */
+    if (c->state == NCS_AUTH) {
+        if (h->op != NET_AUTH) {
+            refuse_log(e,
+                       "NET: closed a connection claiming to be '%s': it sent a frame "
+                       "before proving the cluster key",
+                       c->name);
+            return protocol_error(l, c, "no AUTH");
+        }
+        c->body_mode = BODY_AUTH;
+        c->in_body = true;
+        return 0;
+    }
     if (c->state == NCS_HELLO) {
         if (h->op != NET_HELLO)
             return protocol_error(l, c, "no HELLO");
@@ -830,6 +1090,8 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
     case NET_NOTIF:
         if (h->len > e->notif_max)
             return protocol_error(l, c, "a notification over the documented maximum");
+        if (!net_notif_room(e, (size_t)h->len))
+            return notif_pause(l, c); /* the header waits in c->h */
         c->buf = net_sys()->malloc(h->len ? (size_t)h->len : 1);
         if (c->buf == NULL)
             return protocol_error(l, c, "out of memory");
@@ -874,6 +1136,8 @@ static ssize_t body_move(struct net_loop *l, struct net_conn *c, const uint8_t *
             c->body_mode = BODY_DISCARD; /* released: the rest is drained */
     } else if (c->body_mode == BODY_BUF) {
         dst = (char *)c->buf + c->body_off;
+    } else if (c->body_mode == BODY_AUTH) {
+        dst = (char *)c->auth_in + c->body_off; /* decode bounds its length */
     }
     ssize_t got;
     if (src != NULL) {
@@ -910,6 +1174,17 @@ static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_
                 return protocol_error(l, c, "a malformed frame header");
             if (frame_begin(l, c) != 0)
                 return -1;
+            if (c->paused) { /* the rest waits until the application drains */
+                if (n > 0) {
+                    uint8_t *keep = net_sys()->malloc(n);
+                    if (keep == NULL)
+                        return protocol_error(l, c, "out of memory");
+                    memcpy(keep, p, n);
+                    c->stash = keep;
+                    c->stash_len = n;
+                }
+                return 0;
+            }
             continue;
         }
         if (c->held) { /* the rest waits until the READ answers before it are sent */
@@ -1071,6 +1346,18 @@ static void accept_some(struct net_loop *l)
             shed_log(e, "max_conns connections are open");
             continue;
         }
+        if (e->auth_mode == IXL_AUTH_LOCAL && e->can_check_peer) {
+            /* No key: only processes of this user, as the kernel tells, before any byte. */
+            char why[160] = "";
+            if (e->host->peer_check(e->host->ctx, fd, NULL, why, sizeof(why)) != IXL_OK) {
+                net_sys()->close(fd);
+                refuse_log(e,
+                           "NET: refused a connection: %s (without a cluster key only "
+                           "processes of this user may connect)",
+                           why);
+                continue;
+            }
+        }
         struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
         if (c == NULL) {
             net_sys()->close(fd);
@@ -1093,6 +1380,43 @@ static void accept_some(struct net_loop *l)
             net_sys()->close(fd);
             free(c);
         }
+    }
+}
+
+/* A connection paused at a NOTIF header reads again when the queue has room: true when it
+ * was resumed (it may pause again at a later notification), false when still paused. */
+static bool notif_resume(struct net_loop *l, struct net_conn *c)
+{
+    if (!c->paused || !net_notif_room(l->e, (size_t)c->h.len))
+        return false;
+    c->paused = false;
+    if (frame_begin(l, c) != 0 || c->paused)
+        return !c->paused;
+    uint8_t *st = c->stash;
+    size_t n = c->stash_len;
+    c->stash = NULL;
+    c->stash_len = 0;
+    int rc = st ? parse(l, c, st, n) : 0;
+    free(st);
+    if (c->closed)
+        return true;
+    if (rc == 0 && !c->held && !c->paused && !c->linger) {
+        c->reading = true;
+        if (c->peer_hold && send_hold(l, c, 0) != 0)
+            return true;
+    }
+    conn_flush(l, c); /* its events follow reading */
+    return true;
+}
+
+void net_loops_resume(struct net_engine *e)
+{
+    for (int i = 0; i < e->n_loops; i++) {
+        struct net_loop *l = &e->loops[i];
+        if (l->e == NULL)
+            continue;
+        atomic_store(&l->resume, 1);
+        loop_wake(l);
     }
 }
 
@@ -1138,6 +1462,18 @@ static void tick(struct net_loop *l, uint64_t now)
                 }
                 continue;
             }
+            if (c->peer_hold) {
+                /* The target stopped reading at our notification (its application does not
+                 * drain): it says HOLD every heartbeat, and only its silence counts. */
+                if (since(now, c->last_rx) > e->timeout_ns) {
+                    snprintf(why, sizeof(why),
+                             "NET: '%s' held the connection and then was silent for more than "
+                             "%llu ms",
+                             c->peer->name, (unsigned long long)(e->timeout_ns / 1000000u));
+                    conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
+                }
+                continue;
+            }
             if ((c->outstanding > 0 && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
                 snprintf(why, sizeof(why),
                          "NET: '%s' was silent for more than %llu ms with work outstanding",
@@ -1159,9 +1495,19 @@ static void tick(struct net_loop *l, uint64_t now)
                 conn_close(l, c, false, 0, NULL); /* before the target's idle_ms closes it */
             continue;
         }
-        if (c->state == NCS_HELLO && !c->linger) {
+        if ((c->state == NCS_HELLO || c->state == NCS_AUTH) && !c->linger) {
             if (now >= c->deadline)
-                conn_close(l, c, false, 0, NULL); /* no HELLO in timeout_ms */
+                conn_close(l, c, false, 0, NULL); /* no HELLO (or AUTH) in timeout_ms */
+            continue;
+        }
+        if (c->paused) { /* neither idle nor stalled: waiting for the application */
+            if (stalled_tx) {
+                conn_close(l, c, false, 0, NULL); /* and its peer does not read */
+            } else if (!notif_resume(l, c) && !c->closed &&
+                       since(now, c->last_hold) >= e->heartbeat_ns) {
+                if (send_hold(l, c, 1) == 0) /* a sign of life for the initiator's timers */
+                    conn_flush(l, c);
+            }
             continue;
         }
         bool mid_frame = c->in_body || c->hgot > 0;
@@ -1222,6 +1568,10 @@ static void take_lists(struct net_loop *l)
         if (!c->closed && c->state == NCS_UP && tx_pending(c) == 0)
             conn_flush(l, c);
     }
+    if (atomic_exchange(&l->resume, 0) != 0)
+        for (struct net_conn *c = l->conns; c; c = c->next)
+            if (!c->closed && c->paused)
+                notif_resume(l, c);
 }
 
 static void *loop_main(void *arg)
@@ -1638,17 +1988,46 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
         if (pthread_cond_timedwait(&e->msg_cond, &e->msg_lock, &dl) != 0)
             break;
     rc = m->status;
+    pthread_mutex_unlock(&e->msg_lock);
+    bool withdrawn = false;
+    if (rc == IXL_IN_PROGRESS) {
+        /* Still in the peer's queue (its connection is held or not up): taken out, so that
+         * the caller knows for sure it was not sent. One a connection took is on its way. */
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < p->nq.len && !withdrawn; i++) {
+            struct net_item *it = &p->nq.v[(p->nq.head + i) % p->nq.cap];
+            if (it->kind == NI_MSG && it->msg == m) {
+                for (size_t k = i; k + 1 < p->nq.len; k++)
+                    p->nq.v[(p->nq.head + k) % p->nq.cap] =
+                        p->nq.v[(p->nq.head + k + 1) % p->nq.cap];
+                p->nq.len--;
+                withdrawn = true;
+            }
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_lock(&e->msg_lock);
+    if (withdrawn)
+        m->refs--; /* the queue's reference */
+    rc = m->status;
     char why[NET_WHY];
     snprintf(why, sizeof(why), "%s", m->why);
     int last = --m->refs == 0;
     pthread_mutex_unlock(&e->msg_lock);
     if (last)
         free(m);
+    if (withdrawn)
+        return net_error(e, IXL_ERR_BUSY,
+                         "NET: the notification to '%s' was not sent in %llu ms and is withdrawn: "
+                         "'%s' does not take more now (its queue of received notifications is "
+                         "full because its application does not drain it: notif_queue_max, "
+                         "notif_queue_bytes), or no connection to it came up",
+                         p->name, (unsigned long long)(wait_ns / 1000000u), p->name);
     if (rc == IXL_IN_PROGRESS)
         return net_error(e, IXL_ERR_TIMEOUT,
-                         "NET: the notification to '%s' is not sent after %llu ms; it stays "
-                         "queued",
-                         p->name, (unsigned long long)(wait_ns / 1000000u));
+                         "NET: the notification to '%s' is not sent after %llu ms; it is on the "
+                         "connection and is delivered when '%s' reads again",
+                         p->name, (unsigned long long)(wait_ns / 1000000u), p->name);
     if (rc != IXL_OK)
         return net_error(e, rc, "%s", why[0] ? why : "NET: the notification could not be sent");
     return IXL_OK;
@@ -1682,13 +2061,14 @@ int net_peer_connect(struct net_peer *p)
     int up = p->n_up > 0;
     char why[NET_WHY];
     snprintf(why, sizeof(why), "%s", p->failed_gen == gen + 1 ? p->why : "");
+    int status = p->failed_gen == gen + 1 && p->failed_status != IXL_OK ? p->failed_status
+                                                                        : IXL_ERR_REMOTE_DISCONNECT;
     pthread_mutex_unlock(&p->lock);
     if (up)
         return IXL_OK;
     if (rc == IXL_ERR_NO_MEMORY)
         return net_error(e, rc, "NET: out of memory connecting to '%s'", p->name);
-    return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "%s",
-                     why[0] ? why : "NET: the connection did not come up");
+    return net_error(e, status, "%s", why[0] ? why : "NET: the connection did not come up");
 }
 
 /* Tears down p's connections of generation gen (any gen: UINT64_MAX). */

@@ -34,8 +34,11 @@ int net_hdr_decode(const uint8_t in[NET_HDR_BYTES], struct net_hdr *h)
     if (h->op == NET_HELLO && (h->len < 18 || h->len > NET_HELLO_MAX))
         return -1;
     if ((h->op == NET_HELLO_ACK || h->op == NET_WRITE_ACK || h->op == NET_PING ||
-         h->op == NET_PONG) &&
+         h->op == NET_PONG || h->op == NET_HOLD) &&
         h->len != 0)
+        return -1;
+    if ((h->op == NET_CHALLENGE && h->len != NET_CHALLENGE_BYTES) ||
+        (h->op == NET_AUTH && h->len != NET_MAC_BYTES))
         return -1;
     if ((h->op == NET_WRITE || h->op == NET_READ) && h->len == 0)
         return -1;

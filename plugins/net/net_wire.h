@@ -7,6 +7,11 @@
  *   u32 magic "IXLN"  u8 version  u8 op  u16 flags
  *   i32 status        u32 chunk
  *   u64 req           u64 addr    u64 len   u64 key
+ *
+ * Connection setup (README.md, "Authentication"): HELLO -> HELLO_ACK; with a cluster key,
+ * HELLO (flag NET_HELLO_F_AUTH, the initiator's nonce in addr and key) -> CHALLENGE (the
+ * target's nonce and its MAC) -> AUTH (the initiator's MAC) -> HELLO_ACK. Nothing else is
+ * taken before HELLO_ACK OK.
  */
 #ifndef IXL_NET_WIRE_H
 #define IXL_NET_WIRE_H
@@ -29,8 +34,17 @@ enum net_op {
     NET_NOTIF = 7,     /* + len bytes: a notification for the target's user */
     NET_PING = 8,
     NET_PONG = 9,
-    NET_OP_MAX = 9
+    NET_CHALLENGE = 10, /* target -> initiator: + 48 bytes: its nonce (16), its MAC (32) */
+    NET_AUTH = 11,      /* initiator -> target: + 32 bytes: its MAC */
+    NET_HOLD = 12,      /* target -> initiator: status 1: it stopped reading this connection
+                         * (its queue of received notifications is full), 0: reads again */
+    NET_OP_MAX = 12
 };
+
+#define NET_HELLO_F_AUTH 1u    /* HELLO flag: the initiator holds the key; nonce in addr, key */
+#define NET_NONCE_BYTES 16     /* a challenge nonce */
+#define NET_MAC_BYTES 32       /* HMAC-SHA-256 */
+#define NET_CHALLENGE_BYTES 48 /* nonce + MAC */
 
 struct net_hdr {
     uint8_t op;

@@ -123,12 +123,17 @@ static int hdr_valid(const uint8_t *p)
 {
     struct hdr h;
     hdr_parse(p, &h);
-    if (get(p, 4) != 0x4e4c5849u || p[4] != 1 || h.op < NET_HELLO || h.op > NET_PONG)
+    if (get(p, 4) != 0x4e4c5849u || p[4] != 1 || h.op < NET_HELLO || h.op > NET_HOLD)
         return 0;
     if (h.op == NET_HELLO)
         return h.len >= 18 && h.len <= NET_HELLO_MAX;
-    if (h.op == NET_HELLO_ACK || h.op == NET_WRITE_ACK || h.op == NET_PING || h.op == NET_PONG)
+    if (h.op == NET_HELLO_ACK || h.op == NET_WRITE_ACK || h.op == NET_PING || h.op == NET_PONG ||
+        h.op == NET_HOLD)
         return h.len == 0;
+    if (h.op == NET_CHALLENGE) /* the target's nonce and MAC */
+        return h.len == 48;
+    if (h.op == NET_AUTH) /* the initiator's MAC */
+        return h.len == 32;
     if (h.op == NET_WRITE || h.op == NET_READ)
         return h.len != 0;
     return 1;

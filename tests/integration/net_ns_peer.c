@@ -140,7 +140,11 @@ static char *wait_file(const char *dir, const char *name, size_t *len)
 
 static struct ixl_agent *make_agent(const char *name, const char *addr, const char *path)
 {
-    struct ixl_agent_params p = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    /* A real link between hosts: NET listens there only with a cluster key (issue 16), and
+     * both ends prove it on every connection. */
+    struct ixl_agent_params p = {.field_mask = IXL_AGENT_F_BACKENDS | IXL_AGENT_F_AUTH_KEY,
+                                 .backends = "",
+                                 .auth_key = "net-netns-test-cluster-key-0123456789"};
     struct ixl_agent *a;
     CHECK_RC(ixl_agent_create(name, &p, &a), IXL_OK);
     const struct ixl_kv kv[] = {
