@@ -31,7 +31,8 @@ static void usage(FILE *f)
             "                        --role target/initiator; a temporary file with both)\n"
             "  --name NAME           this process's agent name\n"
             "  --wait SEC            initiator: wait this long for the target's metadata (30)\n"
-            "  --listen PORT         target: serve the metadata on this port (0: any, printed)\n"
+            "  --listen [ADDR:]PORT  target: serve the metadata on this port (0: any, printed) of\n"
+            "                        ADDR (default 127.0.0.1; others need a cluster key)\n"
             "  --peer HOST:PORT      initiator: fetch the target's metadata from its listener\n"
             "  --etcd ENDPOINTS      both: exchange metadata through etcd (http://H:P[,...])\n"
             "  --target-name NAME    initiator with --peer/--etcd: the target's agent name\n"
@@ -531,10 +532,25 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         case O_SEED:
             rc = num("seed", optarg, 0, UINT64_MAX >> 8, &o->seed);
             break;
-        case O_LISTEN:
-            rc = num("listen", optarg, 0, 65535, &v);
+        case O_LISTEN: {
+            /* [ADDR:]PORT: the address defaults to loopback (another one needs a cluster key
+             * or IXL_INSECURE_REMOTE=1, docs/security.md). */
+            const char *colon = strrchr(optarg, ':');
+            static char addr[64];
+            if (colon != NULL) {
+                size_t n = (size_t)(colon - optarg);
+                if (n == 0 || n >= sizeof(addr)) {
+                    fprintf(stderr, "ixlbench: --listen '%s': want [ADDR:]PORT\n", optarg);
+                    return 1;
+                }
+                memcpy(addr, optarg, n);
+                addr[n] = '\0';
+                ixb_listen_addr = addr;
+            }
+            rc = num("listen", colon ? colon + 1 : optarg, 0, 65535, &v);
             o->listen_port = (int)v;
             break;
+        }
         case O_PEER: {
             const char *colon = strrchr(optarg, ':');
             unsigned long port = colon ? strtoul(colon + 1, NULL, 10) : 0;

@@ -179,6 +179,7 @@ int ixb_unpack2(const uint8_t *p, size_t len, const uint8_t **a, size_t *alen, c
 extern volatile sig_atomic_t ixb_target_stop;
 /* Agent params for the exchange (--listen, --etcd), applied by ixb_agent_make. */
 extern int ixb_listen_port;
+extern const char *ixb_listen_addr; /* default "127.0.0.1" */
 extern const char *ixb_etcd;
 /* --role both: the target thread has returned (the initiator stops waiting for it). */
 extern _Atomic int ixb_target_gone;

@@ -61,6 +61,7 @@ struct target {
 
 volatile sig_atomic_t ixb_target_stop = 0;
 int ixb_listen_port = -1;
+const char *ixb_listen_addr = "127.0.0.1";
 const char *ixb_etcd = NULL;
 _Atomic int ixb_target_gone = 0;
 

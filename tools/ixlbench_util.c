@@ -265,7 +265,7 @@ int ixb_agent_make(const char *name, const char *backend, const struct ixl_kv *o
     if (ixb_listen_port >= 0) {
         p.field_mask |= IXL_AGENT_F_LISTEN_PORT | IXL_AGENT_F_LISTEN_ADDR;
         p.listen_port = (uint16_t)ixb_listen_port;
-        p.listen_addr = "0.0.0.0";
+        p.listen_addr = ixb_listen_addr;
     }
     if (ixb_etcd != NULL) {
         p.field_mask |= IXL_AGENT_F_ETCD;

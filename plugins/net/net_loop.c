@@ -1620,7 +1620,7 @@ static void *loop_main(void *arg)
             conn_flush(l, c);
         }
         free_dead(l);
-        if (net_now_ns() >= l->next_tick) {
+        if (net_now_ns() >= l->next_tick || atomic_load(&l->cut_regions)) {
             take_lists(l);      /* in case a wake's eventfd write was refused */
             now = net_now_ns(); /* after take_lists: the times it sets are not in the future */
             tick(l, now);
@@ -1760,9 +1760,9 @@ void net_loops_stop(struct net_engine *e)
 void net_loops_cut_regions(struct net_engine *e)
 {
     for (int i = 0; i < e->n_loops; i++) {
+        /* The tick looks at it; the loop runs one at once when it sees it set (next_tick is
+         * the loop's own). */
         atomic_store(&e->loops[i].cut_regions, 1);
-        /* The tick looks at it; make the next one come now. */
-        e->loops[i].next_tick = 0;
         loop_wake(&e->loops[i]);
     }
 }

@@ -952,16 +952,32 @@ static bool accept_local_ok(struct ixl_mdx *x, int fd)
 
 /* Greets a new connection with HELLO: the listener's mode and, with a key, its challenge;
  * the connection then waits for the client's PROOF (with a key) or its request. 0 or -1. */
-static int conn_hello(struct ixl_mdx *x, struct mdx_conn *c)
+static int conn_hello(struct ixl_mdx *x, struct mdx_conn *c, char *why, size_t why_len)
 {
     enum ixl_auth_mode mode = x->agent->auth.mode;
-    if (mode == IXL_AUTH_KEY && ixl_auth_nonce(c->nonce_s, sizeof(c->nonce_s)) != IXL_OK)
-        return -1;
+    char eb[128];
+    if (mode == IXL_AUTH_KEY && ixl_auth_nonce(c->nonce_s, sizeof(c->nonce_s)) != IXL_OK) {
+        snprintf(why, why_len, "the peer could not draw its challenge: getrandom: %s",
+                 ixl_errno_text(errno, eb, sizeof(eb)));
+        return IXL_ERR_SYSTEM;
+    }
     struct mdx_msg h = {.type = MDX_HELLO, .mode = (uint8_t)mode, .nonce = c->nonce_s};
-    if (send_small(c->fd, &h) != 0)
-        return -1;
+    size_t len;
+    uint8_t *f = mdx_encode(&h, &len);
+    if (f == NULL) {
+        snprintf(why, why_len, "the peer ran out of memory greeting the connection");
+        return IXL_ERR_NO_MEMORY;
+    }
+    ssize_t k = sys_send(c->fd, f, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int e = errno;
+    free(f);
+    if (k != (ssize_t)len) {
+        snprintf(why, why_len, "the peer could not greet the connection: send: %s",
+                 k < 0 ? ixl_errno_text(e, eb, sizeof(eb)) : "short");
+        return IXL_ERR_SYSTEM;
+    }
     c->state = mode == IXL_AUTH_KEY ? C_PROOF : C_HDR;
-    return 0;
+    return IXL_OK;
 }
 
 /* Accepts what waits in the backlog (at most MDX_ACCEPT_BATCH per turn). Out of descriptors,
@@ -1024,12 +1040,13 @@ static void listener_accept(struct ixl_mdx *x)
             continue;
         }
         c->fd = fd;
-        if (conn_hello(x, c) != 0) {
-            if (warn_ok(x))
-                IXL_LOG_WARNING("agent %s listener: could not greet a client: connection closed",
-                                x->agent->name);
-            sys_close(fd);
+        char hwhy[200];
+        int hrc = conn_hello(x, c, hwhy, sizeof(hwhy));
+        if (hrc != IXL_OK) {
+            /* No greeting went out: the client still gets the reason, written without
+             * allocating. */
             free(c);
+            accept_refuse(x, fd, hrc, hwhy);
             continue;
         }
         memcpy(&c->addr, &ss, sl <= sizeof(ss) ? sl : sizeof(ss));
