@@ -195,6 +195,8 @@ struct net_conn {
     uint8_t auth_out[NET_CHALLENGE_BYTES], auth_in[NET_CHALLENGE_BYTES];
     bool challenged; /* NC_OUT: the target proved the key */
     uint64_t from_instance;
+    uint64_t in_gen;           /* NC_IN: the initiator's connection generation (HELLO) */
+    struct net_inname *inname; /* NC_IN while named: its name's record */
     /* NC_IN: stopped at a NOTIF header while the queue of received notifications is full
      * (the header waits in h, the input read after it in stash); the initiator was sent
      * HOLD, again every heartbeat. NC_OUT: the target said HOLD: nothing new is pulled onto
@@ -323,6 +325,12 @@ struct net_alloc {
 struct net_inname {
     char name[256];
     int n;
+    /* The newest connection generation its initiator instance has set up (the HELLO's req):
+     * a WRITE arriving on an older generation's connection of that instance was failed by the
+     * initiator already and must not land after the newer generation's WRITEs (a torn-down
+     * connection's bytes may still wait in this host's socket buffer). Written under e->lock,
+     * read by the loops per body step. */
+    _Atomic uint64_t instance, max_gen;
     struct net_inname *next;
 };
 

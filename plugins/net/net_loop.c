@@ -285,6 +285,7 @@ static void unname(struct net_engine *e, struct net_conn *c)
     if (!c->named)
         return;
     c->named = false;
+    c->inname = NULL;
     pthread_mutex_lock(&e->lock);
     for (struct net_inname **pp = &e->innames; *pp; pp = &(*pp)->next) {
         if (strcmp((*pp)->name, c->name) == 0) {
@@ -448,7 +449,8 @@ static void send_hello(struct net_loop *l, struct net_conn *c)
     snprintf(hl.name, sizeof(hl.name), "%s", e->name);
     c->buf = net_sys()->malloc(NET_HELLO_MAX);
     size_t plen = c->buf ? net_hello_encode(&hl, c->buf, NET_HELLO_MAX) : 0;
-    struct net_hdr h = {.op = NET_HELLO, .len = plen};
+    /* req: the connection's generation, so the target can fence off an older one's WRITEs */
+    struct net_hdr h = {.op = NET_HELLO, .len = plen, .req = c->gen};
     if (e->auth_mode == IXL_AUTH_KEY) { /* the challenge to the target: prove the key */
         if (make_nonce(c->nonce_i) != 0) {
             set_cause(c, "getrandom", errno);
@@ -774,6 +776,13 @@ static int name_conn(struct net_engine *e, struct net_conn *c)
     } else {
         x->n++;
         c->named = true;
+        c->inname = x;
+        if (atomic_load(&x->instance) != c->from_instance) {
+            atomic_store(&x->max_gen, c->in_gen);
+            atomic_store(&x->instance, c->from_instance);
+        } else if (c->in_gen > atomic_load(&x->max_gen)) {
+            atomic_store(&x->max_gen, c->in_gen);
+        }
     }
     pthread_mutex_unlock(&e->lock);
     if (status != IXL_OK)
@@ -882,6 +891,7 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
         c->buf = NULL;
         snprintf(c->name, sizeof(c->name), "%s", hl.name);
         c->from_instance = hl.from_instance;
+        c->in_gen = h->req;
         r.op = NET_HELLO_ACK;
         if (hl.to_instance != e->instance) {
             r.status = IXL_ERR_STALE; /* metadata of an earlier instance of this agent */
@@ -1108,6 +1118,16 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
     }
 }
 
+/* Whether c's initiator instance has set up a newer connection generation than c's: its
+ * frames on c belong to requests it failed at that teardown, and a WRITE among them must not
+ * land after the newer generation's (their bytes may still wait in c's socket buffer). */
+static bool superseded(const struct net_conn *c)
+{
+    const struct net_inname *x = c->inname;
+    return x != NULL && atomic_load(&x->instance) == c->from_instance &&
+           atomic_load(&x->max_gen) > c->in_gen;
+}
+
 /* Where the next n body bytes go: moves them from src (n bytes read into the scratch buffer)
  * or, with src NULL, receives up to n straight from the socket. The destination is looked up
  * again each time, under a reference held only for this copy or non-blocking recv: a request
@@ -1122,7 +1142,10 @@ static ssize_t body_move(struct net_loop *l, struct net_conn *c, const uint8_t *
     if (c->body_mode == BODY_PLACE_W) {
         pthread_rwlock_rdlock(&e->regions_lock);
         locked = 1;
-        if (net_region_range(e, c->h.key, c->h.addr, c->h.len) != NULL) {
+        if (superseded(c)) { /* the initiator set up a newer generation: it failed this one */
+            c->body_mode = BODY_DISCARD;
+            c->answer = IXL_ERR_REMOTE_DISCONNECT;
+        } else if (net_region_range(e, c->h.key, c->h.addr, c->h.len) != NULL) {
             dst = (char *)(uintptr_t)c->h.addr + c->body_off;
         } else { /* deregistered in the middle of the frame */
             c->body_mode = BODY_DISCARD;
