@@ -52,8 +52,7 @@ static int all_equal(const uint8_t *p, const uint8_t *want, size_t n, const char
 {
     for (size_t i = 0; i < n; i++)
         if (p[i] != want[i]) {
-            fprintf(stderr, "FAIL: %s: byte %zu is 0x%02x, want 0x%02x\n", what, i, p[i],
-                    want[i]);
+            fprintf(stderr, "FAIL: %s: byte %zu is 0x%02x, want 0x%02x\n", what, i, p[i], want[i]);
             return 0;
         }
     return 1;
