@@ -511,7 +511,8 @@ static int sess_open(struct net_engine *e, struct net_peer *p, struct lsess *s, 
     if (cr.pid == getpid()) {
         snprintf(why, wl,
                  "the kernel says its same-node socket belongs to this very process "
-                 "(pid %d): forged connection info",
+                 "(pid %d): another agent of this process, or forged connection info; "
+                 "same-node paths never target their own process",
                  (int)cr.pid);
         goto fail;
     }
