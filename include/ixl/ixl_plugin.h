@@ -68,12 +68,13 @@ extern "C" {
 
 /* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too. */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 1
+#define IXL_PLUGIN_ABI_MINOR 2
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
 
 struct ixl_md; /* a backend's metadata for one region (local or remote); never defined */
+struct ixl_devops;
 struct ixl_sys;
 struct iovec;
 struct stat;
@@ -148,10 +149,98 @@ struct ixl_host {
      * kernel knows it (AF_UNIX), else 0.
      */
     int (*peer_check)(void *ctx, int fd, int32_t *pid_out, char *why, size_t why_len);
+    /**
+     * The device layer (ABI 2.2; docs/device.md): GPU memory through the process's one
+     * device layer, shared by every engine. Never NULL when size covers it; a host without it
+     * (an older core) has no device memory. Whether a device is there is ops->count()'s answer.
+     */
+    const struct ixl_devops *dev;
 };
 
 /* host->auth_mode() */
 enum ixl_auth_mode { IXL_AUTH_LOCAL = 0, IXL_AUTH_KEY = 1, IXL_AUTH_OPEN = 2 };
+
+/*
+ * Device memory (ABI 2.2). One device layer per process (the core's), reached by every plugin
+ * through host->dev: it loads the GPU driver at run time (the CUDA driver API,
+ * dlopen("libcuda.so.1"), or the library IXL_CUDA_LIBRARY names), uses each device's primary
+ * context and makes it current on the calling thread inside every call below, so a plugin's
+ * own threads need no setup. Every method is safe from any thread. Streams and events belong
+ * to the caller that created them (one thread at a time per stream). Device pointers are
+ * never dereferenced by a plugin: all access goes through copy().
+ */
+struct ixl_dev_stream; /* never defined */
+struct ixl_dev_event;  /* never defined */
+
+/** What a pointer is (classify). The caller sets size; the layer writes fields within it. */
+struct ixl_dev_ptr {
+    uint32_t size;
+    int32_t ordinal;    /* the device index of device memory; -1 for host memory */
+    uint64_t base;      /* the allocation's (or VMM mapping's) first byte */
+    uint64_t len;       /* its length in bytes */
+    uint64_t buffer_id; /* unique per allocation for the process's life (0: unknown) */
+    uint32_t flags;     /* IXL_DEV_PTR_* */
+};
+#define IXL_DEV_PTR_VMM 1u        /* from cuMemCreate/cuMemMap (not cuMemAlloc) */
+#define IXL_DEV_PTR_IPC_LEGACY 2u /* cuIpcGetMemHandle can export it */
+
+/** An exported allocation: opaque bytes another process of this node passes to ipc_open. */
+#define IXL_DEV_IPC_LEN 64
+struct ixl_dev_ipc {
+    uint8_t bytes[IXL_DEV_IPC_LEN];
+};
+
+struct ixl_devops {
+    uint32_t size; /* sizeof(struct ixl_devops) as the core built it; grows at the end */
+    void *ctx;     /* pass back to every method */
+    /**
+     * How many devices there are (>= 0), or a negative status when the layer cannot say:
+     * IXL_ERR_NOT_SUPPORTED with why = "no GPU driver: libcuda.so.1 not found" (or the
+     * driver's own answer, such as CUDA_ERROR_NO_DEVICE / the stub's "no driver"). Cheap after
+     * the first call (the answer is cached).
+     */
+    int (*count)(void *ctx, char *why, size_t why_len);
+    /**
+     * What [ptr, ptr + len) is. IXL_OK with out->ordinal >= 0 for device memory lying wholly
+     * inside one allocation (base, len, buffer_id, flags filled); IXL_OK with out->ordinal = -1
+     * for host memory (or any address the driver does not know); IXL_ERR_INVALID_ARG with
+     * why when the range starts in device memory and runs past its allocation's end.
+     */
+    int (*classify)(void *ctx, const void *ptr, size_t len, struct ixl_dev_ptr *out, char *why,
+                    size_t why_len);
+    /** A stream on device dev (non-blocking with respect to the legacy default stream). */
+    int (*stream_create)(void *ctx, int dev, struct ixl_dev_stream **out);
+    /** Waits for the stream's work, then frees it. */
+    void (*stream_destroy)(void *ctx, struct ixl_dev_stream *s);
+    /**
+     * Enqueues a copy of len bytes from src to dst on s and returns without waiting. Either
+     * side may be device memory of any device or host memory (unified addressing); host
+     * memory must stay valid until an event recorded after the copy reports done. Errors
+     * found at enqueue time return here (IXL_ERR_BACKEND with the driver's text).
+     */
+    int (*copy)(void *ctx, struct ixl_dev_stream *s, void *dst, const void *src, size_t len);
+    /** Records an event after everything enqueued on s so far. */
+    int (*record)(void *ctx, struct ixl_dev_stream *s, struct ixl_dev_event **out);
+    /** IXL_OK when the work before the event is done, IXL_IN_PROGRESS while not, or
+     *  IXL_ERR_BACKEND when it failed (the layer logs the driver's text). Never blocks. */
+    int (*query)(void *ctx, struct ixl_dev_event *e);
+    /** Blocks until the event's work is done; the same answers as query except
+     *  IXL_IN_PROGRESS. */
+    int (*wait)(void *ctx, struct ixl_dev_event *e);
+    void (*event_destroy)(void *ctx, struct ixl_dev_event *e);
+    /**
+     * Exports the allocation containing ptr for another process of this node (CUDA IPC).
+     * The layer caches one export per allocation (by buffer_id); repeated calls are cheap.
+     */
+    int (*ipc_export)(void *ctx, const void *ptr, struct ixl_dev_ipc *out);
+    /** Maps a peer's exported allocation into this process on device dev; *base_out is its
+     *  first byte here. Close with ipc_close. */
+    int (*ipc_open)(void *ctx, int dev, const struct ixl_dev_ipc *h, void **base_out);
+    int (*ipc_close)(void *ctx, void *base);
+    /** Page-locks host memory for fast copies (cuMemHostRegister); unpin undoes it. */
+    int (*host_pin)(void *ctx, void *addr, size_t len);
+    int (*host_unpin)(void *ctx, void *addr);
+};
 
 /**
  * Allocation and system calls, one typed pointer per function, each the libc function of the
