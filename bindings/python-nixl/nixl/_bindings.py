@@ -1,0 +1,86 @@
+"""nixl._bindings on ixl: the names Python code imports from NIXL's C++ binding module.
+
+The exception classes, descriptor lists and telemetry are ixl's own (ixl.compat, ixl.errors):
+`except nixlNotFoundError` catches every ixl status of that category. The constants have NIXL
+1.4's values. NIXL's C++ binding classes nixlAgent and nixlAgentConfig are not provided:
+nixl._api's nixl_agent and nixl_agent_config are the interface (docs/python.md).
+"""
+import enum as _enum
+
+from ixl import compat as _compat
+from ixl import errors as _errors
+
+# -- exceptions (ixl.errors; each ixl status derives from the class of its NIXL category) ----
+from ixl.compat import (nixlBackendError, nixlCancelledError,  # noqa: F401
+                        nixlInvalidParamError, nixlMismatchError, nixlNotAllowedError,
+                        nixlNoTelemetryError, nixlNotFoundError, nixlNotPostedError,
+                        nixlNotSupportedError, nixlRemoteDisconnectError,
+                        nixlRepostActiveError, nixlUnknownError)
+
+# -- descriptor lists and telemetry: ixl's classes -------------------------------------------
+nixlXferDList = _compat.nixlXferDList
+nixlRegDList = _compat.nixlRegDList
+nixlXferTelemetry = _compat.nixlXferTelemetry
+_remote = getattr(_compat, "nixlRemoteDList", None)
+if _remote is not None:
+    nixlRemoteDList = _remote
+del _remote
+
+# -- constants (NIXL 1.4's values) -----------------------------------------------------------
+NIXL_INIT_AGENT = ""  # prep_xfer_dlist's initiator side ("NIXL_INIT_AGENT" is accepted too)
+DEFAULT_COMM_PORT = 8888  # the metadata listener's default port
+HAVE_UCX_GPU_DEVICE_API = False  # GPU-initiated transfers (device API): not in ixl
+
+
+class nixl_mem_t(_enum.IntEnum):
+    DRAM_SEG = 0
+    VRAM_SEG = 1
+    BLK_SEG = 2
+    OBJ_SEG = 3
+    FILE_SEG = 4
+
+
+class nixl_xfer_op_t(_enum.IntEnum):
+    NIXL_READ = 0
+    NIXL_WRITE = 1
+
+
+class nixl_status_t(_enum.IntEnum):
+    NIXL_IN_PROG = 1
+    NIXL_SUCCESS = 0
+    NIXL_ERR_NOT_POSTED = -1
+    NIXL_ERR_INVALID_PARAM = -2
+    NIXL_ERR_BACKEND = -3
+    NIXL_ERR_NOT_FOUND = -4
+    NIXL_ERR_MISMATCH = -5
+    NIXL_ERR_NOT_ALLOWED = -6
+    NIXL_ERR_REPOST_ACTIVE = -7
+    NIXL_ERR_UNKNOWN = -8
+    NIXL_ERR_NOT_SUPPORTED = -9
+
+
+class nixl_thread_sync_t(_enum.IntEnum):
+    """The binding's thread-sync values; nixl._api.nixl_thread_sync_t is the class
+    nixl_agent_config takes. ixl is thread-safe in every mode."""
+    NIXL_THREAD_SYNC_NONE = 0
+    NIXL_THREAD_SYNC_STRICT = 1
+    NIXL_THREAD_SYNC_RW = 2
+    NIXL_THREAD_SYNC_DEFAULT = 0  # an alias of NONE, as in NIXL
+
+
+class nixl_cost_t(_enum.IntEnum):
+    NIXL_COST_ANALYTICAL_BACKEND = 0
+
+
+# Module-level names, as pybind11's export_values() gives them.
+for _e in (nixl_mem_t, nixl_xfer_op_t, nixl_status_t, nixl_thread_sync_t, nixl_cost_t):
+    globals().update(_e.__members__)
+del _e
+
+__all__ = (["nixlXferDList", "nixlRegDList", "nixlXferTelemetry", "NIXL_INIT_AGENT",
+            "DEFAULT_COMM_PORT", "HAVE_UCX_GPU_DEVICE_API", "nixl_mem_t", "nixl_xfer_op_t",
+            "nixl_status_t", "nixl_thread_sync_t", "nixl_cost_t"]
+           + [c.__name__ for c in _errors.NIXL_ERRORS if c.__name__.startswith("nixl")]
+           + [n for e in (nixl_mem_t, nixl_xfer_op_t, nixl_status_t, nixl_thread_sync_t,
+                          nixl_cost_t) for n in e.__members__]
+           + (["nixlRemoteDList"] if "nixlRemoteDList" in globals() else []))
