@@ -148,7 +148,7 @@ class _Handle:
     """What XferHandle and PrepHandle share: a C object of an agent, released once (explicitly,
     by the finalizer, or by the agent's destruction), never after the agent is destroyed."""
 
-    __slots__ = ("_ptr", "_agent", "_core", "_keep", "_dead", "__weakref__")
+    __slots__ = ("_ptr", "_agent", "_core", "_keep", "_dead", "_local", "__weakref__")
     _what = "handle"
 
     def __init__(self, agent, value, *, keep=None):
@@ -157,14 +157,17 @@ class _Handle:
         self._core = agent._core
         self._keep = keep
         self._dead = None  # why the handle cannot be used (set when invalidated)
+        self._local = ()  # the XferDLists of this agent's own memory the handle uses
 
     @property
     def ptr(self):
         if self._core.closed:
             raise _closed_error(self._what)
         if not self._ptr:
+            if self._dead:
+                raise _lib.errors.from_status(-504, "IXL_ERR_NOT_ALLOWED", self._dead)
             raise _lib.errors.from_status(-100, "IXL_ERR_INVALID_ARG",
-                                          self._dead or f"{self._what} already released")
+                                          f"{self._what} already released")
         return self._ptr
 
     def _free(self, ptr):  # the C release of ptr; the core's lock is held, the agent open
@@ -243,7 +246,7 @@ class XferTelemetry:
     """Telemetry of a request's last completed post, in microseconds and bytes; also under
     NIXL's names (startTime, postDuration, xferDuration, totalBytes, descCount)."""
 
-    def __init__(self, t, start_us):
+    def __init__(self, t, start_us, desc_count=None):
         self.post_us = t.post_us
         self.xfer_us = t.xfer_us
         self.bytes = t.bytes
@@ -253,7 +256,9 @@ class XferTelemetry:
         self.postDuration = t.post_us
         self.xferDuration = t.xfer_us
         self.totalBytes = t.bytes
-        self.descCount = t.desc_count
+        # NIXL counts the descriptors the request was made with (2 adjacent ones are 2);
+        # desc_count is what ixl moved after merging them.
+        self.descCount = t.desc_count if desc_count is None else desc_count
 
     def __repr__(self):
         return (f"XferTelemetry(post_us={self.post_us}, xfer_us={self.xfer_us}, "
@@ -680,8 +685,9 @@ class Agent:
         self._check(lib.ixl_xfer_create(self.ptr, _op(operation), local.ptr, remote.ptr,
                                         _name(remote_agent), byref(p), byref(out)),
                     "initialize_xfer")
-        return self._track(XferHandle(self, out.value, keep=(local, remote),
-                                      desc_count=len(local)))
+        h = XferHandle(self, out.value, keep=(local, remote), desc_count=len(local))
+        h._local = (local, remote) if _name(remote_agent) == _name(self.name) else (local,)
+        return self._track(h)
 
     def prep_xfer_dlist(self, agent_name, xfer_list, mem_type=None, is_sorted=False,
                         backends=()):
@@ -698,7 +704,9 @@ class Agent:
         out = c_void_p()
         self._check(lib.ixl_prep_create(self.ptr, remote, dl.ptr, byref(p), byref(out)),
                     "prep_xfer_dlist")
-        return self._track(PrepHandle(self, out.value, keep=dl))
+        h = PrepHandle(self, out.value, keep=dl)
+        h._local = (dl,) if remote is None or remote == _name(self.name) else ()
+        return self._track(h)
 
     def make_prepped_xfer(self, operation, local_xfer_side, local_indices, remote_xfer_side,
                           remote_indices, notif_msg=b"", backends=(), skip_desc_merge=False):
@@ -714,9 +722,10 @@ class Agent:
         self._check(lib.ixl_xfer_create_prepped(self.ptr, _op(operation), local_xfer_side.ptr,
                                                 la, remote_xfer_side.ptr, ra, ln, byref(p),
                                                 byref(out)), "make_prepped_xfer")
-        return self._track(XferHandle(self, out.value,
-                                      keep=(local_xfer_side._keep, remote_xfer_side._keep),
-                                      desc_count=ln))
+        h = XferHandle(self, out.value, keep=(local_xfer_side._keep, remote_xfer_side._keep),
+                       desc_count=ln)
+        h._local = tuple(local_xfer_side._local) + tuple(remote_xfer_side._local)
+        return self._track(h)
 
     def transfer(self, handle, notif_msg=b""):
         """Posts the request (with notif_msg as its notification, if given): "DONE" if it
@@ -746,7 +755,7 @@ class Agent:
     def get_xfer_telemetry(self, handle):
         t = _lib.XferTelemetry()
         self._check(lib.ixl_xfer_telemetry(handle.ptr, byref(t)), "get_xfer_telemetry")
-        return XferTelemetry(t, handle._start_us)
+        return XferTelemetry(t, handle._start_us, handle._desc_count)
 
     def get_xfer_info(self, handle):
         """The chosen backend, the data path it used, descriptors (after merging), bytes."""
