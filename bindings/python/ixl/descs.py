@@ -218,6 +218,11 @@ class XferDList:
         check(lib.ixl_dlist_deserialize(data, len(data), ctypes.byref(ptr)))
         return cls(ptr.value)
 
+    def __reduce__(self):
+        # Pickled as its descriptors' values (ixl's serialized form), never the C pointer:
+        # the copy owns a list of its own, in this process or another.
+        return (_xfer_dlist_from_bytes, (self.serialize(),))
+
     def __repr__(self):
         return f"XferDList({self.mem_type}, {len(self)} descriptors, {self.run_count} runs)"
 
@@ -371,6 +376,15 @@ class RegDList:
         out._keep = self._keep
         return out
 
+    def __reduce__(self):
+        # Pickled as values: (addr, len, dev) rows and the entries' bytes, never the C array
+        # (its entries point at this process's memory for their bytes).
+        if np is not None:
+            rows = np.array(self.as_array()[:, :3], dtype=np.uint64)
+        else:
+            rows = [self._row(i) for i in range(self._n)]
+        return (_reg_dlist_from_values, (self._mem, rows, dict(self._metas or {})))
+
     def __repr__(self):
         return f"RegDList({self.mem_type}, {self._n} descriptors)"
 
@@ -437,3 +451,16 @@ def index_array(indices):
     values = list(indices)
     arr = (ctypes.c_int64 * len(values))(*values)
     return ctypes.addressof(arr), len(values), arr
+
+
+def _xfer_dlist_from_bytes(data):
+    """Unpickling of an XferDList: a new list from its serialized form."""
+    return XferDList.deserialize(data)
+
+
+def _reg_dlist_from_values(mem, rows, metas):
+    """Unpickling of a RegDList: a new list from its rows and the entries' bytes."""
+    if not metas and np is not None:
+        return reg_dlist(np.asarray(rows, dtype=np.uint64).reshape(-1, 3), mem)
+    items = [tuple(int(v) for v in row) for row in rows]
+    return reg_dlist([r + (metas.get(i, b""),) for i, r in enumerate(items)], mem)
