@@ -27,9 +27,10 @@ other. NIXL's conventions followed here, where ixl.Agent's own differ:
   (released; any later use raises nixlNotAllowedError), then the memory is deregistered. A
   request still in flight that cannot be stopped defers the deregistration until it is
   released (each release retries it; close() does it at the latest).
-- NIXL_TELEMETRY_ENABLE (y/yes/on/true/1, or anything else for off) overrides
-  capture_telemetry, as in NIXL; get_xfer_telemetry's descCount counts the descriptors the
-  request was made with, and backendName names the backend.
+- NIXL_TELEMETRY_ENABLE (y/yes/on/true/1) turns capture on whatever capture_telemetry says,
+  as in NIXL (any other value leaves it to capture_telemetry); get_xfer_telemetry's
+  descCount counts the descriptors the request was made with, and backendName names the
+  backend.
 - Every nixl_thread_sync_t mode is accepted (a TypeError for anything else, as in NIXL); an
   ixl agent is thread-safe in all of them.
 """
@@ -173,11 +174,12 @@ class NixlAgentConfigBase(AgentConfig):
         self.sync_mode = sync_mode
 
     def _params(self):
-        # NIXL_TELEMETRY_ENABLE, when set, decides over capture_telemetry (NIXL's rule).
+        # NIXL's rule: NIXL_TELEMETRY_ENABLE=y/yes/on/1 turns capture on; otherwise
+        # capture_telemetry decides (NIXL's test_get_xfer_telemetry_cfg: "no" + True is on).
         env = os.environ.get("NIXL_TELEMETRY_ENABLE")
         saved = self.capture_telemetry, self.backends
-        if env is not None:
-            self.capture_telemetry = env.strip().lower() in _TRUE
+        if env is not None and env.strip().lower() in _TRUE:
+            self.capture_telemetry = True
         if self.backends is not None:
             self.backends = []  # created one by one by nixl_agent (NIXL skips missing plugins)
         try:
