@@ -94,7 +94,11 @@ import importlib.metadata as md, sys, sysconfig
 import nixl, nixl._api, nixl._bindings, nixl._utils, nixl.logging, ixl
 site = sysconfig.get_paths()["purelib"]
 assert nixl.__file__.startswith(site) and ixl.__file__.startswith(site), (nixl.__file__, site)
-assert nixl.IXL_COMPAT and nixl._api.nixl_agent.__mro__[1] is ixl.compat.nixl_agent
+# One implementation behind both names, which differ only in defaults.
+assert nixl.IXL_COMPAT and issubclass(nixl._api.nixl_agent, ixl._nixl.NixlAgentBase)
+assert nixl.nixl_agent_config is nixl._api.nixl_agent_config
+c, d = nixl._api.nixl_agent_config(), ixl.compat.nixl_agent_config()
+assert (c.port, c.backends, d.port, d.backends) == (8888, ["UCX"], 0, None), vars(c)
 assert not [p for p in sys.path if "dist-packages" in p], sys.path
 print(sorted(d.metadata["Name"] for d in md.distributions()))
 """

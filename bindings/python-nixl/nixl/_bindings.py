@@ -2,11 +2,12 @@
 
 The exception classes, descriptor lists and telemetry are ixl's own (ixl.compat, ixl.errors):
 `except nixlNotFoundError` catches every ixl status of that category. The constants have NIXL
-1.4's values. NIXL's C++ binding classes nixlAgent and nixlAgentConfig are not provided:
+1.4's names and values, but for FILE_SEG and OBJ_SEG (see below). NIXL's C++ binding classes nixlAgent and nixlAgentConfig are not provided:
 nixl._api's nixl_agent and nixl_agent_config are the interface (docs/python.md).
 """
 import enum as _enum
 
+from ixl import _nixl
 from ixl import compat as _compat
 from ixl import errors as _errors
 
@@ -20,29 +21,24 @@ from ixl.compat import (nixlBackendError, nixlCancelledError,  # noqa: F401
 # -- descriptor lists and telemetry: ixl's classes -------------------------------------------
 nixlXferDList = _compat.nixlXferDList
 nixlRegDList = _compat.nixlRegDList
+nixlRemoteDList = _compat.nixlRemoteDList
 nixlXferTelemetry = _compat.nixlXferTelemetry
-_remote = getattr(_compat, "nixlRemoteDList", None)
-if _remote is not None:
-    nixlRemoteDList = _remote
-del _remote
 
-# -- constants (NIXL 1.4's values) -----------------------------------------------------------
+# -- constants ----------------------------------------------------------------------------
 NIXL_INIT_AGENT = ""  # prep_xfer_dlist's initiator side ("NIXL_INIT_AGENT" is accepted too)
-DEFAULT_COMM_PORT = 8888  # the metadata listener's default port
-HAVE_UCX_GPU_DEVICE_API = False  # GPU-initiated transfers (device API): not in ixl
+DEFAULT_COMM_PORT = _nixl.NIXL_DEFAULT_COMM_PORT  # 8888, the metadata listener's default
+HAVE_UCX_GPU_DEVICE_API = False  # GPU-initiated transfers (NIXL's device API): not in ixl
 
-
-class nixl_mem_t(_enum.IntEnum):
-    DRAM_SEG = 0
-    VRAM_SEG = 1
-    BLK_SEG = 2
-    OBJ_SEG = 3
-    FILE_SEG = 4
+# Memory segments by the values of ixl's memory types, which every call here takes (as it
+# takes "DRAM", "FILE", ...): DRAM, VRAM and BLK have NIXL's values; FILE_SEG (3) and OBJ_SEG
+# (4) are swapped with respect to NIXL's C++ enum. Use them by name, as NIXL programs do.
+nixl_mem_t = _enum.IntEnum("nixl_mem_t", sorted(_nixl.SEGMENTS.items(), key=lambda kv: kv[1]),
+                           module=__name__)
 
 
 class nixl_xfer_op_t(_enum.IntEnum):
-    NIXL_READ = 0
-    NIXL_WRITE = 1
+    NIXL_READ = _nixl.NIXL_READ
+    NIXL_WRITE = _nixl.NIXL_WRITE
 
 
 class nixl_status_t(_enum.IntEnum):
@@ -83,4 +79,4 @@ __all__ = (["nixlXferDList", "nixlRegDList", "nixlXferTelemetry", "NIXL_INIT_AGE
            + [c.__name__ for c in _errors.NIXL_ERRORS if c.__name__.startswith("nixl")]
            + [n for e in (nixl_mem_t, nixl_xfer_op_t, nixl_status_t, nixl_thread_sync_t,
                           nixl_cost_t) for n in e.__members__]
-           + (["nixlRemoteDList"] if "nixlRemoteDList" in globals() else []))
+           + ["nixlRemoteDList"])
