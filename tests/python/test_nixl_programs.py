@@ -1,5 +1,6 @@
 """NIXL programs (nixl_programs/: two processes with listeners and partial metadata, storage
-round trip with query_memory, prepared lists from numpy, notifications, telemetry) run with
+round trip with query_memory, prepared lists from numpy, notifications, telemetry, the
+names of nixl._bindings, nixl._utils and nixl.logging) run with
 `import nixl` from a virtual environment in which only ixl's binding and its NIXL
 compatibility package (bindings/python-nixl) are installed, by pip, offline.
 
@@ -111,7 +112,8 @@ def test_venv_holds_only_ixl_and_nixl(venv):
 
 
 @pytest.mark.parametrize("program", ["two_process_listener", "storage_roundtrip",
-                                     "prepped_numpy", "notifications", "telemetry"])
+                                     "prepped_numpy", "notifications", "telemetry",
+                                     "bindings_and_utils"])
 def test_nixl_program(venv, program):
     py, tmp, _ = venv
     out = run([py, "-X", "dev", os.path.join(PROGRAMS, program + ".py")],

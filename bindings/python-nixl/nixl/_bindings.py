@@ -8,6 +8,7 @@ nixl._api's nixl_agent and nixl_agent_config are the interface (docs/python.md).
 import enum as _enum
 
 from ixl import _nixl
+from ixl import descs as _descs
 from ixl import compat as _compat
 from ixl import errors as _errors
 
@@ -19,10 +20,52 @@ from ixl.compat import (nixlBackendError, nixlCancelledError,  # noqa: F401
                         nixlRepostActiveError, nixlUnknownError)
 
 # -- descriptor lists and telemetry: ixl's classes -------------------------------------------
-nixlXferDList = _compat.nixlXferDList
-nixlRegDList = _compat.nixlRegDList
 nixlRemoteDList = _compat.nixlRemoteDList
 nixlXferTelemetry = _compat.nixlXferTelemetry
+
+
+class _IxlList(type):
+    """Lists an agent makes are ixl's own class: they are instances of the NIXL-named class."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls.__bases__[0])
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls.__bases__[0])
+
+
+def _from(descs, what):
+    if isinstance(descs, int):  # NIXL's init_size: that many empty descriptors
+        if descs:
+            raise ValueError(f"{what}(type, init_size): ixl lists hold no empty descriptors; "
+                             "give the descriptors, or append them")
+        return []
+    return descs
+
+
+class nixlXferDList(_compat.nixlXferDList, metaclass=_IxlList):
+    """NIXL's transfer descriptor list: nixlXferDList(type, descs) with descs a list of
+    (addr, len, dev) tuples or an N x 3 numpy array (or 0 for an empty list); ixl's
+    XferDList, with NIXL's list methods and pickling."""
+
+    __slots__ = ()
+
+    def __init__(self, type, descs=0):  # noqa: A002 (NIXL's parameter name)
+        made = _descs.xfer_dlist(_from(descs, "nixlXferDList"), _nixl._mem_index(type))
+        super().__init__(made._ptr, made._keep)
+        made._ptr = None
+
+
+class nixlRegDList(_compat.nixlRegDList, metaclass=_IxlList):
+    """NIXL's registration descriptor list: nixlRegDList(type, descs) with descs a list of
+    (addr, len, dev, meta) tuples or an N x 3 numpy array (or 0 for an empty list); ixl's
+    RegDList, with NIXL's list methods and pickling."""
+
+    __slots__ = ()
+
+    def __init__(self, type, descs=0):  # noqa: A002 (NIXL's parameter name)
+        made = _descs.reg_dlist(_from(descs, "nixlRegDList"), _nixl._mem_index(type))
+        super().__init__(made._mem, made._arr, made._n, made._metas, made._keep)
 
 # -- constants ----------------------------------------------------------------------------
 NIXL_INIT_AGENT = ""  # prep_xfer_dlist's initiator side ("NIXL_INIT_AGENT" is accepted too)
