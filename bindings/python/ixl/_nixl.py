@@ -88,8 +88,8 @@ class RemoteDList:
 
     __slots__ = ("_mem", "_descs")
 
-    def __init__(self, mem_type, descs=()):
-        self._mem = _lib.MEM_NAMES[_mem_index(mem_type)]
+    def __init__(self, type, descs=()):  # noqa: A002 (NIXL's name)
+        self._mem = _lib.MEM_NAMES[_mem_index(type)]
         self._descs = [(int(a), int(n), int(d), str(name)) for a, n, d, name in descs]
 
     def getType(self):
