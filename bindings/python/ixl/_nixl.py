@@ -226,7 +226,7 @@ class NixlAgentBase(Agent):
     def _track(self, handle):
         if handle._local:
             self._invalid.add(handle)
-        return handle
+        return Agent._track(self, handle)
 
     # -- plugins and backends ---------------------------------------------------------------
 
