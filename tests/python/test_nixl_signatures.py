@@ -130,6 +130,11 @@ def test_signatures(flavor):
     assert ns["nixl_xfer_handle"] is ixl.compat.nixl_xfer_handle
 
 
+def test_exceptions_are_runtime_errors():
+    for name in [n for n in ixl.compat.__all__ if n.endswith("Error")]:
+        assert issubclass(getattr(ixl.compat, name), RuntimeError), name
+
+
 def test_config_defaults_and_sync_mode():
     conf = ixl.compat.nixl_agent_config()
     assert (conf.enable_pthread, conf.enable_listen, conf.port, conf.capture_telemetry,
