@@ -33,6 +33,7 @@ other. NIXL's conventions followed here, where ixl.Agent's own differ:
 - Every nixl_thread_sync_t mode is accepted (a TypeError for anything else, as in NIXL); an
   ixl agent is thread-safe in all of them.
 """
+import copy
 import enum
 import io
 import logging
@@ -175,15 +176,12 @@ class NixlAgentConfigBase(AgentConfig):
     def _params(self):
         # NIXL_TELEMETRY_ENABLE, when set, decides over capture_telemetry (NIXL's rule).
         env = os.environ.get("NIXL_TELEMETRY_ENABLE")
-        saved = self.capture_telemetry, self.backends
+        conf = copy.copy(self)  # this one stays as the caller made it
         if env is not None:
-            self.capture_telemetry = env.strip().lower() in _TRUE
-        if self.backends is not None:
-            self.backends = []  # created one by one by nixl_agent (NIXL skips missing plugins)
-        try:
-            return AgentConfig._params(self)
-        finally:
-            self.capture_telemetry, self.backends = saved
+            conf.capture_telemetry = env.strip().lower() in _TRUE
+        if conf.backends is not None:
+            conf.backends = []  # created one by one by nixl_agent (NIXL skips missing plugins)
+        return AgentConfig._params(conf)
 
 
 class NixlAgentBase(Agent):

@@ -196,6 +196,7 @@ class _Handle:
                 return st
             self._ptr = None
             self._keep = None
+            self._local = ()
             return True
 
     def __reduce__(self):
