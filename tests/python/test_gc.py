@@ -49,7 +49,7 @@ rounds = int(sys.argv[1])
 rng = random.Random(17)
 buf = np.zeros(1 << 16, np.uint8)
 t0 = time.monotonic()
-cycles = 0
+cycles = collects = 0
 for r in range(rounds):
     if r % 2:
         a = nixl_agent(f"gc{r}", nixl_agent_config(backends=["NET"]))
@@ -85,15 +85,21 @@ for r in range(rounds):
             node = [h, a]
         node.append(a)
         node.append(node)  # a cycle holding the agent
-        junk.append(node)
         cycles += 1
+        if rng.random() < 0.5:
+            junk.append(node)  # garbage with the agent, at the end of the round
+        else:
+            del node
+            h = lp = rp = src = dst = None
+            gc.collect(0)  # garbage alone: the handles' finalizers, the agent alive
+            collects += 1
     junk.append(junk)
-    del a, junk, node, h, src, dst
-    lp = rp = None
+    del a, junk
+    node = h = lp = rp = src = dst = None
     gc.collect()
-    if r % 7 == 0:
-        gc.collect()
-print(f"stress: {cycles} cycles in {rounds} rounds, {time.monotonic() - t0:.2f} s")
+    collects += 1
+print(f"stress: {cycles} cycles in {rounds} rounds, {collects} collections, "
+      f"{time.monotonic() - t0:.2f} s")
 """
 
 

@@ -26,4 +26,4 @@ def test_issue_snippet_asan():
 
 
 def test_gc_stress_asan():
-    assert "stress: 600 cycles" in _run(STRESS, "15", env=_env())
+    assert "stress: 320 cycles" in _run(STRESS, "8", env=_env())

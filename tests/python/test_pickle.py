@@ -83,3 +83,31 @@ def test_across_processes():
     assert proc.returncode == 0, proc.stderr.decode()
     out = proc.stdout.decode()
     assert out.strip() == f"{ROWS} VRAM [(8192, 16, 1, 'meta-bytes')] OBJ"
+
+
+def test_nixl_list_classes():
+    """nixlXferDList / nixlRegDList are ixl's lists, with NIXL's constructors and list
+    methods: a list made either way is the same class (isinstance holds through both)."""
+    from ixl.compat import nixlRegDList, nixlXferDList
+    x = nixlXferDList(0, [(0x1000, 64, 0), (0x2000, 64, 0)])
+    assert isinstance(x, ixl.XferDList) and x.getType() == "DRAM" and x.descCount() == 2
+    x.append((0x3000, 64, 0))
+    x[0] = (0x1100, 32, 0)
+    assert list(x) == [(0x1100, 32, 0), (0x2000, 64, 0), (0x3000, 64, 0)]
+    assert x.index((0x2000, 64, 0)) == 1
+    x.remDesc(1)
+    assert list(x) == [(0x1100, 32, 0), (0x3000, 64, 0)]
+    assert pickle.loads(pickle.dumps(x)) == x
+    assert nixlXferDList("DRAM", np.array([[1, 2, 0]], dtype=np.uint64))[0] == (1, 2, 0)
+    y = nixlXferDList("DRAM", x)  # a copy, not a second owner of x's C list
+    assert y.ptr != x.ptr and y == x
+    x.clear()
+    assert x.isEmpty() and nixlXferDList(3).getType() == "FILE" and len(y) == 2
+    r = nixlRegDList("FILE", [(0, 10, 5, "a"), (0, 20, 6, "b")])
+    assert isinstance(r, ixl.RegDList) and r.descCount() == 2 and r[1] == (0, 20, 6, "b")
+    r.append((0, 30, 7, "c"))
+    r[0] = (1, 11, 5, "z")
+    r.remDesc(1)
+    assert list(r) == [(1, 11, 5, "z"), (0, 30, 7, "c")] and r.index((0, 30, 7)) == 1
+    assert pickle.loads(pickle.dumps(r)) == r and list(r.trim()) == [(1, 11, 5), (0, 30, 7)]
+    assert nixlRegDList(0).isEmpty()

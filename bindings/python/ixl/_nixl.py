@@ -34,6 +34,7 @@ other. NIXL's conventions followed here, where ixl.Agent's own differ:
 - Every nixl_thread_sync_t mode is accepted (a TypeError for anything else, as in NIXL); an
   ixl agent is thread-safe in all of them.
 """
+import copy
 import enum
 import io
 import logging
@@ -89,8 +90,8 @@ class RemoteDList:
 
     __slots__ = ("_mem", "_descs")
 
-    def __init__(self, mem_type, descs=()):
-        self._mem = _lib.MEM_NAMES[_mem_index(mem_type)]
+    def __init__(self, type, descs=()):  # noqa: A002 (NIXL's name)
+        self._mem = _lib.MEM_NAMES[_mem_index(type)]
         self._descs = [(int(a), int(n), int(d), str(name)) for a, n, d, name in descs]
 
     def getType(self):
@@ -177,15 +178,12 @@ class NixlAgentConfigBase(AgentConfig):
         # NIXL's rule: NIXL_TELEMETRY_ENABLE=y/yes/on/1 turns capture on; otherwise
         # capture_telemetry decides (NIXL's test_get_xfer_telemetry_cfg: "no" + True is on).
         env = os.environ.get("NIXL_TELEMETRY_ENABLE")
-        saved = self.capture_telemetry, self.backends
+        conf = copy.copy(self)  # this one stays as the caller made it
         if env is not None and env.strip().lower() in _TRUE:
-            self.capture_telemetry = True
-        if self.backends is not None:
-            self.backends = []  # created one by one by nixl_agent (NIXL skips missing plugins)
-        try:
-            return AgentConfig._params(self)
-        finally:
-            self.capture_telemetry, self.backends = saved
+            conf.capture_telemetry = True
+        if conf.backends is not None:
+            conf.backends = []  # created one by one by nixl_agent (NIXL skips missing plugins)
+        return AgentConfig._params(conf)
 
 
 class NixlAgentBase(Agent):
@@ -228,7 +226,7 @@ class NixlAgentBase(Agent):
     def _track(self, handle):
         if handle._local:
             self._invalid.add(handle)
-        return handle
+        return Agent._track(self, handle)
 
     # -- plugins and backends ---------------------------------------------------------------
 

@@ -131,12 +131,23 @@ class _Core:
     C objects to ixl_agent_destroy, which released them. `lock` (reentrant: a finalizer may
     run inside a locked section of the same thread) orders a release against the destroy."""
 
-    __slots__ = ("ptr", "closed", "lock")
+    __slots__ = ("ptr", "closed", "lock", "leaked")
 
     def __init__(self, ptr):
         self.ptr = ptr
         self.closed = False
         self.lock = threading.RLock()
+        # Requests collected while in flight that could not be stopped yet: (ptr, buffers),
+        # the buffers kept alive until the request is released (retried as the agent makes
+        # new ones; at the latest ixl_agent_destroy releases them).
+        self.leaked = []
+
+    def retry_leaked(self, _release=lib.ixl_xfer_release):
+        with self.lock:
+            if self.closed:
+                self.leaked = []
+                return
+            self.leaked = [(p, k) for p, k in self.leaked if _release(p) < 0]
 
 
 def _closed_error(what):
@@ -185,6 +196,7 @@ class _Handle:
                 return st
             self._ptr = None
             self._keep = None
+            self._local = ()
             return True
 
     def __reduce__(self):
@@ -193,8 +205,10 @@ class _Handle:
 
     def __del__(self):
         try:
-            if getattr(self, "_ptr", None):
-                self._release()
+            if getattr(self, "_ptr", None) and self._release() is not True:
+                with self._core.lock:  # in flight, not stoppable yet: the agent keeps it
+                    if not self._core.closed:
+                        self._core.leaked.append((self._ptr, self._keep))
         except Exception:  # interpreter shutdown: nothing left to release into
             pass
 
@@ -354,6 +368,7 @@ class Agent:
             core.closed = True
             self._ptr = None
             _destroy(core.ptr)
+            core.leaked = []
 
     def __reduce__(self):
         raise TypeError("ixl: an agent cannot be pickled or copied (send its metadata: "
@@ -381,6 +396,8 @@ class Agent:
         return check(status, self._ptr, what)
 
     def _track(self, handle):
+        if self._core.leaked:
+            self._core.retry_leaked()
         return handle
 
     # -- plugins and backends ---------------------------------------------------------------
