@@ -228,6 +228,23 @@ class NixlAgentBase(Agent):
 
     # -- plugins and backends ---------------------------------------------------------------
 
+    # nixl_agent's tables, as attributes: {plugin or backend name: its answer}.
+    @property
+    def plugin_mem_types(self):
+        return {p: Agent.get_plugin_mem_types(self, p) for p in self.plugin_list}
+
+    @property
+    def plugin_b_options(self):
+        return {p: Agent.get_plugin_params(self, p) for p in self.plugin_list}
+
+    @property
+    def backend_mems(self):
+        return {b: Agent.get_backend_mem_types(self, b) for b in self.backends}
+
+    @property
+    def backend_options(self):
+        return {b: Agent.get_backend_params(self, b) for b in self.backends}
+
     def get_plugin_list(self):
         return list(self.plugin_list)
 
