@@ -102,6 +102,50 @@ print(f"stress: {cycles} cycles in {rounds} rounds, {collects} collections, "
       f"{time.monotonic() - t0:.2f} s")
 """
 
+# Threads make and drop cycles of one agent's handles while collections (any thread's) run
+# their finalizers; then the agent goes in a cycle with handles still alive.
+THREADS = """
+import gc, random, threading
+import numpy as np
+from ixl.compat import nixl_agent, nixl_agent_config
+
+a = nixl_agent("gct", nixl_agent_config(backends=["NET"]))
+buf = np.zeros(1 << 14, np.uint8)
+a.register_memory([buf])
+errors = []
+
+def work(seed):
+    rng = random.Random(seed)
+    try:
+        for i in range(250):
+            src = a.get_xfer_descs([buf[:128]])
+            dst = a.get_xfer_descs([(buf.ctypes.data + 8192 + 128 * (seed % 8), 128, 0)],
+                                   "DRAM")
+            h = a.initialize_xfer("WRITE", src, dst, "gct")
+            if rng.random() < 0.5:
+                a.transfer(h)
+            p = a.prep_xfer_dlist("", src)
+            node = [h, p, src, a]
+            node.append(node)
+            del node, h, p, src, dst
+            if rng.random() < 0.2:
+                gc.collect(rng.randrange(3))
+    except Exception as e:
+        errors.append(e)
+
+ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+assert not errors, errors
+keep = [a, a.initialize_xfer("READ", [buf[:64]], [buf[64:128]], "gct")]
+keep.append(keep)
+del a, keep
+gc.collect()
+print("threads: ok")
+"""
+
 
 def _env(extra=None):
     env = dict(os.environ)
@@ -126,6 +170,10 @@ def test_issue_snippet():
 def test_gc_stress():
     out = _run(STRESS, "60")
     assert "stress: 2400 cycles" in out
+
+
+def test_gc_threads():
+    assert "threads: ok" in _run(THREADS)
 
 
 def test_gc_stress_dev_mode():

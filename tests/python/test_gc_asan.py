@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from test_gc import SNIPPET, STRESS, _run
+from test_gc import SNIPPET, STRESS, THREADS, _run
 
 PRELOAD = os.environ.get("IXL_ASAN_PRELOAD", "")
 
@@ -27,3 +27,7 @@ def test_issue_snippet_asan():
 
 def test_gc_stress_asan():
     assert "stress: 320 cycles" in _run(STRESS, "8", env=_env())
+
+
+def test_gc_threads_asan():
+    assert "threads: ok" in _run(THREADS, env=_env())

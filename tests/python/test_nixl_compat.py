@@ -70,6 +70,9 @@ def test_names_and_errors(caplog):
         with pytest.raises(nixlNotFoundError):
             a.create_backend("UVX")
         assert a.create_backend("NET") is None and list(a.backends) == ["NET"]
+        assert a.backend_mems["NET"] == a.get_backend_mem_types("NET")
+        assert a.plugin_mem_types["POSIX"] == a.get_plugin_mem_types("POSIX")
+        assert set(a.plugin_b_options) == set(a.plugin_list) and "NET" in a.backend_options
         with pytest.raises(KeyError):
             a.get_new_notifs(backends=["UCX"])  # not created here
         assert a.get_new_notifs(backends=["NET"]) == {}

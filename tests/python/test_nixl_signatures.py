@@ -150,3 +150,33 @@ def test_config_defaults_and_sync_mode():
     conf = ixl.compat.nixl_agent_config(False, False, 0, True, 0, ["NET"])
     assert (conf.enable_pthread, conf.capture_telemetry, conf.backends) == (False, True,
                                                                            ["NET"])
+
+
+# nixl._bindings' names that Python code imports (../shared/nixl-1.4-python-api.md), but for
+# nixlAgent / nixlAgentConfig (NIXL's C++ agent classes: nixl_agent is the agent here).
+BINDINGS = ("nixlXferDList nixlRegDList nixlRemoteDList nixlXferTelemetry DRAM_SEG VRAM_SEG "
+            "BLK_SEG OBJ_SEG FILE_SEG NIXL_READ NIXL_WRITE NIXL_SUCCESS NIXL_IN_PROG "
+            "NIXL_ERR_NOT_POSTED NIXL_ERR_INVALID_PARAM NIXL_ERR_BACKEND NIXL_ERR_NOT_FOUND "
+            "NIXL_ERR_MISMATCH NIXL_ERR_NOT_ALLOWED NIXL_ERR_REPOST_ACTIVE NIXL_ERR_UNKNOWN "
+            "NIXL_ERR_NOT_SUPPORTED NIXL_THREAD_SYNC_NONE NIXL_THREAD_SYNC_STRICT "
+            "NIXL_THREAD_SYNC_RW NIXL_THREAD_SYNC_DEFAULT NIXL_COST_ANALYTICAL_BACKEND "
+            "NIXL_INIT_AGENT DEFAULT_COMM_PORT HAVE_UCX_GPU_DEVICE_API nixlNotPostedError "
+            "nixlInvalidParamError nixlBackendError nixlNotFoundError nixlMismatchError "
+            "nixlNotAllowedError nixlRepostActiveError nixlUnknownError nixlNotSupportedError "
+            "nixlRemoteDisconnectError nixlCancelledError nixlNoTelemetryError").split()
+
+
+def test_bindings_names():
+    try:
+        import nixl._bindings as b
+        ns = vars(b)
+    except ImportError:
+        ns = _nixl.bindings_names()
+    assert [n for n in BINDINGS if n not in ns] == []
+    assert ns["DEFAULT_COMM_PORT"] == 8888
+    assert ns["nixlXferDList"] is ixl.XferDList and ns["nixlRegDList"] is ixl.RegDList
+    for n in BINDINGS:
+        if n.endswith("Error"):
+            assert issubclass(ns[n], RuntimeError) and ns[n] is getattr(ixl.compat, n), n
+    x = ns["nixlXferDList"](ns["FILE_SEG"], [(0, 64, 3)])
+    assert x.getType() == ns["FILE_SEG"] and x.getType() == "FILE"

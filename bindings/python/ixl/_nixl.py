@@ -57,9 +57,21 @@ logger = logging.getLogger("ixl.nixl")
 
 NIXL_DEFAULT_COMM_PORT = 8888  # NIXL's DEFAULT_COMM_PORT (nixl._bindings)
 
-# Memory segments and operations by the values ixl's enums use (ixl_types.h); the names are
-# nixl._bindings' (DRAM_SEG ...). Every function here also takes the names as strings.
-SEGMENTS = {"DRAM_SEG": 0, "VRAM_SEG": 1, "BLK_SEG": 2, "FILE_SEG": 3, "OBJ_SEG": 4}
+
+
+class nixl_mem_t(str, enum.Enum):
+    """nixl._bindings' memory segments. Each is also the memory type's name as ixl writes it,
+    so getType() of a list ("DRAM") equals DRAM_SEG, and every call taking a memory type takes
+    them. (NIXL's integer values differ from ixl's enum: compare members, not ints.)"""
+
+    DRAM_SEG = "DRAM"
+    VRAM_SEG = "VRAM"
+    BLK_SEG = "BLK"
+    OBJ_SEG = "OBJ"
+    FILE_SEG = "FILE"
+
+
+SEGMENTS = {m.name: m for m in nixl_mem_t}
 NIXL_READ = _lib.OP_READ
 NIXL_WRITE = _lib.OP_WRITE
 # NIXL's names of memory types (nixl_agent.nixl_mems), plus ixl's BLK.
@@ -229,6 +241,23 @@ class NixlAgentBase(Agent):
         return Agent._track(self, handle)
 
     # -- plugins and backends ---------------------------------------------------------------
+
+    # nixl_agent's tables, as attributes: {plugin or backend name: its answer}.
+    @property
+    def plugin_mem_types(self):
+        return {p: Agent.get_plugin_mem_types(self, p) for p in self.plugin_list}
+
+    @property
+    def plugin_b_options(self):
+        return {p: Agent.get_plugin_params(self, p) for p in self.plugin_list}
+
+    @property
+    def backend_mems(self):
+        return {b: Agent.get_backend_mem_types(self, b) for b in self.backends}
+
+    @property
+    def backend_options(self):
+        return {b: Agent.get_backend_params(self, b) for b in self.backends}
 
     def get_plugin_list(self):
         return list(self.plugin_list)
@@ -544,6 +573,34 @@ def _overlaps(dl, regions):
     return False
 
 
+def bindings_names():
+    """What `nixl._bindings` exports that Python code imports, made from ixl's objects:
+    {name: object}. The classes nixlAgent / nixlAgentConfig (NIXL's C++ agent bound with
+    pybind11) have no counterpart: nixl_agent is the agent here."""
+    from . import errors
+    names = dict(SEGMENTS)
+    names.update({
+        "nixl_mem_t": nixl_mem_t, "NIXL_READ": NIXL_READ, "NIXL_WRITE": NIXL_WRITE,
+        "NIXL_INIT_AGENT": INIT_AGENT, "DEFAULT_COMM_PORT": NIXL_DEFAULT_COMM_PORT,
+        "NIXL_COST_ANALYTICAL_BACKEND": 1,  # ixl_cost_method's IXL_COST_ANALYTICAL
+        "HAVE_UCX_GPU_DEVICE_API": False,
+        "nixlXferDList": XferDList, "nixlRegDList": RegDList, "nixlRemoteDList": RemoteDList,
+        "nixlXferTelemetry": XferTelemetry,
+        # NIXL's status values (nixl_types.h), for code that compares them.
+        "NIXL_IN_PROG": 1, "NIXL_SUCCESS": 0, "NIXL_ERR_NOT_POSTED": -1,
+        "NIXL_ERR_INVALID_PARAM": -2, "NIXL_ERR_BACKEND": -3, "NIXL_ERR_NOT_FOUND": -4,
+        "NIXL_ERR_MISMATCH": -5, "NIXL_ERR_NOT_ALLOWED": -6, "NIXL_ERR_REPOST_ACTIVE": -7,
+        "NIXL_ERR_UNKNOWN": -8, "NIXL_ERR_NOT_SUPPORTED": -9,
+        "NIXL_ERR_REMOTE_DISCONNECT": -10, "NIXL_ERR_CANCELED": -11,
+        "NIXL_ERR_NO_TELEMETRY": -12,
+    })
+    for m in nixl_thread_sync_t.__members__:
+        names[m] = nixl_thread_sync_t[m].value
+    for cls in errors.NIXL_ERRORS:
+        names[cls.__name__] = cls
+    return names
+
+
 def make_api(default_port, default_backends, module=__name__):
     """The public names of nixl._api with these defaults (see the module's docstring):
     {name: object}. default_backends None: ixl's configuration (IXL_BACKENDS)."""
@@ -603,6 +660,7 @@ def make_api(default_port, default_backends, module=__name__):
     }
 
 
-__all__ = ["make_api", "nixl_thread_sync_t", "RemoteDList", "SEGMENTS", "NIXL_READ",
+__all__ = ["make_api", "bindings_names", "nixl_thread_sync_t", "nixl_mem_t", "RemoteDList",
+           "SEGMENTS", "NIXL_READ",
            "NIXL_WRITE", "NIXL_DEFAULT_COMM_PORT", "NixlAgentBase", "NixlAgentConfigBase",
            "plugin_info", "plugin_list"]
