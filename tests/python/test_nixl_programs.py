@@ -92,7 +92,7 @@ def test_ixl_package_never_provides_nixl(venv):
 
 PROBE = """
 import importlib.metadata as md, sys, sysconfig
-import nixl, nixl._api, nixl._bindings, nixl._utils, nixl.logging, ixl
+import nixl, nixl._api, nixl._bindings, nixl._utils, nixl.logging, ixl, ixl.compat
 site = sysconfig.get_paths()["purelib"]
 assert nixl.__file__.startswith(site) and ixl.__file__.startswith(site), (nixl.__file__, site)
 # One implementation behind both names, which differ only in defaults.
@@ -119,3 +119,15 @@ def test_nixl_program(venv, program):
     out = run([py, "-X", "dev", os.path.join(PROGRAMS, program + ".py")],
               env=clean_env(IXL_LIBRARY=library()), cwd=str(tmp))
     assert ": ok" in out, out
+
+
+def test_signatures_of_the_nixl_package():
+    """test_nixl_signatures.py checks the `nixl` package itself when it can import it (else
+    what the package exports, from ixl._nixl): run it with bindings/python-nixl importable."""
+    env = clean_env(PYTHONPATH=os.pathsep.join([IXL_PKG, NIXL_PKG]), IXL_LIBRARY=library(),
+                    PYTHONDONTWRITEBYTECODE="1")
+    # -c: the current directory (this one) is on sys.path, for run_pytest.
+    out = run([PY, "-c", "import sys, nixl._api, nixl._bindings, run_pytest; "
+               "sys.exit(run_pytest.main([sys.argv[1]]))",
+               os.path.join(HERE, "test_nixl_signatures.py")], env=env, cwd=HERE)
+    assert " passed" in out and "failed" not in out, out

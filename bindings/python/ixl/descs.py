@@ -10,7 +10,6 @@ each may carry (a FILE label, or "MODE:PATH" in path mode).
 import ctypes
 
 from . import _lib
-from ._dlist_methods import RegListMethods, XferListMethods
 from ._lib import DEV_NONE, Desc, RegDesc, Run, check, lib
 
 try:
@@ -142,7 +141,7 @@ def _resolve_mem(mem, found):
 # Transfer descriptor lists
 
 
-class XferDList(XferListMethods):  # NIXL's list methods (issue 17)
+class XferDList:
     """A list of transfer descriptors (addr, len, dev) of one memory type, kept as strided
     runs in C. len() is the number of descriptors; indexing gives (addr, len, dev).
 
@@ -357,7 +356,7 @@ def xfer_dlist(descs, mem=None):
 # Registration descriptor lists
 
 
-class RegDList(RegListMethods):  # NIXL's list methods (issue 17)
+class RegDList:
     """Registration descriptors (addr, len, dev, meta) of one memory type. trim() gives the
     transfer descriptors of the same ranges (with the dev ids an agent assigned to path-mode
     FILE regions, for a list returned by register_memory)."""

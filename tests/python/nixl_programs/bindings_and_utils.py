@@ -39,7 +39,7 @@ def names():
         assert hasattr(nixlBind, n), n
         assert getattr(nixl, n) is getattr(nixlBind, n), n
     for n in ERRORS:
-        assert issubclass(getattr(nixlBind, n), Exception), n
+        assert issubclass(getattr(nixlBind, n), RuntimeError), n  # as in NIXL
     for n in ("malloc_passthru", "free_passthru", "ba_buf", "verify_transfer"):
         assert callable(getattr(nixl_utils, n)) and getattr(nixl, n) is getattr(nixl_utils, n)
     assert DEFAULT_COMM_PORT == nixlBind.DEFAULT_COMM_PORT == 8888
