@@ -117,7 +117,7 @@ errors = []
 def work(seed):
     rng = random.Random(seed)
     try:
-        for i in range(250):
+        for i in range(150):
             src = a.get_xfer_descs([buf[:128]])
             dst = a.get_xfer_descs([(buf.ctypes.data + 8192 + 128 * (seed % 8), 128, 0)],
                                    "DRAM")
@@ -179,6 +179,6 @@ def test_gc_threads():
 def test_gc_stress_dev_mode():
     """-X dev: Python's debug hooks on its allocators, and warnings (ResourceWarning
     included) shown; none may come from the binding."""
-    out = _run(STRESS, "20", python_args=("-X", "dev", "-W", "error::ResourceWarning"))
-    assert "stress: 800 cycles" in out
+    out = _run(STRESS, "10", python_args=("-X", "dev", "-W", "error::ResourceWarning"))
+    assert "stress: 400 cycles" in out
     assert "Exception ignored" not in out, out

@@ -26,7 +26,7 @@ def test_issue_snippet_asan():
 
 
 def test_gc_stress_asan():
-    assert "stress: 320 cycles" in _run(STRESS, "8", env=_env())
+    assert "stress: 240 cycles" in _run(STRESS, "6", env=_env())
 
 
 def test_gc_threads_asan():

@@ -202,6 +202,7 @@ class NixlAgentBase(Agent):
     """nixl_agent's behaviour; make_api's subclasses add the defaults of their name."""
 
     _default_config = None  # set by make_api
+    _tracks_users = True  # deregister_memory invalidates the lists and requests using it
 
     def _nixl_init(self, agent_name, nixl_conf, instantiate_all):
         if isinstance(agent_name, bytes):

@@ -323,6 +323,9 @@ class Agent:
     """An ixl agent. Methods follow NIXL's nixl_agent (names, argument order, defaults)."""
 
     _default_config = AgentConfig
+    # Whether handles remember the lists of this agent's memory they use (h._local), for
+    # the NIXL API's deregistration (ixl._nixl); a prepared list then keeps its transfer list.
+    _tracks_users = False
 
     def __init__(self, agent_name, nixl_conf=None, instantiate_all=False):
         conf = nixl_conf if nixl_conf is not None else self._default_config()
@@ -702,8 +705,9 @@ class Agent:
         self._check(lib.ixl_xfer_create(self.ptr, _op(operation), local.ptr, remote.ptr,
                                         _name(remote_agent), byref(p), byref(out)),
                     "initialize_xfer")
-        h = XferHandle(self, out.value, keep=(local, remote), desc_count=len(local))
-        h._local = (local, remote) if _name(remote_agent) == _name(self.name) else (local,)
+        h = XferHandle(self, out.value, keep=(local._keep, remote._keep), desc_count=len(local))
+        if self._tracks_users:
+            h._local = (local, remote) if _name(remote_agent) == _name(self.name) else (local,)
         return self._track(h)
 
     def prep_xfer_dlist(self, agent_name, xfer_list, mem_type=None, is_sorted=False,
@@ -721,8 +725,9 @@ class Agent:
         out = c_void_p()
         self._check(lib.ixl_prep_create(self.ptr, remote, dl.ptr, byref(p), byref(out)),
                     "prep_xfer_dlist")
-        h = PrepHandle(self, out.value, keep=dl)
-        h._local = (dl,) if remote is None or remote == _name(self.name) else ()
+        h = PrepHandle(self, out.value, keep=dl._keep)
+        if self._tracks_users and (remote is None or remote == _name(self.name)):
+            h._local = (dl,)
         return self._track(h)
 
     def make_prepped_xfer(self, operation, local_xfer_side, local_indices, remote_xfer_side,
