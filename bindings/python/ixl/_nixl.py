@@ -27,6 +27,8 @@ other. NIXL's conventions followed here, where ixl.Agent's own differ:
   (released; any later use raises nixlNotAllowedError), then the memory is deregistered. A
   request still in flight that cannot be stopped defers the deregistration until it is
   released (each release retries it; close() does it at the latest).
+- NIXL_ETCD_ENDPOINTS is the agent's etcd, as in NIXL, unless ixl's etcd_endpoints option or
+  IXL_ETCD_ENDPOINTS names one.
 - NIXL_TELEMETRY_ENABLE (y/yes/on/true/1) turns capture on whatever capture_telemetry says,
   as in NIXL (any other value leaves it to capture_telemetry); get_xfer_telemetry's
   descCount counts the descriptors the request was made with, and backendName names the
@@ -193,6 +195,13 @@ class NixlAgentConfigBase(AgentConfig):
         conf = copy.copy(self)  # this one stays as the caller made it
         if env is not None and env.strip().lower() in _TRUE:
             conf.capture_telemetry = True
+        # NIXL_ETCD_ENDPOINTS, as NIXL reads it at agent creation (ixl's etcd_endpoints
+        # option and IXL_ETCD_ENDPOINTS, when given, come first).
+        etcd = os.environ.get("NIXL_ETCD_ENDPOINTS")
+        if etcd and conf.etcd_endpoints is None:
+            from . import config
+            if not config().get("IXL_ETCD_ENDPOINTS"):
+                conf.etcd_endpoints = etcd
         if conf.backends is not None:
             conf.backends = []  # created one by one by nixl_agent (NIXL skips missing plugins)
         return AgentConfig._params(conf)

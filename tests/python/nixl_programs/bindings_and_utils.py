@@ -140,7 +140,19 @@ def logs():
     assert out.stdout.strip() == str(logging.ERROR), out
 
 
+def environment():
+    """NIXL_ETCD_ENDPOINTS names the agent's etcd, as in NIXL (checked on the parameters ixl's
+    agent is created with: no etcd runs here)."""
+    os.environ["NIXL_ETCD_ENDPOINTS"] = "http://127.0.0.1:2379"
+    try:
+        assert nixl_agent_config()._params().etcd_endpoints == b"http://127.0.0.1:2379"
+    finally:
+        del os.environ["NIXL_ETCD_ENDPOINTS"]
+    assert nixl_agent_config()._params().etcd_endpoints is None
+
+
 if __name__ == "__main__":
+    environment()
     names()
     lists()
     utils()
