@@ -77,6 +77,7 @@ install: build
 #   /usr/bin/python3 -m venv --system-site-packages venv && make install-nixl PYTHON=venv/bin/python
 PYTHON ?= python3
 install-nixl:
+	rm -rf bindings/python/build bindings/python-nixl/build  # no stale modules in the wheels
 	$(PYTHON) -m pip install --no-build-isolation --no-index bindings/python bindings/python-nixl
 
 clean:
