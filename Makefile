@@ -10,7 +10,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_TARGETS = md dlist net net_local ucx_wire mdx etcd
 
 .PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-release \
-        format-check format fuzz clean install
+        format-check format fuzz clean install install-nixl
 
 all: build
 
@@ -71,6 +71,14 @@ format:
 
 install: build
 	cmake --install $(BUILD)
+
+# The Python binding and, on request only, the `nixl` compatibility package (NIXL's import
+# name: it would hide a real NIXL in the same environment), into PYTHON's environment, offline:
+#   /usr/bin/python3 -m venv --system-site-packages venv && make install-nixl PYTHON=venv/bin/python
+PYTHON ?= python3
+install-nixl:
+	rm -rf bindings/python/build bindings/python-nixl/build  # no stale modules in the wheels
+	$(PYTHON) -m pip install --no-build-isolation --no-index bindings/python bindings/python-nixl
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz $(FUZZ_BUILD)

@@ -10,9 +10,10 @@ test) pkgs="$pkgs g++ clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox
 run) ;;
 plot) pkgs="$pkgs gnuplot-nox" ;; # ixlbench --plot
 esac
-# The Python binding's tests (tests/python): pytest, numpy, torch; venv + offline pip install.
+# The Python binding's tests (tests/python): pytest, numpy, torch; venv + offline pip install
+# (python3-pip builds the wheels of bindings/python and bindings/python-nixl for an isolated venv).
 case "$goal" in
-test) pkgs="$pkgs python3 python3-numpy python3-pytest python3-torch python3-venv python3-setuptools python3-wheel" ;;
+test) pkgs="$pkgs python3 python3-numpy python3-pytest python3-torch python3-venv python3-setuptools python3-wheel python3-pip" ;;
 esac
 
 missing=""

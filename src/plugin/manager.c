@@ -685,8 +685,10 @@ static void scan_dir(const char *dir)
             n++;
     }
     closedir(d);
-    /* Sorted, so that which of two duplicates wins does not depend on readdir order. */
-    qsort(names, n, sizeof(*names), cmp_str);
+    /* Sorted, so that which of two duplicates wins does not depend on readdir order (no
+     * qsort of an empty list: names is NULL then, and qsort's argument must not be). */
+    if (n > 1)
+        qsort(names, n, sizeof(*names), cmp_str);
     for (size_t i = 0; i < n; i++) {
         char path[PATH_MAX * 2];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);

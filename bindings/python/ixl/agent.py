@@ -7,7 +7,6 @@ released when it is garbage-collected, and closing the agent releases everything
 import ctypes
 import threading
 import time
-import weakref
 from ctypes import byref, c_size_t, c_uint16, c_uint64, c_void_p
 
 from . import _lib
@@ -89,11 +88,21 @@ class AgentConfig:
 class Backend:
     """A backend of an agent (NIXL's backend handle)."""
 
-    __slots__ = ("ptr", "name")
+    __slots__ = ("_ptr", "_core", "name")
 
-    def __init__(self, ptr):
-        self.ptr = ptr
+    def __init__(self, ptr, core):
+        self._ptr = ptr
+        self._core = core
         self.name = text(lib.ixl_backend_name(ptr))
+
+    @property
+    def ptr(self):
+        if self._core.closed:
+            raise _closed_error(f"backend {self.name}")
+        return self._ptr
+
+    def __reduce__(self):
+        raise TypeError("ixl: a backend belongs to its agent; it cannot be pickled or copied")
 
     @property
     def caps(self):
@@ -114,67 +123,144 @@ class Backend:
         return f"Backend({self.name})"
 
 
-class XferHandle:
-    """A transfer request (ixl_xfer). Released by release_xfer_handle, or when collected."""
+class _Core:
+    """The C agent's pointer and whether it is destroyed, shared by the Agent and every handle
+    it made (each holds it strongly). Lifetimes go one way: a handle keeps its agent alive;
+    when the agent goes first anyway (the two are garbage of one cycle, where Python runs the
+    finalizers in any order, or close() was called), the handles see `closed` and leave their
+    C objects to ixl_agent_destroy, which released them. `lock` (reentrant: a finalizer may
+    run inside a locked section of the same thread) orders a release against the destroy."""
 
-    __slots__ = ("_ptr", "_agent", "_start_us", "_keep", "__weakref__")
+    __slots__ = ("ptr", "closed", "lock", "leaked")
 
-    def __init__(self, ptr, agent, keep=None):
-        self._ptr = ptr
-        self._agent = agent
-        self._start_us = None
-        self._keep = keep  # buffers the request moves: alive as long as the request
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.closed = False
+        self.lock = threading.RLock()
+        # Requests collected while in flight that could not be stopped yet: (ptr, buffers),
+        # the buffers kept alive until the request is released (retried as the agent makes
+        # new ones; at the latest ixl_agent_destroy releases them).
+        self.leaked = []
+
+    def retry_leaked(self, _release=lib.ixl_xfer_release):
+        with self.lock:
+            if self.closed:
+                self.leaked = []
+                return
+            self.leaked = [(p, k) for p, k in self.leaked if _release(p) < 0]
+
+
+def _closed_error(what):
+    return _lib.errors.from_status(-504, "IXL_ERR_NOT_ALLOWED",
+                                   f"{what}: its agent is closed (close() released it)")
+
+
+class _Handle:
+    """What XferHandle and PrepHandle share: a C object of an agent, released once (explicitly,
+    by the finalizer, or by the agent's destruction), never after the agent is destroyed."""
+
+    __slots__ = ("_ptr", "_agent", "_core", "_keep", "_dead", "_local", "__weakref__")
+    _what = "handle"
+
+    def __init__(self, agent, value, *, keep=None):
+        self._ptr = int(value) if value else None
+        self._agent = agent  # strong: the agent outlives its handles
+        self._core = agent._core
+        self._keep = keep
+        self._dead = None  # why the handle cannot be used (set when invalidated)
+        self._local = ()  # the XferDLists of this agent's own memory the handle uses
 
     @property
     def ptr(self):
+        if self._core.closed:
+            raise _closed_error(self._what)
         if not self._ptr:
+            if self._dead:
+                raise _lib.errors.from_status(-504, "IXL_ERR_NOT_ALLOWED", self._dead)
             raise _lib.errors.from_status(-100, "IXL_ERR_INVALID_ARG",
-                                          "transfer handle already released")
+                                          f"{self._what} already released")
         return self._ptr
 
-    def __del__(self, _release=lib.ixl_xfer_release):
-        if getattr(self, "_ptr", None):
-            _release(self._ptr)
+    def _free(self, ptr):  # the C release of ptr; the core's lock is held, the agent open
+        raise NotImplementedError
+
+    def _release(self):
+        """Releases the C object once; True when it is gone (or was already)."""
+        with self._core.lock:
+            ptr = self._ptr
+            if not ptr or self._core.closed:
+                self._ptr = None
+                return True
+            st = self._free(ptr)
+            if st is not None and st < 0:
+                return st
             self._ptr = None
+            self._keep = None
+            self._local = ()
+            return True
+
+    def __reduce__(self):
+        raise TypeError(f"ixl: a {self._what} belongs to its agent and process; it cannot be "
+                        "pickled or copied")
+
+    def __del__(self):
+        try:
+            if getattr(self, "_ptr", None) and self._release() is not True:
+                with self._core.lock:  # in flight, not stoppable yet: the agent keeps it
+                    if not self._core.closed:
+                        self._core.leaked.append((self._ptr, self._keep))
+        except Exception:  # interpreter shutdown: nothing left to release into
+            pass
 
     def __repr__(self):
-        return f"XferHandle({'released' if not self._ptr else hex(self._ptr)})"
+        state = "released" if not self._ptr else hex(self._ptr)
+        if self._core.closed:
+            state = "agent closed"
+        return f"{type(self).__name__}({state})"
 
 
-class PrepHandle:
+class XferHandle(_Handle):
+    """A transfer request (ixl_xfer). Released by release_xfer_handle (or release()), or when
+    collected; never used after its agent is closed."""
+
+    __slots__ = ("_start_us", "_desc_count")
+    _what = "transfer handle"
+
+    def __init__(self, agent, value, *, keep=None, desc_count=None):
+        super().__init__(agent, value, keep=keep)
+        self._start_us = None
+        self._desc_count = desc_count  # descriptors as the caller gave them (NIXL's descCount)
+
+    def _free(self, ptr, _release=lib.ixl_xfer_release):
+        return _release(ptr)
+
+    def release(self):
+        """release_xfer_handle(self) of its agent."""
+        self._agent.release_xfer_handle(self)
+
+
+class PrepHandle(_Handle):
     """A prepared descriptor list (ixl_prep), for make_prepped_xfer."""
 
-    __slots__ = ("_ptr", "_agent", "_keep", "__weakref__")
+    __slots__ = ()
+    _what = "prepared list"
 
-    def __init__(self, ptr, agent, keep=None):
-        self._ptr = ptr
-        self._agent = agent
-        self._keep = keep
-
-    @property
-    def ptr(self):
-        if not self._ptr:
-            raise _lib.errors.from_status(-100, "IXL_ERR_INVALID_ARG",
-                                          "prepared list already released")
-        return self._ptr
+    def _free(self, ptr, _destroy=lib.ixl_prep_destroy):
+        _destroy(ptr)
 
     def __len__(self):
         return lib.ixl_prep_count(self.ptr)
 
-    def __del__(self, _destroy=lib.ixl_prep_destroy):
-        if getattr(self, "_ptr", None):
-            _destroy(self._ptr)
-            self._ptr = None
-
-    def __repr__(self):
-        return f"PrepHandle({'released' if not self._ptr else hex(self._ptr)})"
+    def release(self):
+        """release_dlist_handle(self) of its agent."""
+        self._agent.release_dlist_handle(self)
 
 
 class XferTelemetry:
     """Telemetry of a request's last completed post, in microseconds and bytes; also under
     NIXL's names (startTime, postDuration, xferDuration, totalBytes, descCount)."""
 
-    def __init__(self, t, start_us):
+    def __init__(self, t, start_us, desc_count=None):
         self.post_us = t.post_us
         self.xfer_us = t.xfer_us
         self.bytes = t.bytes
@@ -184,7 +270,9 @@ class XferTelemetry:
         self.postDuration = t.post_us
         self.xferDuration = t.xfer_us
         self.totalBytes = t.bytes
-        self.descCount = t.desc_count
+        # NIXL counts the descriptors the request was made with (2 adjacent ones are 2);
+        # desc_count is what ixl moved after merging them.
+        self.descCount = t.desc_count if desc_count is None else desc_count
 
     def __repr__(self):
         return (f"XferTelemetry(post_us={self.post_us}, xfer_us={self.xfer_us}, "
@@ -235,6 +323,9 @@ class Agent:
     """An ixl agent. Methods follow NIXL's nixl_agent (names, argument order, defaults)."""
 
     _default_config = AgentConfig
+    # Whether handles remember the lists of this agent's memory they use (h._local), for
+    # the NIXL API's deregistration (ixl._nixl); a prepared list then keeps its transfer list.
+    _tracks_users = False
 
     def __init__(self, agent_name, nixl_conf=None, instantiate_all=False):
         conf = nixl_conf if nixl_conf is not None else self._default_config()
@@ -244,16 +335,16 @@ class Agent:
         check(lib.ixl_agent_create(_name(agent_name), byref(params), byref(ptr)),
               what=f"agent {agent_name!r} (the reason is in libixl's log)")
         self._ptr = ptr.value
+        self._core = _Core(self._ptr)
         self.name = text(lib.ixl_agent_name(self._ptr))
         self.config = conf
-        self._handles = weakref.WeakSet()
         self._lock = threading.Lock()
         self.notifs = {}
         self.backends = {}
         for i in range(lib.ixl_backend_count(self._ptr)):
             b = c_void_p()
             check(lib.ixl_backend_get(self._ptr, i, byref(b)), self._ptr)
-            backend = Backend(b.value)
+            backend = Backend(b.value, self._core)
             self.backends[backend.name] = backend
         self.plugin_list = plugin_list()
         if instantiate_all:
@@ -269,12 +360,22 @@ class Agent:
     def close(self, _destroy=lib.ixl_agent_destroy):
         """Destroys the agent: releases its requests and prepared lists, deregisters what is
         left, invalidates remotes. Handles of this agent become unusable."""
-        ptr, self._ptr = getattr(self, "_ptr", None), None
-        if not ptr:
+        core = getattr(self, "_core", None)
+        if core is None:
             return
-        for h in list(self._handles):
-            h._ptr = None  # ixl_agent_destroy releases them
-        _destroy(ptr)
+        with core.lock:
+            if core.closed:
+                return
+            # Handles still alive in Python see `closed` and never release again: their C
+            # objects go with the agent (ixl_agent_destroy releases them).
+            core.closed = True
+            self._ptr = None
+            _destroy(core.ptr)
+            core.leaked = []
+
+    def __reduce__(self):
+        raise TypeError("ixl: an agent cannot be pickled or copied (send its metadata: "
+                        "get_agent_metadata)")
 
     def __del__(self):
         try:
@@ -298,7 +399,8 @@ class Agent:
         return check(status, self._ptr, what)
 
     def _track(self, handle):
-        self._handles.add(handle)
+        if self._core.leaked:
+            self._core.retry_leaked()
         return handle
 
     # -- plugins and backends ---------------------------------------------------------------
@@ -353,7 +455,7 @@ class Agent:
         out = c_void_p()
         self._check(lib.ixl_backend_create(self.ptr, _name(backend), kv, len(items), byref(out)),
                     f"create_backend({backend!r})")
-        b = Backend(out.value)
+        b = Backend(out.value, self._core)
         self.backends[b.name] = b
         return b
 
@@ -383,10 +485,10 @@ class Agent:
         return (c_void_p * len(ptrs))(*ptrs), len(ptrs)
 
     def get_backend_params(self, backend):
-        return Backend(self._backend(backend)).params()
+        return Backend(self._backend(backend), self._core).params()
 
     def get_backend_mem_types(self, backend):
-        return Backend(self._backend(backend)).mem_types
+        return Backend(self._backend(backend), self._core).mem_types
 
     # -- descriptors and memory -------------------------------------------------------------
 
@@ -603,7 +705,10 @@ class Agent:
         self._check(lib.ixl_xfer_create(self.ptr, _op(operation), local.ptr, remote.ptr,
                                         _name(remote_agent), byref(p), byref(out)),
                     "initialize_xfer")
-        return self._track(XferHandle(out.value, self, (local._keep, remote._keep)))
+        h = XferHandle(self, out.value, keep=(local._keep, remote._keep), desc_count=len(local))
+        if self._tracks_users:
+            h._local = (local, remote) if _name(remote_agent) == _name(self.name) else (local,)
+        return self._track(h)
 
     def prep_xfer_dlist(self, agent_name, xfer_list, mem_type=None, is_sorted=False,
                         backends=()):
@@ -620,7 +725,10 @@ class Agent:
         out = c_void_p()
         self._check(lib.ixl_prep_create(self.ptr, remote, dl.ptr, byref(p), byref(out)),
                     "prep_xfer_dlist")
-        return self._track(PrepHandle(out.value, self, dl._keep))
+        h = PrepHandle(self, out.value, keep=dl._keep)
+        if self._tracks_users and (remote is None or remote == _name(self.name)):
+            h._local = (dl,)
+        return self._track(h)
 
     def make_prepped_xfer(self, operation, local_xfer_side, local_indices, remote_xfer_side,
                           remote_indices, notif_msg=b"", backends=(), skip_desc_merge=False):
@@ -636,8 +744,10 @@ class Agent:
         self._check(lib.ixl_xfer_create_prepped(self.ptr, _op(operation), local_xfer_side.ptr,
                                                 la, remote_xfer_side.ptr, ra, ln, byref(p),
                                                 byref(out)), "make_prepped_xfer")
-        return self._track(XferHandle(out.value, self,
-                                      (local_xfer_side._keep, remote_xfer_side._keep)))
+        h = XferHandle(self, out.value, keep=(local_xfer_side._keep, remote_xfer_side._keep),
+                       desc_count=ln)
+        h._local = tuple(local_xfer_side._local) + tuple(remote_xfer_side._local)
+        return self._track(h)
 
     def transfer(self, handle, notif_msg=b""):
         """Posts the request (with notif_msg as its notification, if given): "DONE" if it
@@ -667,7 +777,7 @@ class Agent:
     def get_xfer_telemetry(self, handle):
         t = _lib.XferTelemetry()
         self._check(lib.ixl_xfer_telemetry(handle.ptr, byref(t)), "get_xfer_telemetry")
-        return XferTelemetry(t, handle._start_us)
+        return XferTelemetry(t, handle._start_us, handle._desc_count)
 
     def get_xfer_info(self, handle):
         """The chosen backend, the data path it used, descriptors (after merging), bytes."""
@@ -689,23 +799,18 @@ class Agent:
     def release_xfer_handle(self, handle, timeout=10.0):
         """Releases the request, canceling it if in flight. While the backend cannot stop it
         yet (IXL_ERR_BUSY), retries for up to timeout seconds, then raises."""
-        if not handle._ptr:
-            return
         deadline = time.monotonic() + timeout
         while True:
-            st = lib.ixl_xfer_release(handle._ptr)
+            st = handle._release()
+            if st is True:
+                return
             if st != -502 or time.monotonic() > deadline:  # IXL_ERR_BUSY
                 break
             time.sleep(0.001)
         self._check(st, "release_xfer_handle")
-        handle._ptr = None
-        handle._keep = None
 
     def release_dlist_handle(self, handle):
-        if handle._ptr:
-            lib.ixl_prep_destroy(handle._ptr)
-            handle._ptr = None
-            handle._keep = None
+        handle._release()
 
     # -- notifications ----------------------------------------------------------------------
 

@@ -17,11 +17,12 @@ try:
 except ImportError:  # numpy is optional; numpy inputs then cannot occur
     np = None
 
-_MEM_ALIASES = {"CPU": "DRAM", "CUDA": "VRAM", "GPU": "VRAM"}
+_MEM_ALIASES = {"CPU": "DRAM", "CUDA": "VRAM", "GPU": "VRAM", "BLOCK": "BLK"}
 
 
 def mem_type(value):
     """The enum ixl_mem value of "DRAM", "VRAM", "BLK", "FILE", "OBJ" (or "cpu", "cuda")."""
+    value = getattr(value, "value", value)  # an enum member (nixl_mem_t's, say)
     if isinstance(value, int):
         if 0 <= value < len(_lib.MEM_NAMES):
             return value
@@ -142,13 +143,29 @@ def _resolve_mem(mem, found):
 
 class XferDList:
     """A list of transfer descriptors (addr, len, dev) of one memory type, kept as strided
-    runs in C. len() is the number of descriptors; indexing gives (addr, len, dev)."""
+    runs in C. len() is the number of descriptors; indexing gives (addr, len, dev).
+
+    Also NIXL's nixlXferDList: XferDList(type, descs) makes one from a memory type and a list
+    of (addr, len, dev) tuples or an N x 3 array (or, as NIXL's init_size, an int: empty);
+    append / addDesc, __setitem__, index, remDesc, clear, print, == and pickling as NIXL's."""
 
     __slots__ = ("_ptr", "_keep", "__weakref__")
 
-    def __init__(self, ptr, keep=None):
+    def __init__(self, type, descs=0):  # noqa: A002 (NIXL's parameter name)
+        src = _new_dlist(mem_type(type), 0) if isinstance(descs, int) else \
+            xfer_dlist(descs, type)
+        if src is descs:  # a list given: a copy of its own
+            src = XferDList.deserialize(descs.serialize())
+        self._ptr, src._ptr = src._ptr, None
+        self._keep = src._keep  # objects whose memory the list describes
+
+    @classmethod
+    def _wrap(cls, ptr, keep=None):
+        """The list object owning C list ptr."""
+        self = cls.__new__(cls)
         self._ptr = ptr
-        self._keep = keep  # objects whose memory the list describes
+        self._keep = keep
+        return self
 
     def __del__(self, _destroy=lib.ixl_dlist_destroy):
         if getattr(self, "_ptr", None):
@@ -216,7 +233,60 @@ class XferDList:
         data = bytes(data)
         ptr = ctypes.c_void_p()
         check(lib.ixl_dlist_deserialize(data, len(data), ctypes.byref(ptr)))
-        return cls(ptr.value)
+        return cls._wrap(ptr.value)
+
+    # -- NIXL's list methods (the C list is replaced when changed: calls that take a list
+    #    copy it, so nothing else holds the old one) ----------------------------------------
+
+    def _replace(self, rows):
+        src = xfer_dlist(rows, self.mem_type) if rows else _new_dlist(lib.ixl_dlist_type(
+            self._ptr), 0)
+        old, self._ptr, src._ptr = self._ptr, src._ptr, None
+        lib.ixl_dlist_destroy(old)
+
+    def append(self, desc):
+        d = Desc(*(int(v) for v in desc[:3]))
+        _check_add(lib.ixl_dlist_add(self._ptr, ctypes.byref(d), 1))
+
+    addDesc = append
+
+    def __setitem__(self, index, desc):
+        rows = list(self)
+        rows[index] = tuple(int(v) for v in desc[:3])
+        self._replace(rows)
+
+    def index(self, desc):
+        """The index of descriptor desc; nixlNotFoundError if absent."""
+        want = tuple(int(v) for v in desc[:3])
+        for i, d in enumerate(self):
+            if d == want:
+                return i
+        raise check_error(-500, f"descriptor {want} is not in the list")
+
+    def remDesc(self, index):
+        rows = list(self)
+        del rows[index]
+        self._replace(rows)
+
+    def clear(self):
+        self._replace([])
+
+    def print(self):
+        print(repr(self))
+        for d in self:
+            print(f"  addr 0x{d[0]:x} len {d[1]} dev {d[2]}")
+
+    def __eq__(self, other):
+        if not isinstance(other, XferDList):
+            return NotImplemented
+        return self.mem_type == other.mem_type and list(self) == list(other)
+
+    __hash__ = None  # changeable, and equal by value
+
+    def __reduce__(self):
+        # Pickled as its descriptors' values (ixl's serialized form), never the C pointer:
+        # the copy owns a list of its own, in this process or another.
+        return (_xfer_dlist_from_bytes, (self.serialize(),))
 
     def __repr__(self):
         return f"XferDList({self.mem_type}, {len(self)} descriptors, {self.run_count} runs)"
@@ -233,7 +303,7 @@ def _check_add(status):
 def _new_dlist(mem, capacity):
     ptr = ctypes.c_void_p()
     check(lib.ixl_dlist_create(mem, capacity, ctypes.byref(ptr)))
-    return XferDList(ptr.value)
+    return XferDList._wrap(ptr.value)
 
 
 def xfer_dlist(descs, mem=None):
@@ -293,12 +363,24 @@ class RegDList:
 
     __slots__ = ("_mem", "_arr", "_n", "_metas", "_keep", "__weakref__")
 
-    def __init__(self, mem, arr, n, metas=None, keep=None):
+    def __init__(self, type, descs=0):  # noqa: A002 (NIXL's nixlRegDList(type, descs))
+        """NIXL's constructor: a memory type and (addr, len, dev, meta) tuples or an N x 3
+        array (an int, NIXL's init_size: empty)."""
+        self._set(reg_dlist([] if isinstance(descs, int) else descs, type))
+
+    @classmethod
+    def _make(cls, mem, arr, n, metas=None, keep=None):
+        self = cls.__new__(cls)
         self._mem = mem
         self._arr = arr  # a ctypes array of RegDesc, or a numpy (n, 5) uint64 array
         self._n = n
         self._metas = metas  # {index: bytes} for entries with bytes
         self._keep = keep
+        return self
+
+    def _set(self, other):
+        self._mem, self._arr, self._n = other._mem, other._arr, other._n
+        self._metas, self._keep = other._metas, other._keep
 
     @property
     def ptr(self):
@@ -353,7 +435,7 @@ class RegDList:
             ctypes.memmove(arr, self.ptr, ctypes.sizeof(arr))
             for i, dev in enumerate(devs):
                 arr[i].dev = dev
-        return RegDList(self._mem, arr, self._n, self._metas, self._keep)
+        return RegDList._make(self._mem, arr, self._n, self._metas, self._keep)
 
     def as_array(self):
         """The entries as a numpy (n, 5) uint64 view (addr, len, dev, bytes, bytes_len)."""
@@ -370,6 +452,65 @@ class RegDList:
             out = xfer_dlist([self._row(i) for i in range(self._n)], self._mem)
         out._keep = self._keep
         return out
+
+    # -- NIXL's list methods ----------------------------------------------------------------
+
+    def _entries(self):
+        return [(a, n, d, (self._metas or {}).get(i, b"")) for i, (a, n, d, _) in
+                enumerate(self)]
+
+    def _replace(self, entries):
+        keep = self._keep
+        self._set(reg_dlist(entries, self._mem))
+        self._keep = keep  # the buffers the entries came from stay described
+
+    def append(self, desc):
+        entries = self._entries()
+        entries.append(tuple(desc) if len(desc) == 4 else tuple(desc[:3]) + (b"",))
+        self._replace(entries)
+
+    addDesc = append
+
+    def __setitem__(self, index, desc):
+        entries = self._entries()
+        entries[index] = tuple(desc) if len(desc) == 4 else tuple(desc[:3]) + (b"",)
+        self._replace(entries)
+
+    def index(self, desc):
+        want = tuple(int(v) for v in desc[:3])
+        for i in range(self._n):
+            if self._row(i) == want:
+                return i
+        raise check_error(-500, f"descriptor {want} is not in the list")
+
+    def remDesc(self, index):
+        entries = self._entries()
+        del entries[index]
+        self._replace(entries)
+
+    def clear(self):
+        self._replace([])
+
+    def print(self):
+        print(repr(self))
+        for d in self:
+            print(f"  addr 0x{d[0]:x} len {d[1]} dev {d[2]} meta {d[3]!r}")
+
+    def __eq__(self, other):
+        if not isinstance(other, RegDList):
+            return NotImplemented
+        return self._mem == other._mem and list(self) == list(other)
+
+    __hash__ = None
+
+    def __reduce__(self):
+        # Pickled as values: (addr, len, dev) rows and the entries' bytes, never the C array
+        # (its entries point at this process's memory for their bytes).
+        if np is not None:
+            rows = np.array(self.as_array()[:, :3], dtype=np.uint64)
+        else:
+            rows = [self._row(i) for i in range(self._n)]
+        return (_reg_dlist_from_values, (self._mem, rows, dict(self._metas or {})))
 
     def __repr__(self):
         return f"RegDList({self.mem_type}, {self._n} descriptors)"
@@ -390,7 +531,7 @@ def reg_dlist(descs, mem=None):
         rows = _np_rows(descs, (3,), "registration descriptor")
         arr = np.zeros((rows.shape[0], 5), dtype=np.uint64)
         arr[:, :3] = rows
-        return RegDList(_resolve_mem(mem, None), arr, rows.shape[0])
+        return RegDList._make(_resolve_mem(mem, None), arr, rows.shape[0])
     items = _items(descs)
     arr = (RegDesc * len(items))()
     metas = {}
@@ -420,7 +561,8 @@ def reg_dlist(descs, mem=None):
             found = kind
             arr[i] = (addr, length, dev, None, 0)
             keep.append(item)
-    return RegDList(_resolve_mem(mem, found), arr, len(items), metas or None, keep or None)
+    return RegDList._make(_resolve_mem(mem, found), arr, len(items), metas or None,
+                          keep or None)
 
 
 def index_array(indices):
@@ -437,3 +579,16 @@ def index_array(indices):
     values = list(indices)
     arr = (ctypes.c_int64 * len(values))(*values)
     return ctypes.addressof(arr), len(values), arr
+
+
+def _xfer_dlist_from_bytes(data):
+    """Unpickling of an XferDList: a new list from its serialized form."""
+    return XferDList.deserialize(data)
+
+
+def _reg_dlist_from_values(mem, rows, metas):
+    """Unpickling of a RegDList: a new list from its rows and the entries' bytes."""
+    if not metas and np is not None:
+        return reg_dlist(np.asarray(rows, dtype=np.uint64).reshape(-1, 3), mem)
+    items = [tuple(int(v) for v in row) for row in rows]
+    return reg_dlist([r + (metas.get(i, b""),) for i, r in enumerate(items)], mem)

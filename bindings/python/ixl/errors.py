@@ -6,8 +6,9 @@ IXL_ERR_NOT_REGISTERED; every class derives from `ixl.Error`, which carries the 
 """
 
 
-class Error(Exception):
-    """An ixl call failed. status: the negative ixl status; status_name: its name."""
+class Error(RuntimeError):
+    """An ixl call failed. status: the negative ixl status; status_name: its name. A
+    RuntimeError, as NIXL's exceptions (nixl._bindings) are."""
 
     status = None
     status_name = "IXL_ERR"
