@@ -109,6 +109,7 @@ static struct {
     pthread_mutex_t cache_lock;
     struct alloc *cache;
     unsigned cached;
+    struct ixl_dev_counters n; /* atomic increments */
 } L = {
     .once = PTHREAD_ONCE_INIT,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -449,6 +450,7 @@ static CUresult probe(CUdeviceptr p, struct probe *o)
     void *data[] = {&o->memtype, &o->ordinal, &o->start,   &o->size,
                     &o->id,      &o->ipc,     &o->managed, &o->mapped};
     _Static_assert(sizeof(attrs) / sizeof(attrs[0]) == sizeof(data) / sizeof(data[0]), "pairs");
+    __atomic_fetch_add(&L.n.probes, 1, __ATOMIC_RELAXED);
     return L.f.cuPointerGetAttributes(sizeof(attrs) / sizeof(attrs[0]), attrs, data, p);
 }
 
@@ -502,29 +504,36 @@ static void cache_put(const struct alloc *v)
     pthread_mutex_unlock(&L.cache_lock);
 }
 
-/* The allocation containing device pointer p (probed as pr): from the cache, or derived. */
+/*
+ * The allocation containing device pointer p (probed as pr): from the cache, or derived. For
+ * VMM memory the range is the one mapping (cuMemMap) that contains p, which is what
+ * cuMemGetAddressRange reports; the range attributes report the whole reservation there
+ * (cuMemAddressReserve), mapped or not, so they cannot bound VMM memory.
+ */
 static int alloc_of(CUdeviceptr p, const struct probe *pr, struct alloc *out)
 {
     if (pr->id != 0 && cache_get(pr->id, out))
         return IXL_OK;
     struct alloc a = {.id = pr->id, .ordinal = pr->ordinal};
-    a.base = pr->start;
-    a.len = pr->size;
-    if (a.len == 0) {
-        CUdeviceptr b = 0;
-        size_t s = 0;
-        if (L.f.cuMemGetAddressRange_v2(&b, &s, p) == CUDA_SUCCESS) {
-            a.base = b;
-            a.len = s;
-        }
-    }
+    __atomic_fetch_add(&L.n.alloc_misses, 1, __ATOMIC_RELAXED);
     /* cuMemRetainAllocationHandle succeeds only for cuMemCreate memory (VMM). */
     CUmemGenericAllocationHandle h = 0;
     if (L.f.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p) == CUDA_SUCCESS) {
         a.flags |= IXL_DEV_PTR_VMM;
         L.f.cuMemRelease(h);
-    } else if (pr->ipc) {
-        a.flags |= IXL_DEV_PTR_IPC_LEGACY;
+    } else {
+        a.base = pr->start;
+        a.len = pr->size;
+        if (pr->ipc)
+            a.flags |= IXL_DEV_PTR_IPC_LEGACY;
+    }
+    if (a.len == 0) {
+        CUdeviceptr b = 0;
+        size_t s = 0;
+        if (L.f.cuMemGetAddressRange_v2(&b, &s, p) == CUDA_SUCCESS && b <= p && p - b < s) {
+            a.base = b;
+            a.len = s;
+        }
     }
     if (a.id != 0 && a.len != 0)
         cache_put(&a);
@@ -548,11 +557,10 @@ static int past_end(uint64_t p, uint64_t len, uint64_t base, uint64_t alen, int 
 }
 
 /*
- * VMM memory (cuMemCreate + cuMemMap, as PyTorch's expandable segments make): the driver's
- * range attributes report the one mapping that contains the pointer, while a tensor may span
- * several mappings laid side by side in one reserved range. The run of adjacent mappings of
- * the same device that covers [p, end) counts as one allocation. When the driver reports no
- * range at all, every VMM granule of [p, end) must be mapped device memory of the device.
+ * VMM memory (cuMemCreate + cuMemMap, as PyTorch's expandable segments make): a tensor may
+ * span several mappings laid side by side in one reserved range. The run of adjacent mappings
+ * of the same device that covers [p, end) counts as one allocation. When the driver reports
+ * no mapping at all, every VMM granule of [p, end) must be device memory of the device.
  */
 static int vmm_cover(uint64_t p, uint64_t end, struct alloc *a, char *why, size_t why_len)
 {
@@ -576,12 +584,15 @@ static int vmm_cover(uint64_t p, uint64_t end, struct alloc *a, char *why, size_
     uint64_t cover = a->base + a->len;
     while (cover < end) {
         struct probe pr;
+        CUdeviceptr b = 0;
+        size_t s = 0;
         CUresult rc = probe(cover, &pr);
         if (rc != CUDA_SUCCESS)
             return cu_fail_why("cuPointerGetAttributes", rc, why, why_len);
-        if (!is_device(&pr) || pr.ordinal != a->ordinal || pr.start != cover || pr.size == 0)
+        if (!is_device(&pr) || pr.ordinal != a->ordinal ||
+            L.f.cuMemGetAddressRange_v2(&b, &s, cover) != CUDA_SUCCESS || b != cover || s == 0)
             return past_end(p, end - p, a->base, cover - a->base, a->ordinal, why, why_len);
-        cover += pr.size;
+        cover += s;
     }
     a->len = cover - a->base;
     return IXL_OK;
@@ -602,7 +613,7 @@ static int classify_now(const void *ptr, size_t len, struct ixl_dev_ptr *out, st
     } else if (rc != CUDA_SUCCESS) {
         return cu_fail_why("cuPointerGetAttributes", rc, why, why_len);
     }
-    struct alloc a = {0};
+    struct alloc a = {.ordinal = -1};
     if (is_device(&pr)) {
         if (len > UINT64_MAX - p) {
             if (why != NULL && why_len > 0)
@@ -896,6 +907,7 @@ static int op_ipc_export(void *ctx, const void *ptr, struct ixl_dev_ipc *out)
     if (rc != IXL_OK)
         return rc;
     CUipcMemHandle h;
+    __atomic_fetch_add(&L.n.ipc_exports, 1, __ATOMIC_RELAXED);
     CUresult r = L.f.cuIpcGetMemHandle(&h, (CUdeviceptr)a.base);
     ctx_leave(&sc);
     if (r != CUDA_SUCCESS)
@@ -1023,6 +1035,13 @@ static const struct ixl_devops devops = {
 const struct ixl_devops *ixl_dev_ops(void)
 {
     return &devops;
+}
+
+void ixl_dev_counters(struct ixl_dev_counters *out)
+{
+    out->probes = __atomic_load_n(&L.n.probes, __ATOMIC_RELAXED);
+    out->alloc_misses = __atomic_load_n(&L.n.alloc_misses, __ATOMIC_RELAXED);
+    out->ipc_exports = __atomic_load_n(&L.n.ipc_exports, __ATOMIC_RELAXED);
 }
 
 size_t ixl_device_entry_points(const char *const **out)
