@@ -403,8 +403,9 @@ static void ctx_leave(struct saved_ctx *s)
 /*
  * Before a call whose device is not known yet (classification): a thread with no current
  * context gets one already retained, if any. Without any, the call goes on without one:
- * pointer queries work without a context under unified addressing, and retaining device 0's
- * context here would cost a DRAM-only process a GPU context.
+ * cuPointerGetAttributes answers without a context (checked on driver 580 / CUDA 13: full
+ * attributes, while cuMemGetAddressRange returns CUDA_ERROR_INVALID_CONTEXT), and retaining
+ * device 0's context here would cost a DRAM-only process a GPU context.
  */
 static void ctx_enter_any(struct saved_ctx *s)
 {
@@ -456,7 +457,8 @@ static CUresult probe(CUdeviceptr p, struct probe *o)
 
 static int is_device(const struct probe *pr)
 {
-    return pr->memtype == CU_MEMORYTYPE_DEVICE && !pr->managed && pr->ordinal >= 0;
+    return pr->memtype == CU_MEMORYTYPE_DEVICE && !pr->managed && pr->ordinal >= 0 &&
+           pr->ordinal < L.count;
 }
 
 static struct alloc *cache_slot(uint64_t id)
@@ -598,6 +600,27 @@ static int vmm_cover(uint64_t p, uint64_t end, struct alloc *a, char *why, size_
     return IXL_OK;
 }
 
+/* The allocation (or run of VMM mappings) holding [p, p + len), device memory probed as pr. */
+static int classify_device(uint64_t p, size_t len, const struct probe *pr, struct alloc *a,
+                           char *why, size_t why_len)
+{
+    if (len > UINT64_MAX - p) {
+        if (why != NULL && why_len > 0)
+            snprintf(why, why_len, "[0x%llx, +%zu) wraps around the address space",
+                     (unsigned long long)p, len);
+        return IXL_ERR_INVALID_ARG;
+    }
+    int s = alloc_of(p, pr, a);
+    if (s != IXL_OK)
+        return s;
+    uint64_t end = p + (len ? len : 1);
+    if (a->flags & IXL_DEV_PTR_VMM)
+        return vmm_cover(p, end, a, why, why_len);
+    if (a->len == 0 || p < a->base || end > a->base + a->len)
+        return past_end(p, len, a->base, a->len, a->ordinal, why, why_len);
+    return IXL_OK;
+}
+
 /* Classification proper; the caller has made a context current (or chose not to). */
 static int classify_now(const void *ptr, size_t len, struct ixl_dev_ptr *out, struct alloc *aout,
                         char *why, size_t why_len)
@@ -607,31 +630,29 @@ static int classify_now(const void *ptr, size_t len, struct ixl_dev_ptr *out, st
     struct probe pr;
     CUresult rc = probe(p, &pr);
     if (rc == CUDA_ERROR_INVALID_CONTEXT || rc == CUDA_ERROR_INVALID_VALUE) {
-        /* No context anywhere in the process (so no device memory of ours), or an address
-         * the driver does not know: host memory either way. */
+        /* A driver that wants a context for pointer queries (the simulated one does; CUDA
+         * 13's does not) on a thread without one while no device is in use here yet, or an
+         * address the driver does not know: host memory either way. */
         pr.memtype = 0;
     } else if (rc != CUDA_SUCCESS) {
         return cu_fail_why("cuPointerGetAttributes", rc, why, why_len);
     }
     struct alloc a = {.ordinal = -1};
     if (is_device(&pr)) {
-        if (len > UINT64_MAX - p) {
-            if (why != NULL && why_len > 0)
-                snprintf(why, why_len, "[0x%llx, +%zu) wraps around the address space",
-                         (unsigned long long)p, len);
-            return IXL_ERR_INVALID_ARG;
-        }
-        int s = alloc_of(p, &pr, &a);
-        if (s != IXL_OK)
-            return s;
-        uint64_t end = p + (len ? len : 1);
-        if (a.flags & IXL_DEV_PTR_VMM) {
-            s = vmm_cover(p, end, &a, why, why_len);
+        /* Pointer attributes answer without a context, range queries need one: a thread
+         * with none gets the device's own for the rest (its primary context, which the
+         * application that allocated the memory holds already). */
+        struct saved_ctx inner = {0};
+        CUcontext cur = NULL;
+        if (L.f.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL) {
+            int s = ctx_enter(pr.ordinal, &inner);
             if (s != IXL_OK)
                 return s;
-        } else if (a.len == 0 || p < a.base || end > a.base + a.len) {
-            return past_end(p, len, a.base, a.len, a.ordinal, why, why_len);
         }
+        int s = classify_device(p, len, &pr, &a, why, why_len);
+        ctx_leave(&inner);
+        if (s != IXL_OK)
+            return s;
         r.ordinal = a.ordinal;
         r.base = a.base;
         r.len = a.len;
