@@ -4,8 +4,8 @@
  * VMM mappings side by side), copies H2D / D2D / D2H on a stream with events in flight then
  * done, IPC export cached per allocation, host pinning, a thread that never touched CUDA,
  * the caller's context left as it was, VRAM registration refusals through ixl_mem_register,
- * and in child processes: no driver, no device, the stub, an injected copy failure, and a
- * CPU access to device memory (it faults).
+ * another process opening an IPC export (this binary run again), and in child processes: no driver,
+ * no device, the stub, an injected copy failure, and a CPU access to device memory (it faults).
  *
  * ctest runs it with IXL_CUDA_LIBRARY = the sim, IXL_CUDASIM_DEVICES=2 and
  * IXL_CUDASIM_DELAY_US=30000 (each copy takes 30 ms, so a copy is reliably in flight).
@@ -404,6 +404,46 @@ static void *fresh_thread(void *arg)
     return NULL;
 }
 
+/* Another process (this binary, run again) opens the export and reads the pattern. */
+static int ipc_child(const char *hex)
+{
+    ops = ixl_dev_ops();
+    struct ixl_dev_ipc h;
+    CHECK(strlen(hex) == 2 * sizeof(h.bytes));
+    for (size_t i = 0; i < sizeof(h.bytes); i++)
+        CHECK(sscanf(hex + 2 * i, "%2hhx", &h.bytes[i]) == 1);
+    void *base;
+    CHECK_RC(ops->ipc_open(ops->ctx, 0, &h, &base), IXL_OK);
+    unsigned char want[4096], got[4096];
+    fill(want, sizeof(want), 77);
+    memset(got, 0xEE, sizeof(got));
+    CHECK_RC(ixl_device_copy(got, (char *)base + 4096, sizeof(got)), IXL_OK);
+    CHECK(memcmp(want, got, sizeof(got)) == 0);
+    CHECK_RC(ops->ipc_close(ops->ctx, base), IXL_OK);
+    return 0;
+}
+
+static void test_ipc_open(void *d0, const struct ixl_dev_ipc *h)
+{
+    unsigned char pat[4096];
+    fill(pat, sizeof(pat), 77);
+    CHECK_RC(ixl_device_copy((char *)d0 + 4096, pat, sizeof(pat)), IXL_OK);
+    char hex[2 * IXL_DEV_IPC_LEN + 1];
+    for (size_t i = 0; i < IXL_DEV_IPC_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h->bytes[i]);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_device", "ipc-child", hex, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        check_fail(__FILE__, __LINE__, "the IPC child failed (status 0x%x)", st);
+}
+
 static void test_ipc_pin(void *d0)
 {
     struct ixl_dev_counters c0, c1;
@@ -415,6 +455,7 @@ static void test_ipc_pin(void *d0)
     ixl_dev_counters(&c1);
     CHECK(memcmp(&h1, &h2, sizeof(h1)) == 0);
     CHECK(c1.ipc_exports - c0.ipc_exports == 1); /* one export per allocation, reused */
+    test_ipc_open(d0, &h1);
     unsigned char stack[64];
     CHECK_RC(ops->ipc_export(ops->ctx, stack, &h1), IXL_ERR_INVALID_ARG);
 
@@ -460,8 +501,10 @@ static void test_register(struct ixl_agent *a, void *d0, void *d1)
     CHECK_RC(ixl_mem_deregister(a, IXL_MEM_VRAM, &whole, 1, NULL), IXL_OK);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "ipc-child") == 0)
+        return ipc_child(argv[2]);
     const char *sim = getenv("IXL_CUDA_LIBRARY");
     if (sim == NULL || strstr(sim, "cudasim") == NULL)
         check_fail(__FILE__, __LINE__, "run me with IXL_CUDA_LIBRARY = libixl_cudasim.so");
