@@ -63,15 +63,18 @@ static void load(void)
 #undef X
 }
 
+/* A pattern of seed, 8 bytes per step (one instrumented store each under the sanitizers). */
 static void fill(void *buf, size_t len, uint32_t seed)
 {
-    uint32_t x = seed * 2654435761u + 1;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++) {
+    size_t i = 0;
+    for (; i < len; i += sizeof(x)) {
         x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (unsigned char)x;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t n = len - i < sizeof(x) ? len - i : sizeof(x);
+        memcpy(p + i, &x, n);
     }
 }
 
@@ -95,9 +98,9 @@ static void init_ctx(void)
     CU_OK(cu.cuCtxSetCurrent(ctx0));
 }
 
-/* Runs this binary as `child <mode> <arg>` with extra environment (NAME=VALUE, NULL-ended);
- * returns its wait status. keep_fd stays open across exec (-1: none). */
-static int run_child(const char *mode, const char *arg, int keep_fd, const char *const *env)
+/* Starts this binary as `child <mode> <arg>` with extra environment (NAME=VALUE, NULL-ended);
+ * keep_fd stays open across exec (-1: none). wait_child gives its wait status. */
+static pid_t spawn_child(const char *mode, const char *arg, int keep_fd, const char *const *env)
 {
     pid_t pid = fork();
     CHECK(pid >= 0);
@@ -111,10 +114,20 @@ static int run_child(const char *mode, const char *arg, int keep_fd, const char 
         execl(self_exe, self_exe, "child", mode, arg ? arg : "", (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+static int wait_child(pid_t pid)
+{
     int st;
     while (waitpid(pid, &st, 0) < 0)
         CHECK(errno == EINTR);
     return st;
+}
+
+static int run_child(const char *mode, const char *arg, int keep_fd, const char *const *env)
+{
+    return wait_child(spawn_child(mode, arg, keep_fd, env));
 }
 
 static void expect_exit0(int st, const char *what)
@@ -356,6 +369,7 @@ static void test_streams_events(void)
     CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s));
     CU_OK(cu.cuEventRecord(e2, s));
     CU_OK(cu.cuEventDestroy_v2(e2));
+    CU_OK(cu.cuStreamSynchronize(s)); /* its copy writes dst: done before dst is reused */
 
     /* Refused at enqueue, nothing queued: past the end, unmapped host memory. */
     CU(cu.cuMemcpyAsync(d, (CUdeviceptr)src, len + 1, s), CUDA_ERROR_INVALID_VALUE);
@@ -923,24 +937,43 @@ static int child_main(const char *mode, const char *arg)
     return 2;
 }
 
-static void test_children(void)
-{
+/* The cases that need their own configuration, in children started before this process's
+ * own cases and waited for after them (each child starts a sanitizer runtime: the slow part
+ * of this test, so they overlap). */
+static const struct {
+    const char *mode;
+    const char *env[4];
+} child_cases[] = {
     /* The sanitizers catch SIGSEGV themselves and exit 1; the child must die of the signal. */
-    const char *segv_env[] = {"ASAN_OPTIONS=handle_segv=0:detect_leaks=0",
-                              "TSAN_OPTIONS=handle_segv=0", "UBSAN_OPTIONS=handle_segv=0", NULL};
-    int st = run_child("segv", NULL, -1, segv_env);
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV)
-        check_fail(__FILE__, __LINE__, "CPU read of device memory: status %#x, want SIGSEGV", st);
-    const char *fail_env[] = {"IXL_CUDASIM_FAIL_COPY=3", NULL};
-    expect_exit0(run_child("fail", NULL, -1, fail_env), "fail");
-    const char *failsync_env[] = {"IXL_CUDASIM_FAIL_COPY=1", NULL};
-    expect_exit0(run_child("failsync", NULL, -1, failsync_env), "failsync");
-    const char *dev_env[] = {"IXL_CUDASIM_DEVICES=3", "IXL_CUDASIM_DELAY_US=0", NULL};
-    expect_exit0(run_child("devices", NULL, -1, dev_env), "devices");
-    const char *nodev_env[] = {"IXL_CUDASIM_NO_DEVICE=1", NULL};
-    expect_exit0(run_child("nodevice", NULL, -1, nodev_env), "nodevice");
-    const char *stub_env[] = {"IXL_CUDASIM_STUB=1", NULL};
-    expect_exit0(run_child("stub", NULL, -1, stub_env), "stub");
+    {"segv",
+     {"ASAN_OPTIONS=handle_segv=0:detect_leaks=0", "TSAN_OPTIONS=handle_segv=0",
+      "UBSAN_OPTIONS=handle_segv=0", NULL}},
+    {"fail", {"IXL_CUDASIM_FAIL_COPY=3", NULL}},
+    {"failsync", {"IXL_CUDASIM_FAIL_COPY=1", NULL}},
+    {"devices", {"IXL_CUDASIM_DEVICES=3", "IXL_CUDASIM_DELAY_US=0", NULL}},
+    {"nodevice", {"IXL_CUDASIM_NO_DEVICE=1", NULL}},
+    {"stub", {"IXL_CUDASIM_STUB=1", NULL}},
+};
+#define N_CHILD_CASES (sizeof(child_cases) / sizeof(child_cases[0]))
+
+static void children_start(pid_t *pids)
+{
+    for (size_t i = 0; i < N_CHILD_CASES; i++)
+        pids[i] = spawn_child(child_cases[i].mode, NULL, -1, child_cases[i].env);
+}
+
+static void children_check(const pid_t *pids)
+{
+    for (size_t i = 0; i < N_CHILD_CASES; i++) {
+        int st = wait_child(pids[i]);
+        if (strcmp(child_cases[i].mode, "segv") == 0) {
+            if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV)
+                check_fail(__FILE__, __LINE__,
+                           "CPU read of device memory: status %#x, want death by SIGSEGV", st);
+        } else {
+            expect_exit0(st, child_cases[i].mode);
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -954,6 +987,8 @@ int main(int argc, char **argv)
     unsetenv("IXL_CUDASIM_DEVICES");
     unsetenv("IXL_CUDASIM_NO_DEVICE");
     unsetenv("IXL_CUDASIM_STUB");
+    pid_t children[N_CHILD_CASES];
+    children_start(children);
     load();
     test_init_and_devices();
     test_memory_and_attributes();
@@ -962,7 +997,7 @@ int main(int argc, char **argv)
     test_host_register();
     test_vmm();
     test_ipc();
-    test_children();
+    children_check(children);
     printf("test_cudasim: all passed\n");
     return 0;
 }
