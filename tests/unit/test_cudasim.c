@@ -456,6 +456,23 @@ static void test_threads(void)
     }
 }
 
+/* A child forked after cuInit (no exec) cannot use the driver, as with CUDA. */
+static void test_forked_child(void)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CUdeviceptr d;
+        int n;
+        _exit(cu.cuMemAlloc_v2(&d, 64) == CUDA_ERROR_NOT_INITIALIZED &&
+                      cu.cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+                      cu.cuInit(0) == CUDA_ERROR_NOT_INITIALIZED
+                  ? 0
+                  : 1);
+    }
+    expect_exit0(wait_child(pid), "forked without exec");
+}
+
 static void test_host_register(void)
 {
     size_t len = 3 * 4096;
@@ -532,6 +549,9 @@ static void test_vmm(void)
     /* No access set yet: the copy is refused. */
     CU(cu.cuMemcpyHtoD_v2(at, buf, 4096), CUDA_ERROR_INVALID_VALUE);
     vmm_rw(at, gran);
+    int acc = 0;
+    CU_OK(cu.cuPointerGetAttribute(&acc, (CUpointer_attribute)16 /* ACCESS_FLAGS */, at));
+    CHECK(acc == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     CU_OK(cu.cuMemcpyHtoD_v2(at, buf, gran));
     memset(back, 0xEE, gran);
     CU_OK(cu.cuMemcpyDtoH_v2(back, at, gran));
@@ -836,6 +856,40 @@ static int child_fail(void)
     return 0;
 }
 
+/* IXL_CUDASIM_FAIL_COPY=2,4 IXL_CUDASIM_FAIL_STICKY=0: the first event after each failed copy
+ * reports it, and the stream runs on. */
+static int child_fail_once(void)
+{
+    init_ctx();
+    const size_t len = 16 * 1024;
+    CUdeviceptr d;
+    CU_OK(cu.cuMemAlloc_v2(&d, len));
+    char *src = malloc(len), *dst = malloc(len);
+    CHECK(src != NULL && dst != NULL);
+    fill(src, len, 61);
+    CUstream s;
+    CU_OK(cu.cuStreamCreate(&s, 0));
+    CUevent e;
+    CU_OK(cu.cuEventCreate(&e, 0));
+    CU_OK(cu.cuMemcpyAsync(d, (CUdeviceptr)src, len, s)); /* copy 1 */
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s)); /* copy 2: fails */
+    CU_OK(cu.cuEventRecord(e, s));
+    CU(cu.cuEventSynchronize(e), CUDA_ERROR_ILLEGAL_ADDRESS);
+    memset(dst, 0xEE, len);
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s)); /* copy 3 */
+    CU_OK(cu.cuEventRecord(e, s));
+    CU_OK(cu.cuEventSynchronize(e));
+    check_pattern(dst, len, 61);
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s)); /* copy 4: fails */
+    CU(cu.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU_OK(cu.cuStreamDestroy_v2(s));
+    CU_OK(cu.cuEventDestroy_v2(e));
+    CU_OK(cu.cuMemFree_v2(d));
+    free(src);
+    free(dst);
+    return 0;
+}
+
 /* IXL_CUDASIM_FAIL_COPY=1: a synchronous copy reports the failure itself. */
 static int child_fail_sync(void)
 {
@@ -925,6 +979,8 @@ static int child_main(const char *mode, const char *arg)
         return child_vmm(arg);
     if (strcmp(mode, "fail") == 0)
         return child_fail();
+    if (strcmp(mode, "failonce") == 0)
+        return child_fail_once();
     if (strcmp(mode, "failsync") == 0)
         return child_fail_sync();
     if (strcmp(mode, "devices") == 0)
@@ -950,6 +1006,7 @@ static const struct {
       "UBSAN_OPTIONS=handle_segv=0", NULL}},
     {"fail", {"IXL_CUDASIM_FAIL_COPY=3", NULL}},
     {"failsync", {"IXL_CUDASIM_FAIL_COPY=1", NULL}},
+    {"failonce", {"IXL_CUDASIM_FAIL_COPY=2,4", "IXL_CUDASIM_FAIL_STICKY=0", NULL}},
     {"devices", {"IXL_CUDASIM_DEVICES=3", "IXL_CUDASIM_DELAY_US=0", NULL}},
     {"nodevice", {"IXL_CUDASIM_NO_DEVICE=1", NULL}},
     {"stub", {"IXL_CUDASIM_STUB=1", NULL}},
@@ -994,6 +1051,7 @@ int main(int argc, char **argv)
     test_memory_and_attributes();
     test_streams_events();
     test_threads();
+    test_forked_child();
     test_host_register();
     test_vmm();
     test_ipc();
