@@ -623,6 +623,13 @@ static const char *error_string(CUresult e)
 
 CUresult cuGetErrorName(CUresult error, const char **str)
 {
+    cfg_get();
+    if (g_cfg.stub) {
+        /* The toolkit's stub answers these too with CUDA_ERROR_STUB_LIBRARY. */
+        if (str != NULL)
+            *str = NULL;
+        return CUDA_ERROR_STUB_LIBRARY;
+    }
     if (str == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *str = error_name(error);
@@ -631,6 +638,12 @@ CUresult cuGetErrorName(CUresult error, const char **str)
 
 CUresult cuGetErrorString(CUresult error, const char **str)
 {
+    cfg_get();
+    if (g_cfg.stub) {
+        if (str != NULL)
+            *str = NULL;
+        return CUDA_ERROR_STUB_LIBRARY;
+    }
     if (str == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *str = error_string(error);
@@ -1960,8 +1973,10 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     pthread_mutex_lock(&g_lock);
     struct sim_phys *p = vmm_handle(handle);
     struct sim_resv *v = resv_find(a);
+    /* cuda.h lists no INVALID_HANDLE or ALREADY_MAPPED for cuMemMap: a bad handle, a range
+     * outside a reservation or one already mapped are all CUDA_ERROR_INVALID_VALUE. */
     if (p == NULL) {
-        rc = CUDA_ERROR_INVALID_HANDLE;
+        rc = CUDA_ERROR_INVALID_VALUE;
         goto unlock;
     }
     if (v == NULL || size > v->len - (a - v->base) || size > p->size) {
@@ -1970,7 +1985,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     }
     for (struct sim_region *q = g_regions; q != NULL; q = q->next) {
         if (q->kind == SIM_VMM && a < q->base + q->map_len && q->base < a + size) {
-            rc = CUDA_ERROR_ALREADY_MAPPED;
+            rc = CUDA_ERROR_INVALID_VALUE;
             goto unlock;
         }
     }
