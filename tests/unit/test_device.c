@@ -355,8 +355,8 @@ static void copy_round(void *d0, void *d1, size_t n, unsigned seed, int check_in
     struct ixl_dev_event *e;
     CHECK_RC(ops->record(ops->ctx, s, &e), IXL_OK);
     if (check_in_flight) {
-        CHECK_RC(ops->query(ops->ctx, e), IXL_IN_PROGRESS); /* 3 copies of 30 ms each */
-        CHECK(dst[0] == 0xEE && dst[n - 1] == 0xEE);
+        /* 3 copies of 30 ms each. (dst is not read here: the copy may be writing it.) */
+        CHECK_RC(ops->query(ops->ctx, e), IXL_IN_PROGRESS);
     }
     CHECK_RC(ops->wait(ops->ctx, e), IXL_OK);
     CHECK_RC(ops->query(ops->ctx, e), IXL_OK);
