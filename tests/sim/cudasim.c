@@ -1373,8 +1373,7 @@ static CUresult copy_sync(uintptr_t dst, uintptr_t src, size_t len)
         return rc;
     }
     bool fail = copy_fails();
-    default_stream_drain(c);
-    sleep_us(g_cfg.delay_us);
+    default_stream_drain(c); /* no delay: a synchronous copy's duration is not observable */
     if (fail)
         rc = CUDA_ERROR_ILLEGAL_ADDRESS;
     else

@@ -26,7 +26,7 @@
 #define CU_OK(expr) CU(expr, CUDA_SUCCESS)
 
 /* Per-copy delay the test runs the sim with: long enough that work is observably in flight. */
-#define DELAY_US "20000"
+#define DELAY_US "30000"
 
 static struct {
 #define X(n) ixl_##n##_fn *n;
@@ -343,10 +343,11 @@ static void test_streams_events(void)
     CU_OK(cu.cuEventQuery(e0)); /* never recorded: done */
 
     CU_OK(cu.cuMemcpyAsync(d, (CUdeviceptr)src, len, s));
+    CU_OK(cu.cuMemcpyAsync(d, (CUdeviceptr)src, len, s));
     CU_OK(cu.cuEventRecord(e0, s));
     CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s));
     CU_OK(cu.cuEventRecord(e1, s));
-    /* In flight: both copies take DELAY_US each. */
+    /* In flight: each copy takes DELAY_US; at least two stand before each event. */
     CU(cu.cuEventQuery(e1), CUDA_ERROR_NOT_READY);
     CU(cu.cuEventQuery(e0), CUDA_ERROR_NOT_READY);
     CHECK((unsigned char)dst[0] == 0xEE && (unsigned char)dst[len - 1] == 0xEE);
@@ -358,6 +359,7 @@ static void test_streams_events(void)
 
     /* Re-recording makes the event pending again; stream sync waits for everything. */
     memset(dst, 0xEE, len);
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s));
     CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s));
     CU_OK(cu.cuEventRecord(e1, s));
     CU(cu.cuEventQuery(e1), CUDA_ERROR_NOT_READY);
