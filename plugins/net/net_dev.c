@@ -42,8 +42,10 @@ int net_dev_init(struct net_engine *e)
     e->dev = NULL;
     if (h->size < offsetof(struct ixl_host, dev) + sizeof(h->dev) || h->dev == NULL ||
         !DEVOPS_COVERS(h->dev, event_destroy)) {
-        snprintf(e->mem_why, sizeof(e->mem_why),
-                 "VRAM: the core has no device layer (a host older than plugin ABI 2.2)");
+        snprintf(e->mem_why, sizeof(e->mem_why), "VRAM: %s",
+                 h->size < offsetof(struct ixl_host, dev) + sizeof(h->dev)
+                     ? "the core has no device layer (a host older than plugin ABI 2.2)"
+                     : "the core's device layer is missing or too old");
         return IXL_OK;
     }
     const struct ixl_devops *d = h->dev;

@@ -792,8 +792,10 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     /* VRAM only with a device layer that has a device (net_dev.c); else the reason shows in
      * ixl-info and in a refused VRAM registration. */
     e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | (e->dev ? IXL_MEM_BIT(IXL_MEM_VRAM) : 0);
-    if (e->dev == NULL)
+    if (e->dev == NULL) {
+        e->base.mem_why = e->mem_why; /* ixl-info and a refused VRAM registration say it */
         e->host->log(e->host->ctx, IXL_LOG_DEBUG, "NET: no VRAM (%s)", e->mem_why);
+    }
     *out = &e->base;
     return IXL_OK;
 }
