@@ -72,6 +72,12 @@ struct net_region {
      * regions_lock read, so a deregistration that removed the region sees every one). */
     _Atomic uint32_t inflight;
     _Atomic int cut; /* deregistration gave up waiting: connections holding it are closed */
+    /* VRAM (net_dev.c): device memory of GPU dev, classified through the device layer at
+     * registration (the allocation's base and buffer id kept). Never in the key table, so no
+     * frame, cma confirmation or memfd request of a peer ever finds it. */
+    bool vram;
+    int dev;
+    uint64_t dev_base, dev_buffer;
 };
 
 /* A remote region (load_remote_md) or a local one seen as a target (load_local_md). */
@@ -93,6 +99,8 @@ struct net_rmd {
     uint64_t confirmed_instance;
     void *map; /* the mapping, and where the region starts in it */
     size_t map_len, map_off;
+    bool vram; /* a VRAM region (a peer's, or local->vram): only net_dev.c moves it */
+    int dev;   /* its GPU (local VRAM regions) */
 };
 
 struct net_engine;
@@ -293,6 +301,9 @@ struct net_req {
     uint64_t bytes;    /* total of the descriptors */
     uint64_t instance; /* the peer instance the request was posted to */
     uint8_t *answered; /* TCP: per frame, answered in this post */
+    bool dev;          /* loopback with VRAM on a side: device copies on events (net_dev.c) */
+    int dev_ord;       /* the GPU whose streams carry it */
+    int dev_dir;       /* NET_DIR_*: which of that GPU's streams */
     uint64_t gen;      /* TCP: the peer's connection generation this post went to */
 
     /* Per post, under e->reqs_lock. */
@@ -409,6 +420,19 @@ struct net_engine {
     size_t work_head, work_len, work_cap;
     pthread_t workers[8];
     int n_workers;
+
+    /* Device memory (net_dev.c): host->dev when the core has a device layer with a device;
+     * else NULL and mem_why says why VRAM is not among the engine's memory types. */
+    const struct ixl_devops *dev;
+    int n_devs;
+    char mem_why[256];
+    struct net_dstream *dstreams; /* n_devs * NET_DIRS streams, created on first use */
+    pthread_mutex_t dq_lock;      /* the completion queue */
+    pthread_cond_t dq_cond;
+    struct net_dwait *dq_head, *dq_tail;
+    bool dq_stop;
+    pthread_t dthread;
+    bool dthread_started;
 };
 
 #define NET_REGION_MAGIC 0x4e524547u
@@ -428,7 +452,7 @@ struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regio
 /* The region of key that holds [addr, addr + len), or NULL (regions_lock held). */
 struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t addr,
                                     uint64_t len);
-int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d,
+int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ixl_reg_desc *d,
                         struct net_region **out);
 void net_region_unpublish(struct net_engine *e, struct net_region *g); /* out of the table */
 void net_region_free(struct net_region *g);
@@ -503,6 +527,20 @@ int net_local_memfd(struct net_engine *e, struct net_rmd *m, int *fd, uint64_t *
  * confirmed every region of ms[0..n) (once per region); 0 otherwise (why says why). */
 int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *const *ms, size_t n,
                   char *why, size_t why_len);
+
+/* net_dev.c: VRAM within the agent through the device layer (host->dev). */
+enum { NET_DIR_D2D, NET_DIR_H2D, NET_DIR_D2H, NET_DIRS };
+/* Decides whether the engine offers VRAM (a device layer with at least one device) and, if
+ * so, starts the completion thread; otherwise fills e->mem_why. IXL_OK either way unless a
+ * thread cannot start. */
+int net_dev_init(struct net_engine *e);
+void net_dev_stop(struct net_engine *e); /* waits for every recorded event, frees streams */
+/* Classifies a VRAM registration through the device layer into g (vram, dev, base). */
+int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g);
+/* Enqueues the copies of r (posted as serial, busy held for the device work) on its stream,
+ * records an event and hands it to the completion thread: IXL_IN_PROGRESS. On an error
+ * nothing of r is left running on the device and busy is dropped. */
+int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);
