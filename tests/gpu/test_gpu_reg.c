@@ -8,6 +8,7 @@
  * figures as Markdown on stdout. Skips (77) without a GPU. ~1 s.
  */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "gpu_common.h"
 

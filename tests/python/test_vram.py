@@ -177,13 +177,16 @@ def test_vram_claims_checked_by_the_core(agents, dev):
     with pytest.raises(ixl.Error) as e:
         a.register_memory([liar])
     print("host pointer claimed as VRAM:", e.value)
+    assert "host" in str(e.value).lower()
     # device memory of GPU 1 that claims GPU 0
     with pytest.raises(ixl.Error) as e:
         a.register_memory([FakeCudaArray(p, 4096, 0)])
     print("wrong GPU:", e.value)
+    assert "device 1" in str(e.value).lower()
     # past the allocation's end
     with pytest.raises(ixl.Error) as e:
         a.register_memory([FakeCudaArray(p, 8192, 1)])
     print("past the end:", e.value)
+    assert "end" in str(e.value).lower()
     # and the truth registers
     a.deregister_memory(a.register_memory([FakeCudaArray(p, 4096, 1)]))
