@@ -128,14 +128,11 @@ unset IXL_CUDA_LIBRARY # the real driver, never the simulated one
 # ixl-info's lines about the device layer go into the report as they are.
 run ixl-info 60 "ixl-info: the driver and devices as ixl's device layer sees them" \
     sh -c '"$0" >&2' "$BUILD/tools/ixl-info"
-if grep -qiE 'cuda|gpu' "$LOGS/ixl-info.log"; then
-    {
-        echo "ixl-info, device lines:"
-        echo ""
-        echo '```'
-        grep -iE 'cuda|gpu|device|driver' "$LOGS/ixl-info.log" | head -n 20
-        echo '```'
-    } >"$LOGS/ixl-info.md"
+devlines=$(grep -iE '^ *(devices?|gpu|cuda)|memory here|not here|driver' "$LOGS/ixl-info.log" |
+    grep -vE 'IXL_CUDA_LIBRARY|the CUDA driver library' | head -n 20)
+if [ -n "$devlines" ]; then
+    printf 'ixl-info, its lines about the driver, devices and memory types:\n\n```\n%s\n```\n' \
+        "$devlines" >"$LOGS/ixl-info.md"
 fi
 run test_gpu_reg 120 "registration: cuMemAlloc and VMM (POSIX fd) memory, tensors in one allocation, refusals" \
     "$BUILD/tests/gpu/test_gpu_reg"
