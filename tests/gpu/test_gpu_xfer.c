@@ -288,7 +288,9 @@ static int functional(void)
     CHECK(h != NULL);
     struct buf A = {"A (cuMemAlloc)", IXL_MEM_VRAM, a, LEN};
     struct buf B = {"B (cuMemAlloc)", IXL_MEM_VRAM, b, LEN};
-    struct buf V = {"V (VMM, 2 physical allocations)", IXL_MEM_VRAM, v.ptr, v.len};
+    char vname[64];
+    snprintf(vname, sizeof(vname), "V (VMM, %zu physical allocations)", v.n);
+    struct buf V = {vname, IXL_MEM_VRAM, v.ptr, v.len};
     struct buf H = {"H (host)", IXL_MEM_DRAM, (uintptr_t)h, LEN};
     reg(&A);
     reg(&B);

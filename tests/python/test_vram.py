@@ -67,6 +67,13 @@ def test_cuda_array_interface_described():
             agent.get_xfer_descs([a, bytearray(16)])  # VRAM and DRAM in one list
     finally:
         agent.close()
+    from ixl.compat import nixl_agent, nixl_agent_config
+    nagent = nixl_agent("vram-desc-compat", nixl_agent_config(backends=[]))
+    try:
+        x = nagent.get_xfer_descs([a])
+        assert x.getType() == "VRAM" and x[0] == (0x7f0000000000, 4096, 1)
+    finally:
+        nagent.close()
 
 
 def test_no_torch_or_cupy_imported():
