@@ -47,10 +47,14 @@ IXL_CUDA_OTHER_ENTRY_POINTS(SIM_DECLARE)
 #undef SIM_DECLARE
 
 /* Pointer attributes beyond cuda_api.h's list (cuda.h 12.x values). */
+#define SIM_PTR_ATTR_SYNC_MEMOPS 6
+#define SIM_PTR_ATTR_ACCESS_FLAGS 16
+#define SIM_PTR_ATTR_MEMPOOL_HANDLE 17
 #define SIM_PTR_ATTR_MAPPING_SIZE 18
 #define SIM_PTR_ATTR_MAPPING_BASE_ADDR 19
 
 #define SIM_MAX_DEVICES 16
+#define SIM_MAX_FAILS 16
 #define SIM_DRIVER_VERSION 12060 /* what cuDriverGetVersion reports: CUDA 12.6 */
 #define SIM_VMM_GRANULARITY ((size_t)2 << 20)
 #define SIM_TRAILER 4096 /* the memfd's last page: who it is, for importers to verify */
@@ -67,7 +71,8 @@ static struct {
     bool no_device;
     bool stub;
     unsigned delay_us;
-    long fail_copy; /* 0: none */
+    long fail_copy[SIM_MAX_FAILS]; /* which copies fail (1-based; 0 ends the list) */
+    bool fail_sticky;              /* a failed stream stays failed */
     size_t mem_bytes;
 } g_cfg;
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
@@ -94,13 +99,37 @@ static bool env_flag(const char *name)
     return s != NULL && *s != '\0' && strcmp(s, "0") != 0;
 }
 
+/* IXL_CUDASIM_FAIL_COPY: N or N,M,... (copies counted from 1 across the process). */
+static void fail_list_load(void)
+{
+    const char *s = getenv("IXL_CUDASIM_FAIL_COPY");
+    int n = 0;
+    while (s != NULL && *s != '\0' && n < SIM_MAX_FAILS) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno != 0 || end == s || v <= 0 || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, "cudasim: IXL_CUDASIM_FAIL_COPY=%s is not N or N,M,... (N >= 1)\n",
+                    getenv("IXL_CUDASIM_FAIL_COPY"));
+            n = 0;
+            break;
+        }
+        g_cfg.fail_copy[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (n < SIM_MAX_FAILS)
+        g_cfg.fail_copy[n] = 0;
+}
+
 static void cfg_load(void)
 {
     g_cfg.devices = (int)env_long("IXL_CUDASIM_DEVICES", 1, 0, SIM_MAX_DEVICES);
     g_cfg.no_device = env_flag("IXL_CUDASIM_NO_DEVICE") || g_cfg.devices == 0;
     g_cfg.stub = env_flag("IXL_CUDASIM_STUB");
     g_cfg.delay_us = (unsigned)env_long("IXL_CUDASIM_DELAY_US", 200, 0, 10 * 1000 * 1000);
-    g_cfg.fail_copy = env_long("IXL_CUDASIM_FAIL_COPY", 0, 0, LONG_MAX);
+    fail_list_load();
+    const char *sticky = getenv("IXL_CUDASIM_FAIL_STICKY");
+    g_cfg.fail_sticky = sticky == NULL || *sticky == '\0' || strcmp(sticky, "0") != 0;
     g_cfg.mem_bytes = (size_t)env_long("IXL_CUDASIM_MEM_MB", 16384, 1, 1L << 30) << 20;
 }
 
@@ -186,7 +215,10 @@ struct sim_ipc {
 _Static_assert(sizeof(struct sim_ipc) == CU_IPC_HANDLE_SIZE, "IPC handle layout");
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool g_inited; /* g_lock */
+/* cuInit ran, in the process with this pid (0: not yet). A child forked after cuInit gets
+ * CUDA_ERROR_NOT_INITIALIZED from everything, as CUDA's forked children do (its threads and
+ * locks did not come along); atomic, so such a child never waits on a lock it inherited. */
+static atomic_int g_init_pid;
 static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
 static size_t g_used[SIM_MAX_DEVICES]; /* g_lock: bytes allocated per device */
 static struct sim_region *g_regions;   /* g_lock */
@@ -203,10 +235,8 @@ static pthread_cond_t g_ev_cv = PTHREAD_COND_INITIALIZER;
 
 static bool initialized(void)
 {
-    pthread_mutex_lock(&g_lock);
-    bool v = g_inited;
-    pthread_mutex_unlock(&g_lock);
-    return v;
+    int pid = atomic_load(&g_init_pid);
+    return pid != 0 && pid == (int)getpid();
 }
 
 /* CUDA_SUCCESS when the driver is usable: the stub refuses all, cuInit must have run. */
@@ -467,13 +497,15 @@ CUresult cuInit(unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (g_cfg.no_device)
         return CUDA_ERROR_NO_DEVICE;
+    int pid = atomic_load(&g_init_pid);
+    if (pid != 0)
+        return pid == (int)getpid() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
-    if (!g_inited) {
-        for (int i = 0; i < SIM_MAX_DEVICES; i++)
-            g_ctx[i].dev = i;
-        g_inited = true;
-    }
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+        g_ctx[i].dev = i;
     pthread_mutex_unlock(&g_lock);
+    int zero = 0;
+    atomic_compare_exchange_strong(&g_init_pid, &zero, (int)getpid());
     return CUDA_SUCCESS;
 }
 
@@ -591,6 +623,13 @@ static const char *error_string(CUresult e)
 
 CUresult cuGetErrorName(CUresult error, const char **str)
 {
+    cfg_get();
+    if (g_cfg.stub) {
+        /* The toolkit's stub answers these too with CUDA_ERROR_STUB_LIBRARY. */
+        if (str != NULL)
+            *str = NULL;
+        return CUDA_ERROR_STUB_LIBRARY;
+    }
     if (str == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *str = error_name(error);
@@ -599,6 +638,12 @@ CUresult cuGetErrorName(CUresult error, const char **str)
 
 CUresult cuGetErrorString(CUresult error, const char **str)
 {
+    cfg_get();
+    if (g_cfg.stub) {
+        if (str != NULL)
+            *str = NULL;
+        return CUDA_ERROR_STUB_LIBRARY;
+    }
     if (str == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *str = error_string(error);
@@ -964,6 +1009,15 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
         *(int *)data = 0;
         break;
+    case SIM_PTR_ATTR_SYNC_MEMOPS:
+        *(int *)data = 0;
+        break;
+    case SIM_PTR_ATTR_ACCESS_FLAGS:
+        *(int *)data = r->kind == SIM_VMM ? r->access : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        break;
+    case SIM_PTR_ATTR_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        break;
     case SIM_PTR_ATTR_MAPPING_SIZE:
         *(size_t *)data = r->len;
         break;
@@ -999,6 +1053,7 @@ static void attr_default(void *data, int attr)
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case SIM_PTR_ATTR_MEMPOOL_HANDLE:
     case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
         *(void **)data = NULL;
         break;
@@ -1028,10 +1083,9 @@ static void attr_default(void *data, int attr)
 
 static bool attr_known(int attr)
 {
-    return (attr >= CU_POINTER_ATTRIBUTE_CONTEXT && attr <= CU_POINTER_ATTRIBUTE_HOST_POINTER) ||
-           (attr >= CU_POINTER_ATTRIBUTE_BUFFER_ID &&
-            attr <= CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE) ||
-           attr == SIM_PTR_ATTR_MAPPING_SIZE || attr == SIM_PTR_ATTR_MAPPING_BASE_ADDR;
+    /* All of cuda.h's 1-19 but P2P_TOKENS (5), which needs nv-p2p. */
+    return attr >= CU_POINTER_ATTRIBUTE_CONTEXT && attr <= SIM_PTR_ATTR_MAPPING_BASE_ADDR &&
+           attr != 5;
 }
 
 CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attributes, void **data,
@@ -1109,7 +1163,11 @@ static void end_put(struct sim_end *e)
 static bool copy_fails(void)
 {
     long n = atomic_fetch_add(&g_copies, 1) + 1;
-    return g_cfg.fail_copy > 0 && n == g_cfg.fail_copy;
+    for (int i = 0; i < SIM_MAX_FAILS && g_cfg.fail_copy[i] != 0; i++) {
+        if (g_cfg.fail_copy[i] == n)
+            return true;
+    }
+    return false;
 }
 
 /* ---- streams and events ----------------------------------------------------------------- */
@@ -1178,6 +1236,13 @@ static void op_run(struct CUstream_st *s, struct sim_op *op)
         end_put(&op->src);
         break;
     case SIM_OP_MARK:
+        if (!g_cfg.fail_sticky && err != CUDA_SUCCESS) {
+            /* IXL_CUDASIM_FAIL_STICKY=0: the first event after a failure reports it, then the
+             * stream runs on. */
+            pthread_mutex_lock(&s->mu);
+            s->err = CUDA_SUCCESS;
+            pthread_mutex_unlock(&s->mu);
+        }
         pthread_mutex_lock(&g_ev_lock);
         if (op->ev->gen == op->gen) {
             op->ev->pending = false;
@@ -1908,8 +1973,10 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     pthread_mutex_lock(&g_lock);
     struct sim_phys *p = vmm_handle(handle);
     struct sim_resv *v = resv_find(a);
+    /* cuda.h lists no INVALID_HANDLE or ALREADY_MAPPED for cuMemMap: a bad handle, a range
+     * outside a reservation or one already mapped are all CUDA_ERROR_INVALID_VALUE. */
     if (p == NULL) {
-        rc = CUDA_ERROR_INVALID_HANDLE;
+        rc = CUDA_ERROR_INVALID_VALUE;
         goto unlock;
     }
     if (v == NULL || size > v->len - (a - v->base) || size > p->size) {
@@ -1918,7 +1985,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     }
     for (struct sim_region *q = g_regions; q != NULL; q = q->next) {
         if (q->kind == SIM_VMM && a < q->base + q->map_len && q->base < a + size) {
-            rc = CUDA_ERROR_ALREADY_MAPPED;
+            rc = CUDA_ERROR_INVALID_VALUE;
             goto unlock;
         }
     }
