@@ -527,6 +527,59 @@ IXL_API ixl_status ixl_mem_alloc(struct ixl_agent *agent, enum ixl_mem type, siz
 IXL_API IXL_NODISCARD ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Device memory (docs/device.md)                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * The process's one device layer: it loads the GPU driver (the CUDA driver API: libcuda.so.1,
+ * or the library configuration IXL_CUDA_LIBRARY names) on first use and keeps it for the
+ * process's life. Every function here is safe from any thread, needs no agent, and makes the
+ * device's primary context current on the calling thread itself. VRAM registration
+ * (ixl_mem_register with IXL_MEM_VRAM, dev = the device index) goes through the same layer.
+ * Errors are logged with the driver's error name and text.
+ */
+
+/** A device, as ixl_device_info() describes it (size first: see the top of this header). */
+struct ixl_device_info {
+    uint32_t size;      /* set by the caller to sizeof(struct ixl_device_info) */
+    int32_t ordinal;    /* the device index (the dev of a VRAM descriptor) */
+    char name[128];     /* the driver's name for it, NUL-terminated */
+    uint64_t total_mem; /* bytes */
+    int32_t cc_major;   /* compute capability */
+    int32_t cc_minor;
+    int32_t pci_bus; /* PCI bus id */
+};
+
+/**
+ * How many devices there are (>= 0), or a negative status when there is no usable driver:
+ * IXL_ERR_NOT_SUPPORTED with why (a NUL-terminated sentence, may be NULL) saying which: no GPU
+ * driver (the library not found, or missing an entry point), the toolkit's stub library
+ * instead of a driver, no device, or the driver's own error. With >= 0, why is "" (0 devices
+ * is reported as IXL_ERR_NOT_SUPPORTED with why "no CUDA device", since the driver says so
+ * itself). The answer is computed once and cached.
+ */
+IXL_API int ixl_device_count(char *why, size_t why_len);
+/** The driver's CUDA version (e.g. 12040 for 12.4). IXL_ERR_NOT_SUPPORTED without a driver. */
+IXL_API ixl_status ixl_device_driver_version(int *out);
+/** Describes device dev. IXL_ERR_INVALID_ARG for a dev outside [0, count). */
+IXL_API ixl_status ixl_device_info(int dev, struct ixl_device_info *out);
+/**
+ * Allocates len bytes of device memory on dev (cuMemAlloc in dev's primary context); free it
+ * with ixl_device_free(). The CPU cannot touch it: move bytes with ixl_device_copy() or
+ * transfers. IXL_ERR_NOT_SUPPORTED without a driver, IXL_ERR_NO_MEMORY when the device is
+ * full, IXL_ERR_INVALID_ARG for len 0 or a bad dev.
+ */
+IXL_API ixl_status ixl_device_alloc(int dev, size_t len, void **out);
+/** Frees memory from ixl_device_alloc(). Accepts NULL. */
+IXL_API ixl_status ixl_device_free(void *ptr);
+/**
+ * Copies len bytes from src to dst and returns when they are there. Either side may be device
+ * memory (of any device) or host memory (unified addressing). IXL_ERR_BACKEND with the
+ * driver's text on failure.
+ */
+IXL_API ixl_status ixl_device_copy(void *dst, const void *src, size_t len);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Metadata                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/hooks.h"
+#include "device/device.h"
 #include "core/internal.h"
 #include "util/config.h"
 #include "util/out.h"
@@ -221,6 +222,7 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     b->host.auth_mac = host_auth_mac;
     b->host.auth_equal = ixl_auth_equal;
     b->host.peer_check = host_peer_check;
+    b->host.dev = ixl_dev_ops();
     char why[1024];
     int rc =
         ixl_pm_options_build(p, params, n, &b->params, &b->values, &b->n_params, why, sizeof(why));

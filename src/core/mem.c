@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core/hooks.h"
+#include "device/device.h"
 #include "core/internal.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -309,6 +310,18 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         int rc = check_reg_desc(agent, type, &descs[i], i);
         if (rc != IXL_OK)
             return rc;
+        if (type == IXL_MEM_VRAM) {
+            /* Before any backend sees it: the device layer says what the memory is. */
+            char why[384];
+            rc = ixl_dev_check_vram(descs[i].addr, descs[i].len, descs[i].dev, why, sizeof(why));
+            if (rc != IXL_OK)
+                return IXL_AGENT_ERR(agent, rc,
+                                     "cannot register VRAM descriptor %zu (addr 0x%llx, len %llu, "
+                                     "dev %llu): %s",
+                                     i, (unsigned long long)descs[i].addr,
+                                     (unsigned long long)descs[i].len,
+                                     (unsigned long long)descs[i].dev, why);
+        }
         if (path_mode(type, &descs[i]) && !want_devs)
             return IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                                  "FILE registration descriptor %zu is in path mode: set "

@@ -73,6 +73,12 @@ static const struct ixl_option table[IXL_CFG_COUNT] = {
                                  .description = "1: without a key, listen beyond loopback and "
                                                 "accept unauthenticated peers (a trusted network "
                                                 "only; logged at WARN)"},
+    [IXL_CFG_CUDA_LIBRARY] = {.name = "IXL_CUDA_LIBRARY",
+                              .default_value = "libcuda.so.1",
+                              .type = IXL_OPT_STRING,
+                              .description = "the CUDA driver library the device layer loads "
+                                             "(docs/device.md): a name the dynamic linker "
+                                             "searches for, or a path"},
 };
 
 static const char *values[IXL_CFG_COUNT];
