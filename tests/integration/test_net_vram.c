@@ -35,7 +35,7 @@
 
 #define NDESC 48
 #define REGION (256u * 1024u)
-#define DELAY_US 300000 /* per copy in the inflight case */
+#define DELAY_US 250000 /* per copy in the inflight case: longer than NET's 200 ms release wait */
 
 static uint64_t now_ms(void)
 {
@@ -278,7 +278,9 @@ static int case_inflight(void)
 {
     struct ixl_agent *a = agent_new("vram-inflight");
     need_vram(a);
-    struct buf l = buf_new(IXL_MEM_VRAM, REGION), r = buf_new(IXL_MEM_VRAM, REGION);
+    /* VRAM -> DRAM: the device writes host memory behind the CPU's back, and every copy of the
+     * test's own costs DELAY_US, so the destination is the DRAM side. */
+    struct buf l = buf_new(IXL_MEM_VRAM, REGION), r = buf_new(IXL_MEM_DRAM, REGION);
     reg(a, &l);
     reg(a, &r);
     size_t off = 0, len = REGION;
@@ -300,7 +302,7 @@ static int case_inflight(void)
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
 
     /* Released in flight: IXL_ERR_BUSY while the device still copies (NET waits 200 ms of the
-     * 300), IXL_OK once the copy ended; nothing lands afterwards, no notification. */
+     * 250), IXL_OK once the copy ended; nothing lands afterwards, no notification. */
     buf_put(&l, 0, REGION, 8, 0);
     buf_put(&r, 0, REGION, 0, 1);
     x = xfer_new(a, IXL_OP_WRITE, &l, &r, "vram-inflight", &off, &off, &len, 1, "released");
@@ -343,7 +345,8 @@ static int case_fail(void)
     reg(a, &l);
     reg(a, &r);
     size_t off = 0, len = REGION;
-    /* Copies 1 and 2 are the fills below; IXL_CUDASIM_FAIL_COPY=3 fails NET's. */
+    /* The sim counts every copy: the fill of l below is copy 1 (r is DRAM: poisoned directly),
+     * so IXL_CUDASIM_FAIL_COPY=2 fails NET's. */
     buf_put(&l, 0, REGION, 9, 0);
     buf_put(&r, 0, REGION, 0, 1);
     struct ixl_xfer *x =
@@ -476,6 +479,7 @@ static int case_forgot(void)
     memset(host.p, 1, REGION);
     struct ixl_xfer *x =
         xfer_new(a, IXL_OP_WRITE, &host, &dev, "vram-forgot", &off, &off, &len, 1, NULL);
+    fprintf(stderr, "forgot: posting a WRITE into device memory registered as DRAM\n");
     st = ixl_xfer_post(x);
     if (st == IXL_IN_PROGRESS)
         st = ixl_xfer_wait(x, 20000);
@@ -555,7 +559,7 @@ int main(int argc, char **argv)
     snprintf(delay, sizeof(delay), "%d", DELAY_US);
     const char *none[] = {NULL};
     const char *slow[] = {"IXL_CUDASIM_DELAY_US", delay, NULL};
-    const char *fail[] = {"IXL_CUDASIM_FAIL_COPY", "3", NULL};
+    const char *fail[] = {"IXL_CUDASIM_FAIL_COPY", "2", NULL};
     const char *nodev[] = {"IXL_CUDASIM_NO_DEVICE", "1", NULL};
     int rc = 0;
     rc |= run_case("/proc/self/exe", "pairs", none, 0);
