@@ -1,7 +1,8 @@
 /*
  * NET: ixl's built-in network backend. DRAM within an agent (memcpy), between agents on one
  * machine (the peer's memory mapped when it lives in memory ixl allocated; cross-memory attach
- * otherwise), and between machines (TCP). See README.md.
+ * otherwise), and between machines (TCP); VRAM within an agent through the core's device
+ * layer (host->dev). See README.md.
  *
  * Files, each owning one thing; calls go one way, downwards:
  *   net_engine.c  the ops table: options, identity and connection info, peers, notifications,
@@ -11,6 +12,8 @@
  *                 listener, per-peer send queues, timers (liveness, idle, deadlines)
  *   net_req.c     the request table and completion (state, parts, failure of a generation)
  *   net_region.c  registered regions (key table, public data), remote regions, allocation
+ *   net_dev.c     VRAM: classification at registration, device copies on streams, events and
+ *                 the completion thread
  *   net_wire.c    the wire format
  *   net_local.c   the same-node channel: a Unix socket per engine through which the kernel
  *                 says who a same-node peer is (SO_PEERCRED), the peer proves its pid and
@@ -23,8 +26,9 @@
  * while the loops dial.
  *
  * Lock order: e->lock (peers, allocations, accepted names) -> p->lock -> e->reqs_lock ->
- * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves. No lock
- * is held across a blocking system call: sockets are non-blocking, and a frame that touches
+ * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves; a device
+ * stream's lock and e->dq_lock (net_dev.c) are leaves too (device calls only under a stream's). No
+ * lock is held across a blocking system call: sockets are non-blocking, and a frame that touches
  * user or registered memory holds a reference (request busy count, region inflight count)
  * instead of a lock while it waits for the peer.
  */

@@ -28,6 +28,8 @@ struct net_dwait {
     uint64_t serial;
     struct net_req *r; /* busy held until the event is done */
     struct ixl_dev_event *ev;
+    struct net_dstream *ds; /* the stream it was recorded on */
+    struct ixl_dev_stream *s;
     struct net_dwait *next;
 };
 
@@ -177,6 +179,8 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
         w->serial = serial;
         w->r = r;
         w->ev = ev;
+        w->ds = ds;
+        w->s = s;
         pthread_mutex_lock(&e->dq_lock);
         if (e->dq_tail)
             e->dq_tail->next = w;
@@ -231,6 +235,17 @@ static void *dev_main(void *arg)
             break; /* stopping, and every event was waited for */
         int rc = d->wait(d->ctx, w->ev);
         d->event_destroy(d->ctx, w->ev);
+        if (rc != IXL_OK) {
+            /* A failed copy may leave its stream failed for good (CUDA's errors are sticky):
+             * the next request gets a new one. The stream's own teardown waits for what is
+             * still queued on it, whose events report the failure too. */
+            pthread_mutex_lock(&w->ds->lock);
+            if (w->ds->s == w->s) {
+                d->stream_destroy(d->ctx, w->s);
+                w->ds->s = NULL;
+            }
+            pthread_mutex_unlock(&w->ds->lock);
+        }
         /* busy dropped first (a release waiting for it may now free the request: it took the
          * request out of the table, so part_done below finds nothing and sends nothing). */
         net_req_unbusy(e, w->r);
