@@ -127,12 +127,14 @@ void gpu_vmm_alloc(struct gpu_vmm *v, size_t len, size_t nchunks)
     v->n = nchunks;
     v->len = chunk * nchunks;
     CU_CHECK(G.cuMemAddressReserve(&v->ptr, v->len, 0, 0, 0));
+    /* Mapped, and its access set, one physical allocation at a time (as PyTorch's expandable
+     * segments grow). */
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     for (size_t i = 0; i < nchunks; i++) {
         CU_CHECK(G.cuMemCreate(&v->h[i], chunk, &prop, 0));
         CU_CHECK(G.cuMemMap(v->ptr + i * chunk, chunk, 0, v->h[i], 0));
+        CU_CHECK(G.cuMemSetAccess(v->ptr + i * chunk, chunk, &acc, 1));
     }
-    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    CU_CHECK(G.cuMemSetAccess(v->ptr, v->len, &acc, 1));
 }
 
 void gpu_vmm_free(struct gpu_vmm *v)
@@ -140,9 +142,10 @@ void gpu_vmm_free(struct gpu_vmm *v)
     if (v->ptr == 0)
         return;
     CU_CHECK(G.cuCtxSynchronize());
-    CU_CHECK(G.cuMemUnmap(v->ptr, v->len));
-    for (size_t i = 0; i < v->n; i++)
+    for (size_t i = 0; i < v->n; i++) {
+        CU_CHECK(G.cuMemUnmap(v->ptr + i * v->chunk, v->chunk));
         CU_CHECK(G.cuMemRelease(v->h[i]));
+    }
     CU_CHECK(G.cuMemAddressFree(v->ptr, v->len));
     memset(v, 0, sizeof(*v));
 }

@@ -151,17 +151,21 @@ run() {
 }
 
 unset IXL_CUDA_LIBRARY # the real driver, never the simulated one
-# ixl-info's lines about the device layer go into the report as they are.
+# ixl-info: its cuda section and the memory types each plugin offers here, into the report.
 # shellcheck disable=SC2016 # $0 is sh -c's, expanded there
 run ixl-info 60 "ixl-info: the driver and devices as ixl's device layer sees them" \
     sh -c '"$0" >&2' "$BUILD/tools/ixl-info"
-devlines=$(grep -iE '^ *(devices?|gpu|cuda)|memory here|not here|driver' "$LOGS/ixl-info.log" |
-    grep -vE 'IXL_CUDA_LIBRARY|the CUDA driver library' | head -n 20)
-if [ -n "$devlines" ]; then
-    # shellcheck disable=SC2016 # Markdown fences, not expansions
-    printf 'ixl-info, its lines about the driver, devices and memory types:\n\n```\n%s\n```\n' \
-        "$devlines" >"$LOGS/ixl-info.md"
-fi
+"$BUILD/tools/ixl-info" --cuda >"$LOGS/ixl-info-cuda.txt" 2>&1
+memlines=$(awk '/^  [A-Z][A-Z0-9_]* +version/ { p = $1 }
+    /memory here|not here/ { sub(/^ +/, ""); print p ": " $0 }' "$LOGS/ixl-info.log")
+{
+    echo "ixl-info --cuda, and the memory types each plugin offers here (ixl-info):"
+    echo ""
+    echo '```'
+    cat "$LOGS/ixl-info-cuda.txt"
+    echo "$memlines"
+    echo '```'
+} >"$LOGS/ixl-info.md"
 run test_gpu_reg 120 "registration: cuMemAlloc and VMM (POSIX fd) memory, tensors in one allocation, refusals" \
     "$BUILD/tests/gpu/test_gpu_reg"
 nogpu=0

@@ -32,6 +32,7 @@ struct buf {
     enum ixl_mem mem;
     uint64_t addr;
     size_t len;
+    size_t seg; /* VMM: bytes per physical allocation (0: one allocation) */
 };
 
 static void reg(const struct buf *b)
@@ -60,10 +61,33 @@ static struct ixl_dlist *list1(const struct buf *b, size_t off, size_t len)
     return l;
 }
 
+enum dev_op { DEV_PUT, DEV_GET, DEV_POISON };
+
+/* The test's own driver calls on b's device memory, one physical allocation at a time: they
+ * never span two mappings of a VMM buffer (ixl's transfers do). */
+static void dev_io(const struct buf *b, size_t off, uint8_t *host, size_t len, enum dev_op op)
+{
+    while (len > 0) {
+        size_t n = len;
+        if (b->seg != 0 && n > b->seg - off % b->seg)
+            n = b->seg - off % b->seg;
+        if (op == DEV_PUT)
+            gpu_put(b->addr + off, host, n);
+        else if (op == DEV_GET)
+            gpu_get(host, b->addr + off, n);
+        else
+            gpu_poison(b->addr + off, 0xEE, n);
+        off += n;
+        len -= n;
+        if (host != NULL)
+            host += n;
+    }
+}
+
 static void put(const struct buf *b, size_t off, const void *src, size_t len)
 {
     if (b->mem == IXL_MEM_VRAM)
-        gpu_put(b->addr + off, src, len);
+        dev_io(b, off, (uint8_t *)(uintptr_t)src, len, DEV_PUT);
     else
         memcpy((uint8_t *)(uintptr_t)b->addr + off, src, len);
 }
@@ -71,7 +95,7 @@ static void put(const struct buf *b, size_t off, const void *src, size_t len)
 static void poison(const struct buf *b)
 {
     if (b->mem == IXL_MEM_VRAM)
-        gpu_poison(b->addr, 0xEE, b->len);
+        dev_io(b, 0, NULL, b->len, DEV_POISON);
     else
         memset((void *)(uintptr_t)b->addr, 0xEE, b->len);
 }
@@ -99,7 +123,7 @@ static int holds(const struct buf *b, size_t off, const uint8_t *want, size_t le
     uint8_t *all = malloc(b->len);
     CHECK(all != NULL);
     if (b->mem == IXL_MEM_VRAM)
-        gpu_get(all, b->addr, b->len);
+        dev_io(b, 0, all, b->len, DEV_GET);
     else
         memcpy(all, (void *)(uintptr_t)b->addr, b->len);
     size_t bad[3] = {first_diff(all, NULL, 0xEE, off), first_diff(all + off, want, 0, len),
@@ -286,12 +310,12 @@ static int functional(void)
         gpu_vmm_alloc(&v, LEN, 2);
     uint8_t *h = aligned_alloc(4096, LEN);
     CHECK(h != NULL);
-    struct buf A = {"A (cuMemAlloc)", IXL_MEM_VRAM, a, LEN};
-    struct buf B = {"B (cuMemAlloc)", IXL_MEM_VRAM, b, LEN};
+    struct buf A = {"A (cuMemAlloc)", IXL_MEM_VRAM, a, LEN, 0};
+    struct buf B = {"B (cuMemAlloc)", IXL_MEM_VRAM, b, LEN, 0};
     char vname[64];
     snprintf(vname, sizeof(vname), "V (VMM, %zu physical allocations)", v.n);
-    struct buf V = {vname, IXL_MEM_VRAM, v.ptr, v.len};
-    struct buf H = {"H (host)", IXL_MEM_DRAM, (uintptr_t)h, LEN};
+    struct buf V = {vname, IXL_MEM_VRAM, v.ptr, v.len, v.chunk};
+    struct buf H = {"H (host)", IXL_MEM_DRAM, (uintptr_t)h, LEN, 0};
     reg(&A);
     reg(&B);
     reg(&H);
@@ -374,8 +398,8 @@ static int bench(void)
     CUdeviceptr a = gpu_alloc(BENCH_MAX), b = gpu_alloc(BENCH_MAX);
     uint8_t *h = aligned_alloc(4096, BENCH_MAX);
     CHECK(h != NULL);
-    struct buf A = {"A", IXL_MEM_VRAM, a, BENCH_MAX}, B = {"B", IXL_MEM_VRAM, b, BENCH_MAX};
-    struct buf H = {"H", IXL_MEM_DRAM, (uintptr_t)h, BENCH_MAX};
+    struct buf A = {"A", IXL_MEM_VRAM, a, BENCH_MAX, 0}, B = {"B", IXL_MEM_VRAM, b, BENCH_MAX, 0};
+    struct buf H = {"H", IXL_MEM_DRAM, (uintptr_t)h, BENCH_MAX, 0};
     reg(&A);
     reg(&B);
     reg(&H);
