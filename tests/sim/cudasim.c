@@ -250,7 +250,8 @@ static CUresult check_init(void)
     return CUDA_SUCCESS;
 }
 
-/* The calling thread's current context, which must be a retained one. */
+/* The calling thread's current context, which must be a retained one (a primary context
+ * released to 0 is destroyed: CUDA_ERROR_CONTEXT_IS_DESTROYED, as an H200 answers). */
 static CUresult current_ctx(struct CUctx_st **out)
 {
     CUresult rc = check_init();
@@ -263,7 +264,7 @@ static CUresult current_ctx(struct CUctx_st **out)
     int refs = c->refs;
     pthread_mutex_unlock(&g_lock);
     if (refs <= 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -541,6 +542,8 @@ static const char *error_name(CUresult e)
         return "CUDA_ERROR_INVALID_DEVICE";
     case CUDA_ERROR_INVALID_CONTEXT:
         return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+        return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
     case CUDA_ERROR_MAP_FAILED:
         return "CUDA_ERROR_MAP_FAILED";
     case CUDA_ERROR_ALREADY_MAPPED:
@@ -592,6 +595,8 @@ static const char *error_string(CUresult e)
         return "invalid device ordinal";
     case CUDA_ERROR_INVALID_CONTEXT:
         return "invalid device context";
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+        return "context is destroyed";
     case CUDA_ERROR_MAP_FAILED:
         return "mapping of buffer object failed";
     case CUDA_ERROR_ALREADY_MAPPED:
@@ -919,15 +924,16 @@ CUresult cuMemFree_v2(CUdeviceptr ptr)
     return CUDA_SUCCESS;
 }
 
+/* No current context needed (a real driver answers without one); registered host memory
+ * gives its registered range. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = region_find((uintptr_t)ptr);
-    if (r == NULL || r->kind == SIM_HOSTREG) {
+    if (r == NULL) {
         pthread_mutex_unlock(&g_lock);
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -940,31 +946,15 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr pt
     return CUDA_SUCCESS;
 }
 
-/* What one pointer attribute reads for region r (NULL: memory the driver does not know; resv:
- * the VMM reservation around ptr, if any). CUDA_ERROR_INVALID_VALUE where cuPointerGetAttribute
- * answers so; *data is written only on success. g_lock held. */
+/* What one pointer attribute reads for region r (NULL: memory the driver does not know, which
+ * includes a reserved but unmapped VMM range, as on an H200; resv: the VMM reservation around
+ * a mapping). CUDA_ERROR_INVALID_VALUE where cuPointerGetAttribute answers so. g_lock held. */
 static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_region *r,
                          const struct sim_resv *resv)
 {
-    bool dev = r != NULL && r->kind != SIM_HOSTREG;
-    if (r == NULL && resv == NULL)
+    if (r == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (r == NULL) {
-        /* Reserved (cuMemAddressReserve) but not mapped. */
-        switch (attr) {
-        case CU_POINTER_ATTRIBUTE_MAPPED:
-            *(int *)data = 0;
-            return CUDA_SUCCESS;
-        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-            *(CUdeviceptr *)data = (CUdeviceptr)resv->base;
-            return CUDA_SUCCESS;
-        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-            *(size_t *)data = resv->len;
-            return CUDA_SUCCESS;
-        default:
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
+    bool dev = r->kind != SIM_HOSTREG;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = r->ctx;
@@ -976,9 +966,9 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
         *(CUdeviceptr *)data = (CUdeviceptr)ptr;
         break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = dev ? NULL : (void *)ptr;
         if (dev)
-            return CUDA_ERROR_INVALID_VALUE; /* the CPU has no address for it */
-        *(void **)data = (void *)ptr;
+            return CUDA_ERROR_INVALID_VALUE; /* no CPU address (NULL written, as a GPU does) */
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         *(unsigned long long *)data = r->buffer_id;
@@ -1007,7 +997,9 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
             r->kind == SIM_VMM ? (unsigned long long)r->phys->prop.requestedHandleTypes : 0;
         break;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
-        *(int *)data = 0;
+        /* an H200 says 1 for cuMemAlloc memory, 0 opened through IPC; VMM as requested */
+        *(int *)data = r->kind == SIM_ALLOC ||
+                       (r->kind == SIM_VMM && r->phys->prop.allocFlags.gpuDirectRDMACapable);
         break;
     case SIM_PTR_ATTR_SYNC_MEMOPS:
         *(int *)data = 0;
@@ -1019,7 +1011,10 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
         *(void **)data = NULL;
         break;
     case SIM_PTR_ATTR_MAPPING_SIZE:
-        *(size_t *)data = r->len;
+        /* cuMemAlloc memory lies in 2 MiB granules (an H200 says 2 MiB for 1 MiB + 100) */
+        *(size_t *)data = r->kind == SIM_ALLOC || r->kind == SIM_IPC
+                              ? round_up(r->len, SIM_VMM_GRANULARITY)
+                              : r->len;
         break;
     case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
         *(void **)data = (void *)r->base;
@@ -1030,44 +1025,44 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
     return CUDA_SUCCESS;
 }
 
+/* Like cuMemGetAddressRange_v2, no current context needed. */
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = region_find((uintptr_t)ptr);
-    struct sim_resv *v = (r == NULL || r->kind == SIM_VMM) ? resv_find((uintptr_t)ptr) : NULL;
+    struct sim_resv *v = r != NULL && r->kind == SIM_VMM ? resv_find((uintptr_t)ptr) : NULL;
     rc = attr_get(data, (int)attribute, (uintptr_t)ptr, r, v);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }
 
 /* The value cuPointerGetAttributes writes for memory the driver does not know ("default NULL
- * values"): zeros, with the device ordinal -2 (CUDA's invalid device id). */
+ * values"): zeros, the device ordinal -2 (CUDA's invalid device id), and the range attributes
+ * left as they were (what an H200 does). */
 static void attr_default(void *data, int attr)
 {
     switch (attr) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case SIM_PTR_ATTR_MAPPING_SIZE:
+    case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
+        break;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
     case SIM_PTR_ATTR_MEMPOOL_HANDLE:
-    case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
         *(void **)data = NULL;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *(CUdeviceptr *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
         *(unsigned long long *)data = 0;
-        break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    case SIM_PTR_ATTR_MAPPING_SIZE:
-        *(size_t *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = -2;
@@ -1091,8 +1086,7 @@ static bool attr_known(int attr)
 CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (count == 0 || attributes == NULL || data == NULL)
@@ -1104,10 +1098,15 @@ CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attribu
     /* Unlike cuPointerGetAttribute, unknown pointers are no error: defaults and success. */
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = region_find((uintptr_t)ptr);
-    struct sim_resv *v = (r == NULL || r->kind == SIM_VMM) ? resv_find((uintptr_t)ptr) : NULL;
+    struct sim_resv *v = r == NULL || r->kind == SIM_VMM ? resv_find((uintptr_t)ptr) : NULL;
     for (unsigned i = 0; i < count; i++) {
-        if (attr_get(data[i], (int)attributes[i], (uintptr_t)ptr, r, v) != CUDA_SUCCESS)
-            attr_default(data[i], (int)attributes[i]);
+        int a = (int)attributes[i];
+        if (r == NULL && v != NULL && a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+            *(CUdeviceptr *)data[i] = (CUdeviceptr)v->base; /* reserved, unmapped: an H200 */
+        else if (r == NULL && v != NULL && a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            *(size_t *)data[i] = v->len; /* gives the reservation here, an error one by one */
+        else if (attr_get(data[i], a, (uintptr_t)ptr, r, v) != CUDA_SUCCESS)
+            attr_default(data[i], a);
     }
     pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;
@@ -1527,18 +1526,27 @@ CUresult cuEventCreate(CUevent *event, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+/* On a created stream no current context is needed (the stream names it, as on an H200); the
+ * default stream is the current context's. */
 CUresult cuEventRecord(CUevent event, CUstream stream)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (event == NULL || event->magic != SIM_EVENT_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
-    struct CUstream_st *s;
-    rc = stream_resolve(c, stream, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    struct CUstream_st *s = stream;
+    if ((uintptr_t)stream > 2) {
+        if (stream->magic != SIM_STREAM_MAGIC)
+            return CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        struct CUctx_st *c;
+        rc = current_ctx(&c);
+        if (rc == CUDA_SUCCESS)
+            rc = stream_resolve(c, stream, &s);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
     struct sim_op *op = calloc(1, sizeof(*op));
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1779,14 +1787,21 @@ CUresult cuMemHostUnregister(void *p)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = NULL;
+    rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     for (struct sim_region *q = g_regions; q != NULL; q = q->next) {
-        if (q->kind == SIM_HOSTREG && q->base == (uintptr_t)p)
+        if (q->kind != SIM_HOSTREG || (uintptr_t)p < q->base || (uintptr_t)p - q->base >= q->len)
+            continue;
+        if (q->base == (uintptr_t)p)
             r = q;
+        else
+            rc = CUDA_ERROR_INVALID_VALUE; /* inside a registration, not its start (an H200) */
     }
-    if (r != NULL)
+    if (r != NULL) {
         region_unlist(r);
+        rc = CUDA_SUCCESS;
+    }
     pthread_mutex_unlock(&g_lock);
-    return r != NULL ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return rc;
 }
 
 /* ---- virtual memory management ---------------------------------------------------------- */

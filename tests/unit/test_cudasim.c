@@ -272,8 +272,10 @@ static void test_memory_and_attributes(void)
        CUDA_ERROR_INVALID_VALUE);
     type = 99;
     ord = 99;
+    start = 77;
+    size = 77;
     CU_OK(cu.cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)host));
-    CHECK(type == 0 && ord == -2 && start == 0 && size == 0);
+    CHECK(type == 0 && ord == -2 && start == 77 && size == 77); /* ranges untouched: an H200 */
     CU(cu.cuMemGetAddressRange_v2(&start, &size, (CUdeviceptr)host), CUDA_ERROR_NOT_FOUND);
 
     /* Buffer ids are never reused; a freed address is no longer device memory. */
@@ -412,6 +414,12 @@ static void *worker(void *p)
     if (!a->set_ctx) {
         a->got = cu.cuMemcpyAsync(a->dev, (CUdeviceptr)buf, a->len, NULL);
         CU(cu.cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+        CU(cu.cuMemcpyDtoH_v2(back, a->dev, 16), CUDA_ERROR_INVALID_CONTEXT);
+        /* Pointer queries need no context (as on an H200). */
+        unsigned int type = 0;
+        CU_OK(cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a->dev));
+        CHECK(type == CU_MEMORYTYPE_DEVICE);
+        CU_OK(cu.cuMemGetAddressRange_v2(NULL, NULL, a->dev));
         free(buf);
         free(back);
         return NULL;
@@ -496,7 +504,11 @@ static void test_host_register(void)
     void *hp = NULL;
     CU_OK(cu.cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(buf + 8)));
     CHECK(hp == buf + 8);
-    CU(cu.cuMemHostUnregister(buf + 4096), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CU_OK(cu.cuMemGetAddressRange_v2(&start, &size, (CUdeviceptr)(buf + 5000)));
+    CHECK(start == (CUdeviceptr)buf && size == len);
+    CU(cu.cuMemHostUnregister(buf + 4096), CUDA_ERROR_INVALID_VALUE); /* not its start */
     CU_OK(cu.cuMemHostUnregister(buf));
     CU(cu.cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
     CU(cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buf),
@@ -577,10 +589,17 @@ static void test_vmm(void)
     CHECK(types == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CU_OK(cu.cuMemGetAddressRange_v2(&start, &size, at + 5));
     CHECK(start == at && size == gran);
+    /* Reserved, not mapped: unknown one by one, the reservation in a batch (an H200). */
     int mapped = 1;
-    CU_OK(cu.cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, va));
-    CHECK(mapped == 0);
+    CU(cu.cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, va),
+       CUDA_ERROR_INVALID_VALUE);
     CU(cu.cuMemGetAddressRange_v2(&start, &size, va), CUDA_ERROR_NOT_FOUND);
+    CUpointer_attribute ra[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *rd[3] = {&type, &start, &size};
+    CU_OK(cu.cuPointerGetAttributes(3, ra, rd, va + 5));
+    CHECK(type == 0 && start == va && size == 2 * gran);
     CUipcMemHandle ih;
     CU(cu.cuIpcGetMemHandle(&ih, at), CUDA_ERROR_INVALID_VALUE);
     CU_OK(cu.cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(at + 100)));
@@ -945,7 +964,7 @@ static int child_devices(void)
     /* A released context is no longer usable. */
     CU_OK(cu.cuDevicePrimaryCtxRelease_v2(2));
     CU_OK(cu.cuCtxSetCurrent(c2));
-    CU(cu.cuMemFree_v2(b), CUDA_ERROR_INVALID_CONTEXT);
+    CU(cu.cuMemFree_v2(b), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     CU(cu.cuDevicePrimaryCtxRelease_v2(2), CUDA_ERROR_INVALID_CONTEXT);
     return 0;
 }
