@@ -1,5 +1,6 @@
-/* ixl-info: the plugins ixl finds (and refuses), their capabilities and options, the
- * configuration in force, and the names of status codes. */
+/* ixl-info: the plugins ixl finds (and refuses), their capabilities and options, the GPU
+ * driver and devices the device layer sees (or why none), the configuration in force, and the
+ * names of status codes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +10,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ixl-info [--plugins] [--config] [--strerror N] [--help]\n"
+    fprintf(f, "usage: ixl-info [--plugins] [--cuda] [--config] [--strerror N] [--help]\n"
                "  with no option: the version, every plugin with its options (type, range or\n"
                "  choices, default; sizes take K, M, G, T suffixes, durations us, ms, s), the\n"
                "  memory types an engine of it offers here (and why others are not), each\n"
-               "  refused one with its reason, and the configuration variables with their\n"
-               "  values\n");
+               "  refused one with its reason, the CUDA driver and devices (or why there are\n"
+               "  none), and the configuration variables with their values\n");
 }
 
 static void print_caps(uint32_t caps)
@@ -117,6 +118,33 @@ static void print_plugins(void)
     }
 }
 
+/* The device layer's view (docs/device.md): the driver's version and each device, or why
+ * there is no usable GPU. */
+static void print_cuda(void)
+{
+    char why[512];
+    int n = ixl_device_count(why, sizeof(why));
+    int version = 0;
+    int have_version = ixl_device_driver_version(&version) == IXL_OK;
+    printf("cuda:\n");
+    if (have_version)
+        printf("  driver      CUDA %d.%d (%d)\n", version / 1000, version % 1000 / 10, version);
+    if (n < 0) {
+        printf("  devices     none: %s\n", why);
+        return;
+    }
+    printf("  devices     %d\n", n);
+    for (int i = 0; i < n; i++) {
+        struct ixl_device_info d = {.size = sizeof(d)};
+        if (ixl_device_info(i, &d) != IXL_OK) {
+            printf("  device %d    (no description)\n", i);
+            continue;
+        }
+        printf("  device %d    %s, %llu MiB, compute capability %d.%d, PCI bus %d\n", i, d.name,
+               (unsigned long long)(d.total_mem >> 20), d.cc_major, d.cc_minor, d.pci_bus);
+    }
+}
+
 static void print_config(void)
 {
     size_t n = ixl_config_count();
@@ -133,7 +161,7 @@ static void print_config(void)
 
 int main(int argc, char **argv)
 {
-    int plugins = 0, config = 0;
+    int plugins = 0, config = 0, cuda = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--strerror") == 0) {
             if (i + 1 >= argc) {
@@ -154,6 +182,8 @@ int main(int argc, char **argv)
             plugins = 1;
         } else if (strcmp(argv[i], "--config") == 0) {
             config = 1;
+        } else if (strcmp(argv[i], "--cuda") == 0) {
+            cuda = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -162,12 +192,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!plugins && !config) {
-        plugins = config = 1;
+    if (!plugins && !config && !cuda) {
+        plugins = config = cuda = 1;
         printf("ixl %s\n", ixl_version());
     }
     if (plugins)
         print_plugins();
+    if (cuda)
+        print_cuda();
     if (config)
         print_config();
     return 0;

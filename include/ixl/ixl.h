@@ -27,7 +27,8 @@
  *
  * How the structs of this header grow without breaking callers built against an older one:
  *  - Output structs the caller allocates and the library fills (struct ixl_plugin_info,
- *    ixl_config_var, ixl_xfer_telemetry, ixl_xfer_info, ixl_cost, ixl_agent_stats) begin
+ *    ixl_config_var, ixl_xfer_telemetry, ixl_xfer_info, ixl_cost, ixl_agent_stats,
+ *    ixl_device_info) begin
  *    with uint32_t size. Set it to sizeof(struct ...) before the call. The library writes
  *    only the fields that lie entirely within min(size, its own sizeof) and sets size to that
  *    min: a caller built against an older header gets the fields it knows and nothing past

@@ -109,6 +109,7 @@ static struct {
     pthread_mutex_t cache_lock;
     struct alloc *cache;
     unsigned cached;
+    struct ixl_dev_counters n; /* atomic increments */
 } L = {
     .once = PTHREAD_ONCE_INIT,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -402,8 +403,9 @@ static void ctx_leave(struct saved_ctx *s)
 /*
  * Before a call whose device is not known yet (classification): a thread with no current
  * context gets one already retained, if any. Without any, the call goes on without one:
- * pointer queries work without a context under unified addressing, and retaining device 0's
- * context here would cost a DRAM-only process a GPU context.
+ * cuPointerGetAttributes answers without a context (checked on driver 580 / CUDA 13: full
+ * attributes, while cuMemGetAddressRange returns CUDA_ERROR_INVALID_CONTEXT), and retaining
+ * device 0's context here would cost a DRAM-only process a GPU context.
  */
 static void ctx_enter_any(struct saved_ctx *s)
 {
@@ -449,12 +451,14 @@ static CUresult probe(CUdeviceptr p, struct probe *o)
     void *data[] = {&o->memtype, &o->ordinal, &o->start,   &o->size,
                     &o->id,      &o->ipc,     &o->managed, &o->mapped};
     _Static_assert(sizeof(attrs) / sizeof(attrs[0]) == sizeof(data) / sizeof(data[0]), "pairs");
+    __atomic_fetch_add(&L.n.probes, 1, __ATOMIC_RELAXED);
     return L.f.cuPointerGetAttributes(sizeof(attrs) / sizeof(attrs[0]), attrs, data, p);
 }
 
 static int is_device(const struct probe *pr)
 {
-    return pr->memtype == CU_MEMORYTYPE_DEVICE && !pr->managed && pr->ordinal >= 0;
+    return pr->memtype == CU_MEMORYTYPE_DEVICE && !pr->managed && pr->ordinal >= 0 &&
+           pr->ordinal < L.count;
 }
 
 static struct alloc *cache_slot(uint64_t id)
@@ -502,29 +506,36 @@ static void cache_put(const struct alloc *v)
     pthread_mutex_unlock(&L.cache_lock);
 }
 
-/* The allocation containing device pointer p (probed as pr): from the cache, or derived. */
+/*
+ * The allocation containing device pointer p (probed as pr): from the cache, or derived. For
+ * VMM memory the range is the one mapping (cuMemMap) that contains p, which is what
+ * cuMemGetAddressRange reports; the range attributes report the whole reservation there
+ * (cuMemAddressReserve), mapped or not, so they cannot bound VMM memory.
+ */
 static int alloc_of(CUdeviceptr p, const struct probe *pr, struct alloc *out)
 {
     if (pr->id != 0 && cache_get(pr->id, out))
         return IXL_OK;
     struct alloc a = {.id = pr->id, .ordinal = pr->ordinal};
-    a.base = pr->start;
-    a.len = pr->size;
-    if (a.len == 0) {
-        CUdeviceptr b = 0;
-        size_t s = 0;
-        if (L.f.cuMemGetAddressRange_v2(&b, &s, p) == CUDA_SUCCESS) {
-            a.base = b;
-            a.len = s;
-        }
-    }
+    __atomic_fetch_add(&L.n.alloc_misses, 1, __ATOMIC_RELAXED);
     /* cuMemRetainAllocationHandle succeeds only for cuMemCreate memory (VMM). */
     CUmemGenericAllocationHandle h = 0;
     if (L.f.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p) == CUDA_SUCCESS) {
         a.flags |= IXL_DEV_PTR_VMM;
         L.f.cuMemRelease(h);
-    } else if (pr->ipc) {
-        a.flags |= IXL_DEV_PTR_IPC_LEGACY;
+    } else {
+        a.base = pr->start;
+        a.len = pr->size;
+        if (pr->ipc)
+            a.flags |= IXL_DEV_PTR_IPC_LEGACY;
+    }
+    if (a.len == 0) {
+        CUdeviceptr b = 0;
+        size_t s = 0;
+        if (L.f.cuMemGetAddressRange_v2(&b, &s, p) == CUDA_SUCCESS && b <= p && p - b < s) {
+            a.base = b;
+            a.len = s;
+        }
     }
     if (a.id != 0 && a.len != 0)
         cache_put(&a);
@@ -548,11 +559,10 @@ static int past_end(uint64_t p, uint64_t len, uint64_t base, uint64_t alen, int 
 }
 
 /*
- * VMM memory (cuMemCreate + cuMemMap, as PyTorch's expandable segments make): the driver's
- * range attributes report the one mapping that contains the pointer, while a tensor may span
- * several mappings laid side by side in one reserved range. The run of adjacent mappings of
- * the same device that covers [p, end) counts as one allocation. When the driver reports no
- * range at all, every VMM granule of [p, end) must be mapped device memory of the device.
+ * VMM memory (cuMemCreate + cuMemMap, as PyTorch's expandable segments make): a tensor may
+ * span several mappings laid side by side in one reserved range. The run of adjacent mappings
+ * of the same device that covers [p, end) counts as one allocation. When the driver reports
+ * no mapping at all, every VMM granule of [p, end) must be device memory of the device.
  */
 static int vmm_cover(uint64_t p, uint64_t end, struct alloc *a, char *why, size_t why_len)
 {
@@ -576,14 +586,38 @@ static int vmm_cover(uint64_t p, uint64_t end, struct alloc *a, char *why, size_
     uint64_t cover = a->base + a->len;
     while (cover < end) {
         struct probe pr;
+        CUdeviceptr b = 0;
+        size_t s = 0;
         CUresult rc = probe(cover, &pr);
         if (rc != CUDA_SUCCESS)
             return cu_fail_why("cuPointerGetAttributes", rc, why, why_len);
-        if (!is_device(&pr) || pr.ordinal != a->ordinal || pr.start != cover || pr.size == 0)
+        if (!is_device(&pr) || pr.ordinal != a->ordinal ||
+            L.f.cuMemGetAddressRange_v2(&b, &s, cover) != CUDA_SUCCESS || b != cover || s == 0)
             return past_end(p, end - p, a->base, cover - a->base, a->ordinal, why, why_len);
-        cover += pr.size;
+        cover += s;
     }
     a->len = cover - a->base;
+    return IXL_OK;
+}
+
+/* The allocation (or run of VMM mappings) holding [p, p + len), device memory probed as pr. */
+static int classify_device(uint64_t p, size_t len, const struct probe *pr, struct alloc *a,
+                           char *why, size_t why_len)
+{
+    if (len > UINT64_MAX - p) {
+        if (why != NULL && why_len > 0)
+            snprintf(why, why_len, "[0x%llx, +%zu) wraps around the address space",
+                     (unsigned long long)p, len);
+        return IXL_ERR_INVALID_ARG;
+    }
+    int s = alloc_of(p, pr, a);
+    if (s != IXL_OK)
+        return s;
+    uint64_t end = p + (len ? len : 1);
+    if (a->flags & IXL_DEV_PTR_VMM)
+        return vmm_cover(p, end, a, why, why_len);
+    if (a->len == 0 || p < a->base || end > a->base + a->len)
+        return past_end(p, len, a->base, a->len, a->ordinal, why, why_len);
     return IXL_OK;
 }
 
@@ -596,31 +630,29 @@ static int classify_now(const void *ptr, size_t len, struct ixl_dev_ptr *out, st
     struct probe pr;
     CUresult rc = probe(p, &pr);
     if (rc == CUDA_ERROR_INVALID_CONTEXT || rc == CUDA_ERROR_INVALID_VALUE) {
-        /* No context anywhere in the process (so no device memory of ours), or an address
-         * the driver does not know: host memory either way. */
+        /* A driver that wants a context for pointer queries (the simulated one does; CUDA
+         * 13's does not) on a thread without one while no device is in use here yet, or an
+         * address the driver does not know: host memory either way. */
         pr.memtype = 0;
     } else if (rc != CUDA_SUCCESS) {
         return cu_fail_why("cuPointerGetAttributes", rc, why, why_len);
     }
-    struct alloc a = {0};
+    struct alloc a = {.ordinal = -1};
     if (is_device(&pr)) {
-        if (len > UINT64_MAX - p) {
-            if (why != NULL && why_len > 0)
-                snprintf(why, why_len, "[0x%llx, +%zu) wraps around the address space",
-                         (unsigned long long)p, len);
-            return IXL_ERR_INVALID_ARG;
-        }
-        int s = alloc_of(p, &pr, &a);
-        if (s != IXL_OK)
-            return s;
-        uint64_t end = p + (len ? len : 1);
-        if (a.flags & IXL_DEV_PTR_VMM) {
-            s = vmm_cover(p, end, &a, why, why_len);
+        /* Pointer attributes answer without a context, range queries need one: a thread
+         * with none gets the device's own for the rest (its primary context, which the
+         * application that allocated the memory holds already). */
+        struct saved_ctx inner = {0};
+        CUcontext cur = NULL;
+        if (L.f.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL) {
+            int s = ctx_enter(pr.ordinal, &inner);
             if (s != IXL_OK)
                 return s;
-        } else if (a.len == 0 || p < a.base || end > a.base + a.len) {
-            return past_end(p, len, a.base, a.len, a.ordinal, why, why_len);
         }
+        int s = classify_device(p, len, &pr, &a, why, why_len);
+        ctx_leave(&inner);
+        if (s != IXL_OK)
+            return s;
         r.ordinal = a.ordinal;
         r.base = a.base;
         r.len = a.len;
@@ -896,6 +928,7 @@ static int op_ipc_export(void *ctx, const void *ptr, struct ixl_dev_ipc *out)
     if (rc != IXL_OK)
         return rc;
     CUipcMemHandle h;
+    __atomic_fetch_add(&L.n.ipc_exports, 1, __ATOMIC_RELAXED);
     CUresult r = L.f.cuIpcGetMemHandle(&h, (CUdeviceptr)a.base);
     ctx_leave(&sc);
     if (r != CUDA_SUCCESS)
@@ -1023,6 +1056,13 @@ static const struct ixl_devops devops = {
 const struct ixl_devops *ixl_dev_ops(void)
 {
     return &devops;
+}
+
+void ixl_dev_counters(struct ixl_dev_counters *out)
+{
+    out->probes = __atomic_load_n(&L.n.probes, __ATOMIC_RELAXED);
+    out->alloc_misses = __atomic_load_n(&L.n.alloc_misses, __ATOMIC_RELAXED);
+    out->ipc_exports = __atomic_load_n(&L.n.ipc_exports, __ATOMIC_RELAXED);
 }
 
 size_t ixl_device_entry_points(const char *const **out)

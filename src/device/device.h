@@ -23,6 +23,15 @@ const struct ixl_devops *ixl_dev_ops(void);
  */
 size_t ixl_device_entry_points(const char *const **out);
 
+/* What the layer asked the driver, since the process started (tests read it to show that the
+ * per-allocation cache works). */
+struct ixl_dev_counters {
+    uint64_t probes;       /* cuPointerGetAttributes calls */
+    uint64_t alloc_misses; /* allocations derived (not found in the cache) */
+    uint64_t ipc_exports;  /* cuIpcGetMemHandle calls */
+};
+void ixl_dev_counters(struct ixl_dev_counters *out);
+
 /*
  * The core's check of a VRAM registration descriptor: [addr, addr + len) must be device memory
  * of device dev lying wholly inside one allocation (or one contiguous run of VMM mappings).

@@ -4,7 +4,11 @@
  * handcrafted edge cases (empty, truncated, huge counts, bad fields). The output is checked in
  * under tests/fuzz/corpus; regenerate it after a format change with
  *
- *   IXL_PLUGIN_DIR=build/tests/plugins build/tests/fuzz_gen_corpus tests/fuzz/corpus
+ *   IXL_PLUGIN_DIR=build/tests/plugins IXL_CUDA_LIBRARY=build/tests/sim/libixl_cudasim.so \
+ *   IXL_CUDASIM_DEVICES=4 build/tests/fuzz_gen_corpus tests/fuzz/corpus
+ *
+ * VRAM registrations are checked by the device layer (docs/device.md), so the VRAM regions
+ * are real device memory of the simulated driver.
  *
  * Files are overwritten, never removed. Blobs carry random instance ids and incarnations, so
  * two runs differ in those bytes only.
@@ -64,6 +68,16 @@ static void reg(struct ixl_agent *a, enum ixl_mem type, uint64_t addr, uint64_t 
         die(ixl_agent_last_error(a), rc);
 }
 
+/* len bytes of device memory on dev (freed at exit). */
+static uint64_t vram(int dev, size_t len)
+{
+    void *p;
+    int rc = ixl_device_alloc(dev, len, &p);
+    if (rc != IXL_OK)
+        die("ixl_device_alloc (run with the simulated driver: see the top of this file)", rc);
+    return (uint64_t)(uintptr_t)p;
+}
+
 static void md(struct ixl_agent *a, const struct ixl_md_params *p, const char *name)
 {
     void *blob;
@@ -109,8 +123,8 @@ static void real_md(void)
         reg(a, IXL_MEM_DRAM, (uint64_t)(uintptr_t)buf[i], sizeof(buf[i]), 0, NULL);
     reg(a, IXL_MEM_DRAM, (uint64_t)(uintptr_t)buf[4], 3 * sizeof(buf[4]), 1, NULL); /* dev 1 */
     reg(a, IXL_MEM_DRAM, (uint64_t)(uintptr_t)buf[4] + 64, 128, 0, NULL);           /* nested */
-    reg(a, IXL_MEM_VRAM, 0x7f0000000000ull, 1ull << 30, 0, NULL);
-    reg(a, IXL_MEM_VRAM, 0x7f0000000000ull, 1ull << 30, 3, NULL);
+    reg(a, IXL_MEM_VRAM, vram(0, 1ull << 30), 1ull << 30, 0, NULL);
+    reg(a, IXL_MEM_VRAM, vram(3, 1ull << 30), 1ull << 30, 3, NULL);
     reg(a, IXL_MEM_FILE, 0, 1 << 20, 7, "weights");
 
     md(a, NULL, "full");
@@ -153,9 +167,9 @@ static void real_md(void)
 
     /* Many regions, strided like KV blocks. */
     a = agent("corpus_kv", "TEST");
+    uint64_t kv[2] = {vram(0, 24 * 0x10000), vram(1, 24 * 0x10000)};
     for (int i = 0; i < 24; i++)
-        reg(a, IXL_MEM_VRAM, 0x100000000ull + (uint64_t)i * 0x10000, 0x8000, (uint64_t)(i % 2),
-            NULL);
+        reg(a, IXL_MEM_VRAM, kv[i % 2] + (uint64_t)i * 0x10000, 0x8000, (uint64_t)(i % 2), NULL);
     md(a, NULL, "many_regions");
     ixl_agent_destroy(a);
 

@@ -1,9 +1,11 @@
 #!/bin/sh
 # ixl-info lists the test plugin with its options, each broken plugin as refused with its
-# reason, the configuration, and names status codes.
+# reason, the CUDA section (with the simulated driver given as the third argument: its devices;
+# without a driver: why there is none), the configuration, and names status codes.
 set -u
 info=$1
 dir=$2
+sim=${3:-}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 out=$(IXL_PLUGIN_DIR="$dir" "$info") || fail "ixl-info exited $?"
 echo "$out"
@@ -34,6 +36,22 @@ for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF BROKEN_OPTS TESTDUP
         fail "$f not listed as refused with a reason"
 done
 echo "$out" | grep -q "IXL_PLUGIN_DIR *= \"$dir\"" || fail "configuration not printed"
+echo "$out" | grep -q "^cuda:$" || fail "no cuda section"
+# The CUDA section without a driver, with the simulated one, and with it saying no device.
+cuda=$(IXL_CUDA_LIBRARY=/nonexistent/libcuda.so.1 "$info" --cuda) || fail "ixl-info --cuda exited $?"
+echo "$cuda"
+echo "$cuda" | grep -q "^  devices     none: no GPU driver (/nonexistent/libcuda.so.1: not found" ||
+    fail "no driver not shown as such"
+if [ -n "$sim" ]; then
+    cuda=$(IXL_CUDA_LIBRARY="$sim" IXL_CUDASIM_DEVICES=2 "$info" --cuda) || fail "ixl-info --cuda exited $?"
+    echo "$cuda"
+    echo "$cuda" | grep -Eq "^  driver      CUDA [0-9]+\.[0-9]+ \([0-9]+\)$" || fail "no driver version"
+    echo "$cuda" | grep -q "^  devices     2$" || fail "not 2 devices"
+    echo "$cuda" | grep -Eq "^  device 1    .+, [0-9]+ MiB, compute capability [0-9]+\.[0-9]+, PCI bus" ||
+        fail "device 1 not described"
+    cuda=$(IXL_CUDA_LIBRARY="$sim" IXL_CUDASIM_NO_DEVICE=1 "$info" --cuda) || fail "exited $?"
+    echo "$cuda" | grep -q "^  devices     none: no CUDA device" || fail "no device not shown as such"
+fi
 [ "$("$info" --strerror -500)" = "-500 IXL_ERR_NOT_FOUND" ] || fail "--strerror -500"
 "$info" --strerror 12345 >/dev/null && fail "--strerror of an unknown status must fail"
 "$info" --bogus 2>/dev/null && fail "an unknown option must fail"

@@ -172,8 +172,16 @@ static int fill_estimate(void *ctx, void *out)
     return ixl_xfer_estimate(ctx, out);
 }
 
+static int fill_device_info(void *ctx, void *out)
+{
+    (void)ctx;
+    return ixl_device_info(0, out); /* ctest runs this with the simulated CUDA driver */
+}
+
 static void test_api(void)
 {
+    check_struct("ixl_device_info", fill_device_info, NULL, sizeof(struct ixl_device_info),
+                 IXL_SIZE_THROUGH(struct ixl_device_info, pci_bus));
     check_struct("ixl_config_get", fill_config, NULL, sizeof(struct ixl_config_var),
                  IXL_SIZE_THROUGH(struct ixl_config_var, description));
     check_struct("ixl_plugin_get", fill_plugin_get, NULL, sizeof(struct ixl_plugin_info),
