@@ -27,7 +27,7 @@
  *
  * Lock order: e->lock (peers, allocations, accepted names) -> p->lock -> e->reqs_lock ->
  * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves; a device
- * stream's lock and e->dq_lock (net_dev.c) are leaves too (device calls only under a stream's). No
+ * stream's lock -> its queue lock (net_dev.c), taken with no other NET lock held. No
  * lock is held across a blocking system call: sockets are non-blocking, and a frame that touches
  * user or registered memory holds a reference (request busy count, region inflight count)
  * instead of a lock while it waits for the peer.
@@ -430,13 +430,9 @@ struct net_engine {
     const struct ixl_devops *dev;
     int n_devs;
     char mem_why[256];
-    struct net_dstream *dstreams; /* n_devs * NET_DIRS streams, created on first use */
-    pthread_mutex_t dq_lock;      /* the completion queue */
-    pthread_cond_t dq_cond;
-    struct net_dwait *dq_head, *dq_tail;
-    bool dq_stop;
-    pthread_t dthread;
-    bool dthread_started;
+    /* n_devs * NET_DIRS streams (index ordinal * NET_DIRS + direction), each created on first
+     * use with its completion thread (net_dev.c). */
+    struct net_dstream *dstreams;
 };
 
 #define NET_REGION_MAGIC 0x4e524547u

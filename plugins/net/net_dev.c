@@ -1,16 +1,18 @@
 /* NET's device memory: VRAM within the agent through the process's device layer (host->dev,
  * ixl_plugin.h). Registration classifies the pointer; a request within the agent with VRAM on
  * a side enqueues one asynchronous copy per descriptor on a stream of its GPU, records one
- * event after them, and hands the event to the completion thread, which waits for it and only
- * then completes the request (and queues its notification). A device pointer never reaches
- * memmove, process_vm_*, sendmsg or a mapping: VRAM regions stay out of the key table, and
- * requests between agents with VRAM on a side are refused at prep_xfer (part 2, issue 20).
+ * event after them, and hands the event to its stream's completion thread, which waits for it
+ * and only then completes the request (and queues its notification). A device pointer never
+ * reaches memmove, process_vm_*, sendmsg or a mapping: VRAM regions stay out of the key table,
+ * and requests between agents with VRAM on a side are refused at prep_xfer (part 2, issue 20).
  *
  * Streams: NET_DIRS per GPU (device to device, host to device, device to host, so the copy
- * engines of both directions overlap), created on first use, each with a mutex: posts come
- * from any application thread, and a stream has one owner at a time. The mutex covers a
- * request's copies and its event's record, so the event follows exactly its own copies (and
- * those queued before them). Events go to the completion thread in record order. */
+ * engines of both directions overlap), each created on first use together with its completion
+ * thread. Posts come from any application thread and a stream has one owner at a time, so each
+ * stream has a mutex that covers a request's copies, its event's record and the event's place
+ * in the stream's completion queue: the queue is in the stream's order, and the thread, waiting
+ * for one event after the other, never waits behind work that completes later (completion
+ * threads are per stream, so a long copy in one direction delays no other stream). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,21 @@
 
 #include "net.h"
 
+/* One stream of one GPU and direction, with the completion thread of its events. */
 struct net_dstream {
-    pthread_mutex_t lock;
-    struct ixl_dev_stream *s; /* NULL until first used (or after a failed record) */
+    struct net_engine *e;
+    int ord;
+    pthread_mutex_t lock;     /* the stream's owner: a request's copies and its event's record */
+    struct ixl_dev_stream *s; /* NULL until first used (or after a failed copy) */
+    /* Events recorded on the stream, in record order (pushed under lock, so the order is the
+     * stream's); the thread waits for each in turn: a stream runs in order, so no event
+     * waits behind one that completes later. */
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    struct net_dwait *head, *tail;
+    bool stop;
+    bool started; /* the thread runs (started with the stream, under lock) */
+    pthread_t thread;
 };
 
 /* An event the completion thread waits for: request serial's device work. */
@@ -28,12 +42,11 @@ struct net_dwait {
     uint64_t serial;
     struct net_req *r; /* busy held until the event is done */
     struct ixl_dev_event *ev;
-    struct net_dstream *ds; /* the stream it was recorded on */
-    struct ixl_dev_stream *s;
+    struct ixl_dev_stream *s; /* the stream it was recorded on */
     struct net_dwait *next;
 };
 
-static void *dev_main(void *arg);
+static void *dstream_main(void *arg);
 
 /* The devops methods NET calls, all within the first generation of struct ixl_devops. */
 #define DEVOPS_COVERS(d, f) ((d)->size >= offsetof(struct ixl_devops, f) + sizeof((d)->f))
@@ -63,38 +76,40 @@ int net_dev_init(struct net_engine *e)
     e->dstreams = net_sys()->calloc((size_t)n * NET_DIRS, sizeof(*e->dstreams));
     if (e->dstreams == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < n * NET_DIRS; i++)
-        pthread_mutex_init(&e->dstreams[i].lock, NULL);
+    for (int i = 0; i < n * NET_DIRS; i++) {
+        struct net_dstream *ds = &e->dstreams[i];
+        ds->e = e;
+        ds->ord = i / NET_DIRS;
+        pthread_mutex_init(&ds->lock, NULL);
+        pthread_mutex_init(&ds->qlock, NULL);
+        pthread_cond_init(&ds->qcond, NULL);
+    }
     e->n_devs = n;
-    int te = net_sys()->pthread_create(&e->dthread, NULL, dev_main, e);
-    if (te != 0)
-        return net_error(e, IXL_ERR_SYSTEM,
-                         "NET: cannot start its device completion thread: pthread_create: %s",
-                         strerror(te));
-    e->dthread_started = true;
     e->dev = d;
     return IXL_OK;
 }
 
 void net_dev_stop(struct net_engine *e)
 {
-    if (e->dthread_started) {
-        pthread_mutex_lock(&e->dq_lock);
-        e->dq_stop = true; /* it still waits for every queued event first */
-        pthread_cond_broadcast(&e->dq_cond);
-        pthread_mutex_unlock(&e->dq_lock);
-        pthread_join(e->dthread, NULL);
-        e->dthread_started = false;
-    }
-    if (e->dstreams != NULL) {
-        for (int i = 0; i < e->n_devs * NET_DIRS; i++) {
-            if (e->dstreams[i].s != NULL)
-                e->host->dev->stream_destroy(e->host->dev->ctx, e->dstreams[i].s);
-            pthread_mutex_destroy(&e->dstreams[i].lock);
+    if (e->dstreams == NULL)
+        return;
+    for (int i = 0; i < e->n_devs * NET_DIRS; i++) {
+        struct net_dstream *ds = &e->dstreams[i];
+        if (ds->started) { /* it still waits for every queued event first */
+            pthread_mutex_lock(&ds->qlock);
+            ds->stop = true;
+            pthread_cond_broadcast(&ds->qcond);
+            pthread_mutex_unlock(&ds->qlock);
+            pthread_join(ds->thread, NULL);
         }
-        free(e->dstreams);
-        e->dstreams = NULL;
+        if (ds->s != NULL)
+            e->host->dev->stream_destroy(e->host->dev->ctx, ds->s);
+        pthread_cond_destroy(&ds->qcond);
+        pthread_mutex_destroy(&ds->qlock);
+        pthread_mutex_destroy(&ds->lock);
     }
+    free(e->dstreams);
+    e->dstreams = NULL;
 }
 
 int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g)
@@ -127,15 +142,24 @@ int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct ne
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
-/* The stream of (ord, dir), created on first use; its lock held by the caller. */
-static int stream_get(struct net_engine *e, struct net_dstream *ds, int ord,
-                      struct ixl_dev_stream **out)
+/* The stream of ds, created on first use, and its completion thread with the first stream;
+ * ds->lock held by the caller. */
+static int stream_get(struct net_engine *e, struct net_dstream *ds, struct ixl_dev_stream **out)
 {
+    if (!ds->started) {
+        int te = net_sys()->pthread_create(&ds->thread, NULL, dstream_main, ds);
+        if (te != 0)
+            return net_error(e, IXL_ERR_SYSTEM,
+                             "NET: cannot start a device completion thread: pthread_create: %s",
+                             strerror(te));
+        ds->started = true;
+    }
     if (ds->s == NULL) {
-        int rc = e->dev->stream_create(e->dev->ctx, ord, &ds->s);
+        int rc = e->dev->stream_create(e->dev->ctx, ds->ord, &ds->s);
         if (rc != IXL_OK) {
             ds->s = NULL;
-            return rc;
+            return net_error(e, rc, "NET: cannot create a stream on GPU %d (status %d)", ds->ord,
+                             rc);
         }
     }
     *out = ds->s;
@@ -155,8 +179,8 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
     struct ixl_dev_event *ev = NULL;
     size_t i = 0;
     pthread_mutex_lock(&ds->lock);
-    int rc = stream_get(e, ds, r->dev_ord, &s);
-    int copy_rc = IXL_OK;
+    int rc = stream_get(e, ds, &s);
+    int copy_rc = IXL_OK, rec_rc = IXL_OK;
     for (; rc == IXL_OK && i < r->n; i++) {
         void *l = (void *)(uintptr_t)r->ld[i].addr, *t = (void *)(uintptr_t)r->rd[i].addr;
         copy_rc = d->copy(d->ctx, s, r->op == IXL_OP_WRITE ? t : l, r->op == IXL_OP_WRITE ? l : t,
@@ -164,7 +188,6 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
         if (copy_rc != IXL_OK)
             break;
     }
-    int rec_rc = IXL_OK;
     if (rc == IXL_OK && (i > 0 || copy_rc == IXL_OK)) {
         rec_rc = d->record(d->ctx, s, &ev);
         if (rec_rc != IXL_OK) {
@@ -174,23 +197,21 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
             ev = NULL;
         }
     }
-    pthread_mutex_unlock(&ds->lock);
     if (rc == IXL_OK && copy_rc == IXL_OK && rec_rc == IXL_OK) {
-        w->serial = serial;
-        w->r = r;
-        w->ev = ev;
-        w->ds = ds;
-        w->s = s;
-        pthread_mutex_lock(&e->dq_lock);
-        if (e->dq_tail)
-            e->dq_tail->next = w;
+        /* Queued in record order (under the stream's lock): the thread waits for it. */
+        *w = (struct net_dwait){.serial = serial, .r = r, .ev = ev, .s = s};
+        pthread_mutex_lock(&ds->qlock);
+        if (ds->tail)
+            ds->tail->next = w;
         else
-            e->dq_head = w;
-        e->dq_tail = w;
-        pthread_cond_signal(&e->dq_cond);
-        pthread_mutex_unlock(&e->dq_lock);
+            ds->head = w;
+        ds->tail = w;
+        pthread_cond_signal(&ds->qcond);
+        pthread_mutex_unlock(&ds->qlock);
+        pthread_mutex_unlock(&ds->lock);
         return IXL_IN_PROGRESS;
     }
+    pthread_mutex_unlock(&ds->lock);
     /* Failed: nothing of the request may stay running on the device (its buffers may go once
      * the post's error is reported). */
     if (ev != NULL) {
@@ -200,8 +221,7 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
     free(w);
     net_req_unbusy(e, r);
     if (rc != IXL_OK)
-        return net_error(e, rc, "NET: cannot create a stream on GPU %d (status %d)", r->dev_ord,
-                         rc);
+        return rc; /* explained by stream_get */
     if (copy_rc != IXL_OK)
         return net_error(e, copy_rc,
                          "NET: the device layer refused to enqueue the copy of descriptor %zu "
@@ -214,23 +234,25 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
                      rec_rc);
 }
 
-/* The completion thread: waits for each event in record order, then completes its request
- * (the notification of a request within the agent is queued only now, after the copies). */
-static void *dev_main(void *arg)
+/* A stream's completion thread: waits for each of its events in record order, then completes
+ * the request (the notification of a request within the agent is queued only now, after the
+ * copies). */
+static void *dstream_main(void *arg)
 {
-    struct net_engine *e = arg;
+    struct net_dstream *ds = arg;
+    struct net_engine *e = ds->e;
     const struct ixl_devops *d = e->host->dev;
     for (;;) {
-        pthread_mutex_lock(&e->dq_lock);
-        while (e->dq_head == NULL && !e->dq_stop)
-            pthread_cond_wait(&e->dq_cond, &e->dq_lock);
-        struct net_dwait *w = e->dq_head;
+        pthread_mutex_lock(&ds->qlock);
+        while (ds->head == NULL && !ds->stop)
+            pthread_cond_wait(&ds->qcond, &ds->qlock);
+        struct net_dwait *w = ds->head;
         if (w != NULL) {
-            e->dq_head = w->next;
-            if (e->dq_head == NULL)
-                e->dq_tail = NULL;
+            ds->head = w->next;
+            if (ds->head == NULL)
+                ds->tail = NULL;
         }
-        pthread_mutex_unlock(&e->dq_lock);
+        pthread_mutex_unlock(&ds->qlock);
         if (w == NULL)
             break; /* stopping, and every event was waited for */
         int rc = d->wait(d->ctx, w->ev);
@@ -239,12 +261,12 @@ static void *dev_main(void *arg)
             /* A failed copy may leave its stream failed for good (CUDA's errors are sticky):
              * the next request gets a new one. The stream's own teardown waits for what is
              * still queued on it, whose events report the failure too. */
-            pthread_mutex_lock(&w->ds->lock);
-            if (w->ds->s == w->s) {
+            pthread_mutex_lock(&ds->lock);
+            if (ds->s == w->s) {
                 d->stream_destroy(d->ctx, w->s);
-                w->ds->s = NULL;
+                ds->s = NULL;
             }
-            pthread_mutex_unlock(&w->ds->lock);
+            pthread_mutex_unlock(&ds->lock);
         }
         /* busy dropped first (a release waiting for it may now free the request: it took the
          * request out of the table, so part_done below finds nothing and sends nothing). */

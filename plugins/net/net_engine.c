@@ -760,8 +760,6 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     pthread_cond_init(&e->msg_cond, NULL);
     pthread_mutex_init(&e->work_lock, NULL);
     pthread_cond_init(&e->work_cond, NULL);
-    pthread_mutex_init(&e->dq_lock, NULL);
-    pthread_cond_init(&e->dq_cond, NULL);
     int rc = parse_options(e, init);
     if (rc == IXL_OK && e->auth_mode == IXL_AUTH_OPEN)
         e->host->log(e->host->ctx, IXL_LOG_WARN,
@@ -849,8 +847,6 @@ static void net_destroy_engine(struct ixl_engine *base)
     free(e->work);
     pthread_cond_destroy(&e->work_cond);
     pthread_mutex_destroy(&e->work_lock);
-    pthread_cond_destroy(&e->dq_cond);
-    pthread_mutex_destroy(&e->dq_lock);
     pthread_cond_destroy(&e->msg_cond);
     pthread_mutex_destroy(&e->msg_lock);
     pthread_mutex_destroy(&e->notif_lock);

@@ -34,7 +34,8 @@
 #include "check.h"
 
 #define NDESC 48
-#define REGION (256u * 1024u)
+#define REGION (128u * 1024u)
+#define SMALL (32u * 1024u) /* the other cases' regions */
 #define DELAY_US 250000 /* per copy in the inflight case: longer than NET's 200 ms release wait */
 
 static uint64_t now_ms(void)
@@ -219,9 +220,9 @@ static int case_pairs(void)
         /* 48 descriptors of odd sizes, the remote ones at shuffled slots. */
         size_t loffs[NDESC], roffs[NDESC], lens[NDESC];
         for (size_t i = 0; i < NDESC; i++) {
-            lens[i] = 1000 + i * 37;
-            loffs[i] = i * 5000;
-            roffs[i] = ((i * 17) % NDESC) * 5000 + 3;
+            lens[i] = 200 + i * 37;
+            loffs[i] = i * 2560;
+            roffs[i] = ((i * 17) % NDESC) * 2560 + 3;
         }
         for (int opi = 0; opi < 2; opi++) {
             enum ixl_op op = opi ? IXL_OP_READ : IXL_OP_WRITE;
@@ -236,7 +237,7 @@ static int case_pairs(void)
             CHECK(strcmp(info.backend, "NET") == 0);
             if (strcmp(info.path, "local-cuda") != 0)
                 check_fail(__FILE__, __LINE__, "path '%s', want local-cuda", info.path);
-            for (int round = 0; round < 3; round++, seed++) { /* posted again, fresh data */
+            for (int round = 0; round < 2; round++, seed++) { /* posted again, fresh data */
                 buf_put(src, 0, REGION, seed, 0);
                 buf_put(dst, 0, REGION, 0, 1);
                 ixl_status st = ixl_xfer_post(x);
@@ -280,14 +281,14 @@ static int case_inflight(void)
     need_vram(a);
     /* VRAM -> DRAM: the device writes host memory behind the CPU's back, and every copy of the
      * test's own costs DELAY_US, so the destination is the DRAM side. */
-    struct buf l = buf_new(IXL_MEM_VRAM, REGION), r = buf_new(IXL_MEM_DRAM, REGION);
+    struct buf l = buf_new(IXL_MEM_VRAM, SMALL), r = buf_new(IXL_MEM_DRAM, SMALL);
     reg(a, &l);
     reg(a, &r);
-    size_t off = 0, len = REGION;
+    size_t off = 0, len = SMALL;
 
     /* In flight, then done; the notification only after the copies. */
-    buf_put(&l, 0, REGION, 7, 0);
-    buf_put(&r, 0, REGION, 0, 1);
+    buf_put(&l, 0, SMALL, 7, 0);
+    buf_put(&r, 0, SMALL, 0, 1);
     struct ixl_xfer *x =
         xfer_new(a, IXL_OP_WRITE, &l, &r, "vram-inflight", &off, &off, &len, 1, "copied");
     uint64_t t0 = now_ms();
@@ -298,13 +299,13 @@ static int case_inflight(void)
     CHECK_RC(ixl_xfer_wait(x, 20000), IXL_OK);
     CHECK(now_ms() - t0 >= DELAY_US / 1000 - 20);
     CHECK(drain_count(a, "copied") == 1);
-    buf_expect(&r, 0, REGION, 7, 0, "in-flight WRITE");
+    buf_expect(&r, 0, SMALL, 7, 0, "in-flight WRITE");
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
 
     /* Released in flight: IXL_ERR_BUSY while the device still copies (NET waits 200 ms of the
      * 250), IXL_OK once the copy ended; nothing lands afterwards, no notification. */
-    buf_put(&l, 0, REGION, 8, 0);
-    buf_put(&r, 0, REGION, 0, 1);
+    buf_put(&l, 0, SMALL, 8, 0);
+    buf_put(&r, 0, SMALL, 0, 1);
     x = xfer_new(a, IXL_OP_WRITE, &l, &r, "vram-inflight", &off, &off, &len, 1, "released");
     CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
     CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
@@ -318,10 +319,10 @@ static int case_inflight(void)
     }
     CHECK_RC(st, IXL_OK);
     CHECK(busy >= 1); /* the first release could not stop the device's copy */
-    uint8_t *before = buf_get(&r, 0, REGION);
+    uint8_t *before = buf_get(&r, 0, SMALL);
     usleep(2 * DELAY_US);
-    uint8_t *after = buf_get(&r, 0, REGION);
-    CHECK(memcmp(before, after, REGION) == 0); /* no late write */
+    uint8_t *after = buf_get(&r, 0, SMALL);
+    CHECK(memcmp(before, after, SMALL) == 0); /* no late write */
     free(before);
     free(after);
     CHECK(drain_count(a, "released") == 0);
@@ -341,14 +342,14 @@ static int case_fail(void)
 {
     struct ixl_agent *a = agent_new("vram-fail");
     need_vram(a);
-    struct buf l = buf_new(IXL_MEM_VRAM, REGION), r = buf_new(IXL_MEM_DRAM, REGION);
+    struct buf l = buf_new(IXL_MEM_VRAM, SMALL), r = buf_new(IXL_MEM_DRAM, SMALL);
     reg(a, &l);
     reg(a, &r);
-    size_t off = 0, len = REGION;
+    size_t off = 0, len = SMALL;
     /* The sim counts every copy: the fill of l below is copy 1 (r is DRAM: poisoned directly),
      * so IXL_CUDASIM_FAIL_COPY=2 fails NET's. */
-    buf_put(&l, 0, REGION, 9, 0);
-    buf_put(&r, 0, REGION, 0, 1);
+    buf_put(&l, 0, SMALL, 9, 0);
+    buf_put(&r, 0, SMALL, 0, 1);
     struct ixl_xfer *x =
         xfer_new(a, IXL_OP_WRITE, &l, &r, "vram-fail", &off, &off, &len, 1, "never");
     ixl_status st = ixl_xfer_post(x);
@@ -360,12 +361,12 @@ static int case_fail(void)
     printf("fail: the request ended with %s: %s\n", ixl_strerror(st), ixl_agent_last_error(a));
     CHECK(drain_count(a, "never") == 0);
     /* The next post of the request works again (the sim fails one copy only). */
-    buf_put(&l, 0, REGION, 10, 0);
+    buf_put(&l, 0, SMALL, 10, 0);
     st = ixl_xfer_post(x);
     if (st == IXL_IN_PROGRESS)
         st = ixl_xfer_wait(x, 20000);
     CHECK_RC(st, IXL_OK);
-    buf_expect(&r, 0, REGION, 10, 0, "after the failure");
+    buf_expect(&r, 0, SMALL, 10, 0, "after the failure");
     CHECK(drain_count(a, "never") == 1);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
     dereg(a, &l);
