@@ -13,7 +13,7 @@
 #
 # Environment: IXL_BUILD_DIR (build directory), IXL_GPU_JOBS (build jobs, default nproc),
 # IXL_GPU_PYTHON (interpreter of the PyTorch/CuPy part, default python3), IXL_GPU_QUICK=1 (the
-# bandwidth table with fewer rounds and sizes, for a smoke run).
+# bandwidth table from 3 rounds instead of 5, for a smoke run).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
@@ -64,6 +64,8 @@ while :; do
     say "optional feature IXL_WITH_$sw: its library is missing here, building without it"
     off="$off -DIXL_WITH_$sw=OFF"
 done
+# What is off (this run's switches, or a reused build directory's).
+off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
 targets="ixl ixl-info test_gpu_reg test_gpu_xfer"
