@@ -12,7 +12,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ixl-info [--plugins] [--cuda] [--config] [--strerror N] [--help]\n"
                "  with no option: the version, every plugin with its options (type, range or\n"
-               "  choices, default; sizes take K, M, G, T suffixes, durations us, ms, s), each\n"
+               "  choices, default; sizes take K, M, G, T suffixes, durations us, ms, s), the\n"
+               "  memory types an engine of it offers here (and why others are not), each\n"
                "  refused one with its reason, the CUDA driver and devices (or why there are\n"
                "  none), and the configuration variables with their values\n");
 }
@@ -48,9 +49,39 @@ static void print_mems(uint32_t mask)
     }
 }
 
+/* What an engine of the plugin offers on this machine: its memory types, and why those of the
+ * plugin it dropped are missing (a UCX without CUDA, no GPU), from a backend created with
+ * default options in a probe agent. */
+static void print_here(struct ixl_agent *probe, const struct ixl_plugin_info *info)
+{
+    struct ixl_backend *b = NULL;
+    if (probe == NULL || ixl_backend_create(probe, info->name, NULL, 0, &b) != IXL_OK) {
+        printf("             memory here: unknown (no engine: %s)\n", ixl_agent_last_error(probe));
+        return;
+    }
+    printf("             memory here: ");
+    print_mems(ixl_backend_mem_mask(b));
+    printf("\n");
+    const char *why = ixl_backend_mem_why(b);
+    while (*why) {
+        size_t n = strcspn(why, "\n");
+        printf("             not here: %.*s\n", (int)n, why);
+        why += n + (why[n] == '\n');
+    }
+    if (ixl_backend_destroy(b) != IXL_OK)
+        fprintf(stderr, "ixl-info: destroying the probe backend %s: %s\n", info->name,
+                ixl_agent_last_error(probe));
+}
+
 static void print_plugins(void)
 {
     size_t n = ixl_plugin_count();
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS | IXL_AGENT_F_ETCD,
+                                  .backends = "",
+                                  .etcd_endpoints = ""};
+    struct ixl_agent *probe = NULL;
+    if (ixl_agent_create("ixl-info-probe", &ap, &probe) != IXL_OK)
+        probe = NULL;
     printf("plugins (%zu):\n", n);
     for (size_t i = 0; i < n; i++) {
         struct ixl_plugin_info info = {.size = sizeof(info)};
@@ -60,7 +91,9 @@ static void print_plugins(void)
                info.abi_minor, info.path);
         printf("             memory: ");
         print_mems(info.mem_mask);
-        printf("\n             capabilities: ");
+        printf("\n");
+        print_here(probe, &info);
+        printf("             capabilities: ");
         print_caps(info.caps);
         printf("\n");
         if (info.n_options == 0)
@@ -74,6 +107,7 @@ static void print_plugins(void)
                    o->name, type, o->default_value, o->description);
         }
     }
+    ixl_agent_destroy(probe);
     size_t r = ixl_plugin_refused_count();
     if (r > 0)
         printf("refused (%zu):\n", r);

@@ -5,6 +5,7 @@
  *   ixlbench --role initiator --md-file F [...]    # another measures against it
  *   ixlbench [...]                                 # both roles in one process
  *   ixlbench --target-mem FILE --file F [...]      # storage: DRAM <-> a file, one agent
+ *   ixlbench --initiator-mem VRAM --target-mem VRAM  # device mode: GPU memory, one agent
  *
  * Exit status: 0 measured and every data check passed; 1 a failure (a check, a transfer, a
  * peer); 2 bad usage; 77 the backend is not available. See docs/ixlbench.md.
@@ -44,7 +45,7 @@ static void usage(FILE *f)
             "  --target-opt KEY=VALUE  an option of the target's backend in --role both\n"
             "  --path auto|shm|cma|tcp  shorthand for --opt path=... (NET, initiator side)\n"
             "  --initiator-mem TYPE, --target-mem TYPE  memory types (DRAM; --target-mem FILE\n"
-            "                        or BLK: storage mode, below)\n"
+            "                        or BLK: storage mode, below; VRAM on a side: device mode)\n"
             "  --target-alloc ixl|heap  target memory from ixl_mem_alloc (default; NET can map\n"
             "                        it: path shm) or from mmap (NET: path cma)\n"
             "storage (--target-mem FILE|BLK; one agent, loopback; backend POSIX by default):\n"
@@ -60,6 +61,10 @@ static void usage(FILE *f)
             "                        through the whole file\n"
             "  --warm                read the whole file once (page cache) before measuring\n"
             "  --keep-file           keep a file that ixlbench created\n"
+            "device mode (VRAM on a side; one agent moves between its own two pools):\n"
+            "  --initiator-dev N, --target-dev N  GPU index of a VRAM side (0); device memory\n"
+            "                        from ixl_device_alloc, filled and checked through\n"
+            "                        ixl_device_copy; exit 77 when there is no GPU\n"
             "sweep:\n"
             "  --op read|write|both  operations (both: READ then WRITE; default both)\n"
             "  --block SIZE          first block size (4K); K/M/G suffixes are binary\n"
@@ -111,6 +116,8 @@ enum {
     O_PATH,
     O_IMEM,
     O_TMEM,
+    O_IDEV,
+    O_TDEV,
     O_TALLOC,
     O_FILE,
     O_FILE_SIZE,
@@ -172,6 +179,8 @@ static const struct option long_opts[] = {
     {"path", required_argument, NULL, O_PATH},
     {"initiator-mem", required_argument, NULL, O_IMEM},
     {"target-mem", required_argument, NULL, O_TMEM},
+    {"initiator-dev", required_argument, NULL, O_IDEV},
+    {"target-dev", required_argument, NULL, O_TDEV},
     {"target-alloc", required_argument, NULL, O_TALLOC},
     {"file", required_argument, NULL, O_FILE},
     {"file-size", required_argument, NULL, O_FILE_SIZE},
@@ -298,7 +307,7 @@ static int kv_variants(const char *arg, unsigned *out)
 static int parse(int argc, char **argv, struct ixb_opts *o)
 {
     bool block_set = false, block_max_set = false, batch_max_set = false, tmem_set = false;
-    bool storage_opt = false, role_set = false;
+    bool storage_opt = false, role_set = false, dev_opt = false;
     const char *path = NULL;
     int c, rc = 0;
     uint64_t v;
@@ -380,6 +389,13 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             if (ixl_mem_parse(optarg, &o->target_mem) != IXL_OK)
                 rc = bad("target-mem", optarg);
             tmem_set = true;
+            break;
+        case O_IDEV:
+        case O_TDEV:
+            rc = num(c == O_IDEV ? "initiator-dev" : "target-dev", optarg, 0, 1023, &v);
+            if (rc == 0)
+                *(c == O_IDEV ? &o->init_dev : &o->target_dev) = (int)v;
+            dev_opt = true;
             break;
         case O_FILE:
             o->file = optarg;
@@ -608,7 +624,33 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
     /* Storage mode: --target-mem FILE|BLK, or --file alone (FILE). */
     if (o->file != NULL && !tmem_set)
         o->target_mem = IXL_MEM_FILE;
-    if (ixb_storage(o)) {
+    if (dev_opt && !ixb_devmode(o)) {
+        fprintf(stderr, "ixlbench: --initiator-dev/--target-dev need VRAM on a side "
+                        "(--initiator-mem VRAM or --target-mem VRAM)\n");
+        return 2;
+    }
+    if (ixb_devmode(o)) {
+        /* Device mode: VRAM on a side, DRAM or VRAM on the other, one agent. */
+        enum ixl_mem other = o->init_mem == IXL_MEM_VRAM ? o->target_mem : o->init_mem;
+        if (other != IXL_MEM_DRAM && other != IXL_MEM_VRAM) {
+            fprintf(stderr, "ixlbench: VRAM moves to and from DRAM or VRAM only (not %s)\n",
+                    ixl_mem_name(other));
+            return 2;
+        }
+        if (role_set && o->role != IXB_ROLE_BOTH) {
+            fprintf(stderr, "ixlbench: VRAM runs in one process and one agent (no --role): "
+                            "VRAM between agents is not supported yet\n");
+            return 2;
+        }
+        if (o->kv || storage_opt || o->file != NULL || o->n_topts > 0 || o->target_heap ||
+            o->md_file != NULL || o->cold_buffers || o->listen_port >= 0 || o->peer_host != NULL ||
+            o->etcd != NULL) {
+            fprintf(stderr, "ixlbench: device mode (VRAM) takes none of --scenario kv, the "
+                            "storage options, --target-opt, --target-alloc, --md-file, "
+                            "--cold-buffers, --listen, --peer, --etcd\n");
+            return 2;
+        }
+    } else if (ixb_storage(o)) {
         if (role_set && o->role != IXB_ROLE_BOTH) {
             fprintf(stderr, "ixlbench: --target-mem %s runs in one process (no --role)\n",
                     ixl_mem_name(o->target_mem));
@@ -634,10 +676,12 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         }
         if (!o->backend_set)
             o->backend = "POSIX";
-    } else if (storage_opt || o->target_mem != IXL_MEM_DRAM) {
-        fprintf(stderr, "ixlbench: --target-mem %s: %s\n", ixl_mem_name(o->target_mem),
+    } else if (storage_opt || o->target_mem != IXL_MEM_DRAM || o->init_mem != IXL_MEM_DRAM) {
+        fprintf(stderr, "ixlbench: --%s-mem %s: %s\n",
+                o->target_mem != IXL_MEM_DRAM ? "target" : "initiator",
+                ixl_mem_name(o->target_mem != IXL_MEM_DRAM ? o->target_mem : o->init_mem),
                 storage_opt ? "the storage options need --target-mem FILE or BLK"
-                            : "ixlbench moves DRAM, FILE or BLK only");
+                            : "ixlbench moves DRAM, VRAM, FILE or BLK only");
         return 2;
     }
     bool found = o->role == IXB_ROLE_TARGET ? o->listen_port >= 0 || o->etcd != NULL
@@ -755,6 +799,8 @@ int main(int argc, char **argv)
         return 1;
     if (ixb_storage(&o))
         rc = ixb_storage_run(&o);
+    else if (ixb_devmode(&o))
+        rc = ixb_dev_run(&o);
     else if (o.role == IXB_ROLE_INITIATOR)
         rc = ixb_initiator_run(&o, o.md_file);
     else

@@ -56,7 +56,8 @@ struct ixb_opts {
     struct ixl_kv topts[IXB_MAX_OPTS]; /* the target's backend in --role both */
     size_t n_topts;
     enum ixl_mem init_mem, target_mem;
-    bool target_heap; /* target memory from mmap instead of ixl_mem_alloc */
+    int init_dev, target_dev; /* GPU index of a VRAM side (--initiator-dev, --target-dev) */
+    bool target_heap;         /* target memory from mmap instead of ixl_mem_alloc */
     /* Storage mode (--target-mem FILE or BLK): one agent, the file its own loopback target. */
     const char *file;   /* FILE: the file (default: a temporary one); BLK: the volume */
     uint64_t file_size; /* 0: the file's size, or as large as the largest row needs */
@@ -101,6 +102,23 @@ struct ixb_opts {
 static inline bool ixb_storage(const struct ixb_opts *o)
 {
     return o->target_mem == IXL_MEM_FILE || o->target_mem == IXL_MEM_BLK;
+}
+
+/* Device mode: VRAM on a side; one agent moves its own two pools (ixlbench_dev.c). */
+static inline bool ixb_devmode(const struct ixb_opts *o)
+{
+    return o->init_mem == IXL_MEM_VRAM || o->target_mem == IXL_MEM_VRAM;
+}
+
+/* The dev of a side's descriptors: the GPU index for VRAM, else 0. */
+static inline uint64_t ixb_init_dev(const struct ixb_opts *o)
+{
+    return o->init_mem == IXL_MEM_VRAM ? (uint64_t)o->init_dev : 0;
+}
+
+static inline uint64_t ixb_target_dev(const struct ixb_opts *o)
+{
+    return o->target_mem == IXL_MEM_VRAM ? (uint64_t)o->target_dev : 0;
 }
 
 /* Average and percentiles of a set of samples, in microseconds. */
@@ -219,6 +237,10 @@ struct ixb_rpool { /* at the target */
     uint64_t base;
     size_t len;
     struct ixl_dlist *regions; /* one descriptor per region */
+    /* Device mode: the pool is this agent's own (target_mem), filled and checked here. */
+    uint8_t *mem;
+    struct ixl_reg_desc reg;
+    bool registered;
 };
 
 struct ixb_lpool { /* here */
@@ -235,6 +257,7 @@ struct ixb_store;
 struct ixb_init {
     const struct ixb_opts *o;
     struct ixb_store *store; /* storage mode: the file (ctl.target is this agent's name) */
+    bool loop; /* device mode: both pools are this agent's (ctl.target is its own name) */
     struct ixl_agent *agent;
     struct ixl_backend *be;
     struct ixb_ctl ctl;
@@ -246,9 +269,11 @@ struct ixb_init {
     double rows_done, rows_total; /* progress */
 };
 
-/* Asks the target for a pool and loads its metadata. */
+/* Asks the target for a pool and loads its metadata (device mode: allocates and registers the
+ * pool here, one region). */
 int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap,
                      struct ixb_rpool *out);
+void ixb_rpool_free(struct ixb_init *in, struct ixb_rpool *p);
 /* Maps, poisons and registers a local pool. */
 int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap,
                     struct ixb_lpool *p);
@@ -301,6 +326,25 @@ int64_t ixb_store_verify(const struct ixb_store *s, uint64_t off, uint64_t len, 
 /* Untimed, after fills: with direct I/O, the page cache's dirty pages go to the disk now, not
  * inside the timed region. 0, or -1 (printed). */
 int ixb_store_settle(const struct ixb_store *s);
+
+/* ---- ixlbench_dev.c ------------------------------------------------------------------------- */
+
+/* Device mode: one agent moves between its own pools, one of them (or both) VRAM. 0: every
+ * check passed; 1: a failure; 77: no GPU, or the backend does not move VRAM here. */
+int ixb_dev_run(const struct ixb_opts *o);
+/* Memory of a type: DRAM from mmap, VRAM from ixl_device_alloc on GPU dev (NULL: printed). */
+void *ixb_mem_alloc(enum ixl_mem type, int dev, size_t len);
+void ixb_mem_release(enum ixl_mem type, void *p, size_t len);
+/* Untimed fills and checks of [off, off + len) of a pool at base of type, at pattern offset
+ * off: DRAM directly, VRAM through scratch (scratch_len bytes at a time) and ixl_device_copy,
+ * never touching device memory. put: 0, or -1 (printed). verify: -1 when it holds the
+ * pattern, else the index of the first wrong byte from off (*got its value), -2 on a copy
+ * error (printed). flip: inverts the byte at off (--corrupt-for-test). */
+int ixb_mem_put(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, uint64_t seed,
+                bool poison, uint8_t *scratch, size_t scratch_len);
+int64_t ixb_mem_verify(enum ixl_mem type, const uint8_t *base, uint64_t off, uint64_t len,
+                       uint64_t seed, uint8_t *scratch, size_t scratch_len, uint8_t *got);
+int ixb_mem_flip(enum ixl_mem type, uint8_t *base, uint64_t off);
 
 /* ---- ixlbench_kv.c -------------------------------------------------------------------------- */
 

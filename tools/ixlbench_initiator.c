@@ -143,6 +143,57 @@ int ixb_ctl_call(struct ixb_ctl *c, const char *word, const void *payload, size_
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
+/* Device mode: the target's pool is this agent's own, one region in target_mem. */
+static int loop_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap, unsigned id,
+                      struct ixb_rpool *out)
+{
+    const struct ixb_opts *o = in->o;
+    size_t len = (size_t)(nreg * (rlen + gap) - gap);
+    size_t scratch_len = len < (8u << 20) ? len : (8u << 20);
+    uint8_t *scratch = ixb_map(scratch_len);
+    ixl_status st;
+
+    out->mem = ixb_mem_alloc(o->target_mem, o->target_dev, len);
+    if (out->mem == NULL || scratch == NULL) {
+        if (scratch == NULL)
+            fprintf(stderr, "ixlbench: out of memory for %zu bytes\n", scratch_len);
+        ixb_unmap(scratch, scratch_len);
+        ixb_rpool_free(in, out);
+        return -1;
+    }
+    out->len = len;
+    out->id = id;
+    out->base = (uint64_t)(uintptr_t)out->mem;
+    int prc = ixb_mem_put(o->target_mem, out->mem, 0, len, 0, true, scratch, scratch_len);
+    ixb_unmap(scratch, scratch_len);
+    if (prc != 0) {
+        ixb_rpool_free(in, out);
+        return -1;
+    }
+    out->reg = (struct ixl_reg_desc){out->base, len, ixb_target_dev(o), NULL, 0};
+    st = ixl_mem_register(in->agent, o->target_mem, &out->reg, 1, NULL);
+    if (st != IXL_OK) {
+        fprintf(stderr, "ixlbench: registering the target's %s pool: %s: %s\n",
+                ixl_mem_name(o->target_mem), ixl_strerror(st), ixl_agent_last_error(in->agent));
+        ixb_rpool_free(in, out);
+        return -1;
+    }
+    out->registered = true;
+    return 0;
+}
+
+void ixb_rpool_free(struct ixb_init *in, struct ixb_rpool *p)
+{
+    if (p->registered &&
+        ixl_mem_deregister(in->agent, in->o->target_mem, &p->reg, 1, NULL) != IXL_OK)
+        fprintf(stderr, "ixlbench: deregistering the target's pool: %s\n",
+                ixl_agent_last_error(in->agent));
+    if (p->mem != NULL)
+        ixb_mem_release(in->o->target_mem, p->mem, p->len);
+    ixl_dlist_destroy(p->regions);
+    memset(p, 0, sizeof(*p));
+}
+
 int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap,
                      struct ixb_rpool *out)
 {
@@ -154,6 +205,8 @@ int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t
     unsigned id = in->next_pool++;
 
     memset(out, 0, sizeof(*out));
+    if (in->loop)
+        return loop_alloc(in, nreg, rlen, gap, id, out);
     if (ixb_ctl_call(&in->ctl, "alloc", NULL, 0, &a, "%u %s %" PRIu64 " %" PRIu64 " %" PRIu64, id,
                      in->o->target_heap ? "heap" : "ixl", nreg, rlen, gap) != 0)
         return -1;
@@ -187,7 +240,7 @@ void ixb_lpool_free(struct ixb_init *in, struct ixb_lpool *p)
         ixl_mem_deregister(in->agent, in->o->init_mem, p->regs, p->n_regs, NULL) != IXL_OK)
         fprintf(stderr, "ixlbench: deregistering the local pool: %s\n",
                 ixl_agent_last_error(in->agent));
-    ixb_unmap(p->base, p->len);
+    ixb_mem_release(in->o->init_mem, p->base, p->len);
     free(p->regs);
     memset(p, 0, sizeof(*p));
 }
@@ -197,22 +250,37 @@ int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t 
 {
     ixl_status st;
 
+    const struct ixb_opts *o = in->o;
+    uint64_t dev = ixb_init_dev(o);
+
     memset(p, 0, sizeof(*p));
     p->len = (size_t)(nreg * (rlen + gap) - gap);
-    p->base = ixb_map(p->len);
+    p->base = ixb_mem_alloc(o->init_mem, o->init_dev, p->len);
     p->n_regs = nreg > 1 ? nreg + 1 : 1;
     p->regs = calloc(p->n_regs, sizeof(*p->regs));
     if (p->base == NULL || p->regs == NULL) {
-        fprintf(stderr, "ixlbench: out of memory for %zu bytes\n", p->len);
+        if (o->init_mem != IXL_MEM_VRAM || p->base != NULL)
+            fprintf(stderr, "ixlbench: out of memory for %zu bytes\n", p->len);
         ixb_lpool_free(in, p);
         return -1;
     }
-    memset(p->base, IXB_POISON, p->len);
+    if (o->init_mem == IXL_MEM_VRAM) {
+        size_t sl = p->len < (8u << 20) ? p->len : (8u << 20);
+        uint8_t *scratch = ixb_map(sl);
+        int prc = scratch ? ixb_mem_put(o->init_mem, p->base, 0, p->len, 0, true, scratch, sl) : -1;
+        ixb_unmap(scratch, sl);
+        if (prc != 0) {
+            ixb_lpool_free(in, p);
+            return -1;
+        }
+    } else {
+        memset(p->base, IXB_POISON, p->len);
+    }
     for (uint64_t r = 0; r < nreg; r++)
-        p->regs[r] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base + r * (rlen + gap), rlen, 0,
-                                           NULL, 0};
+        p->regs[r] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base + r * (rlen + gap), rlen,
+                                           dev, NULL, 0};
     if (nreg > 1)
-        p->regs[nreg] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base, p->len, 0, NULL, 0};
+        p->regs[nreg] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base, p->len, dev, NULL, 0};
     st = ixl_mem_register(in->agent, in->o->init_mem, p->regs, p->n_regs, NULL);
     if (st != IXL_OK) {
         fprintf(stderr, "ixlbench: ixl_mem_register: %s: %s\n", ixl_strerror(st),
@@ -537,6 +605,68 @@ static void store_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
         }
 }
 
+/* Untimed, device mode: both pools are here. READ fills the target's slots and poisons the
+ * local ones, WRITE the other way round; VRAM through ixl_device_copy (ixlbench_dev.c). */
+static int loop_setup(struct thr *th, uint64_t seed, bool corrupt)
+{
+    struct row_ctx *rc = th->rc;
+    const struct ixb_opts *o = rc->in->o;
+    uint64_t len = rc->batch * rc->block;
+    bool rd = rc->op == IXL_OP_READ;
+
+    for (unsigned s = 0; s < rc->depth; s++) {
+        uint64_t off = slot_off(rc, th->t, s);
+        if (ixb_mem_put(o->target_mem, rc->rp->mem, off, len, seed, !rd, th->scratch,
+                        th->scratch_len) != 0 ||
+            ixb_mem_put(o->init_mem, rc->lp->base, off, len, seed, rd, th->scratch,
+                        th->scratch_len) != 0) {
+            row_error(rc, "could not prepare the pools");
+            return -1;
+        }
+    }
+    if (corrupt && !rd &&
+        ixb_mem_flip(o->init_mem, rc->lp->base, slot_off(rc, th->t, 0) + len / 2)) {
+        row_error(rc, "could not corrupt the source");
+        return -1;
+    }
+    return 0;
+}
+
+/* Untimed, device mode: the destination's slots (READ: here, WRITE: the target's pool). */
+static void loop_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it)
+{
+    struct row_ctx *rc = th->rc;
+    const struct ixb_opts *o = rc->in->o;
+    uint64_t len = rc->batch * rc->block;
+    bool rd = rc->op == IXL_OP_READ;
+    enum ixl_mem type = rd ? o->init_mem : o->target_mem;
+    uint8_t *base = rd ? rc->lp->base : rc->rp->mem;
+
+    if (corrupt && rd && ixb_mem_flip(type, base, slot_off(rc, th->t, 0) + len / 2)) {
+        row_error(rc, "could not corrupt the destination");
+        return;
+    }
+    for (unsigned s = 0; s < rc->depth; s++) {
+        uint64_t off = slot_off(rc, th->t, s);
+        uint8_t got = 0;
+        int64_t bad =
+            ixb_mem_verify(type, base, off, len, seed, th->scratch, th->scratch_len, &got);
+        if (bad == -2) {
+            row_error(rc, "could not read the destination back");
+            return;
+        }
+        if (bad >= 0) {
+            uint64_t at = off + (uint64_t)bad;
+            check_failed(rc,
+                         "%s iteration %u, thread %u: byte %" PRIu64 " of the %s %s is 0x%02x, "
+                         "want 0x%02x",
+                         rd ? "READ" : "WRITE", it, th->t, at, rd ? "initiator's" : "target's",
+                         ixl_mem_name(type), got, ixb_pattern_byte(seed, at));
+            return;
+        }
+    }
+}
+
 /* Untimed: the data of one round. */
 static int round_setup(struct thr *th, uint64_t seed, bool corrupt)
 {
@@ -547,6 +677,8 @@ static int round_setup(struct thr *th, uint64_t seed, bool corrupt)
 
     if (in->store != NULL)
         return store_setup(th, seed, corrupt);
+    if (in->loop)
+        return loop_setup(th, seed, corrupt);
     if (rc->op == IXL_OP_READ) {
         if (ixb_ctl_call(&in->ctl, "fill", NULL, 0, &a,
                          "%u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u", rc->rp->id, seed,
@@ -578,6 +710,10 @@ static void round_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
 
     if (in->store != NULL) {
         store_check(th, seed, corrupt, it);
+        return;
+    }
+    if (in->loop) {
+        loop_check(th, seed, corrupt, it);
         return;
     }
     if (rc->op == IXL_OP_READ) {
@@ -866,12 +1002,16 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     if (!th->done_at || !th->x || !th->t_post0 || !th->t_post1 || !th->inflight || !th->prep ||
         !th->post || !th->comp || !th->lat)
         return -1;
-    if (rc->in->store != NULL) {
-        /* Fills and checks go through this buffer, up to 8 MiB at a time. */
-        th->scratch_len = (size_t)(rc->block < (8u << 20) ? rc->block : (8u << 20));
+    if (rc->in->store != NULL || rc->in->loop) {
+        /* Fills and checks go through this buffer, up to 8 MiB at a time (device mode: a
+         * slot's bytes, VRAM copied through it). */
+        uint64_t want = rc->in->loop ? rc->batch * rc->block : rc->block;
+        th->scratch_len = (size_t)(want < (8u << 20) ? want : (8u << 20));
         th->scratch = ixb_map(th->scratch_len);
         if (th->scratch == NULL)
             return -1;
+    }
+    if (rc->in->store != NULL) {
         if (rc->in->store->scatter && o->api == IXB_API_PLAIN &&
             (th->fdescs = calloc((size_t)rc->batch, sizeof(*th->fdescs))) == NULL)
             return -1;
@@ -892,13 +1032,14 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     for (unsigned s = 0; s < rc->depth; s++) {
         uint64_t off = slot_off(rc, t, s);
         struct ixl_run lr = {(uint64_t)(uintptr_t)rc->lp->base + off, rc->block, rc->block,
-                             rc->batch, 0};
+                             rc->batch, ixb_init_dev(o)};
         if (ixl_dlist_create(o->init_mem, 1, &th->ll[s]) != IXL_OK ||
             ixl_dlist_add_runs(th->ll[s], &lr, 1) != IXL_OK)
             return -1;
         if (rc->in->store != NULL)
             continue; /* the file side is made with each request (store_side) */
-        struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch, 0};
+        struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch,
+                             ixb_target_dev(o)};
         if (ixl_dlist_create(o->target_mem, 1, &th->rl[s]) != IXL_OK ||
             ixl_dlist_add_runs(th->rl[s], &rr, 1) != IXL_OK)
             return -1;
@@ -920,10 +1061,11 @@ static int row_preps(struct row_ctx *rc, double *us)
     for (size_t i = 0; st == IXL_OK && i < nslots; i++) {
         uint64_t off = (uint64_t)i * rc->slot_bytes;
         struct ixl_run lr = {(uint64_t)(uintptr_t)rc->lp->base + off, rc->block, rc->block,
-                             rc->batch, 0};
+                             rc->batch, ixb_init_dev(in->o)};
         st = ixl_dlist_add_runs(l, &lr, 1);
         if (st == IXL_OK && in->store == NULL) {
-            struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch, 0};
+            struct ixl_run rr = {rc->rp->base + off, rc->block, rc->block, rc->batch,
+                                 ixb_target_dev(in->o)};
             st = ixl_dlist_add_runs(r, &rr, 1);
         }
     }
@@ -1156,11 +1298,25 @@ int ixb_sweep(struct ixb_init *in)
     if (in->store == NULL && ixb_remote_alloc(in, 1, slot * o->threads * o->depth, 0, &rp) != 0)
         return 1;
     if (ixb_local_alloc(in, 1, slot * o->threads * o->depth, 0, &lp) != 0) {
-        ixl_dlist_destroy(rp.regions);
+        ixb_rpool_free(in, &rp);
         return 1;
     }
     if (in->store != NULL) {
         store_title(in, slot * o->threads * o->depth);
+    } else if (in->loop) {
+        char title[256], m1[24] = "DRAM", m2[24] = "DRAM";
+        if (o->init_mem == IXL_MEM_VRAM)
+            snprintf(m1, sizeof(m1), "VRAM of GPU %d", o->init_dev);
+        if (o->target_mem == IXL_MEM_VRAM)
+            snprintf(m2, sizeof(m2), "VRAM of GPU %d", o->target_dev);
+        snprintf(title, sizeof(title),
+                 "device mode (one agent): initiator %s, target %s, %u thread(s) x depth %u, %s "
+                 "API, data checks %s (%s per side)",
+                 m1, m2, o->threads, o->depth,
+                 o->api == IXB_API_PREP ? "prepared-list" : "descriptor-list",
+                 o->check ? "on" : "off",
+                 ixb_size_str(slot * o->threads * o->depth, b2, sizeof(b2)));
+        ixb_out_section(title);
     } else {
         char title[256];
         snprintf(title, sizeof(title),
@@ -1184,7 +1340,7 @@ int ixb_sweep(struct ixb_init *in)
                 in->rows_done += 1;
             }
     ixb_lpool_free(in, &lp);
-    ixl_dlist_destroy(rp.regions);
+    ixb_rpool_free(in, &rp);
     return rc;
 }
 
@@ -1225,9 +1381,11 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
     in.o = o;
     in.seed = o->seed;
     in.name = o->name ? o->name : "ixlbench-initiator";
-    if (o->init_mem != IXL_MEM_DRAM) {
-        fprintf(stderr, "ixlbench: memory type %s: ixlbench allocates DRAM only\n",
-                ixl_mem_name(o->init_mem));
+    if (o->init_mem != IXL_MEM_DRAM || o->target_mem != IXL_MEM_DRAM) {
+        fprintf(stderr,
+                "ixlbench: %s memory between agents: not supported (VRAM runs in one "
+                "agent: no --role)\n",
+                ixl_mem_name(o->init_mem != IXL_MEM_DRAM ? o->init_mem : o->target_mem));
         return 1;
     }
     bool exchange = md_file == NULL && (o->peer_host != NULL || o->etcd != NULL);

@@ -446,6 +446,13 @@ IXL_API const char *ixl_backend_name(const struct ixl_backend *backend);
 IXL_API uint32_t ixl_backend_caps(const struct ixl_backend *backend);
 IXL_API uint32_t ixl_backend_mem_mask(const struct ixl_backend *backend);
 /**
+ * Why memory types of the backend's plugin (struct ixl_plugin_info's mem_mask) are missing
+ * from ixl_backend_mem_mask(): one "TYPE: reason" per line, as the engine said it (e.g.
+ * "VRAM: no GPU driver: libcuda.so.1 not found"); "" when none are missing or the engine gave
+ * no reason. Borrowed for the backend's lifetime.
+ */
+IXL_API const char *ixl_backend_mem_why(const struct ixl_backend *backend);
+/**
  * The backend's effective options: every option of its plugin, in the order of the plugin's
  * options, with the value in force normalized (see enum ixl_opt_type: a size in bytes, a
  * duration in the option's base unit, a boolean as 1 or 0, an enum's choice as declared).

@@ -354,6 +354,12 @@ struct ixl_engine {
     const struct ixl_plugin_desc *desc; /* set by the core after create_engine() returns */
     uint32_t caps;                      /* enum ixl_cap bits */
     uint32_t mem_mask;                  /* IXL_MEM_BIT() of each memory type */
+    /* ABI 2.2: why memory types of the descriptor's mem_mask are missing from mem_mask, one
+     * "TYPE: reason" per line (e.g. "VRAM: no GPU driver: libcuda.so.1 not found"); NULL or ""
+     * when none are or the plugin does not say. The engine's, unchanged until destroy_engine;
+     * ixl-info and a registration that finds no backend for a type show it
+     * (ixl_backend_mem_why). */
+    const char *mem_why;
 };
 
 /** The first generation of struct ixl_engine: everything up to mem_mask. */

@@ -1,7 +1,8 @@
 /*
  * NET: ixl's built-in network backend. DRAM within an agent (memcpy), between agents on one
  * machine (the peer's memory mapped when it lives in memory ixl allocated; cross-memory attach
- * otherwise), and between machines (TCP). See README.md.
+ * otherwise), and between machines (TCP); VRAM within an agent through the core's device
+ * layer (host->dev). See README.md.
  *
  * Files, each owning one thing; calls go one way, downwards:
  *   net_engine.c  the ops table: options, identity and connection info, peers, notifications,
@@ -11,6 +12,8 @@
  *                 listener, per-peer send queues, timers (liveness, idle, deadlines)
  *   net_req.c     the request table and completion (state, parts, failure of a generation)
  *   net_region.c  registered regions (key table, public data), remote regions, allocation
+ *   net_dev.c     VRAM: classification at registration, device copies on streams, events and
+ *                 the completion thread
  *   net_wire.c    the wire format
  *   net_local.c   the same-node channel: a Unix socket per engine through which the kernel
  *                 says who a same-node peer is (SO_PEERCRED), the peer proves its pid and
@@ -23,8 +26,9 @@
  * while the loops dial.
  *
  * Lock order: e->lock (peers, allocations, accepted names) -> p->lock -> e->reqs_lock ->
- * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves. No lock
- * is held across a blocking system call: sockets are non-blocking, and a frame that touches
+ * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves; a device
+ * stream's lock -> its queue lock (net_dev.c), taken with no other NET lock held. No
+ * lock is held across a blocking system call: sockets are non-blocking, and a frame that touches
  * user or registered memory holds a reference (request busy count, region inflight count)
  * instead of a lock while it waits for the peer.
  */
@@ -72,6 +76,12 @@ struct net_region {
      * regions_lock read, so a deregistration that removed the region sees every one). */
     _Atomic uint32_t inflight;
     _Atomic int cut; /* deregistration gave up waiting: connections holding it are closed */
+    /* VRAM (net_dev.c): device memory of GPU dev, classified through the device layer at
+     * registration (the allocation's base and buffer id kept). Never in the key table, so no
+     * frame, cma confirmation or memfd request of a peer ever finds it. */
+    bool vram;
+    int dev;
+    uint64_t dev_base, dev_buffer;
 };
 
 /* A remote region (load_remote_md) or a local one seen as a target (load_local_md). */
@@ -93,6 +103,8 @@ struct net_rmd {
     uint64_t confirmed_instance;
     void *map; /* the mapping, and where the region starts in it */
     size_t map_len, map_off;
+    bool vram; /* a VRAM region (a peer's, or local->vram): only net_dev.c moves it */
+    int dev;   /* its GPU (local VRAM regions) */
 };
 
 struct net_engine;
@@ -293,6 +305,9 @@ struct net_req {
     uint64_t bytes;    /* total of the descriptors */
     uint64_t instance; /* the peer instance the request was posted to */
     uint8_t *answered; /* TCP: per frame, answered in this post */
+    bool dev;          /* loopback with VRAM on a side: device copies on events (net_dev.c) */
+    int dev_ord;       /* the GPU whose streams carry it */
+    int dev_dir;       /* NET_DIR_*: which of that GPU's streams */
     uint64_t gen;      /* TCP: the peer's connection generation this post went to */
 
     /* Per post, under e->reqs_lock. */
@@ -409,6 +424,15 @@ struct net_engine {
     size_t work_head, work_len, work_cap;
     pthread_t workers[8];
     int n_workers;
+
+    /* Device memory (net_dev.c): host->dev when the core has a device layer with a device;
+     * else NULL and mem_why says why VRAM is not among the engine's memory types. */
+    const struct ixl_devops *dev;
+    int n_devs;
+    char mem_why[256];
+    /* n_devs * NET_DIRS streams (index ordinal * NET_DIRS + direction), each created on first
+     * use with its completion thread (net_dev.c). */
+    struct net_dstream *dstreams;
 };
 
 #define NET_REGION_MAGIC 0x4e524547u
@@ -428,7 +452,7 @@ struct net_region *net_region_find(struct net_engine *e, uint64_t key); /* regio
 /* The region of key that holds [addr, addr + len), or NULL (regions_lock held). */
 struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t addr,
                                     uint64_t len);
-int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d,
+int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ixl_reg_desc *d,
                         struct net_region **out);
 void net_region_unpublish(struct net_engine *e, struct net_region *g); /* out of the table */
 void net_region_free(struct net_region *g);
@@ -503,6 +527,20 @@ int net_local_memfd(struct net_engine *e, struct net_rmd *m, int *fd, uint64_t *
  * confirmed every region of ms[0..n) (once per region); 0 otherwise (why says why). */
 int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *const *ms, size_t n,
                   char *why, size_t why_len);
+
+/* net_dev.c: VRAM within the agent through the device layer (host->dev). */
+enum { NET_DIR_D2D, NET_DIR_H2D, NET_DIR_D2H, NET_DIRS };
+/* Decides whether the engine offers VRAM (a device layer with at least one device) and, if
+ * so, starts the completion thread; otherwise fills e->mem_why. IXL_OK either way unless a
+ * thread cannot start. */
+int net_dev_init(struct net_engine *e);
+void net_dev_stop(struct net_engine *e); /* waits for every recorded event, frees streams */
+/* Classifies a VRAM registration through the device layer into g (vram, dev, base). */
+int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g);
+/* Enqueues the copies of r (posted as serial, busy held for the device work) on its stream,
+ * records an event and hands it to the completion thread: IXL_IN_PROGRESS. On an error
+ * nothing of r is left running on the device and busy is dropped. */
+int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);

@@ -497,10 +497,10 @@ static int net_register_mem(struct ixl_engine *base, enum ixl_mem type,
                             const struct ixl_reg_desc *d, struct ixl_md **out)
 {
     struct net_engine *e = (struct net_engine *)base;
-    if (type != IXL_MEM_DRAM)
-        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
+    if (type != IXL_MEM_DRAM && type != IXL_MEM_VRAM)
+        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM and VRAM only");
     struct net_region *g;
-    int rc = net_region_register(e, d, &g);
+    int rc = net_region_register(e, type, d, &g);
     if (rc == IXL_OK)
         *out = (struct ixl_md *)g;
     return rc;
@@ -560,7 +560,7 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
                               struct ixl_md **out)
 {
     struct net_engine *e = (struct net_engine *)base;
-    if (type != IXL_MEM_DRAM)
+    if (type != IXL_MEM_DRAM && type != IXL_MEM_VRAM)
         return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", remote);
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = peer_find(e, remote);
@@ -571,6 +571,8 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
         return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
     struct net_rmd *m;
     int rc = net_rmd_load_remote(e, p, d, data, len, &m);
+    if (rc == IXL_OK)
+        m->vram = type == IXL_MEM_VRAM; /* moved by no path until part 2 (issue 20) */
     if (rc != IXL_OK) {
         pthread_mutex_lock(&e->lock);
         p->refs--;
@@ -777,13 +779,21 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         build_conn_info(e);
         rc = net_workers_start(e);
     }
+    if (rc == IXL_OK)
+        rc = net_dev_init(e);
     if (rc != IXL_OK) {
         net_destroy_engine(&e->base);
         return rc;
     }
     e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS;
-    e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
+    /* VRAM only with a device layer that has a device (net_dev.c); else the reason shows in
+     * ixl-info and in a refused VRAM registration. */
+    e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | (e->dev ? IXL_MEM_BIT(IXL_MEM_VRAM) : 0);
+    if (e->dev == NULL) {
+        e->base.mem_why = e->mem_why; /* ixl-info and a refused VRAM registration say it */
+        e->host->log(e->host->ctx, IXL_LOG_DEBUG, "NET: no VRAM (%s)", e->mem_why);
+    }
     *out = &e->base;
     return IXL_OK;
 }
@@ -804,6 +814,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     }
     net_local_stop(e);
     net_workers_stop(e);
+    net_dev_stop(e);      /* every recorded event waited for */
     net_loops_stop(e);    /* every connection closes; the references its frames held drop */
     net_reqs_free_all(e); /* only requests whose release kept failing are left */
     while (peers) {
@@ -878,7 +889,7 @@ static const struct ixl_plugin_desc net_desc = {
     .name = "NET",
     .version = "1.0",
     .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS,
-    .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM),
+    .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_VRAM),
     .options = net_options,
     .n_options = NO_COUNT,
     .create_engine = net_create_engine,

@@ -80,18 +80,10 @@ struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t
     return g;
 }
 
-int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region **out)
+/* The key of DRAM region g, unique in the key table, and g in it (DRAM only: the table is what
+ * peers' frames and same-node requests are checked against). */
+static int region_publish(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g)
 {
-    if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
-        return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad DRAM region 0x%" PRIx64 "+%" PRIu64,
-                         d->addr, d->len);
-    struct net_region *g = net_sys()->calloc(1, sizeof(*g));
-    if (g == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    g->magic = NET_REGION_MAGIC;
-    g->addr = d->addr;
-    g->len = d->len;
-    g->memfd = -1;
     /* Inside memory NET allocated? Then same-node peers can map it. */
     pthread_mutex_lock(&e->lock);
     for (struct net_alloc *a = e->allocs; a; a = a->next) {
@@ -110,9 +102,35 @@ int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d, stru
     while (net_region_find(e, g->key) != NULL);
     int rc = rtab_insert(e, g);
     pthread_rwlock_unlock(&e->regions_lock);
+    return rc == IXL_OK ? IXL_OK : net_error(e, rc, "out of memory");
+}
+
+int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ixl_reg_desc *d,
+                        struct net_region **out)
+{
+    if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
+        return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad %s region 0x%" PRIx64 "+%" PRIu64,
+                         type == IXL_MEM_VRAM ? "VRAM" : "DRAM", d->addr, d->len);
+    struct net_region *g = net_sys()->calloc(1, sizeof(*g));
+    if (g == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    g->magic = NET_REGION_MAGIC;
+    g->addr = d->addr;
+    g->len = d->len;
+    g->memfd = -1;
+    int rc;
+    if (type == IXL_MEM_VRAM) {
+        /* Device memory: classified through the device layer and kept out of the key table
+         * (no peer's frame, cma confirmation or memfd request finds it). Its key and public
+         * data are built as for DRAM, so part 2 (issue 20) extends the same token. */
+        rc = net_dev_region(e, d, g);
+        g->key = ixlp_random64(net_sys()->getrandom);
+    } else {
+        rc = region_publish(e, d, g);
+    }
     if (rc != IXL_OK) {
         free(g);
-        return net_error(e, rc, "out of memory");
+        return rc;
     }
     /* The public data: the network path needs the key; the memfd field only says whether the
      * region lies in memory NET allocated (0) or not (-1): a same-node peer gets the memfd
@@ -130,6 +148,8 @@ int net_region_register(struct net_engine *e, const struct ixl_reg_desc *d, stru
 
 void net_region_unpublish(struct net_engine *e, struct net_region *g)
 {
+    if (g->vram)
+        return; /* never in the table */
     /* Taking the lock for writing waits for a frame being placed into the region right now;
      * once out of the table no frame finds it. */
     pthread_rwlock_wrlock(&e->regions_lock);
@@ -191,6 +211,8 @@ int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rm
     m->addr = g->addr;
     m->len = g->len;
     m->local = g;
+    m->vram = g->vram;
+    m->dev = g->dev;
     *out = m;
     return IXL_OK;
 }

@@ -352,13 +352,45 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
     return IXL_OK;
 }
 
+/* A request within the agent with VRAM on a side: the GPU and stream (direction) that carry
+ * it, from its first descriptor (copies use unified addressing, so the other descriptors may
+ * lie on other GPUs). The device copies run on that GPU's stream for the direction (net_dev.c). */
+static int dev_route(struct net_engine *e, struct net_req *r, bool lv, bool rv)
+{
+    const struct net_region *lg = (const struct net_region *)r->ld[0].md;
+    const struct net_rmd *rm = (const struct net_rmd *)r->rd[0].md;
+    if (lg == NULL || lg->magic != NET_REGION_MAGIC || lg->vram != lv || rm->local == NULL ||
+        rm->vram != rv)
+        return net_error(e, IXL_ERR_INVALID_ARG,
+                         "NET: descriptor 0's metadata does not match the request's memory types");
+    bool src_dev = r->op == IXL_OP_WRITE ? lv : rv, dst_dev = r->op == IXL_OP_WRITE ? rv : lv;
+    r->dev = true;
+    r->dev_ord = lv ? lg->dev : rm->dev;
+    r->dev_dir = src_dev && dst_dev ? NET_DIR_D2D : src_dev ? NET_DIR_D2H : NET_DIR_H2D;
+    return IXL_OK;
+}
+
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,
                   const struct ixl_xfer_side *remote, const char *remote_agent,
                   const struct ixl_xfer_opts *opts, struct ixl_req **out)
 {
     struct net_engine *e = (struct net_engine *)base;
-    if (local->type != IXL_MEM_DRAM || remote->type != IXL_MEM_DRAM)
-        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM only");
+    bool lv = local->type == IXL_MEM_VRAM, rv = remote->type == IXL_MEM_VRAM;
+    if ((local->type != IXL_MEM_DRAM && !lv) || (remote->type != IXL_MEM_DRAM && !rv))
+        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET moves DRAM and VRAM only");
+    if ((lv || rv) && e->dev == NULL)
+        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET cannot move VRAM here: %s", e->mem_why);
+    /* A device pointer never goes to memmove, process_vm_*, sendmsg or a mapping: VRAM moves
+     * only within the agent, on the device's copy engines. */
+    if ((lv || rv) && strcmp(remote_agent, e->name) != 0)
+        return net_error(e, IXL_ERR_NOT_SUPPORTED,
+                         "NET: VRAM between agents is not supported yet (%s VRAM, '%s' -> '%s'): "
+                         "NET moves VRAM only within one agent for now (CUDA IPC on one node "
+                         "and staging across nodes come with issue 20); stage it through DRAM",
+                         lv && rv ? "both sides"
+                         : lv     ? "local side"
+                                  : "remote side",
+                         e->name, remote_agent);
     struct net_req *r = net_sys()->calloc(1, sizeof(*r));
     if (r == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
@@ -380,6 +412,8 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     int rc = IXL_OK;
     if (strcmp(remote_agent, e->name) == 0) {
         r->path = NET_PATH_LOCAL;
+        if (lv || rv)
+            rc = dev_route(e, r, lv, rv);
     } else {
         pthread_mutex_lock(&e->lock);
         struct net_peer *p = e->peers;
@@ -534,19 +568,27 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         r->status = IXL_OK;
         r->why[0] = '\0';
         r->canceled = false;
-        if (r->path != NET_PATH_TCP)
+        if (r->dev)
+            r->n_chunks = 1; /* one event */
+        else if (r->path != NET_PATH_TCP)
             r->n_chunks = total >= SPLIT_BYTES ? (uint32_t)e->copy_threads : 1;
         else
             memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
-        if (r->path != NET_PATH_TCP && total <= INLINE_BYTES)
-            r->busy++; /* copied below, on this thread */
+        if (r->dev || (r->path != NET_PATH_TCP && total <= INLINE_BYTES))
+            r->busy++; /* the device's work, or copied below on this thread */
     }
     /* Read under the lock: a teardown (net_req_fail_peer) may zero it at any time after. */
     uint64_t pending = r->pending;
     pthread_mutex_unlock(&e->reqs_lock);
     if (rc != IXL_OK)
         return net_error(e, rc, "out of memory");
+    if (r->dev) {
+        /* Device copies on a stream, completed by net_dev.c's thread once the event is done
+         * (the notification then). On an error here nothing of it runs on the device. */
+        rc = net_dev_post(e, r, serial);
+        return rc == IXL_IN_PROGRESS ? rc : post_failed(e, r, rc);
+    }
     if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
         /* Small same-node copies: no thread hop. A notification then goes to the peer's
          * queue; the request completes when it is on the socket. */
@@ -652,6 +694,6 @@ int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_in
 {
     (void)base;
     struct net_req *r = (struct net_req *)req;
-    snprintf(out->path, sizeof(out->path), "%s", path_name(r->path));
+    snprintf(out->path, sizeof(out->path), "%s", r->dev ? "local-cuda" : path_name(r->path));
     return IXL_OK;
 }

@@ -1022,9 +1022,15 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS;
     e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM);
     ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
-    if (ucp_context_query(e->ctx, &ca) == UCS_OK &&
-        (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)))
+    st = ucp_context_query(e->ctx, &ca);
+    if (st == UCS_OK && (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)))
         e->base.mem_mask |= IXL_MEM_BIT(IXL_MEM_VRAM);
+    else
+        /* Shown by ixl-info and by a VRAM registration that finds no backend. */
+        e->base.mem_why = st != UCS_OK ? "VRAM: ucp_context_query failed, so whether this UCX "
+                                         "moves CUDA memory is unknown"
+                                       : "VRAM: this UCX reports no CUDA memory type (built "
+                                         "without CUDA transports, as Debian's UCX is)";
 
     ucp_address_t *addr[UCX_MAX_WORKERS] = {NULL};
     size_t addr_len[UCX_MAX_WORKERS] = {0};

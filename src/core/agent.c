@@ -269,6 +269,8 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
         e->desc = p->desc;
     b->caps = ENGINE_COVERS(e, caps) ? e->caps : 0;
     b->mem_mask = ENGINE_COVERS(e, mem_mask) ? e->mem_mask : 0;
+    if (ENGINE_COVERS(e, mem_why) && e->mem_why != NULL)
+        snprintf(b->mem_why, sizeof(b->mem_why), "%s", e->mem_why);
     if ((b->caps & ~p->info.caps) || (b->mem_mask & ~p->info.mem_mask)) {
         rc = IXL_AGENT_ERR(agent, IXL_ERR_PLUGIN,
                            "backend %s claims capabilities or memory types beyond its plugin's",
@@ -442,6 +444,11 @@ uint32_t ixl_backend_caps(const struct ixl_backend *backend)
 uint32_t ixl_backend_mem_mask(const struct ixl_backend *backend)
 {
     return backend ? backend->mem_mask : 0;
+}
+
+const char *ixl_backend_mem_why(const struct ixl_backend *backend)
+{
+    return backend ? backend->mem_why : "";
 }
 
 ixl_status ixl_backend_params(const struct ixl_backend *backend, const struct ixl_kv **out,

@@ -34,6 +34,7 @@ struct ixl_backend {
     unsigned slot; /* index in agent->backends */
     uint32_t caps;
     uint32_t mem_mask;
+    char mem_why[512];            /* the engine's mem_why, copied at creation ("" if none) */
     struct ixl_kv *params;        /* effective options: every option of the plugin, normalized */
     struct ixl_opt_value *values; /* the same, typed (values[i].str is params[i].value) */
     size_t n_params;

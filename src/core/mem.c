@@ -1,4 +1,5 @@
 /* Memory registration, queries and allocation; the agent's sub-tables' life cycle. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -155,11 +156,24 @@ static int pick_backends(struct ixl_agent *agent, enum ixl_mem type,
             if (agent->backends[i] != NULL && (agent->backends[i]->mem_mask & IXL_MEM_BIT(type)))
                 m |= 1u << i;
     }
-    if (m == 0)
+    if (m == 0) {
+        /* Backends whose plugin may take the type but whose engine dropped it say why. */
+        char why[1024] = "";
+        size_t w = 0;
+        for (unsigned i = 0; i < agent->n_backends && w < sizeof(why); i++) {
+            const struct ixl_backend *b = agent->backends[i];
+            if (b != NULL && (b->plugin->info.mem_mask & IXL_MEM_BIT(type)) &&
+                b->mem_why[0] != '\0') {
+                int k = snprintf(why + w, sizeof(why) - w, "; backend %s: %s", ixl_backend_name(b),
+                                 b->mem_why);
+                w += k > 0 ? (size_t)k : 0;
+            }
+        }
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_BACKEND,
                              "agent '%s' has no backend that supports %s memory (create one "
-                             "first; ixl-info lists the plugins and their memory types)",
-                             agent->name, ixl_mem_name(type));
+                             "first; ixl-info lists the plugins and their memory types)%s",
+                             agent->name, ixl_mem_name(type), why);
+    }
     *mask = m;
     return IXL_OK;
 }

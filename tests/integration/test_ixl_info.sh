@@ -26,6 +26,11 @@ has 'option timeout_ms +duration 10\.\.3600000 ms, default "2000"$'
 has 'option conns +int 1\.\.16 connections, default "4"$'
 has 'option engine +enum auto\|io_uring\|threads, default "auto"$'
 echo "$out" | grep -q "capabilities: local,remote,notif,progress" || fail "capabilities"
+# What an engine offers here: NET either has VRAM (a GPU) or says why not on the next line.
+here=$(echo "$out" | grep -A3 "^  NET " | grep -A1 "memory here: ") || fail "NET: no 'memory here' line"
+echo "$here" | head -1 | grep -q "memory here: DRAM" || fail "NET's memory here: $here"
+echo "$here" | head -1 | grep -q "VRAM" || echo "$here" | grep -q "not here: VRAM: ." ||
+    fail "NET has no VRAM and does not say why: $here"
 for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF BROKEN_OPTS TESTDUP; do
     echo "$out" | grep -A1 "libixl_plugin_$f.so" | grep -q "refused: " ||
         fail "$f not listed as refused with a reason"

@@ -2,12 +2,14 @@
 
 A transfer descriptor list (XferDList) owns a C `struct ixl_dlist`, built once from what the
 caller gives: (addr, len, dev) tuples, (addr, len, stride, count, dev) strided runs, buffers
-(bytearray, memoryview, mmap, numpy arrays, torch tensors), or a numpy array of N x 3
-descriptors or N x 5 runs, which crosses into C as one block (no Python object per row).
+(bytearray, memoryview, mmap, numpy arrays, torch tensors, CuPy arrays and other objects with
+__cuda_array_interface__), or a numpy array of N x 3 descriptors or N x 5 runs, which crosses
+into C as one block (no Python object per row).
 A registration descriptor list (RegDList) holds `struct ixl_reg_desc` entries, with the bytes
 each may carry (a FILE label, or "MODE:PATH" in path mode).
 """
 import ctypes
+import re
 
 from . import _lib
 from ._lib import DEV_NONE, Desc, RegDesc, Run, check, lib
@@ -66,10 +68,50 @@ def _is_torch(obj):
     return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
 
 
+_TYPESTR = re.compile(r"[<>|=]?[a-zA-Z](\d+)")
+
+
+def _cuda_iface_info(obj, iface):
+    """(addr, len, dev, "VRAM") of an object with __cuda_array_interface__ (CuPy, Numba,
+    PyTorch...; versions 0 to 3 of the protocol): the data pointer, and the length of the
+    contiguous range its shape and item size span. The interface names no device: the index
+    is obj.device.id (CuPy), obj.device.index (torch-style) or an int obj.device, else 0; the
+    core checks at registration that the pointer is memory of that GPU."""
+    shape = tuple(int(n) for n in iface["shape"])
+    m = _TYPESTR.match(str(iface["typestr"]))
+    if m is None:
+        raise ValueError(f"ixl: __cuda_array_interface__ typestr {iface['typestr']!r} has no "
+                         "item size")
+    itemsize = int(m.group(1))
+    count = 1
+    for n in shape:
+        count *= n
+    strides = iface.get("strides")
+    if strides is not None and count > 0:  # None: C-contiguous (version 2 and later say so)
+        want = itemsize
+        for n, stride in zip(reversed(shape), reversed(tuple(strides))):
+            if n != 1 and int(stride) != want:
+                raise ValueError("ixl: an array must be C-contiguous to be described by one "
+                                 "range")
+            want *= n
+    addr = iface["data"][0] or 0
+    dev = getattr(obj, "device", None)
+    for attr in ("id", "index"):
+        value = getattr(dev, attr, None)
+        if isinstance(value, int):
+            dev = value
+            break
+    if not isinstance(dev, int) or isinstance(dev, bool) or dev < 0:
+        dev = 0
+    return addr, count * itemsize, dev, "VRAM"
+
+
 def buffer_info(obj):
-    """(addr, len, dev, memory type name) of a buffer: a torch tensor, a numpy array, or any
-    C-contiguous object with the buffer protocol (bytearray, memoryview, mmap, bytes...).
-    The address is valid while the object lives and is not resized."""
+    """(addr, len, dev, memory type name) of a buffer: a torch tensor (CPU: DRAM; CUDA: VRAM
+    with its GPU index), an object with __cuda_array_interface__ such as a CuPy array (VRAM),
+    a numpy array, or any C-contiguous object with the buffer protocol (bytearray,
+    memoryview, mmap, bytes...). The address is valid while the object lives and is not
+    resized. Neither torch nor CuPy is imported: the object describes itself."""
     if _is_torch(obj):
         if not obj.is_contiguous():
             raise ValueError("ixl: a tensor must be contiguous to be described by one range")
@@ -79,6 +121,9 @@ def buffer_info(obj):
         if obj.device.type == "cuda":
             return obj.data_ptr(), nbytes, obj.device.index or 0, "VRAM"
         raise ValueError(f"ixl: tensors on {obj.device.type} are not supported")
+    iface = getattr(obj, "__cuda_array_interface__", None)
+    if iface is not None:
+        return _cuda_iface_info(obj, iface)
     iface = getattr(obj, "__array_interface__", None)
     if iface is not None:
         flags = getattr(obj, "flags", None)
@@ -308,7 +353,7 @@ def _new_dlist(mem, capacity):
 
 def xfer_dlist(descs, mem=None):
     """An XferDList from descs (see the module's docstring); mem: memory type, default the
-    buffers' own (torch: DRAM or VRAM) or DRAM."""
+    buffers' own (torch: DRAM or VRAM; __cuda_array_interface__: VRAM) or DRAM."""
     if isinstance(descs, XferDList):
         if mem is not None and mem_type(mem) != lib.ixl_dlist_type(descs.ptr):
             raise check_error(-101, f"list is {descs.mem_type}, not {mem}")

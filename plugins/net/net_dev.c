@@ -1,0 +1,281 @@
+/* NET's device memory: VRAM within the agent through the process's device layer (host->dev,
+ * ixl_plugin.h). Registration classifies the pointer; a request within the agent with VRAM on
+ * a side enqueues one asynchronous copy per descriptor on a stream of its GPU, records one
+ * event after them, and hands the event to its stream's completion thread, which waits for it
+ * and only then completes the request (and queues its notification). A device pointer never
+ * reaches memmove, process_vm_*, sendmsg or a mapping: VRAM regions stay out of the key table,
+ * and requests between agents with VRAM on a side are refused at prep_xfer (part 2, issue 20).
+ *
+ * Streams: NET_DIRS per GPU (device to device, host to device, device to host, so the copy
+ * engines of both directions overlap), each created on first use together with its completion
+ * thread. Posts come from any application thread and a stream has one owner at a time, so each
+ * stream has a mutex that covers a request's copies, its event's record and the event's place
+ * in the stream's completion queue: the queue is in the stream's order, and the thread, waiting
+ * for one event after the other, never waits behind work that completes later (completion
+ * threads are per stream, so a long copy in one direction delays no other stream). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net.h"
+
+/* One stream of one GPU and direction, with the completion thread of its events. */
+struct net_dstream {
+    struct net_engine *e;
+    int ord;
+    pthread_mutex_t lock;     /* the stream's owner: a request's copies and its event's record */
+    struct ixl_dev_stream *s; /* NULL until first used (or after a failed copy) */
+    /* Events recorded on the stream, in record order (pushed under lock, so the order is the
+     * stream's); the thread waits for each in turn: a stream runs in order, so no event
+     * waits behind one that completes later. */
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    struct net_dwait *head, *tail;
+    bool stop;
+    bool started; /* the thread runs (started with the stream, under lock) */
+    pthread_t thread;
+};
+
+/* An event the completion thread waits for: request serial's device work. */
+struct net_dwait {
+    uint64_t serial;
+    struct net_req *r; /* busy held until the event is done */
+    struct ixl_dev_event *ev;
+    struct ixl_dev_stream *s; /* the stream it was recorded on */
+    struct net_dwait *next;
+};
+
+static void *dstream_main(void *arg);
+
+/* The devops methods NET calls, all within the first generation of struct ixl_devops. */
+#define DEVOPS_COVERS(d, f) ((d)->size >= offsetof(struct ixl_devops, f) + sizeof((d)->f))
+
+int net_dev_init(struct net_engine *e)
+{
+    const struct ixl_host *h = e->host;
+    e->dev = NULL;
+    if (h->size < offsetof(struct ixl_host, dev) + sizeof(h->dev) || h->dev == NULL ||
+        !DEVOPS_COVERS(h->dev, event_destroy)) {
+        snprintf(e->mem_why, sizeof(e->mem_why), "VRAM: %s",
+                 h->size < offsetof(struct ixl_host, dev) + sizeof(h->dev)
+                     ? "the core has no device layer (a host older than plugin ABI 2.2)"
+                     : "the core's device layer is missing or too old");
+        return IXL_OK;
+    }
+    const struct ixl_devops *d = h->dev;
+    char why[200] = "";
+    int n = d->count(d->ctx, why, sizeof(why));
+    if (n <= 0) {
+        snprintf(e->mem_why, sizeof(e->mem_why), "VRAM: %s",
+                 n == 0   ? "no GPU: the driver reports 0 devices"
+                 : why[0] ? why
+                          : "the device layer cannot say whether there is a GPU");
+        return IXL_OK;
+    }
+    e->dstreams = net_sys()->calloc((size_t)n * NET_DIRS, sizeof(*e->dstreams));
+    if (e->dstreams == NULL)
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < n * NET_DIRS; i++) {
+        struct net_dstream *ds = &e->dstreams[i];
+        ds->e = e;
+        ds->ord = i / NET_DIRS;
+        pthread_mutex_init(&ds->lock, NULL);
+        pthread_mutex_init(&ds->qlock, NULL);
+        pthread_cond_init(&ds->qcond, NULL);
+    }
+    e->n_devs = n;
+    e->dev = d;
+    return IXL_OK;
+}
+
+void net_dev_stop(struct net_engine *e)
+{
+    if (e->dstreams == NULL)
+        return;
+    for (int i = 0; i < e->n_devs * NET_DIRS; i++) {
+        struct net_dstream *ds = &e->dstreams[i];
+        if (ds->started) { /* it still waits for every queued event first */
+            pthread_mutex_lock(&ds->qlock);
+            ds->stop = true;
+            pthread_cond_broadcast(&ds->qcond);
+            pthread_mutex_unlock(&ds->qlock);
+            pthread_join(ds->thread, NULL);
+        }
+        if (ds->s != NULL)
+            e->host->dev->stream_destroy(e->host->dev->ctx, ds->s);
+        pthread_cond_destroy(&ds->qcond);
+        pthread_mutex_destroy(&ds->qlock);
+        pthread_mutex_destroy(&ds->lock);
+    }
+    free(e->dstreams);
+    e->dstreams = NULL;
+}
+
+int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g)
+{
+    if (e->dev == NULL)
+        return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET cannot register VRAM here: %s", e->mem_why);
+    struct ixl_dev_ptr p = {.size = sizeof(p)};
+    char why[256] = "";
+    int rc = e->dev->classify(e->dev->ctx, (const void *)(uintptr_t)d->addr, (size_t)d->len, &p,
+                              why, sizeof(why));
+    if (rc != IXL_OK)
+        return net_error(e, rc, "NET: VRAM region 0x%" PRIx64 "+%" PRIu64 ": %s", d->addr, d->len,
+                         why[0] ? why : "the device layer cannot classify it");
+    if (p.ordinal < 0)
+        return net_error(e, IXL_ERR_INVALID_ARG,
+                         "NET: VRAM region 0x%" PRIx64 "+%" PRIu64
+                         " is not device memory (register host memory as DRAM)",
+                         d->addr, d->len);
+    if ((uint64_t)p.ordinal != d->dev || p.ordinal >= e->n_devs)
+        return net_error(e, IXL_ERR_INVALID_ARG,
+                         "NET: VRAM region 0x%" PRIx64 "+%" PRIu64
+                         " is memory of GPU %d, registered as GPU %" PRIu64,
+                         d->addr, d->len, (int)p.ordinal, d->dev);
+    g->vram = true;
+    g->dev = p.ordinal;
+    g->dev_base = p.base;
+    g->dev_buffer = p.buffer_id;
+    return IXL_OK;
+}
+
+/* ---- requests ----------------------------------------------------------------------------- */
+
+/* The stream of ds, created on first use, and its completion thread with the first stream;
+ * ds->lock held by the caller. */
+static int stream_get(struct net_engine *e, struct net_dstream *ds, struct ixl_dev_stream **out)
+{
+    if (!ds->started) {
+        int te = net_sys()->pthread_create(&ds->thread, NULL, dstream_main, ds);
+        if (te != 0)
+            return net_error(e, IXL_ERR_SYSTEM,
+                             "NET: cannot start a device completion thread: pthread_create: %s",
+                             strerror(te));
+        ds->started = true;
+    }
+    if (ds->s == NULL) {
+        int rc = e->dev->stream_create(e->dev->ctx, ds->ord, &ds->s);
+        if (rc != IXL_OK) {
+            ds->s = NULL;
+            return net_error(e, rc, "NET: cannot create a stream on GPU %d (status %d)", ds->ord,
+                             rc);
+        }
+    }
+    *out = ds->s;
+    return IXL_OK;
+}
+
+int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
+{
+    const struct ixl_devops *d = e->dev;
+    struct net_dwait *w = net_sys()->calloc(1, sizeof(*w));
+    if (w == NULL) {
+        net_req_unbusy(e, r);
+        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+    }
+    struct net_dstream *ds = &e->dstreams[r->dev_ord * NET_DIRS + r->dev_dir];
+    struct ixl_dev_stream *s = NULL;
+    struct ixl_dev_event *ev = NULL;
+    size_t i = 0;
+    pthread_mutex_lock(&ds->lock);
+    int rc = stream_get(e, ds, &s);
+    int copy_rc = IXL_OK, rec_rc = IXL_OK;
+    for (; rc == IXL_OK && i < r->n; i++) {
+        void *l = (void *)(uintptr_t)r->ld[i].addr, *t = (void *)(uintptr_t)r->rd[i].addr;
+        copy_rc = d->copy(d->ctx, s, r->op == IXL_OP_WRITE ? t : l, r->op == IXL_OP_WRITE ? l : t,
+                          (size_t)r->ld[i].len);
+        if (copy_rc != IXL_OK)
+            break;
+    }
+    if (rc == IXL_OK && (i > 0 || copy_rc == IXL_OK)) {
+        rec_rc = d->record(d->ctx, s, &ev);
+        if (rec_rc != IXL_OK) {
+            /* No event: the stream's own teardown is the barrier for what was enqueued. */
+            d->stream_destroy(d->ctx, s);
+            ds->s = NULL;
+            ev = NULL;
+        }
+    }
+    if (rc == IXL_OK && copy_rc == IXL_OK && rec_rc == IXL_OK) {
+        /* Queued in record order (under the stream's lock): the thread waits for it. */
+        *w = (struct net_dwait){.serial = serial, .r = r, .ev = ev, .s = s};
+        pthread_mutex_lock(&ds->qlock);
+        if (ds->tail)
+            ds->tail->next = w;
+        else
+            ds->head = w;
+        ds->tail = w;
+        pthread_cond_signal(&ds->qcond);
+        pthread_mutex_unlock(&ds->qlock);
+        pthread_mutex_unlock(&ds->lock);
+        return IXL_IN_PROGRESS;
+    }
+    pthread_mutex_unlock(&ds->lock);
+    /* Failed: nothing of the request may stay running on the device (its buffers may go once
+     * the post's error is reported). */
+    if (ev != NULL) {
+        d->wait(d->ctx, ev);
+        d->event_destroy(d->ctx, ev);
+    }
+    free(w);
+    net_req_unbusy(e, r);
+    if (rc != IXL_OK)
+        return rc; /* explained by stream_get */
+    if (copy_rc != IXL_OK)
+        return net_error(e, copy_rc,
+                         "NET: the device layer refused to enqueue the copy of descriptor %zu "
+                         "(%" PRIu64 " bytes, status %d); the request's earlier copies were "
+                         "waited for",
+                         i, r->ld[i].len, copy_rc);
+    return net_error(e, rec_rc,
+                     "NET: cannot record a device event after the request's copies (status %d); "
+                     "its stream was drained and is made again",
+                     rec_rc);
+}
+
+/* A stream's completion thread: waits for each of its events in record order, then completes
+ * the request (the notification of a request within the agent is queued only now, after the
+ * copies). */
+static void *dstream_main(void *arg)
+{
+    struct net_dstream *ds = arg;
+    struct net_engine *e = ds->e;
+    const struct ixl_devops *d = e->host->dev;
+    for (;;) {
+        pthread_mutex_lock(&ds->qlock);
+        while (ds->head == NULL && !ds->stop)
+            pthread_cond_wait(&ds->qcond, &ds->qlock);
+        struct net_dwait *w = ds->head;
+        if (w != NULL) {
+            ds->head = w->next;
+            if (ds->head == NULL)
+                ds->tail = NULL;
+        }
+        pthread_mutex_unlock(&ds->qlock);
+        if (w == NULL)
+            break; /* stopping, and every event was waited for */
+        int rc = d->wait(d->ctx, w->ev);
+        d->event_destroy(d->ctx, w->ev);
+        if (rc != IXL_OK) {
+            /* A failed copy may leave its stream failed for good (CUDA's errors are sticky):
+             * the next request gets a new one. The stream's own teardown waits for what is
+             * still queued on it, whose events report the failure too. */
+            pthread_mutex_lock(&ds->lock);
+            if (ds->s == w->s) {
+                d->stream_destroy(d->ctx, w->s);
+                ds->s = NULL;
+            }
+            pthread_mutex_unlock(&ds->lock);
+        }
+        /* busy dropped first (a release waiting for it may now free the request: it took the
+         * request out of the table, so part_done below finds nothing and sends nothing). */
+        net_req_unbusy(e, w->r);
+        net_req_part_done(e, w->serial, rc == IXL_OK ? IXL_OK : IXL_ERR_BACKEND,
+                          rc == IXL_OK ? NULL
+                                       : "NET: a device copy of the request failed (the device "
+                                         "layer logged the driver's error)");
+        free(w);
+    }
+    return NULL;
+}

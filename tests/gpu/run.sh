@@ -1,0 +1,213 @@
+#!/bin/sh
+# The real-GPU suite (tests/gpu/README.md): builds ixl (Release, in IXL_BUILD_DIR, default
+# build-gpu) and runs the GPU tests on the first GPU. Needs CMake, a C compiler and the NVIDIA
+# driver (libcuda.so.1); no CUDA toolkit. PyTorch and CuPy parts run when python3 has them.
+#
+#   tests/gpu/run.sh [REPORT.md]
+#
+# The report (Markdown, pasteable into docs/benchmarks.md: the GPU and driver, a table of the
+# tests, the registration figures and the bandwidth table against cuMemcpy) goes to stdout and,
+# when given, to REPORT.md; progress and build output go to stderr and to IXL_BUILD_DIR/gpu-logs.
+# Exit status: 0 every test passed (optional parts that could not run are listed as SKIP),
+# 1 a test failed or the build failed, 77 no GPU.
+#
+# Environment: IXL_BUILD_DIR (build directory), IXL_GPU_JOBS (build jobs, default nproc),
+# IXL_GPU_PYTHON (interpreter of the PyTorch/CuPy part, default python3), IXL_GPU_QUICK=1 (the
+# bandwidth table from 3 rounds instead of 5, for a smoke run).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$(pwd)
+BUILD=${IXL_BUILD_DIR:-$ROOT/build-gpu}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+REPORT=${1:-}
+JOBS=${IXL_GPU_JOBS:-$(nproc 2>/dev/null || echo 4)}
+PY=${IXL_GPU_PYTHON:-python3}
+LOGS=$BUILD/gpu-logs
+START=$(date +%s)
+
+say() { echo "run.sh: $*" >&2; }
+
+mkdir -p "$LOGS" || exit 1
+OUTMD=$LOGS/report.md
+: >"$OUTMD"
+emit() { printf '%s\n' "$*" >>"$OUTMD"; }
+finish() {
+    emit ""
+    emit "Wall time of tests/gpu/run.sh: $(($(date +%s) - START)) s (build included)."
+    cat "$OUTMD"
+    [ -n "$REPORT" ] && cp "$OUTMD" "$REPORT"
+    exit "$1"
+}
+
+# --- configure: every optional feature whose library is missing here is turned off ---------
+# Required: CMake >= 3.18, a C11 compiler, pthreads, OpenSSL's libcrypto >= 3.0 (headers:
+# libssl-dev). Optional (IXL_WITH_*): etcd (libcurl, jansson), io_uring (liburing), UCX.
+opts="-DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON -DIXL_SANITIZE= -DCMAKE_C_COMPILER_LAUNCHER="
+off=""
+i=0
+while :; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    if cmake -S "$ROOT" -B "$BUILD" $opts $off >"$LOGS/configure.log" 2>&1; then
+        break
+    fi
+    sw=$(sed -n 's/.*IXL_WITH_\([A-Z0-9_]*\) is ON.*/\1/p' "$LOGS/configure.log" | head -n 1)
+    if [ -z "$sw" ] || [ $i -gt 10 ]; then
+        say "configure failed (log: $LOGS/configure.log):"
+        tail -n 30 "$LOGS/configure.log" >&2
+        if grep -q "OpenSSL" "$LOGS/configure.log"; then
+            say "ixl needs OpenSSL's libcrypto >= 3.0 with its headers (Debian/Ubuntu: libssl-dev)"
+        fi
+        emit "tests/gpu/run.sh: FAILED to configure ixl: see $LOGS/configure.log"
+        finish 1
+    fi
+    say "optional feature IXL_WITH_$sw: its library is missing here, building without it"
+    off="$off -DIXL_WITH_$sw=OFF"
+done
+# What is off (this run's switches, or a reused build directory's).
+off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
+say "configured $BUILD (Release${off:+;$off})"
+
+targets="ixl ixl-info test_gpu_reg test_gpu_xfer"
+build() {
+    # shellcheck disable=SC2086
+    cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
+}
+werror_note=""
+built=0
+if build; then
+    built=1
+elif grep -q -- '-Werror' "$LOGS/build.log"; then
+    # A compiler newer than the project's (GCC 12 in CI) may warn where it did not, and the
+    # build is -Werror: build again with warnings left as warnings (a launcher appends
+    # -Wno-error after the project's flags), and say so in the report with the warnings.
+    warns=$(grep -E 'error: .*\[-Werror' "$LOGS/build.log" | sort -u | head -n 10)
+    say "the build failed on warnings of this compiler; building again without -Werror"
+    printf '#!/bin/sh\nexec "$@" -Wno-error\n' >"$LOGS/no-werror.sh"
+    chmod +x "$LOGS/no-werror.sh"
+    cp "$LOGS/build.log" "$LOGS/build-werror.log"
+    if cmake "$BUILD" -DCMAKE_C_COMPILER_LAUNCHER="$LOGS/no-werror.sh" \
+        >>"$LOGS/configure.log" 2>&1 && build; then
+        built=1
+        werror_note="built only without -Werror; $(${CC:-cc} --version | head -n 1) warns:
+\`\`\`
+$warns
+\`\`\`"
+    fi
+fi
+if [ $built -eq 0 ]; then
+    say "build failed (log: $LOGS/build.log):"
+    grep -E "error|Error" "$LOGS/build.log" | head -n 30 >&2
+    emit "tests/gpu/run.sh: FAILED to build ixl: see $LOGS/build.log"
+    finish 1
+fi
+say "built in $(($(date +%s) - START)) s"
+
+# --- the machine ------------------------------------------------------------------------------
+gpu=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+    gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id \
+        --format=csv,noheader 2>/dev/null | head -n 1)
+fi
+[ -n "$gpu" ] || gpu=$(sed -n 's/^NVRM version: *//p' /proc/driver/nvidia/version 2>/dev/null)
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | head -n 1)
+[ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
+
+emit "## Real GPU: tests/gpu/run.sh, $(date -u +%Y-%m-%d)"
+emit ""
+emit "- **GPU**: ${gpu:-unknown (no nvidia-smi)} (name, driver, memory, PCI bus)"
+emit "- **Host**: $(nproc 2>/dev/null) CPUs ($cpu), Linux $(uname -r)"
+emit "- **Source**: commit $commit; build Release${off:+ with$off}"
+[ -n "$werror_note" ] && emit "- **Warnings**: $werror_note"
+emit "- **Command**: \`tests/gpu/run.sh\`"
+emit ""
+
+# --- the tests --------------------------------------------------------------------------------
+results=$LOGS/results
+: >"$results"
+failed=0
+# run NAME TIMEOUT WHAT COMMAND...: stdout (Markdown) into the report, stderr to the log.
+run() {
+    name=$1 limit=$2 what=$3
+    shift 3
+    say "$name: $what"
+    t0=$(date +%s.%N)
+    timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.md" 2>"$LOGS/$name.log"
+    rc=$?
+    t=$(echo "$t0 $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
+    case $rc in
+    0) res=PASS ;;
+    77) res=SKIP ;;
+    124 | 137) res="FAIL (timeout ${limit} s)" failed=1 ;;
+    *) res="FAIL (exit $rc)" failed=1 ;;
+    esac
+    why=""
+    [ $rc -eq 77 ] && why=": $(grep -m 1 '^SKIP' "$LOGS/$name.log" | sed 's/^SKIP:* *//')"
+    echo "| $name | $res | $t s | $what$why |" >>"$results"
+    say "$name: $res ($t s)"
+    if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+        tail -n 20 "$LOGS/$name.log" >&2
+    fi
+}
+
+unset IXL_CUDA_LIBRARY # the real driver, never the simulated one
+# ixl-info: its cuda section and the memory types each plugin offers here, into the report.
+# shellcheck disable=SC2016 # $0 is sh -c's, expanded there
+run ixl-info 60 "ixl-info: the driver and devices as ixl's device layer sees them" \
+    sh -c '"$0" >&2' "$BUILD/tools/ixl-info"
+"$BUILD/tools/ixl-info" --cuda >"$LOGS/ixl-info-cuda.txt" 2>&1
+memlines=$(awk '/^  [A-Z][A-Z0-9_]* +version/ { p = $1 }
+    /memory here|not here/ { sub(/^ +/, ""); print p ": " $0 }' "$LOGS/ixl-info.log")
+{
+    echo "ixl-info --cuda, and the memory types each plugin offers here (ixl-info):"
+    echo ""
+    echo '```'
+    cat "$LOGS/ixl-info-cuda.txt"
+    echo "$memlines"
+    echo '```'
+} >"$LOGS/ixl-info.md"
+run test_gpu_reg 120 "registration: cuMemAlloc and VMM (POSIX fd) memory, tensors in one allocation, refusals" \
+    "$BUILD/tests/gpu/test_gpu_reg"
+nogpu=0
+[ $rc -eq 77 ] && nogpu=1
+run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM, data checked" \
+    "$BUILD/tests/gpu/test_gpu_xfer"
+run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
+    "$BUILD/tests/gpu/test_gpu_xfer" bench
+
+# Python: PyTorch tensors through the nixl package (ixl.compat when it is not there), CuPy.
+nixl_dir=$(find "$ROOT/bindings" -path '*/nixl/_api.py' 2>/dev/null | head -n 1)
+pypath=$ROOT/bindings/python
+[ -n "$nixl_dir" ] && pypath="$(dirname "$(dirname "$nixl_dir")"):$pypath"
+if command -v "$PY" >/dev/null 2>&1; then
+    export PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" IXL_LIBRARY="$BUILD/lib/libixl.so"
+    export PYTHONDONTWRITEBYTECODE=1
+    run python_gpu 180 "Python: PyTorch CUDA tensors (nixl package) and CuPy arrays, NET within one agent" \
+        "$PY" "$ROOT/tests/gpu/python_gpu.py"
+else
+    echo "| python_gpu | SKIP | 0 s | Python: no $PY on PATH |" >>"$results"
+fi
+
+emit "| test | result | time | what |"
+emit "|---|---|---|---|"
+cat "$results" >>"$OUTMD"
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu python_gpu; do
+    [ -s "$LOGS/$name.md" ] || continue
+    emit ""
+    cat "$LOGS/$name.md" >>"$OUTMD"
+done
+emit ""
+emit "Logs of each test: \`$LOGS\`."
+
+if [ $failed -ne 0 ]; then
+    say "FAILED (logs: $LOGS)"
+    finish 1
+fi
+if [ $nogpu -ne 0 ]; then
+    say "no GPU: every test skipped"
+    finish 77
+fi
+say "all passed"
+finish 0

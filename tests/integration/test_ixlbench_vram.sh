@@ -1,0 +1,61 @@
+#!/bin/sh
+# ixlbench's device mode on the simulated device (IXL_CUDA_LIBRARY, set by ctest): VRAM to VRAM
+# and the mixed pairs in one agent, data checked through ixl_device_copy (the sim's device
+# memory faults if touched); two GPUs (--initiator-dev/--target-dev); the corrupt flag failing
+# the checks; no device (exit 77 with the reason); usage refused. Exit 0 pass, 1 fail, 77 skip.
+set -u
+bench=$1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_ixlbench_vram.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+[ -r "${IXL_CUDA_LIBRARY:-}" ] || {
+    echo "SKIP: IXL_CUDA_LIBRARY does not name the simulated device (ctest sets it)"
+    [ "${CI:-}" = true ] && exit 1
+    exit 77
+}
+small="--block 4K --block-max 16K --iters 4 --warmup 1 --no-progress --csv"
+
+run() { # name, expected exit status, [VAR=VALUE...] ixlbench's arguments...
+    name=$1 want=$2
+    shift 2
+    env "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    rc=$?
+    cat "$tmp/$name.out"
+    [ $rc -eq "$want" ] || fail "$name: exit $rc, want $want: $(cat "$tmp/$name.err")"
+}
+
+# shellcheck disable=SC2086
+run vv 0 "$bench" --initiator-mem VRAM --target-mem VRAM $small
+grep -q '^sweep,READ,plain,local-cuda,4096,.*,pass$' "$tmp/vv.out" || fail "VRAM->VRAM READ row"
+grep -q '^sweep,WRITE,plain,local-cuda,16384,.*,pass$' "$tmp/vv.out" || fail "VRAM->VRAM WRITE row"
+# shellcheck disable=SC2086
+run dv 0 "$bench" --initiator-mem DRAM --target-mem VRAM --api prep --threads 2 --depth 2 --batch 3 $small
+# shellcheck disable=SC2086
+run vd 0 "$bench" --initiator-mem VRAM --target-mem DRAM --depth 4 --reuse $small
+for f in dv vd; do
+    [ "$(grep -c ',local-cuda,.*,pass$' "$tmp/$f.out")" -eq 6 ] || fail "$f: want 6 passing rows"
+done
+# Two simulated GPUs: initiator on GPU 1, target on GPU 0.
+# shellcheck disable=SC2086
+run two 0 IXL_CUDASIM_DEVICES=2 "$bench" --initiator-mem VRAM --initiator-dev 1 --target-mem VRAM $small
+run nogpu1 1 IXL_CUDASIM_DEVICES=1 "$bench" --initiator-mem VRAM --initiator-dev 1
+grep -q "there is 1 GPU" "$tmp/nogpu1.err" || fail "--initiator-dev 1 of 1 GPU: $(cat "$tmp/nogpu1.err")"
+# Checks that must fail: a byte flipped in the source (WRITE) and the destination (READ).
+# shellcheck disable=SC2086
+run bad 1 "$bench" --initiator-mem VRAM --target-mem VRAM --corrupt-for-test $small
+grep -q "READ.*FAIL" "$tmp/bad.out" || fail "corrupt READ not detected"
+grep -q "WRITE.*FAIL" "$tmp/bad.out" || fail "corrupt WRITE not detected"
+grep -q "byte .* of the target's VRAM" "$tmp/bad.err" || fail "no check message: $(cat "$tmp/bad.err")"
+# No device: exit 77 with the driver's reason.
+run nodev 77 IXL_CUDASIM_NO_DEVICE=1 "$bench" --initiator-mem VRAM --target-mem VRAM
+grep -q "VRAM needs a GPU, and there is none: .*CUDA_ERROR_NO_DEVICE" "$tmp/nodev.err" ||
+    fail "no device: $(cat "$tmp/nodev.err")"
+# Usage.
+run role 2 "$bench" --initiator-mem VRAM --role target --md-file "$tmp/md"
+run kv 2 "$bench" --target-mem VRAM --scenario kv
+run file 2 "$bench" --initiator-mem VRAM --target-mem FILE
+run devonly 2 "$bench" --target-dev 1
+echo ok
