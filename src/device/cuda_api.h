@@ -278,14 +278,12 @@ typedef CUresult ixl_cuMemImportFromShareableHandle_fn(CUmemGenericAllocationHan
     X(cuDeviceGetAttribute)            \
     X(cuDeviceTotalMem_v2)             \
     X(cuDevicePrimaryCtxRetain)        \
-    X(cuDevicePrimaryCtxRelease_v2)    \
     X(cuCtxSetCurrent)                 \
     X(cuCtxGetCurrent)                 \
     X(cuPointerGetAttributes)          \
     X(cuMemGetAddressRange_v2)         \
     X(cuMemAlloc_v2)                   \
     X(cuMemFree_v2)                    \
-    X(cuMemcpy)                        \
     X(cuMemcpyAsync)                   \
     X(cuStreamCreate)                  \
     X(cuStreamDestroy_v2)              \
@@ -305,6 +303,8 @@ typedef CUresult ixl_cuMemImportFromShareableHandle_fn(CUmemGenericAllocationHan
 
 /* The rest of the subset: the simulated device exports these too, tests/gpu uses them. */
 #define IXL_CUDA_OTHER_ENTRY_POINTS(X)        \
+    X(cuDevicePrimaryCtxRelease_v2)           \
+    X(cuMemcpy)                               \
     X(cuCtxGetDevice)                         \
     X(cuPointerGetAttribute)                  \
     X(cuMemcpyHtoD_v2)                        \

@@ -404,8 +404,9 @@ static void ctx_leave(struct saved_ctx *s)
  * Before a call whose device is not known yet (classification): a thread with no current
  * context gets one already retained, if any. Without any, the call goes on without one:
  * cuPointerGetAttributes answers without a context (checked on driver 580 / CUDA 13: full
- * attributes, while cuMemGetAddressRange returns CUDA_ERROR_INVALID_CONTEXT), and retaining
- * device 0's context here would cost a DRAM-only process a GPU context.
+ * attributes; cuMemGetAddressRange returned CUDA_ERROR_INVALID_CONTEXT there on a thread whose
+ * context had been unset, hence classify_now's device context), and retaining device 0's
+ * context here would cost a DRAM-only process a GPU context.
  */
 static void ctx_enter_any(struct saved_ctx *s)
 {

@@ -47,10 +47,14 @@ IXL_CUDA_OTHER_ENTRY_POINTS(SIM_DECLARE)
 #undef SIM_DECLARE
 
 /* Pointer attributes beyond cuda_api.h's list (cuda.h 12.x values). */
+#define SIM_PTR_ATTR_SYNC_MEMOPS 6
+#define SIM_PTR_ATTR_ACCESS_FLAGS 16
+#define SIM_PTR_ATTR_MEMPOOL_HANDLE 17
 #define SIM_PTR_ATTR_MAPPING_SIZE 18
 #define SIM_PTR_ATTR_MAPPING_BASE_ADDR 19
 
 #define SIM_MAX_DEVICES 16
+#define SIM_MAX_FAILS 16
 #define SIM_DRIVER_VERSION 12060 /* what cuDriverGetVersion reports: CUDA 12.6 */
 #define SIM_VMM_GRANULARITY ((size_t)2 << 20)
 #define SIM_TRAILER 4096 /* the memfd's last page: who it is, for importers to verify */
@@ -67,7 +71,8 @@ static struct {
     bool no_device;
     bool stub;
     unsigned delay_us;
-    long fail_copy; /* 0: none */
+    long fail_copy[SIM_MAX_FAILS]; /* which copies fail (1-based; 0 ends the list) */
+    bool fail_sticky;              /* a failed stream stays failed */
     size_t mem_bytes;
 } g_cfg;
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
@@ -94,13 +99,37 @@ static bool env_flag(const char *name)
     return s != NULL && *s != '\0' && strcmp(s, "0") != 0;
 }
 
+/* IXL_CUDASIM_FAIL_COPY: N or N,M,... (copies counted from 1 across the process). */
+static void fail_list_load(void)
+{
+    const char *s = getenv("IXL_CUDASIM_FAIL_COPY");
+    int n = 0;
+    while (s != NULL && *s != '\0' && n < SIM_MAX_FAILS) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno != 0 || end == s || v <= 0 || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, "cudasim: IXL_CUDASIM_FAIL_COPY=%s is not N or N,M,... (N >= 1)\n",
+                    getenv("IXL_CUDASIM_FAIL_COPY"));
+            n = 0;
+            break;
+        }
+        g_cfg.fail_copy[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (n < SIM_MAX_FAILS)
+        g_cfg.fail_copy[n] = 0;
+}
+
 static void cfg_load(void)
 {
     g_cfg.devices = (int)env_long("IXL_CUDASIM_DEVICES", 1, 0, SIM_MAX_DEVICES);
     g_cfg.no_device = env_flag("IXL_CUDASIM_NO_DEVICE") || g_cfg.devices == 0;
     g_cfg.stub = env_flag("IXL_CUDASIM_STUB");
     g_cfg.delay_us = (unsigned)env_long("IXL_CUDASIM_DELAY_US", 200, 0, 10 * 1000 * 1000);
-    g_cfg.fail_copy = env_long("IXL_CUDASIM_FAIL_COPY", 0, 0, LONG_MAX);
+    fail_list_load();
+    const char *sticky = getenv("IXL_CUDASIM_FAIL_STICKY");
+    g_cfg.fail_sticky = sticky == NULL || *sticky == '\0' || strcmp(sticky, "0") != 0;
     g_cfg.mem_bytes = (size_t)env_long("IXL_CUDASIM_MEM_MB", 16384, 1, 1L << 30) << 20;
 }
 
@@ -186,7 +215,10 @@ struct sim_ipc {
 _Static_assert(sizeof(struct sim_ipc) == CU_IPC_HANDLE_SIZE, "IPC handle layout");
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool g_inited; /* g_lock */
+/* cuInit ran, in the process with this pid (0: not yet). A child forked after cuInit gets
+ * CUDA_ERROR_NOT_INITIALIZED from everything, as CUDA's forked children do (its threads and
+ * locks did not come along); atomic, so such a child never waits on a lock it inherited. */
+static atomic_int g_init_pid;
 static struct CUctx_st g_ctx[SIM_MAX_DEVICES];
 static size_t g_used[SIM_MAX_DEVICES]; /* g_lock: bytes allocated per device */
 static struct sim_region *g_regions;   /* g_lock */
@@ -203,10 +235,8 @@ static pthread_cond_t g_ev_cv = PTHREAD_COND_INITIALIZER;
 
 static bool initialized(void)
 {
-    pthread_mutex_lock(&g_lock);
-    bool v = g_inited;
-    pthread_mutex_unlock(&g_lock);
-    return v;
+    int pid = atomic_load(&g_init_pid);
+    return pid != 0 && pid == (int)getpid();
 }
 
 /* CUDA_SUCCESS when the driver is usable: the stub refuses all, cuInit must have run. */
@@ -220,7 +250,8 @@ static CUresult check_init(void)
     return CUDA_SUCCESS;
 }
 
-/* The calling thread's current context, which must be a retained one. */
+/* The calling thread's current context, which must be a retained one (a primary context
+ * released to 0 is destroyed: CUDA_ERROR_CONTEXT_IS_DESTROYED, as an H200 answers). */
 static CUresult current_ctx(struct CUctx_st **out)
 {
     CUresult rc = check_init();
@@ -233,7 +264,7 @@ static CUresult current_ctx(struct CUctx_st **out)
     int refs = c->refs;
     pthread_mutex_unlock(&g_lock);
     if (refs <= 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -467,13 +498,15 @@ CUresult cuInit(unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (g_cfg.no_device)
         return CUDA_ERROR_NO_DEVICE;
+    int pid = atomic_load(&g_init_pid);
+    if (pid != 0)
+        return pid == (int)getpid() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_lock);
-    if (!g_inited) {
-        for (int i = 0; i < SIM_MAX_DEVICES; i++)
-            g_ctx[i].dev = i;
-        g_inited = true;
-    }
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+        g_ctx[i].dev = i;
     pthread_mutex_unlock(&g_lock);
+    int zero = 0;
+    atomic_compare_exchange_strong(&g_init_pid, &zero, (int)getpid());
     return CUDA_SUCCESS;
 }
 
@@ -509,6 +542,8 @@ static const char *error_name(CUresult e)
         return "CUDA_ERROR_INVALID_DEVICE";
     case CUDA_ERROR_INVALID_CONTEXT:
         return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+        return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
     case CUDA_ERROR_MAP_FAILED:
         return "CUDA_ERROR_MAP_FAILED";
     case CUDA_ERROR_ALREADY_MAPPED:
@@ -560,6 +595,8 @@ static const char *error_string(CUresult e)
         return "invalid device ordinal";
     case CUDA_ERROR_INVALID_CONTEXT:
         return "invalid device context";
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+        return "context is destroyed";
     case CUDA_ERROR_MAP_FAILED:
         return "mapping of buffer object failed";
     case CUDA_ERROR_ALREADY_MAPPED:
@@ -591,6 +628,13 @@ static const char *error_string(CUresult e)
 
 CUresult cuGetErrorName(CUresult error, const char **str)
 {
+    cfg_get();
+    if (g_cfg.stub) {
+        /* The toolkit's stub answers these too with CUDA_ERROR_STUB_LIBRARY. */
+        if (str != NULL)
+            *str = NULL;
+        return CUDA_ERROR_STUB_LIBRARY;
+    }
     if (str == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *str = error_name(error);
@@ -599,6 +643,12 @@ CUresult cuGetErrorName(CUresult error, const char **str)
 
 CUresult cuGetErrorString(CUresult error, const char **str)
 {
+    cfg_get();
+    if (g_cfg.stub) {
+        if (str != NULL)
+            *str = NULL;
+        return CUDA_ERROR_STUB_LIBRARY;
+    }
     if (str == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *str = error_string(error);
@@ -874,15 +924,16 @@ CUresult cuMemFree_v2(CUdeviceptr ptr)
     return CUDA_SUCCESS;
 }
 
+/* No current context needed (a real driver answers without one); registered host memory
+ * gives its registered range. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr ptr)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = region_find((uintptr_t)ptr);
-    if (r == NULL || r->kind == SIM_HOSTREG) {
+    if (r == NULL) {
         pthread_mutex_unlock(&g_lock);
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -895,31 +946,15 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr pt
     return CUDA_SUCCESS;
 }
 
-/* What one pointer attribute reads for region r (NULL: memory the driver does not know; resv:
- * the VMM reservation around ptr, if any). CUDA_ERROR_INVALID_VALUE where cuPointerGetAttribute
- * answers so; *data is written only on success. g_lock held. */
+/* What one pointer attribute reads for region r (NULL: memory the driver does not know, which
+ * includes a reserved but unmapped VMM range, as on an H200; resv: the VMM reservation around
+ * a mapping). CUDA_ERROR_INVALID_VALUE where cuPointerGetAttribute answers so. g_lock held. */
 static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_region *r,
                          const struct sim_resv *resv)
 {
-    bool dev = r != NULL && r->kind != SIM_HOSTREG;
-    if (r == NULL && resv == NULL)
+    if (r == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (r == NULL) {
-        /* Reserved (cuMemAddressReserve) but not mapped. */
-        switch (attr) {
-        case CU_POINTER_ATTRIBUTE_MAPPED:
-            *(int *)data = 0;
-            return CUDA_SUCCESS;
-        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-            *(CUdeviceptr *)data = (CUdeviceptr)resv->base;
-            return CUDA_SUCCESS;
-        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-            *(size_t *)data = resv->len;
-            return CUDA_SUCCESS;
-        default:
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-    }
+    bool dev = r->kind != SIM_HOSTREG;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = r->ctx;
@@ -931,9 +966,9 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
         *(CUdeviceptr *)data = (CUdeviceptr)ptr;
         break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = dev ? NULL : (void *)ptr;
         if (dev)
-            return CUDA_ERROR_INVALID_VALUE; /* the CPU has no address for it */
-        *(void **)data = (void *)ptr;
+            return CUDA_ERROR_INVALID_VALUE; /* no CPU address (NULL written, as a GPU does) */
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         *(unsigned long long *)data = r->buffer_id;
@@ -962,10 +997,24 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
             r->kind == SIM_VMM ? (unsigned long long)r->phys->prop.requestedHandleTypes : 0;
         break;
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        /* an H200 says 1 for cuMemAlloc memory, 0 opened through IPC; VMM as requested */
+        *(int *)data = r->kind == SIM_ALLOC ||
+                       (r->kind == SIM_VMM && r->phys->prop.allocFlags.gpuDirectRDMACapable);
+        break;
+    case SIM_PTR_ATTR_SYNC_MEMOPS:
         *(int *)data = 0;
         break;
+    case SIM_PTR_ATTR_ACCESS_FLAGS:
+        *(int *)data = r->kind == SIM_VMM ? r->access : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        break;
+    case SIM_PTR_ATTR_MEMPOOL_HANDLE:
+        *(void **)data = NULL;
+        break;
     case SIM_PTR_ATTR_MAPPING_SIZE:
-        *(size_t *)data = r->len;
+        /* cuMemAlloc memory lies in 2 MiB granules (an H200 says 2 MiB for 1 MiB + 100) */
+        *(size_t *)data = r->kind == SIM_ALLOC || r->kind == SIM_IPC
+                              ? round_up(r->len, SIM_VMM_GRANULARITY)
+                              : r->len;
         break;
     case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
         *(void **)data = (void *)r->base;
@@ -976,43 +1025,44 @@ static CUresult attr_get(void *data, int attr, uintptr_t ptr, const struct sim_r
     return CUDA_SUCCESS;
 }
 
+/* Like cuMemGetAddressRange_v2, no current context needed. */
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = region_find((uintptr_t)ptr);
-    struct sim_resv *v = (r == NULL || r->kind == SIM_VMM) ? resv_find((uintptr_t)ptr) : NULL;
+    struct sim_resv *v = r != NULL && r->kind == SIM_VMM ? resv_find((uintptr_t)ptr) : NULL;
     rc = attr_get(data, (int)attribute, (uintptr_t)ptr, r, v);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }
 
 /* The value cuPointerGetAttributes writes for memory the driver does not know ("default NULL
- * values"): zeros, with the device ordinal -2 (CUDA's invalid device id). */
+ * values"): zeros, the device ordinal -2 (CUDA's invalid device id), and the range attributes
+ * left as they were (what an H200 does). */
 static void attr_default(void *data, int attr)
 {
     switch (attr) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case SIM_PTR_ATTR_MAPPING_SIZE:
+    case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
+        break;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-    case SIM_PTR_ATTR_MAPPING_BASE_ADDR:
+    case SIM_PTR_ATTR_MEMPOOL_HANDLE:
         *(void **)data = NULL;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *(CUdeviceptr *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
         *(unsigned long long *)data = 0;
-        break;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    case SIM_PTR_ATTR_MAPPING_SIZE:
-        *(size_t *)data = 0;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = -2;
@@ -1028,17 +1078,15 @@ static void attr_default(void *data, int attr)
 
 static bool attr_known(int attr)
 {
-    return (attr >= CU_POINTER_ATTRIBUTE_CONTEXT && attr <= CU_POINTER_ATTRIBUTE_HOST_POINTER) ||
-           (attr >= CU_POINTER_ATTRIBUTE_BUFFER_ID &&
-            attr <= CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE) ||
-           attr == SIM_PTR_ATTR_MAPPING_SIZE || attr == SIM_PTR_ATTR_MAPPING_BASE_ADDR;
+    /* All of cuda.h's 1-19 but P2P_TOKENS (5), which needs nv-p2p. */
+    return attr >= CU_POINTER_ATTRIBUTE_CONTEXT && attr <= SIM_PTR_ATTR_MAPPING_BASE_ADDR &&
+           attr != 5;
 }
 
 CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (count == 0 || attributes == NULL || data == NULL)
@@ -1050,10 +1098,15 @@ CUresult cuPointerGetAttributes(unsigned int count, CUpointer_attribute *attribu
     /* Unlike cuPointerGetAttribute, unknown pointers are no error: defaults and success. */
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = region_find((uintptr_t)ptr);
-    struct sim_resv *v = (r == NULL || r->kind == SIM_VMM) ? resv_find((uintptr_t)ptr) : NULL;
+    struct sim_resv *v = r == NULL || r->kind == SIM_VMM ? resv_find((uintptr_t)ptr) : NULL;
     for (unsigned i = 0; i < count; i++) {
-        if (attr_get(data[i], (int)attributes[i], (uintptr_t)ptr, r, v) != CUDA_SUCCESS)
-            attr_default(data[i], (int)attributes[i]);
+        int a = (int)attributes[i];
+        if (r == NULL && v != NULL && a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+            *(CUdeviceptr *)data[i] = (CUdeviceptr)v->base; /* reserved, unmapped: an H200 */
+        else if (r == NULL && v != NULL && a == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            *(size_t *)data[i] = v->len; /* gives the reservation here, an error one by one */
+        else if (attr_get(data[i], a, (uintptr_t)ptr, r, v) != CUDA_SUCCESS)
+            attr_default(data[i], a);
     }
     pthread_mutex_unlock(&g_lock);
     return CUDA_SUCCESS;
@@ -1109,7 +1162,11 @@ static void end_put(struct sim_end *e)
 static bool copy_fails(void)
 {
     long n = atomic_fetch_add(&g_copies, 1) + 1;
-    return g_cfg.fail_copy > 0 && n == g_cfg.fail_copy;
+    for (int i = 0; i < SIM_MAX_FAILS && g_cfg.fail_copy[i] != 0; i++) {
+        if (g_cfg.fail_copy[i] == n)
+            return true;
+    }
+    return false;
 }
 
 /* ---- streams and events ----------------------------------------------------------------- */
@@ -1178,6 +1235,13 @@ static void op_run(struct CUstream_st *s, struct sim_op *op)
         end_put(&op->src);
         break;
     case SIM_OP_MARK:
+        if (!g_cfg.fail_sticky && err != CUDA_SUCCESS) {
+            /* IXL_CUDASIM_FAIL_STICKY=0: the first event after a failure reports it, then the
+             * stream runs on. */
+            pthread_mutex_lock(&s->mu);
+            s->err = CUDA_SUCCESS;
+            pthread_mutex_unlock(&s->mu);
+        }
         pthread_mutex_lock(&g_ev_lock);
         if (op->ev->gen == op->gen) {
             op->ev->pending = false;
@@ -1462,18 +1526,27 @@ CUresult cuEventCreate(CUevent *event, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+/* On a created stream no current context is needed (the stream names it, as on an H200); the
+ * default stream is the current context's. */
 CUresult cuEventRecord(CUevent event, CUstream stream)
 {
-    struct CUctx_st *c;
-    CUresult rc = current_ctx(&c);
+    CUresult rc = check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
     if (event == NULL || event->magic != SIM_EVENT_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
-    struct CUstream_st *s;
-    rc = stream_resolve(c, stream, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    struct CUstream_st *s = stream;
+    if ((uintptr_t)stream > 2) {
+        if (stream->magic != SIM_STREAM_MAGIC)
+            return CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        struct CUctx_st *c;
+        rc = current_ctx(&c);
+        if (rc == CUDA_SUCCESS)
+            rc = stream_resolve(c, stream, &s);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
     struct sim_op *op = calloc(1, sizeof(*op));
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1714,14 +1787,21 @@ CUresult cuMemHostUnregister(void *p)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     struct sim_region *r = NULL;
+    rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     for (struct sim_region *q = g_regions; q != NULL; q = q->next) {
-        if (q->kind == SIM_HOSTREG && q->base == (uintptr_t)p)
+        if (q->kind != SIM_HOSTREG || (uintptr_t)p < q->base || (uintptr_t)p - q->base >= q->len)
+            continue;
+        if (q->base == (uintptr_t)p)
             r = q;
+        else
+            rc = CUDA_ERROR_INVALID_VALUE; /* inside a registration, not its start (an H200) */
     }
-    if (r != NULL)
+    if (r != NULL) {
         region_unlist(r);
+        rc = CUDA_SUCCESS;
+    }
     pthread_mutex_unlock(&g_lock);
-    return r != NULL ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return rc;
 }
 
 /* ---- virtual memory management ---------------------------------------------------------- */
@@ -1908,8 +1988,10 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     pthread_mutex_lock(&g_lock);
     struct sim_phys *p = vmm_handle(handle);
     struct sim_resv *v = resv_find(a);
+    /* cuda.h lists no INVALID_HANDLE or ALREADY_MAPPED for cuMemMap: a bad handle, a range
+     * outside a reservation or one already mapped are all CUDA_ERROR_INVALID_VALUE. */
     if (p == NULL) {
-        rc = CUDA_ERROR_INVALID_HANDLE;
+        rc = CUDA_ERROR_INVALID_VALUE;
         goto unlock;
     }
     if (v == NULL || size > v->len - (a - v->base) || size > p->size) {
@@ -1918,7 +2000,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     }
     for (struct sim_region *q = g_regions; q != NULL; q = q->next) {
         if (q->kind == SIM_VMM && a < q->base + q->map_len && q->base < a + size) {
-            rc = CUDA_ERROR_ALREADY_MAPPED;
+            rc = CUDA_ERROR_INVALID_VALUE;
             goto unlock;
         }
     }

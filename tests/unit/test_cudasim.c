@@ -63,15 +63,18 @@ static void load(void)
 #undef X
 }
 
+/* A pattern of seed, 8 bytes per step (one instrumented store each under the sanitizers). */
 static void fill(void *buf, size_t len, uint32_t seed)
 {
-    uint32_t x = seed * 2654435761u + 1;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++) {
+    size_t i = 0;
+    for (; i < len; i += sizeof(x)) {
         x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (unsigned char)x;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t n = len - i < sizeof(x) ? len - i : sizeof(x);
+        memcpy(p + i, &x, n);
     }
 }
 
@@ -95,9 +98,9 @@ static void init_ctx(void)
     CU_OK(cu.cuCtxSetCurrent(ctx0));
 }
 
-/* Runs this binary as `child <mode> <arg>` with extra environment (NAME=VALUE, NULL-ended);
- * returns its wait status. keep_fd stays open across exec (-1: none). */
-static int run_child(const char *mode, const char *arg, int keep_fd, const char *const *env)
+/* Starts this binary as `child <mode> <arg>` with extra environment (NAME=VALUE, NULL-ended);
+ * keep_fd stays open across exec (-1: none). wait_child gives its wait status. */
+static pid_t spawn_child(const char *mode, const char *arg, int keep_fd, const char *const *env)
 {
     pid_t pid = fork();
     CHECK(pid >= 0);
@@ -111,10 +114,20 @@ static int run_child(const char *mode, const char *arg, int keep_fd, const char 
         execl(self_exe, self_exe, "child", mode, arg ? arg : "", (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+static int wait_child(pid_t pid)
+{
     int st;
     while (waitpid(pid, &st, 0) < 0)
         CHECK(errno == EINTR);
     return st;
+}
+
+static int run_child(const char *mode, const char *arg, int keep_fd, const char *const *env)
+{
+    return wait_child(spawn_child(mode, arg, keep_fd, env));
 }
 
 static void expect_exit0(int st, const char *what)
@@ -259,8 +272,10 @@ static void test_memory_and_attributes(void)
        CUDA_ERROR_INVALID_VALUE);
     type = 99;
     ord = 99;
+    start = 77;
+    size = 77;
     CU_OK(cu.cuPointerGetAttributes(4, attrs, data, (CUdeviceptr)host));
-    CHECK(type == 0 && ord == -2 && start == 0 && size == 0);
+    CHECK(type == 0 && ord == -2 && start == 77 && size == 77); /* ranges untouched: an H200 */
     CU(cu.cuMemGetAddressRange_v2(&start, &size, (CUdeviceptr)host), CUDA_ERROR_NOT_FOUND);
 
     /* Buffer ids are never reused; a freed address is no longer device memory. */
@@ -356,6 +371,7 @@ static void test_streams_events(void)
     CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s));
     CU_OK(cu.cuEventRecord(e2, s));
     CU_OK(cu.cuEventDestroy_v2(e2));
+    CU_OK(cu.cuStreamSynchronize(s)); /* its copy writes dst: done before dst is reused */
 
     /* Refused at enqueue, nothing queued: past the end, unmapped host memory. */
     CU(cu.cuMemcpyAsync(d, (CUdeviceptr)src, len + 1, s), CUDA_ERROR_INVALID_VALUE);
@@ -398,6 +414,12 @@ static void *worker(void *p)
     if (!a->set_ctx) {
         a->got = cu.cuMemcpyAsync(a->dev, (CUdeviceptr)buf, a->len, NULL);
         CU(cu.cuStreamCreate(&s, 0), CUDA_ERROR_INVALID_CONTEXT);
+        CU(cu.cuMemcpyDtoH_v2(back, a->dev, 16), CUDA_ERROR_INVALID_CONTEXT);
+        /* Pointer queries need no context (as on an H200). */
+        unsigned int type = 0;
+        CU_OK(cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a->dev));
+        CHECK(type == CU_MEMORYTYPE_DEVICE);
+        CU_OK(cu.cuMemGetAddressRange_v2(NULL, NULL, a->dev));
         free(buf);
         free(back);
         return NULL;
@@ -442,6 +464,23 @@ static void test_threads(void)
     }
 }
 
+/* A child forked after cuInit (no exec) cannot use the driver, as with CUDA. */
+static void test_forked_child(void)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CUdeviceptr d;
+        int n;
+        _exit(cu.cuMemAlloc_v2(&d, 64) == CUDA_ERROR_NOT_INITIALIZED &&
+                      cu.cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+                      cu.cuInit(0) == CUDA_ERROR_NOT_INITIALIZED
+                  ? 0
+                  : 1);
+    }
+    expect_exit0(wait_child(pid), "forked without exec");
+}
+
 static void test_host_register(void)
 {
     size_t len = 3 * 4096;
@@ -465,7 +504,11 @@ static void test_host_register(void)
     void *hp = NULL;
     CU_OK(cu.cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(buf + 8)));
     CHECK(hp == buf + 8);
-    CU(cu.cuMemHostUnregister(buf + 4096), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CU_OK(cu.cuMemGetAddressRange_v2(&start, &size, (CUdeviceptr)(buf + 5000)));
+    CHECK(start == (CUdeviceptr)buf && size == len);
+    CU(cu.cuMemHostUnregister(buf + 4096), CUDA_ERROR_INVALID_VALUE); /* not its start */
     CU_OK(cu.cuMemHostUnregister(buf));
     CU(cu.cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
     CU(cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buf),
@@ -510,7 +553,8 @@ static void test_vmm(void)
     CUdeviceptr at = va + gran;
     CU(cu.cuMemMap(at, gran, 4096, h, 0), CUDA_ERROR_INVALID_VALUE);
     CU_OK(cu.cuMemMap(at, gran, 0, h, 0));
-    CU(cu.cuMemMap(at, gran, 0, h, 0), CUDA_ERROR_ALREADY_MAPPED);
+    CU(cu.cuMemMap(at, gran, 0, h, 0), CUDA_ERROR_INVALID_VALUE);     /* already mapped */
+    CU(cu.cuMemMap(va, gran, 0, h + 8, 0), CUDA_ERROR_INVALID_VALUE); /* not a handle */
 
     char *buf = malloc(gran), *back = malloc(gran);
     CHECK(buf != NULL && back != NULL);
@@ -518,6 +562,9 @@ static void test_vmm(void)
     /* No access set yet: the copy is refused. */
     CU(cu.cuMemcpyHtoD_v2(at, buf, 4096), CUDA_ERROR_INVALID_VALUE);
     vmm_rw(at, gran);
+    int acc = 0;
+    CU_OK(cu.cuPointerGetAttribute(&acc, (CUpointer_attribute)16 /* ACCESS_FLAGS */, at));
+    CHECK(acc == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     CU_OK(cu.cuMemcpyHtoD_v2(at, buf, gran));
     memset(back, 0xEE, gran);
     CU_OK(cu.cuMemcpyDtoH_v2(back, at, gran));
@@ -542,10 +589,17 @@ static void test_vmm(void)
     CHECK(types == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CU_OK(cu.cuMemGetAddressRange_v2(&start, &size, at + 5));
     CHECK(start == at && size == gran);
+    /* Reserved, not mapped: unknown one by one, the reservation in a batch (an H200). */
     int mapped = 1;
-    CU_OK(cu.cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, va));
-    CHECK(mapped == 0);
+    CU(cu.cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, va),
+       CUDA_ERROR_INVALID_VALUE);
     CU(cu.cuMemGetAddressRange_v2(&start, &size, va), CUDA_ERROR_NOT_FOUND);
+    CUpointer_attribute ra[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *rd[3] = {&type, &start, &size};
+    CU_OK(cu.cuPointerGetAttributes(3, ra, rd, va + 5));
+    CHECK(type == 0 && start == va && size == 2 * gran);
     CUipcMemHandle ih;
     CU(cu.cuIpcGetMemHandle(&ih, at), CUDA_ERROR_INVALID_VALUE);
     CU_OK(cu.cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(at + 100)));
@@ -822,6 +876,40 @@ static int child_fail(void)
     return 0;
 }
 
+/* IXL_CUDASIM_FAIL_COPY=2,4 IXL_CUDASIM_FAIL_STICKY=0: the first event after each failed copy
+ * reports it, and the stream runs on. */
+static int child_fail_once(void)
+{
+    init_ctx();
+    const size_t len = 16 * 1024;
+    CUdeviceptr d;
+    CU_OK(cu.cuMemAlloc_v2(&d, len));
+    char *src = malloc(len), *dst = malloc(len);
+    CHECK(src != NULL && dst != NULL);
+    fill(src, len, 61);
+    CUstream s;
+    CU_OK(cu.cuStreamCreate(&s, 0));
+    CUevent e;
+    CU_OK(cu.cuEventCreate(&e, 0));
+    CU_OK(cu.cuMemcpyAsync(d, (CUdeviceptr)src, len, s)); /* copy 1 */
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s)); /* copy 2: fails */
+    CU_OK(cu.cuEventRecord(e, s));
+    CU(cu.cuEventSynchronize(e), CUDA_ERROR_ILLEGAL_ADDRESS);
+    memset(dst, 0xEE, len);
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s)); /* copy 3 */
+    CU_OK(cu.cuEventRecord(e, s));
+    CU_OK(cu.cuEventSynchronize(e));
+    check_pattern(dst, len, 61);
+    CU_OK(cu.cuMemcpyAsync((CUdeviceptr)dst, d, len, s)); /* copy 4: fails */
+    CU(cu.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CU_OK(cu.cuStreamDestroy_v2(s));
+    CU_OK(cu.cuEventDestroy_v2(e));
+    CU_OK(cu.cuMemFree_v2(d));
+    free(src);
+    free(dst);
+    return 0;
+}
+
 /* IXL_CUDASIM_FAIL_COPY=1: a synchronous copy reports the failure itself. */
 static int child_fail_sync(void)
 {
@@ -876,7 +964,7 @@ static int child_devices(void)
     /* A released context is no longer usable. */
     CU_OK(cu.cuDevicePrimaryCtxRelease_v2(2));
     CU_OK(cu.cuCtxSetCurrent(c2));
-    CU(cu.cuMemFree_v2(b), CUDA_ERROR_INVALID_CONTEXT);
+    CU(cu.cuMemFree_v2(b), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     CU(cu.cuDevicePrimaryCtxRelease_v2(2), CUDA_ERROR_INVALID_CONTEXT);
     return 0;
 }
@@ -894,9 +982,10 @@ static int child_stub(void)
     CU(cu.cuInit(0), CUDA_ERROR_STUB_LIBRARY);
     int v;
     CU(cu.cuDriverGetVersion(&v), CUDA_ERROR_STUB_LIBRARY);
-    const char *s = NULL;
-    CU_OK(cu.cuGetErrorName(CUDA_ERROR_STUB_LIBRARY, &s));
-    CHECK(strcmp(s, "CUDA_ERROR_STUB_LIBRARY") == 0);
+    const char *s = "x";
+    CU(cu.cuGetErrorName(CUDA_ERROR_STUB_LIBRARY, &s), CUDA_ERROR_STUB_LIBRARY);
+    CHECK(s == NULL); /* as the toolkit's stub libcuda.so answers */
+    CU(cu.cuGetErrorString(CUDA_ERROR_STUB_LIBRARY, &s), CUDA_ERROR_STUB_LIBRARY);
     return 0;
 }
 
@@ -911,6 +1000,8 @@ static int child_main(const char *mode, const char *arg)
         return child_vmm(arg);
     if (strcmp(mode, "fail") == 0)
         return child_fail();
+    if (strcmp(mode, "failonce") == 0)
+        return child_fail_once();
     if (strcmp(mode, "failsync") == 0)
         return child_fail_sync();
     if (strcmp(mode, "devices") == 0)
@@ -923,24 +1014,44 @@ static int child_main(const char *mode, const char *arg)
     return 2;
 }
 
-static void test_children(void)
-{
+/* The cases that need their own configuration, in children started before this process's
+ * own cases and waited for after them (each child starts a sanitizer runtime: the slow part
+ * of this test, so they overlap). */
+static const struct {
+    const char *mode;
+    const char *env[4];
+} child_cases[] = {
     /* The sanitizers catch SIGSEGV themselves and exit 1; the child must die of the signal. */
-    const char *segv_env[] = {"ASAN_OPTIONS=handle_segv=0:detect_leaks=0",
-                              "TSAN_OPTIONS=handle_segv=0", "UBSAN_OPTIONS=handle_segv=0", NULL};
-    int st = run_child("segv", NULL, -1, segv_env);
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV)
-        check_fail(__FILE__, __LINE__, "CPU read of device memory: status %#x, want SIGSEGV", st);
-    const char *fail_env[] = {"IXL_CUDASIM_FAIL_COPY=3", NULL};
-    expect_exit0(run_child("fail", NULL, -1, fail_env), "fail");
-    const char *failsync_env[] = {"IXL_CUDASIM_FAIL_COPY=1", NULL};
-    expect_exit0(run_child("failsync", NULL, -1, failsync_env), "failsync");
-    const char *dev_env[] = {"IXL_CUDASIM_DEVICES=3", "IXL_CUDASIM_DELAY_US=0", NULL};
-    expect_exit0(run_child("devices", NULL, -1, dev_env), "devices");
-    const char *nodev_env[] = {"IXL_CUDASIM_NO_DEVICE=1", NULL};
-    expect_exit0(run_child("nodevice", NULL, -1, nodev_env), "nodevice");
-    const char *stub_env[] = {"IXL_CUDASIM_STUB=1", NULL};
-    expect_exit0(run_child("stub", NULL, -1, stub_env), "stub");
+    {"segv",
+     {"ASAN_OPTIONS=handle_segv=0:detect_leaks=0", "TSAN_OPTIONS=handle_segv=0",
+      "UBSAN_OPTIONS=handle_segv=0", NULL}},
+    {"fail", {"IXL_CUDASIM_FAIL_COPY=3", NULL}},
+    {"failsync", {"IXL_CUDASIM_FAIL_COPY=1", NULL}},
+    {"failonce", {"IXL_CUDASIM_FAIL_COPY=2,4", "IXL_CUDASIM_FAIL_STICKY=0", NULL}},
+    {"devices", {"IXL_CUDASIM_DEVICES=3", "IXL_CUDASIM_DELAY_US=0", NULL}},
+    {"nodevice", {"IXL_CUDASIM_NO_DEVICE=1", NULL}},
+    {"stub", {"IXL_CUDASIM_STUB=1", NULL}},
+};
+#define N_CHILD_CASES (sizeof(child_cases) / sizeof(child_cases[0]))
+
+static void children_start(pid_t *pids)
+{
+    for (size_t i = 0; i < N_CHILD_CASES; i++)
+        pids[i] = spawn_child(child_cases[i].mode, NULL, -1, child_cases[i].env);
+}
+
+static void children_check(const pid_t *pids)
+{
+    for (size_t i = 0; i < N_CHILD_CASES; i++) {
+        int st = wait_child(pids[i]);
+        if (strcmp(child_cases[i].mode, "segv") == 0) {
+            if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV)
+                check_fail(__FILE__, __LINE__,
+                           "CPU read of device memory: status %#x, want death by SIGSEGV", st);
+        } else {
+            expect_exit0(st, child_cases[i].mode);
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -954,15 +1065,18 @@ int main(int argc, char **argv)
     unsetenv("IXL_CUDASIM_DEVICES");
     unsetenv("IXL_CUDASIM_NO_DEVICE");
     unsetenv("IXL_CUDASIM_STUB");
+    pid_t children[N_CHILD_CASES];
+    children_start(children);
     load();
     test_init_and_devices();
     test_memory_and_attributes();
     test_streams_events();
     test_threads();
+    test_forked_child();
     test_host_register();
     test_vmm();
     test_ipc();
-    test_children();
+    children_check(children);
     printf("test_cudasim: all passed\n");
     return 0;
 }
