@@ -129,7 +129,7 @@ struct net_msg {
 
 /* A unit of work: one TCP frame of a posted request or the notification of a finished one
  * (a peer's send queue), or a same-node copy (the copy workers' queue). */
-enum net_item_kind { NI_FRAME, NI_COPY, NI_NOTIF, NI_MSG };
+enum net_item_kind { NI_FRAME, NI_COPY, NI_NOTIF, NI_MSG, NI_DEVPOST };
 struct net_item {
     uint64_t serial;
     struct net_msg *msg; /* NI_MSG */
@@ -538,9 +538,11 @@ void net_dev_stop(struct net_engine *e); /* waits for every recorded event, free
 /* Classifies a VRAM registration through the device layer into g (vram, dev, base). */
 int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g);
 /* Enqueues the copies of r (posted as serial, busy held for the device work) on its stream,
- * records an event and hands it to the completion thread: IXL_IN_PROGRESS. On an error
- * nothing of r is left running on the device and busy is dropped. */
-int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial);
+ * records an event and hands it to the stream's completion thread: IXL_IN_PROGRESS. On an
+ * error nothing of r is left running on the device, busy is dropped and why says what failed
+ * (the caller reports it: net_error on the posting thread, the request's status on a worker). */
+int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char *why,
+                 size_t why_len);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);

@@ -144,42 +144,48 @@ int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct ne
 
 /* The stream of ds, created on first use, and its completion thread with the first stream;
  * ds->lock held by the caller. */
-static int stream_get(struct net_engine *e, struct net_dstream *ds, struct ixl_dev_stream **out)
+static int stream_get(struct net_engine *e, struct net_dstream *ds, struct ixl_dev_stream **out,
+                      char *why, size_t why_len)
 {
     if (!ds->started) {
         int te = net_sys()->pthread_create(&ds->thread, NULL, dstream_main, ds);
-        if (te != 0)
-            return net_error(e, IXL_ERR_SYSTEM,
-                             "NET: cannot start a device completion thread: pthread_create: %s",
-                             strerror(te));
+        if (te != 0) {
+            snprintf(why, why_len,
+                     "NET: cannot start a device completion thread: pthread_create: %s",
+                     strerror(te));
+            return IXL_ERR_SYSTEM;
+        }
         ds->started = true;
     }
     if (ds->s == NULL) {
         int rc = e->dev->stream_create(e->dev->ctx, ds->ord, &ds->s);
         if (rc != IXL_OK) {
             ds->s = NULL;
-            return net_error(e, rc, "NET: cannot create a stream on GPU %d (status %d)", ds->ord,
-                             rc);
+            snprintf(why, why_len, "NET: cannot create a stream on GPU %d (status %d)", ds->ord,
+                     rc);
+            return rc;
         }
     }
     *out = ds->s;
     return IXL_OK;
 }
 
-int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
+int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char *why,
+                 size_t why_len)
 {
     const struct ixl_devops *d = e->dev;
     struct net_dwait *w = net_sys()->calloc(1, sizeof(*w));
     if (w == NULL) {
         net_req_unbusy(e, r);
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        snprintf(why, why_len, "NET: out of memory posting a device copy");
+        return IXL_ERR_NO_MEMORY;
     }
     struct net_dstream *ds = &e->dstreams[r->dev_ord * NET_DIRS + r->dev_dir];
     struct ixl_dev_stream *s = NULL;
     struct ixl_dev_event *ev = NULL;
     size_t i = 0;
     pthread_mutex_lock(&ds->lock);
-    int rc = stream_get(e, ds, &s);
+    int rc = stream_get(e, ds, &s, why, why_len);
     int copy_rc = IXL_OK, rec_rc = IXL_OK;
     for (; rc == IXL_OK && i < r->n; i++) {
         void *l = (void *)(uintptr_t)r->ld[i].addr, *t = (void *)(uintptr_t)r->rd[i].addr;
@@ -221,17 +227,19 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial)
     free(w);
     net_req_unbusy(e, r);
     if (rc != IXL_OK)
-        return rc; /* explained by stream_get */
-    if (copy_rc != IXL_OK)
-        return net_error(e, copy_rc,
-                         "NET: the device layer refused to enqueue the copy of descriptor %zu "
-                         "(%" PRIu64 " bytes, status %d); the request's earlier copies were "
-                         "waited for",
-                         i, r->ld[i].len, copy_rc);
-    return net_error(e, rec_rc,
-                     "NET: cannot record a device event after the request's copies (status %d); "
-                     "its stream was drained and is made again",
-                     rec_rc);
+        return rc; /* why: from stream_get */
+    if (copy_rc != IXL_OK) {
+        snprintf(why, why_len,
+                 "NET: the device layer refused to enqueue the copy of descriptor %zu (%" PRIu64
+                 " bytes, status %d); the request's earlier copies were waited for",
+                 i, r->ld[i].len, copy_rc);
+        return copy_rc;
+    }
+    snprintf(why, why_len,
+             "NET: cannot record a device event after the request's copies (status %d); its "
+             "stream was drained and is made again",
+             rec_rc);
+    return rec_rc;
 }
 
 /* A stream's completion thread: waits for each of its events in record order, then completes

@@ -239,6 +239,20 @@ static uint64_t total_bytes(const struct net_req *r)
     return t;
 }
 
+/* A device request whose host side is large: its copies are enqueued here, on a copy worker,
+ * since the driver's copy from or to pageable host memory may return only once it is done
+ * (ixl_xfer_post never blocks on a large copy). A request released meanwhile is not started. */
+static void do_devpost(struct net_engine *e, const struct net_item *it)
+{
+    struct net_req *r = net_req_get_busy(e, it->serial);
+    if (r == NULL)
+        return;
+    char why[NET_WHY];
+    int rc = net_dev_post(e, r, it->serial, why, sizeof(why)); /* consumes busy */
+    if (rc != IXL_IN_PROGRESS)
+        net_req_part_done(e, it->serial, rc, why);
+}
+
 static void do_copy(struct net_engine *e, const struct net_item *it)
 {
     struct net_req *r = net_req_get_busy(e, it->serial);
@@ -270,7 +284,10 @@ static void *worker_main(void *arg)
         e->work_head = (e->work_head + 1) % e->work_cap;
         e->work_len--;
         pthread_mutex_unlock(&e->work_lock);
-        do_copy(e, &it);
+        if (it.kind == NI_DEVPOST)
+            do_devpost(e, &it);
+        else
+            do_copy(e, &it);
     }
     return NULL;
 }
@@ -513,6 +530,13 @@ static int set_notif(struct net_req *r, const struct ixl_xfer_opts *opts)
     return IXL_OK;
 }
 
+/* Whether a device request's copies are enqueued by a copy worker rather than in post: a host
+ * side (the driver may copy pageable memory synchronously) of more than INLINE_BYTES. */
+static bool dev_deferred(const struct net_req *r, uint64_t total)
+{
+    return r->dev_dir != NET_DIR_D2D && total > INLINE_BYTES;
+}
+
 /* Records a failure of r's post before anything started (reqs_lock not held). */
 static int post_failed(struct net_engine *e, struct net_req *r, int rc)
 {
@@ -575,19 +599,31 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         else
             memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
-        if (r->dev || (r->path != NET_PATH_TCP && total <= INLINE_BYTES))
-            r->busy++; /* the device's work, or copied below on this thread */
+        /* Device work enqueued below on this thread, or copied below on this thread (a device
+         * request with a large host side is enqueued by a copy worker, which takes its own
+         * reference). */
+        if ((r->dev && !dev_deferred(r, total)) ||
+            (!r->dev && r->path != NET_PATH_TCP && total <= INLINE_BYTES))
+            r->busy++;
     }
     /* Read under the lock: a teardown (net_req_fail_peer) may zero it at any time after. */
     uint64_t pending = r->pending;
     pthread_mutex_unlock(&e->reqs_lock);
     if (rc != IXL_OK)
         return net_error(e, rc, "out of memory");
+    if (r->dev && dev_deferred(r, total)) {
+        work_push(e, (struct net_item){.serial = serial, .kind = NI_DEVPOST});
+        return IXL_IN_PROGRESS;
+    }
     if (r->dev) {
         /* Device copies on a stream, completed by net_dev.c's thread once the event is done
          * (the notification then). On an error here nothing of it runs on the device. */
-        rc = net_dev_post(e, r, serial);
-        return rc == IXL_IN_PROGRESS ? rc : post_failed(e, r, rc);
+        char why[NET_WHY];
+        rc = net_dev_post(e, r, serial, why, sizeof(why));
+        if (rc == IXL_IN_PROGRESS)
+            return rc;
+        net_error(e, rc, "%s", why);
+        return post_failed(e, r, rc);
     }
     if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
         /* Small same-node copies: no thread hop. A notification then goes to the peer's

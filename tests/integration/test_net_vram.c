@@ -8,10 +8,12 @@
  *            sizes at shuffled offsets; a fresh pattern in the source and a poisoned
  *            destination before each checked transfer (device memory through
  *            ixl_device_copy); the request's path is "local-cuda"
+ *   large    VRAM<->DRAM requests over 1 MiB (their copies are enqueued by NET's copy workers)
  *   inflight copies delayed (IXL_CUDASIM_DELAY_US): a request is in flight after its post, its
  *            notification only after it completed; a request released in flight: release
  *            returns IXL_OK only once its copies ended (nothing lands afterwards), its
- *            notification never comes
+ *            notification never comes; the same for a large one (enqueued by a worker, maybe
+ *            not yet started when released)
  *   fail     an injected copy failure (IXL_CUDASIM_FAIL_COPY) fails the request, not OK
  *   agents   VRAM between two agents is refused (IXL_ERR_NOT_SUPPORTED, with the message)
  *   nodev    no device (IXL_CUDASIM_NO_DEVICE): VRAM is not among NET's memory types, NET
@@ -35,7 +37,8 @@
 
 #define NDESC 48
 #define REGION (128u * 1024u)
-#define SMALL (32u * 1024u) /* the other cases' regions */
+#define SMALL (32u * 1024u)       /* the other cases' regions */
+#define BIG ((1u << 20) + 65536u) /* over NET's 1 MiB: a host side's copies go via a worker */
 #define DELAY_US 250000 /* per copy in the inflight case: longer than NET's 200 ms release wait */
 
 static uint64_t now_ms(void)
@@ -275,6 +278,40 @@ static int case_pairs(void)
     return 0;
 }
 
+static int case_large(void)
+{
+    struct ixl_agent *a = agent_new("vram-large");
+    need_vram(a);
+    struct buf v = buf_new(IXL_MEM_VRAM, BIG), d = buf_new(IXL_MEM_DRAM, BIG);
+    reg(a, &v);
+    reg(a, &d);
+    size_t off = 0, loff = 4096, len = BIG - 4096;
+    uint64_t seed = 20;
+    for (int k = 0; k < 4; k++, seed++) {
+        /* local VRAM or DRAM, WRITE or READ */
+        const struct buf *l = k < 2 ? &v : &d, *r = k < 2 ? &d : &v;
+        enum ixl_op op = k % 2 ? IXL_OP_READ : IXL_OP_WRITE;
+        const struct buf *src = op == IXL_OP_WRITE ? l : r, *dst = op == IXL_OP_WRITE ? r : l;
+        size_t soff = op == IXL_OP_WRITE ? loff : off, doff = op == IXL_OP_WRITE ? off : loff;
+        buf_put(src, 0, BIG, seed, 0);
+        buf_put(dst, 0, BIG, 0, 1);
+        struct ixl_xfer *x = xfer_new(a, op, l, r, "vram-large", &loff, &off, &len, 1, "large");
+        ixl_status st = ixl_xfer_post(x);
+        CHECK(st == IXL_OK || st == IXL_IN_PROGRESS);
+        CHECK_RC(ixl_xfer_wait(x, 20000), IXL_OK);
+        CHECK(drain_count(a, "large") == 1);
+        buf_expect(dst, doff, len, seed, soff, "large");
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    }
+    dereg(a, &v);
+    dereg(a, &d);
+    buf_free(&v);
+    buf_free(&d);
+    ixl_agent_destroy(a);
+    printf("large: VRAM<->DRAM of %u bytes, READ and WRITE: ok\n", (unsigned)(BIG - 4096));
+    return 0;
+}
+
 static int case_inflight(void)
 {
     struct ixl_agent *a = agent_new("vram-inflight");
@@ -326,7 +363,33 @@ static int case_inflight(void)
     free(before);
     free(after);
     CHECK(drain_count(a, "released") == 0);
+    dereg(a, &l);
+    dereg(a, &r);
+    buf_free(&l);
+    buf_free(&r);
 
+    /* A large one (enqueued by a copy worker, which may not have started it yet) released at
+     * once: IXL_OK only when nothing of it can land any more. */
+    l = buf_new(IXL_MEM_VRAM, BIG);
+    r = buf_new(IXL_MEM_DRAM, BIG);
+    reg(a, &l);
+    reg(a, &r);
+    len = BIG;
+    buf_put(&l, 0, BIG, 11, 0);
+    buf_put(&r, 0, BIG, 0, 1);
+    x = xfer_new(a, IXL_OP_WRITE, &l, &r, "vram-inflight", &off, &off, &len, 1, "big");
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    t0 = now_ms();
+    while ((st = ixl_xfer_release(x)) == IXL_ERR_BUSY)
+        CHECK(now_ms() - t0 < 10000);
+    CHECK_RC(st, IXL_OK);
+    before = buf_get(&r, 0, BIG);
+    usleep(2 * DELAY_US);
+    after = buf_get(&r, 0, BIG);
+    CHECK(memcmp(before, after, BIG) == 0);
+    free(before);
+    free(after);
+    CHECK(drain_count(a, "big") == 0);
     dereg(a, &l);
     dereg(a, &r);
     buf_free(&l);
@@ -545,8 +608,9 @@ int main(int argc, char **argv)
         const struct {
             const char *name;
             int (*fn)(void);
-        } cases[] = {{"pairs", case_pairs},   {"inflight", case_inflight}, {"fail", case_fail},
-                     {"agents", case_agents}, {"nodev", case_nodev},       {"forgot", case_forgot}};
+        } cases[] = {{"pairs", case_pairs},  {"large", case_large},   {"inflight", case_inflight},
+                     {"fail", case_fail},    {"agents", case_agents}, {"nodev", case_nodev},
+                     {"forgot", case_forgot}};
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
             if (strcmp(argv[1], cases[i].name) == 0)
                 return cases[i].fn();
@@ -564,6 +628,7 @@ int main(int argc, char **argv)
     const char *nodev[] = {"IXL_CUDASIM_NO_DEVICE", "1", NULL};
     int rc = 0;
     rc |= run_case("/proc/self/exe", "pairs", none, 0);
+    rc |= run_case("/proc/self/exe", "large", none, 0);
     rc |= run_case("/proc/self/exe", "inflight", slow, 0);
     rc |= run_case("/proc/self/exe", "fail", fail, 0);
     rc |= run_case("/proc/self/exe", "agents", none, 0);
