@@ -6,16 +6,21 @@
  * in 1 MiB frames as an initiator's chunk would cut them), checks that the first answer is
  * READ_DATA OK, and then reads at about 1 MB/s. Meanwhile, in this process:
  *
- *   1. ixl_mem_deregister(R2), a region nobody reads:            < 100 ms
- *   2. ixl_md_get:                                                < 100 ms
+ *   1. ixl_mem_deregister(R2), a region nobody reads:            < QUICK_MS
+ *   2. ixl_md_get:                                                < QUICK_MS
  *   3. ixl_mem_deregister(R1), the region being read:             <= timeout_ms + 1 s, IXL_OK
- *      and, 200 ms into it, ixl_md_get from another thread:       < 100 ms
+ *      and, 200 ms into it, ixl_md_get from another thread:       < QUICK_MS
  *   4. (R1 registered again, a new reader) ixl_agent_destroy:     <= 5 s
  *
  * Each runs in a thread of its own; one past its bound by 3 s more counts as failed, and the
  * reader is then killed (its connection reset) so that the call can end and the test go on; a
  * new reader starts for the next step. Before issue 15 these calls stall for as long as the
  * reader takes (30-40 s).
+ *
+ * QUICK_MS, the bound of the calls that must not wait for the reader at all, is half of
+ * timeout_ms: a call that waited for the reader takes at least timeout_ms (the reader is only
+ * dropped then) and before issue 15 30-40 s; it is not a speed target (these calls take a few
+ * ms; 100 ms was once exceeded by 6 ms under ThreadSanitizer on a loaded 2-core machine).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,6 +30,7 @@
 #include "net_raw.h"
 
 #define TIMEOUT_MS 2000
+#define QUICK_MS (TIMEOUT_MS / 2)
 #define R1_LEN (64u << 20)
 #define R2_LEN (1u << 20)
 #define FRAME (1u << 20)
@@ -187,7 +193,7 @@ static void *step_main(void *arg)
 }
 
 /* Runs step what beside the reader; checks it ends within bound_s with IXL_OK. With side, an
- * ixl_md_get starts 200 ms into the step (if it is still running) and must end within 100 ms:
+ * ixl_md_get starts 200 ms into the step (if it is still running) and must end within QUICK_MS:
  * no agent-wide lock may be held while the step waits on the reader. Returns 1 when the reader
  * had to be killed (so that the calls could end). */
 static int timed_step(int what, const char *name, double bound_s, bool side)
@@ -217,7 +223,7 @@ static int timed_step(int what, const char *name, double bound_s, bool side)
         if (took >= 0 && (!m_started || m_took >= 0))
             break;
         if ((took < 0 && now - t0 > bound_s + GRACE_S) ||
-            (m_started && m_took < 0 && now - m_t0 > 0.1 + GRACE_S))
+            (m_started && m_took < 0 && now - m_t0 > QUICK_MS / 1000.0 + GRACE_S))
             break;
         nr_sleep_ms(2);
     }
@@ -248,11 +254,13 @@ static int timed_step(int what, const char *name, double bound_s, bool side)
         if (m_took >= 0) {
             fprintf(stderr, "  ixl_md_get meanwhile: %.0f ms (%s)\n", m_took * 1e3,
                     ixl_strerror(m.rc));
-            if (m_took > 0.1)
-                fail("ixl_md_get during %s took %.0f ms (want <= 100 ms)", name, m_took * 1e3);
+            if (m_took > QUICK_MS / 1000.0)
+                fail("ixl_md_get during %s took %.0f ms (want <= %d ms)", name, m_took * 1e3,
+                     QUICK_MS);
         } else {
             fprintf(stderr, "  ixl_md_get meanwhile: still blocked after %.1f s\n", cut - m_t0);
-            fail("ixl_md_get during %s did not end in %.1f s (want <= 100 ms)", name, cut - m_t0);
+            fail("ixl_md_get during %s did not end in %.1f s (want <= %d ms)", name, cut - m_t0,
+                 QUICK_MS);
         }
         if (m.rc != IXL_OK)
             fail("ixl_md_get during %s: %s", name, ixl_strerror(m.rc));
@@ -285,8 +293,8 @@ int main(void)
     double t_start = nr_now();
 
     reader_start();
-    timed_step(0, "ixl_mem_deregister of another region", 0.100, false);
-    timed_step(1, "ixl_md_get", 0.100, false);
+    timed_step(0, "ixl_mem_deregister of another region", QUICK_MS / 1000.0, false);
+    timed_step(1, "ixl_md_get", QUICK_MS / 1000.0, false);
     if (!timed_step(2, "ixl_mem_deregister of the region being read", TIMEOUT_MS / 1000.0 + 1.0,
                     true)) {
         /* R1 is gone: the target cuts the reader's connection (the reader may still drain
