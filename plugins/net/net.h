@@ -14,6 +14,8 @@
  *   net_region.c  registered regions (key table, public data), remote regions, allocation
  *   net_dev.c     VRAM: classification at registration, device copies on streams, events and
  *                 the completion thread
+ *   net_ipc.c     VRAM between agents of one node: CUDA IPC handles asked over the same-node
+ *                 channel, opened once per peer instance and allocation, closed when it goes
  *   net_wire.c    the wire format
  *   net_local.c   the same-node channel: a Unix socket per engine through which the kernel
  *                 says who a same-node peer is (SO_PEERCRED), the peer proves its pid and
