@@ -6,6 +6,8 @@
  *   ixlbench [...]                                 # both roles in one process
  *   ixlbench --target-mem FILE --file F [...]      # storage: DRAM <-> a file, one agent
  *   ixlbench --initiator-mem VRAM --target-mem VRAM  # device mode: GPU memory, one agent
+ *   ixlbench --role target --target-mem VRAM ... &  # VRAM between two processes (NET: CUDA
+ *   ixlbench --role initiator --initiator-mem VRAM --target-mem VRAM ...  # IPC on one node)
  *
  * Exit status: 0 measured and every data check passed; 1 a failure (a check, a transfer, a
  * peer); 2 bad usage; 77 the backend is not available. See docs/ixlbench.md.
@@ -45,7 +47,8 @@ static void usage(FILE *f)
             "  --target-opt KEY=VALUE  an option of the target's backend in --role both\n"
             "  --path auto|shm|cma|tcp  shorthand for --opt path=... (NET, initiator side)\n"
             "  --initiator-mem TYPE, --target-mem TYPE  memory types (DRAM; --target-mem FILE\n"
-            "                        or BLK: storage mode, below; VRAM on a side: device mode)\n"
+            "                        or BLK: storage mode, below; VRAM on a side: device mode,\n"
+            "                        or with --role target/initiator VRAM between two processes)\n"
             "  --target-alloc ixl|heap  target memory from ixl_mem_alloc (default; NET can map\n"
             "                        it: path shm) or from mmap (NET: path cma)\n"
             "storage (--target-mem FILE|BLK; one agent, loopback; backend POSIX by default):\n"
@@ -624,7 +627,7 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
     /* Storage mode: --target-mem FILE|BLK, or --file alone (FILE). */
     if (o->file != NULL && !tmem_set)
         o->target_mem = IXL_MEM_FILE;
-    if (dev_opt && !ixb_devmode(o)) {
+    if (dev_opt && !ixb_vram(o)) {
         fprintf(stderr, "ixlbench: --initiator-dev/--target-dev need VRAM on a side "
                         "(--initiator-mem VRAM or --target-mem VRAM)\n");
         return 2;
@@ -637,17 +640,26 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                     ixl_mem_name(other));
             return 2;
         }
-        if (role_set && o->role != IXB_ROLE_BOTH) {
-            fprintf(stderr, "ixlbench: VRAM runs in one process and one agent (no --role): "
-                            "VRAM between agents is not supported yet\n");
-            return 2;
-        }
         if (o->kv || storage_opt || o->file != NULL || o->n_topts > 0 || o->target_heap ||
             o->md_file != NULL || o->cold_buffers || o->listen_port >= 0 || o->peer_host != NULL ||
             o->etcd != NULL) {
             fprintf(stderr, "ixlbench: device mode (VRAM) takes none of --scenario kv, the "
                             "storage options, --target-opt, --target-alloc, --md-file, "
                             "--cold-buffers, --listen, --peer, --etcd\n");
+            return 2;
+        }
+    } else if (ixb_vram(o)) {
+        /* Two processes (--role): VRAM on a side, DRAM or VRAM on the other (NET: CUDA IPC
+         * between the processes when they share the node). */
+        enum ixl_mem other = o->init_mem == IXL_MEM_VRAM ? o->target_mem : o->init_mem;
+        if (other != IXL_MEM_DRAM && other != IXL_MEM_VRAM) {
+            fprintf(stderr, "ixlbench: VRAM moves to and from DRAM or VRAM only (not %s)\n",
+                    ixl_mem_name(other));
+            return 2;
+        }
+        if (o->kv || storage_opt || o->file != NULL || o->cold_buffers) {
+            fprintf(stderr, "ixlbench: VRAM between two processes takes none of --scenario kv, "
+                            "the storage options, --cold-buffers\n");
             return 2;
         }
     } else if (ixb_storage(o)) {

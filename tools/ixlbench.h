@@ -104,8 +104,17 @@ static inline bool ixb_storage(const struct ixb_opts *o)
     return o->target_mem == IXL_MEM_FILE || o->target_mem == IXL_MEM_BLK;
 }
 
-/* Device mode: VRAM on a side; one agent moves its own two pools (ixlbench_dev.c). */
+/* Device mode: VRAM on a side and no --role; one agent moves its own two pools
+ * (ixlbench_dev.c). With --role target/initiator, VRAM goes between two processes (NET: CUDA
+ * IPC on one node) through the usual target and initiator. */
 static inline bool ixb_devmode(const struct ixb_opts *o)
+{
+    return (o->init_mem == IXL_MEM_VRAM || o->target_mem == IXL_MEM_VRAM) &&
+           o->role == IXB_ROLE_BOTH;
+}
+
+/* VRAM on a side (either mode). */
+static inline bool ixb_vram(const struct ixb_opts *o)
 {
     return o->init_mem == IXL_MEM_VRAM || o->target_mem == IXL_MEM_VRAM;
 }

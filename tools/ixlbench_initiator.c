@@ -688,14 +688,25 @@ static int round_setup(struct thr *th, uint64_t seed, bool corrupt)
         }
         ixb_ctl_ans_free(&a);
         for (unsigned s = 0; s < rc->depth; s++)
-            memset(rc->lp->base + slot_off(rc, th->t, s), IXB_POISON, (size_t)len);
+            if (ixb_mem_put(in->o->init_mem, rc->lp->base, slot_off(rc, th->t, s), len, 0, true,
+                            th->scratch, th->scratch_len) != 0) {
+                row_error(rc, "could not poison the local pool");
+                return -1;
+            }
     } else {
         for (unsigned s = 0; s < rc->depth; s++) {
             uint64_t off = slot_off(rc, th->t, s);
-            ixb_fill(rc->lp->base + off, (size_t)len, seed, off);
+            if (ixb_mem_put(in->o->init_mem, rc->lp->base, off, len, seed, false, th->scratch,
+                            th->scratch_len) != 0) {
+                row_error(rc, "could not fill the local pool");
+                return -1;
+            }
         }
-        if (corrupt)
-            rc->lp->base[slot_off(rc, th->t, 0) + len / 2] ^= 0xFF;
+        if (corrupt &&
+            ixb_mem_flip(in->o->init_mem, rc->lp->base, slot_off(rc, th->t, 0) + len / 2)) {
+            row_error(rc, "could not corrupt the source");
+            return -1;
+        }
     }
     return 0;
 }
@@ -717,16 +728,25 @@ static void round_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
         return;
     }
     if (rc->op == IXL_OP_READ) {
-        if (corrupt)
-            rc->lp->base[slot_off(rc, th->t, 0) + len / 2] ^= 0xFF;
+        enum ixl_mem lt = in->o->init_mem;
+        if (corrupt && ixb_mem_flip(lt, rc->lp->base, slot_off(rc, th->t, 0) + len / 2)) {
+            row_error(rc, "could not corrupt the destination");
+            return;
+        }
         for (unsigned s = 0; s < rc->depth; s++) {
             uint64_t off = slot_off(rc, th->t, s);
-            int64_t bad = ixb_verify(rc->lp->base + off, (size_t)len, seed, off);
+            uint8_t got = 0;
+            int64_t bad = ixb_mem_verify(lt, rc->lp->base, off, len, seed, th->scratch,
+                                         th->scratch_len, &got);
+            if (bad == -2) {
+                row_error(rc, "could not read the destination back");
+                return;
+            }
             if (bad >= 0) {
                 uint64_t at = off + (uint64_t)bad;
                 check_failed(
                     rc, "READ iteration %u, thread %u: byte %" PRIu64 " is 0x%02x, want 0x%02x", it,
-                    th->t, at, rc->lp->base[at], ixb_pattern_byte(seed, at));
+                    th->t, at, got, ixb_pattern_byte(seed, at));
                 return;
             }
         }
@@ -1002,10 +1022,10 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     if (!th->done_at || !th->x || !th->t_post0 || !th->t_post1 || !th->inflight || !th->prep ||
         !th->post || !th->comp || !th->lat)
         return -1;
-    if (rc->in->store != NULL || rc->in->loop) {
+    if (rc->in->store != NULL || rc->in->loop || o->init_mem == IXL_MEM_VRAM) {
         /* Fills and checks go through this buffer, up to 8 MiB at a time (device mode: a
          * slot's bytes, VRAM copied through it). */
-        uint64_t want = rc->in->loop ? rc->batch * rc->block : rc->block;
+        uint64_t want = rc->in->loop || rc->in->store == NULL ? rc->batch * rc->block : rc->block;
         th->scratch_len = (size_t)(want < (8u << 20) ? want : (8u << 20));
         th->scratch = ixb_map(th->scratch_len);
         if (th->scratch == NULL)
@@ -1381,10 +1401,9 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
     in.o = o;
     in.seed = o->seed;
     in.name = o->name ? o->name : "ixlbench-initiator";
-    if (o->init_mem != IXL_MEM_DRAM || o->target_mem != IXL_MEM_DRAM) {
-        fprintf(stderr,
-                "ixlbench: %s memory between agents: not supported (VRAM runs in one "
-                "agent: no --role)\n",
+    if ((o->init_mem != IXL_MEM_DRAM && o->init_mem != IXL_MEM_VRAM) ||
+        (o->target_mem != IXL_MEM_DRAM && o->target_mem != IXL_MEM_VRAM)) {
+        fprintf(stderr, "ixlbench: %s memory between agents: not supported\n",
                 ixl_mem_name(o->init_mem != IXL_MEM_DRAM ? o->init_mem : o->target_mem));
         return 1;
     }

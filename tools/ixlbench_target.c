@@ -107,7 +107,7 @@ static void pool_free(struct target *t, struct pool *p)
         if (ixl_mem_free(t->agent, p->base) != IXL_OK)
             fprintf(stderr, "ixlbench: ixl_mem_free: %s\n", ixl_agent_last_error(t->agent));
     } else {
-        ixb_unmap(p->base, p->len);
+        ixb_mem_release(t->o->target_mem, p->base, p->len);
     }
     free(p->regs);
     memset(p, 0, sizeof(*p));
@@ -146,7 +146,15 @@ static void cmd_alloc(struct target *t, const char *from, const struct ixb_msg *
     }
     stride = rlen + gap;
     p->len = (size_t)(nreg * stride - gap);
-    if (strcmp(m->argv[3], "ixl") == 0) {
+    if (t->o->target_mem == IXL_MEM_VRAM) {
+        /* Device memory (ixl_device_alloc), touched only through ixl_device_copy. */
+        p->base = ixb_mem_alloc(IXL_MEM_VRAM, t->o->target_dev, p->len);
+        if (p->base == NULL) {
+            reply(t, from, NULL, 0, "err %s no device memory for %zu bytes", seq, p->len);
+            memset(p, 0, sizeof(*p));
+            return;
+        }
+    } else if (strcmp(m->argv[3], "ixl") == 0) {
         st = ixl_mem_alloc(t->agent, t->o->target_mem, p->len, t->be, (void **)&p->base);
         if (st != IXL_OK) {
             reply(t, from, NULL, 0, "err %s ixl_mem_alloc(%zu): %s: %s", seq, p->len,
@@ -164,7 +172,8 @@ static void cmd_alloc(struct target *t, const char *from, const struct ixb_msg *
         }
     }
     p->used = true;
-    memset(p->base, 0, p->len); /* every page touched before anything is timed */
+    if (t->o->target_mem != IXL_MEM_VRAM)
+        memset(p->base, 0, p->len); /* every page touched before anything is timed */
     p->n_regs = nreg > 1 ? nreg + 1 : 1;
     p->regs = calloc(p->n_regs, sizeof(*p->regs));
     if (p->regs == NULL) {
@@ -172,11 +181,12 @@ static void cmd_alloc(struct target *t, const char *from, const struct ixb_msg *
         pool_free(t, p);
         return;
     }
+    uint64_t dev = ixb_target_dev(t->o);
     for (uint64_t r = 0; r < nreg; r++)
         p->regs[r] =
-            (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base + r * stride, rlen, 0, NULL, 0};
+            (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base + r * stride, rlen, dev, NULL, 0};
     if (nreg > 1)
-        p->regs[nreg] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base, p->len, 0, NULL, 0};
+        p->regs[nreg] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base, p->len, dev, NULL, 0};
     st = ixl_mem_register(t->agent, t->o->target_mem, p->regs, p->n_regs, NULL);
     if (st != IXL_OK) {
         reply(t, from, NULL, 0, "err %s ixl_mem_register: %s: %s", seq, ixl_strerror(st),
@@ -191,7 +201,7 @@ static void cmd_alloc(struct target *t, const char *from, const struct ixb_msg *
     if (st == IXL_OK)
         st = ixl_dlist_create(t->o->target_mem, p->n_regs, &cover);
     for (size_t r = 0; st == IXL_OK && r < p->n_regs; r++) {
-        struct ixl_desc d = {p->regs[r].addr, p->regs[r].len, 0};
+        struct ixl_desc d = {p->regs[r].addr, p->regs[r].len, dev};
         if (r < nreg)
             st = ixl_dlist_add(dl, &d, 1);
         if (st == IXL_OK)
@@ -239,26 +249,43 @@ static void cmd_range(struct target *t, const char *from, const struct ixb_msg *
         return;
     }
     p = &t->pools[id];
+    enum ixl_mem type = t->o->target_mem;
+    size_t sl = len < (8u << 20) ? (size_t)len : (8u << 20);
+    uint8_t *scratch = type == IXL_MEM_VRAM ? ixb_map(sl ? sl : 1) : NULL;
+    if (type == IXL_MEM_VRAM && scratch == NULL) {
+        reply(t, from, NULL, 0, "err %s out of memory", seq);
+        return;
+    }
     for (uint64_t i = 0; i < count; i++) {
         uint64_t o = off + i * stride;
         if (o > p->len || len > p->len - o) {
             reply(t, from, NULL, 0, "err %s range %" PRIu64 "+%" PRIu64 " outside pool %" PRIu64,
                   seq, o, len, id);
-            return;
+            goto unmap_scratch;
         }
         if (!check) {
-            ixb_fill(p->base + o, (size_t)len, seed, o);
+            if (ixb_mem_put(type, p->base, o, len, seed, false, scratch, sl) != 0) {
+                reply(t, from, NULL, 0, "err %s cannot fill pool %" PRIu64, seq, id);
+                goto unmap_scratch;
+            }
             continue;
         }
-        int64_t bad = ixb_verify(p->base + o, (size_t)len, seed, o);
+        uint8_t got = 0;
+        int64_t bad = ixb_mem_verify(type, p->base, o, len, seed, scratch, sl, &got);
+        if (bad == -2) {
+            reply(t, from, NULL, 0, "err %s cannot read pool %" PRIu64, seq, id);
+            goto unmap_scratch;
+        }
         if (bad >= 0) {
             uint64_t at = o + (uint64_t)bad;
-            reply(t, from, NULL, 0, "bad %s %" PRIu64 " %u %u", seq, at, p->base[at],
+            reply(t, from, NULL, 0, "bad %s %" PRIu64 " %u %u", seq, at, got,
                   ixb_pattern_byte(seed, at));
-            return;
+            goto unmap_scratch;
         }
     }
     reply(t, from, NULL, 0, "ok %s", seq);
+unmap_scratch:
+    ixb_unmap(scratch, sl ? sl : 1);
 }
 
 static void cmd_notes(struct target *t, const char *from, const struct ixb_msg *m)
@@ -414,8 +441,8 @@ int ixb_target_run(const struct ixb_opts *o, const char *md_file, const char *na
 
     memset(&t, 0, sizeof(t));
     t.o = o;
-    if (o->target_mem != IXL_MEM_DRAM) {
-        fprintf(stderr, "ixlbench target: memory type %s: ixlbench allocates DRAM only\n",
+    if (o->target_mem != IXL_MEM_DRAM && o->target_mem != IXL_MEM_VRAM) {
+        fprintf(stderr, "ixlbench target: memory type %s: ixlbench allocates DRAM and VRAM only\n",
                 ixl_mem_name(o->target_mem));
         return 1;
     }

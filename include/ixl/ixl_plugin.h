@@ -240,6 +240,24 @@ struct ixl_devops {
     /** Page-locks host memory for fast copies (cuMemHostRegister); unpin undoes it. */
     int (*host_pin)(void *ctx, void *addr, size_t len);
     int (*host_unpin)(void *ctx, void *addr);
+    /*
+     * VMM memory (cuMemCreate) between processes of this node (issue 20). Read only when size
+     * covers them.
+     */
+    /**
+     * Exports the VMM mapping containing ptr as a POSIX file descriptor
+     * (cuMemExportToShareableHandle): *fd_out (the caller closes it), *base_out and *len_out
+     * (the mapping's first byte and length in this process). IXL_ERR_NOT_SUPPORTED when the
+     * memory is not VMM memory or was created without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+     * (the layer logs which).
+     */
+    int (*vmm_export)(void *ctx, const void *ptr, int *fd_out, uint64_t *base_out,
+                      uint64_t *len_out);
+    /** Imports a peer's exported VMM memory (fd, len bytes from its start) and maps it
+     *  read-write for device dev; *base_out is its first byte here. The caller keeps fd. Close
+     *  with vmm_close(base, len). */
+    int (*vmm_open)(void *ctx, int dev, int fd, uint64_t len, void **base_out);
+    int (*vmm_close)(void *ctx, void *base, uint64_t len);
 };
 
 /**

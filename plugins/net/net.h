@@ -14,6 +14,8 @@
  *   net_region.c  registered regions (key table, public data), remote regions, allocation
  *   net_dev.c     VRAM: classification at registration, device copies on streams, events and
  *                 the completion thread
+ *   net_ipc.c     VRAM between agents of one node: CUDA IPC handles asked over the same-node
+ *                 channel, opened once per peer instance and allocation, closed when it goes
  *   net_wire.c    the wire format
  *   net_local.c   the same-node channel: a Unix socket per engine through which the kernel
  *                 says who a same-node peer is (SO_PEERCRED), the peer proves its pid and
@@ -82,6 +84,7 @@ struct net_region {
     bool vram;
     int dev;
     uint64_t dev_base, dev_buffer;
+    struct net_region *vnext; /* e->vram_regions (the same-node channel's VRAM lookup) */
 };
 
 /* A remote region (load_remote_md) or a local one seen as a target (load_local_md). */
@@ -275,13 +278,14 @@ struct net_peer {
     struct net_conn *notif_conn;
     struct net_conn *conns[NET_MAX_CONNS]; /* of generation gen: dialing or up */
     int n_conns, n_up;
-    uint64_t gen;        /* bumps when the connections are torn down */
-    int loop_base;       /* its connections go to loops loop_base, loop_base + 1, ... */
-    char why[NET_WHY];   /* why the last attempt failed */
-    uint64_t failed_gen; /* the generation that failed to come up (why applies), 0 none */
-    int failed_status;   /* and its status (IXL_ERR_AUTH, IXL_ERR_REMOTE_DISCONNECT) */
-    int refs;            /* rmds that point at this peer */
-    bool loaded;         /* conn info present (not disconnected by the core) */
+    uint64_t gen;         /* bumps when the connections are torn down */
+    int loop_base;        /* its connections go to loops loop_base, loop_base + 1, ... */
+    char why[NET_WHY];    /* why the last attempt failed */
+    uint64_t failed_gen;  /* the generation that failed to come up (why applies), 0 none */
+    int failed_status;    /* and its status (IXL_ERR_AUTH, IXL_ERR_REMOTE_DISCONNECT) */
+    int refs;             /* rmds that point at this peer */
+    bool loaded;          /* conn info present (not disconnected by the core) */
+    struct net_ipc *ipcs; /* its device allocations opened here (net_ipc.c, under its lock) */
     struct net_peer *next;
 };
 
@@ -308,7 +312,14 @@ struct net_req {
     bool dev;          /* loopback with VRAM on a side: device copies on events (net_dev.c) */
     int dev_ord;       /* the GPU whose streams carry it */
     int dev_dir;       /* NET_DIR_*: which of that GPU's streams */
-    uint64_t gen;      /* TCP: the peer's connection generation this post went to */
+    /* VRAM between agents of one node (net_ipc.c): per descriptor the target's bytes as this
+     * process reaches them (an imported device allocation, or a mapped memfd), the imported
+     * allocations it holds (NULL where none) and the path's name; NULL/"" otherwise. */
+    uint64_t *dev_tgt;
+    struct net_ipc **ipc;
+    bool ipc_held; /* an in-flight hold on ipc[] (net_ipc_hold), under net_ipc's lock */
+    const char *dev_path;
+    uint64_t gen; /* TCP: the peer's connection generation this post went to */
 
     /* Per post, under e->reqs_lock. */
     uint64_t serial; /* 0 when not registered in the table */
@@ -401,6 +412,7 @@ struct net_engine {
     pthread_rwlock_t regions_lock; /* key -> region, for TCP checks */
     struct net_region **rtab;
     size_t rtab_cap, n_regions;
+    struct net_region *vram_regions; /* VRAM regions (never in rtab), for the channel's answers */
 
     pthread_mutex_t reqs_lock; /* serial -> request */
     pthread_cond_t reqs_cond;  /* busy dropped */
@@ -543,6 +555,36 @@ int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct ne
  * (the caller reports it: net_error on the posting thread, the request's status on a worker). */
 int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char *why,
                  size_t why_len);
+
+/* net_ipc.c: VRAM between agents of one node (issue 20). */
+/* The route of request r (remote peer p, VRAM on a side as lv/rv): CUDA IPC into the peer's
+ * device allocations (their handles asked over the verified same-node channel, opened once
+ * per peer instance and allocation) and, for a DRAM target, its memfd mapping; the copies on
+ * device streams (net_dev.c). IXL_OK with r->dev set, else an error said through net_error. */
+int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, bool lv, bool rv);
+/* At post: the allocations r uses are still open for the peer's current instance; takes the
+ * in-flight hold (dropped by net_ipc_unhold once the copies ended or never started). */
+int net_ipc_hold(struct net_engine *e, struct net_req *r);
+void net_ipc_unhold(struct net_req *r);
+/* A device request to a peer ended on the device with status rc: REMOTE_DISCONNECT when the
+ * peer went meanwhile (its allocations are then closed); why filled on an error. */
+int net_ipc_done(struct net_engine *e, struct net_req *r, int rc, char *why, size_t wl);
+/* The peer went, was unloaded or restarted: its allocations are closed (each once no copy
+ * into it is in flight). */
+void net_ipc_drop_peer(struct net_engine *e, struct net_peer *p);
+void net_ipc_req_free(struct net_req *r); /* the references of a freed request */
+/* The target's answer (net_local.c): what a peer needs to open VRAM region [addr, +len). */
+struct net_vram_ans {
+    int kind;           /* 1: legacy IPC handle, 2: VMM POSIX fd */
+    uint64_t base, len; /* the exported allocation in the target's address space */
+    int dev;            /* the target's ordinal (a hint) */
+    struct ixl_dev_ipc h;
+    int fd;
+};
+int net_local_vram(struct net_engine *e, struct net_rmd *m, struct net_vram_ans *out, char *why,
+                   size_t why_len);
+/* The VRAM region of key exactly [addr, +len) (regions_lock held), or NULL. */
+struct net_region *net_region_vram(struct net_engine *e, uint64_t key, uint64_t addr, uint64_t len);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);

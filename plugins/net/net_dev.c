@@ -3,8 +3,9 @@
  * a side enqueues one asynchronous copy per descriptor on a stream of its GPU, records one
  * event after them, and hands the event to its stream's completion thread, which waits for it
  * and only then completes the request (and queues its notification). A device pointer never
- * reaches memmove, process_vm_*, sendmsg or a mapping: VRAM regions stay out of the key table,
- * and requests between agents with VRAM on a side are refused at prep_xfer (part 2, issue 20).
+ * reaches memmove, process_vm_*, sendmsg or a mapping: VRAM regions stay out of the key table.
+ * Requests between agents of one node run here too, into the peer's device allocations opened
+ * through CUDA IPC or its mapped memfd (net_ipc.c chooses; r->dev_tgt says where).
  *
  * Streams: NET_DIRS per GPU (device to device, host to device, device to host, so the copy
  * engines of both directions overlap), each created on first use together with its completion
@@ -188,7 +189,8 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
     int rc = stream_get(e, ds, &s, why, why_len);
     int copy_rc = IXL_OK, rec_rc = IXL_OK;
     for (; rc == IXL_OK && i < r->n; i++) {
-        void *l = (void *)(uintptr_t)r->ld[i].addr, *t = (void *)(uintptr_t)r->rd[i].addr;
+        void *l = (void *)(uintptr_t)r->ld[i].addr,
+             *t = (void *)(uintptr_t)(r->dev_tgt ? r->dev_tgt[i] : r->rd[i].addr);
         copy_rc = d->copy(d->ctx, s, r->op == IXL_OP_WRITE ? t : l, r->op == IXL_OP_WRITE ? l : t,
                           (size_t)r->ld[i].len);
         if (copy_rc != IXL_OK)
@@ -225,6 +227,8 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
         d->event_destroy(d->ctx, ev);
     }
     free(w);
+    if (r->peer != NULL)
+        net_ipc_unhold(r); /* nothing of it runs into a peer's memory */
     net_req_unbusy(e, r);
     if (rc != IXL_OK)
         return rc; /* why: from stream_get */
@@ -276,13 +280,23 @@ static void *dstream_main(void *arg)
             }
             pthread_mutex_unlock(&ds->lock);
         }
+        /* A request to a peer (net_ipc.c): its hold on the peer's memory ends, and a peer
+         * that went meanwhile fails it; the notification goes to the peer now, after the
+         * copies. */
+        struct net_peer *peer = w->r->peer;
+        char why[NET_WHY];
+        int st = peer           ? net_ipc_done(e, w->r, rc, why, sizeof(why))
+                 : rc == IXL_OK ? IXL_OK
+                                : IXL_ERR_BACKEND;
+        if (!peer && rc != IXL_OK)
+            snprintf(why, sizeof(why),
+                     "NET: a device copy of the request failed (the device "
+                     "layer logged the driver's error)");
         /* busy dropped first (a release waiting for it may now free the request: it took the
          * request out of the table, so part_done below finds nothing and sends nothing). */
         net_req_unbusy(e, w->r);
-        net_req_part_done(e, w->serial, rc == IXL_OK ? IXL_OK : IXL_ERR_BACKEND,
-                          rc == IXL_OK ? NULL
-                                       : "NET: a device copy of the request failed (the device "
-                                         "layer logged the driver's error)");
+        if (net_req_part_done(e, w->serial, st, st == IXL_OK ? NULL : why) == 1 && peer)
+            net_peer_submit_notif(peer, w->serial);
         free(w);
     }
     return NULL;

@@ -434,9 +434,11 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     pthread_mutex_lock(&p->lock);
     int changed = p->loaded && p->instance != instance;
     pthread_mutex_unlock(&p->lock);
-    if (changed) /* the peer restarted: everything bound for the old instance fails */
+    if (changed) { /* the peer restarted: everything bound for the old instance fails */
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT,
                           "NET: the peer restarted (new metadata was loaded)");
+        net_ipc_drop_peer(e, p); /* its device memory opened here is closed */
+    }
     pthread_mutex_lock(&p->lock);
     p->instance = instance;
     p->same_host = memcmp(b + 20, e->host_id, 24) == 0; /* the dial order only */
@@ -486,6 +488,7 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     p->loaded = false; /* nothing new is queued to it */
     pthread_mutex_unlock(&p->lock);
     net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT, "NET: the peer was disconnected");
+    net_ipc_drop_peer(e, p); /* its device memory opened here is closed */
     pthread_mutex_lock(&p->lock);
     pthread_mutex_unlock(&p->lock);
     return IXL_OK;
@@ -819,6 +822,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     net_reqs_free_all(e); /* only requests whose release kept failing are left */
     while (peers) {
         struct net_peer *n = peers->next;
+        net_ipc_drop_peer(e, peers); /* no copy is in flight any more */
         free(peers->q.v);
         free(peers->nq.v);
         if (peers->pidfd >= 0)

@@ -17,6 +17,12 @@
  *   REG_Q     u64 key, u64 addr, u64 len, u8 want_fd
  *   REG_A     status (LS_OK, LS_NO_REGION, LS_NO_MEMFD), u64 offset, u64 memfd size; with
  *             want_fd and LS_OK the memfd as SCM_RIGHTS
+ *   VREG_Q    u64 key, u64 addr, u64 len: a VRAM region the asker loaded (issue 20)
+ *   VREG_A    status (LS_OK, LS_NO_REGION, LS_NO_EXPORT), u8 kind (1 legacy IPC handle, 2 VMM
+ *             POSIX fd), u64 allocation base, u64 allocation length, u32 device ordinal,
+ *             64 bytes of IPC handle (kind 1) at 40, a reason (LS_NO_EXPORT) at 104; kind 2
+ *             passes the fd as SCM_RIGHTS. Answered only for a VRAM region this engine
+ *             registered, exactly as registered; nothing else of its memory is ever exported.
  * The server: one thread, poll over the listener and at most LOCAL_SLOTS connections, each
  * closed after timeout_ms without a frame and LIFE_TIMEOUTS x timeout_ms after it was
  * accepted; a connection of another user is closed at once.
@@ -45,8 +51,17 @@
 #define LOCAL_SLOTS 8
 #define LIFE_TIMEOUTS 4
 
-enum lf_type { LF_HELLO_Q = 1, LF_HELLO_A, LF_CHAL_Q, LF_CHAL_A, LF_REG_Q, LF_REG_A };
-enum lf_status { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2 };
+enum lf_type {
+    LF_HELLO_Q = 1,
+    LF_HELLO_A,
+    LF_CHAL_Q,
+    LF_CHAL_A,
+    LF_REG_Q,
+    LF_REG_A,
+    LF_VREG_Q,
+    LF_VREG_A
+};
+enum lf_status { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2, LS_NO_EXPORT = 3 };
 
 struct net_lslot {
     int fd;            /* -1: free */
@@ -138,6 +153,70 @@ static int alloc_dup(struct net_engine *e, uint64_t addr, uint64_t len, uint64_t
     return fd;
 }
 
+/* VREG_Q: what a verified same-node peer needs to open one of this engine's VRAM regions
+ * (issue 20). Only a region registered here as VRAM, exactly as registered, is answered;
+ * the export covers the allocation (or VMM mapping) holding it. */
+static int serve_vram(struct net_engine *e, struct net_lslot *s, const uint8_t *f)
+{
+    uint8_t out[LF_BYTES];
+    uint64_t key = ixlp_get_le(f + 8, 8), addr = ixlp_get_le(f + 16, 8),
+             len = ixlp_get_le(f + 24, 8);
+    pthread_rwlock_rdlock(&e->regions_lock);
+    struct net_region *g = net_region_vram(e, key, addr, len);
+    int dev = g ? g->dev : -1;
+    pthread_rwlock_unlock(&e->regions_lock);
+    const struct ixl_devops *d = e->dev;
+    if (g == NULL || d == NULL) {
+        lf_head(out, LF_VREG_A, LS_NO_REGION);
+        return lf_send(s->fd, out, -1);
+    }
+    /* The region may be deregistered meanwhile: the layer classifies the address again and
+     * exports only device memory (the peer asked for a region it was given). */
+    struct ixl_dev_ptr dp = {.size = sizeof(dp)};
+    char why[160] = "";
+    int rc = d->classify(d->ctx, (const void *)(uintptr_t)addr, (size_t)len, &dp, why, sizeof(why));
+    int fd = -1, kind = 0;
+    uint64_t base = 0, alen = 0;
+    struct ixl_dev_ipc h;
+    memset(&h, 0, sizeof(h));
+    if (rc != IXL_OK || dp.ordinal < 0) {
+        snprintf(why, sizeof(why), "its VRAM region is no longer device memory");
+    } else if (dp.flags & IXL_DEV_PTR_VMM) {
+        if (d->size < offsetof(struct ixl_devops, vmm_close) + sizeof(d->vmm_close))
+            snprintf(why, sizeof(why), "its device layer cannot export VMM memory");
+        else if (d->vmm_export(d->ctx, (const void *)(uintptr_t)addr, &fd, &base, &alen) != IXL_OK)
+            snprintf(why, sizeof(why),
+                     "its VMM memory has no POSIX-fd shareable handle (created without "
+                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)");
+        else if (addr < base || len > alen || addr - base > alen - len)
+            snprintf(why, sizeof(why), "its VRAM region spans several VMM mappings");
+        else
+            kind = 2;
+    } else if (d->ipc_export(d->ctx, (const void *)(uintptr_t)addr, &h) != IXL_OK) {
+        snprintf(why, sizeof(why), "its allocation cannot be exported (cuIpcGetMemHandle)");
+    } else {
+        kind = 1;
+        base = dp.base;
+        alen = dp.len;
+    }
+    if (kind == 0 && fd >= 0) {
+        net_sys()->close(fd);
+        fd = -1;
+    }
+    lf_head(out, LF_VREG_A, kind ? LS_OK : LS_NO_EXPORT);
+    out[6] = (uint8_t)kind;
+    ixlp_put_le(out + 8, base, 8);
+    ixlp_put_le(out + 16, alen, 8);
+    ixlp_put_le(out + 24, (uint32_t)dev, 4);
+    memcpy(out + 40, h.bytes, sizeof(h.bytes));
+    if (kind == 0)
+        snprintf((char *)out + 104, LF_BYTES - 104, "%s", why);
+    rc = lf_send(s->fd, out, fd);
+    if (fd >= 0)
+        net_sys()->close(fd);
+    return rc;
+}
+
 /* One frame from connection s: 0 handled, -1 close it. */
 static int serve_frame(struct net_engine *e, struct net_lslot *s)
 {
@@ -181,6 +260,8 @@ static int serve_frame(struct net_engine *e, struct net_lslot *s)
             net_sys()->close(fd);
         return rc;
     }
+    case LF_VREG_Q:
+        return serve_vram(e, s, f);
     default:
         return -1;
     }
@@ -862,4 +943,75 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
 done:
     sess_close(&s);
     return ok;
+}
+
+int net_local_vram(struct net_engine *e, struct net_rmd *m, struct net_vram_ans *out, char *why,
+                   size_t wl)
+{
+    struct net_peer *p = m->peer;
+    if (known_refused(p, why, wl))
+        return IXL_ERR_NOT_SUPPORTED;
+    struct lsess s;
+    uint64_t instance;
+    if (sess_open(e, p, &s, &instance, why, wl) != 0) {
+        settle(e, p, instance, &s, why);
+        return IXL_ERR_NOT_SUPPORTED;
+    }
+    int rc = IXL_ERR_NOT_SUPPORTED;
+    int fd = -1;
+    uint8_t f[LF_BYTES];
+    if (same_pid(e, p, instance, &s, why, wl) != 0)
+        goto done;
+    lf_head(f, LF_VREG_Q, 0);
+    ixlp_put_le(f + 8, m->key, 8);
+    ixlp_put_le(f + 16, m->addr, 8);
+    ixlp_put_le(f + 24, m->len, 8);
+    if (lf_send(s.fd, f, -1) != 0) {
+        snprintf(why, wl, "send on its same-node socket: %s", strerror(errno));
+        goto done;
+    }
+    if (lf_recv(&s, f, LF_VREG_A, &fd, why, wl) != 0) {
+        settle(e, p, instance, &s, why);
+        goto done;
+    }
+    /* The peer is verified from here on (the kernel's pid, the loaded name and instance). */
+    verified(p, instance, &s);
+    if (f[5] == LS_NO_REGION) {
+        snprintf(why, wl,
+                 "it did not register VRAM region 0x%" PRIx64 "+%" PRIu64
+                 " (forged or stale metadata)",
+                 m->addr, m->len);
+        rc = IXL_ERR_REMOTE_REFUSED;
+        goto done;
+    }
+    if (f[5] != LS_OK) {
+        char r[LF_BYTES - 104 + 1];
+        memcpy(r, f + 104, LF_BYTES - 104);
+        r[LF_BYTES - 104] = '\0';
+        snprintf(why, wl, "it cannot export VRAM region 0x%" PRIx64 "+%" PRIu64 ": %s", m->addr,
+                 m->len, r[0] ? r : "no reason given");
+        goto done;
+    }
+    uint64_t base = ixlp_get_le(f + 8, 8), alen = ixlp_get_le(f + 16, 8);
+    int kind = f[6];
+    if ((kind != 1 && kind != 2) || alen == 0 || m->addr < base || m->len > alen ||
+        m->addr - base > alen - m->len || (kind == 2) != (fd >= 0)) {
+        snprintf(why, wl, "its answer for VRAM region 0x%" PRIx64 "+%" PRIu64 " is malformed",
+                 m->addr, m->len);
+        rc = IXL_ERR_REMOTE_REFUSED;
+        goto done;
+    }
+    out->kind = kind;
+    out->base = base;
+    out->len = alen;
+    out->dev = (int)(uint32_t)ixlp_get_le(f + 24, 4);
+    memcpy(out->h.bytes, f + 40, sizeof(out->h.bytes));
+    out->fd = fd;
+    fd = -1;
+    rc = IXL_OK;
+done:
+    if (fd >= 0)
+        net_sys()->close(fd);
+    sess_close(&s);
+    return rc;
 }

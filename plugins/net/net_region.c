@@ -125,6 +125,12 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
          * data are built as for DRAM, so part 2 (issue 20) extends the same token. */
         rc = net_dev_region(e, d, g);
         g->key = ixlp_random64(net_sys()->getrandom);
+        if (rc == IXL_OK) { /* the same-node channel answers only for these (net_ipc.c) */
+            pthread_rwlock_wrlock(&e->regions_lock);
+            g->vnext = e->vram_regions;
+            e->vram_regions = g;
+            pthread_rwlock_unlock(&e->regions_lock);
+        }
     } else {
         rc = region_publish(e, d, g);
     }
@@ -148,13 +154,29 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
 
 void net_region_unpublish(struct net_engine *e, struct net_region *g)
 {
-    if (g->vram)
-        return; /* never in the table */
+    if (g->vram) { /* never in the table; out of the channel's list */
+        pthread_rwlock_wrlock(&e->regions_lock);
+        for (struct net_region **pp = &e->vram_regions; *pp; pp = &(*pp)->vnext)
+            if (*pp == g) {
+                *pp = g->vnext;
+                break;
+            }
+        pthread_rwlock_unlock(&e->regions_lock);
+        return;
+    }
     /* Taking the lock for writing waits for a frame being placed into the region right now;
      * once out of the table no frame finds it. */
     pthread_rwlock_wrlock(&e->regions_lock);
     rtab_remove(e, g);
     pthread_rwlock_unlock(&e->regions_lock);
+}
+
+struct net_region *net_region_vram(struct net_engine *e, uint64_t key, uint64_t addr, uint64_t len)
+{
+    for (struct net_region *g = e->vram_regions; g; g = g->vnext)
+        if (g->key == key && g->addr == addr && g->len == len)
+            return g;
+    return NULL;
 }
 
 void net_region_free(struct net_region *g)

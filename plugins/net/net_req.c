@@ -206,6 +206,7 @@ void net_req_unlink(struct net_engine *e, struct net_req *r)
 
 void net_req_free(struct net_req *r)
 {
+    net_ipc_req_free(r);
     free(r->chunks);
     free(r->answered);
     free(r->notif);

@@ -398,16 +398,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     if ((lv || rv) && e->dev == NULL)
         return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET cannot move VRAM here: %s", e->mem_why);
     /* A device pointer never goes to memmove, process_vm_*, sendmsg or a mapping: VRAM moves
-     * only within the agent, on the device's copy engines. */
-    if ((lv || rv) && strcmp(remote_agent, e->name) != 0)
-        return net_error(e, IXL_ERR_NOT_SUPPORTED,
-                         "NET: VRAM between agents is not supported yet (%s VRAM, '%s' -> '%s'): "
-                         "NET moves VRAM only within one agent for now (CUDA IPC on one node "
-                         "and staging across nodes come with issue 20); stage it through DRAM",
-                         lv && rv ? "both sides"
-                         : lv     ? "local side"
-                                  : "remote side",
-                         e->name, remote_agent);
+     * on the device's copy engines, within the agent or through CUDA IPC (net_ipc.c). */
     struct net_req *r = net_sys()->calloc(1, sizeof(*r));
     if (r == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
@@ -443,6 +434,10 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                              remote_agent);
         }
         r->peer = p;
+        if (lv || rv) { /* VRAM between agents: net_ipc.c chooses (or refuses, saying why) */
+            rc = net_ipc_route(e, r, p, lv, rv);
+            goto chosen;
+        }
         /* Same-node paths only to a peer the same-node channel verified (net_local.c): the
          * kernel says who answers on its socket, shm maps only memfds it passed, cma writes
          * only regions it confirmed after a challenge proved its pid. Each is asked once per
@@ -491,6 +486,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         if (r->path == NET_PATH_TCP)
             rc = build_chunks(e, r);
     }
+chosen:
     if (rc == IXL_OK && opts && opts->notif) {
         r->notif = net_sys()->malloc(opts->notif_len ? opts->notif_len : 1);
         if (r->notif == NULL)
@@ -501,6 +497,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         }
     }
     if (rc != IXL_OK) {
+        net_ipc_req_free(r);
         free(r->chunks);
         free(r->answered);
         free(r);
@@ -576,11 +573,16 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
                              r->peer->name);
         /* Same-node paths touch the peer's memory directly: a peer known to be gone is
          * refused here (a pidfd poll, no waiting). */
-        if ((r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) && !net_peer_same(r))
+        if ((r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) && !net_peer_same(r)) {
+            if (r->ipc != NULL) /* its device memory opened here is closed */
+                net_ipc_drop_peer(e, r->peer);
             return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
                              r->peer->pid, r->peer->name,
                              alive_err ? " or cannot be told alive: poll of its pidfd: " : "",
                              alive_err ? strerror(alive_err) : "");
+        }
+        if (r->dev && net_ipc_hold(e, r) != IXL_OK) /* said by net_ipc_hold */
+            return IXL_ERR_REMOTE_DISCONNECT;
     }
     uint64_t total = total_bytes(r);
     pthread_mutex_lock(&e->reqs_lock);
@@ -730,6 +732,9 @@ int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_in
 {
     (void)base;
     struct net_req *r = (struct net_req *)req;
-    snprintf(out->path, sizeof(out->path), "%s", r->dev ? "local-cuda" : path_name(r->path));
+    snprintf(out->path, sizeof(out->path), "%s",
+             r->dev_path ? r->dev_path
+             : r->dev    ? "local-cuda"
+                         : path_name(r->path));
     return IXL_OK;
 }

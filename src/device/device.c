@@ -991,6 +991,173 @@ static int op_ipc_close(void *ctx, void *base)
     return r == CUDA_SUCCESS ? IXL_OK : cu_fail("cuIpcCloseMemHandle", r);
 }
 
+/* ---- VMM memory between processes (issue 20) ------------------------------------------ */
+
+/* The VMM entry points, looked up on first use (optional: a driver without them has no VMM
+ * export, nothing else changes). */
+static struct {
+    pthread_once_t once;
+    ixl_cuMemExportToShareableHandle_fn *exp;
+    ixl_cuMemImportFromShareableHandle_fn *imp;
+    ixl_cuMemAddressReserve_fn *reserve;
+    ixl_cuMemAddressFree_fn *unreserve;
+    ixl_cuMemMap_fn *map;
+    ixl_cuMemUnmap_fn *unmap;
+    ixl_cuMemSetAccess_fn *access;
+} V = {.once = PTHREAD_ONCE_INIT};
+
+static void vmm_resolve(void)
+{
+    void *f[7];
+    const char *n[7] = {"cuMemExportToShareableHandle",
+                        "cuMemImportFromShareableHandle",
+                        "cuMemAddressReserve",
+                        "cuMemAddressFree",
+                        "cuMemMap",
+                        "cuMemUnmap",
+                        "cuMemSetAccess"};
+    for (int i = 0; i < 7; i++)
+        if ((f[i] = dlsym(L.lib, n[i])) == NULL)
+            return;
+    memcpy(&V.exp, &f[0], sizeof(f[0]));
+    memcpy(&V.imp, &f[1], sizeof(f[1]));
+    memcpy(&V.reserve, &f[2], sizeof(f[2]));
+    memcpy(&V.unreserve, &f[3], sizeof(f[3]));
+    memcpy(&V.map, &f[4], sizeof(f[4]));
+    memcpy(&V.unmap, &f[5], sizeof(f[5]));
+    memcpy(&V.access, &f[6], sizeof(f[6]));
+}
+
+static int vmm_ready(void)
+{
+    if (ready(NULL, 0) < 0)
+        return IXL_ERR_NOT_SUPPORTED;
+    pthread_once(&V.once, vmm_resolve);
+    if (V.access == NULL) {
+        IXL_LOG_ERR("device layer: the driver %s lacks the VMM export entry points", L.path);
+        return IXL_ERR_NOT_SUPPORTED;
+    }
+    return IXL_OK;
+}
+
+static int op_vmm_export(void *ctx, const void *ptr, int *fd_out, uint64_t *base_out,
+                         uint64_t *len_out)
+{
+    (void)ctx;
+    if (fd_out == NULL || base_out == NULL || len_out == NULL)
+        return IXL_ERR_INVALID_ARG;
+    int rc = vmm_ready();
+    if (rc != IXL_OK)
+        return rc;
+    struct probe pr;
+    struct saved_ctx sc;
+    ctx_enter_any(&sc);
+    CUresult r = probe((CUdeviceptr)(uintptr_t)ptr, &pr);
+    ctx_leave(&sc);
+    if (r != CUDA_SUCCESS || !is_device(&pr)) {
+        IXL_LOG_ERR("device layer: cannot export %p: not device memory", ptr);
+        return IXL_ERR_INVALID_ARG;
+    }
+    rc = ctx_enter(pr.ordinal, &sc);
+    if (rc != IXL_OK)
+        return rc;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    int fd = -1;
+    const char *what = "cuMemRetainAllocationHandle";
+    r = L.f.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr);
+    if (r == CUDA_SUCCESS) {
+        what = "cuMemGetAddressRange_v2";
+        r = L.f.cuMemGetAddressRange_v2(&b, &s, (CUdeviceptr)(uintptr_t)ptr);
+        if (r == CUDA_SUCCESS) {
+            what = "cuMemExportToShareableHandle";
+            r = V.exp(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        }
+        L.f.cuMemRelease(h);
+    }
+    ctx_leave(&sc);
+    if (r != CUDA_SUCCESS) {
+        char t[256];
+        IXL_LOG_ERR("device layer: cannot export %p as a POSIX file descriptor: %s failed: %s "
+                    "(VMM memory must be created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR "
+                    "among its requestedHandleTypes; cuMemAlloc memory is exported with "
+                    "ipc_export)",
+                    ptr, what, cu_text(r, t, sizeof(t)));
+        return IXL_ERR_NOT_SUPPORTED;
+    }
+    *fd_out = fd;
+    *base_out = b;
+    *len_out = s;
+    return IXL_OK;
+}
+
+static int op_vmm_open(void *ctx, int dev, int fd, uint64_t len, void **base_out)
+{
+    (void)ctx;
+    int rc = vmm_ready();
+    if (rc == IXL_OK)
+        rc = check_dev(dev);
+    if (rc != IXL_OK || base_out == NULL || fd < 0 || len == 0)
+        return rc != IXL_OK ? rc : IXL_ERR_INVALID_ARG;
+    struct saved_ctx sc;
+    rc = ctx_enter(dev, &sc);
+    if (rc != IXL_OK)
+        return rc;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr p = 0;
+    const char *what = "cuMemImportFromShareableHandle";
+    CUresult r = V.imp(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+        goto leave;
+    what = "cuMemAddressReserve";
+    r = V.reserve(&p, (size_t)len, 0, 0, 0);
+    if (r != CUDA_SUCCESS)
+        goto release;
+    what = "cuMemMap";
+    r = V.map(p, (size_t)len, 0, h, 0);
+    if (r != CUDA_SUCCESS)
+        goto unreserve;
+    what = "cuMemSetAccess";
+    CUmemAccessDesc ad = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    r = V.access(p, (size_t)len, &ad, 1);
+    if (r == CUDA_SUCCESS)
+        goto release; /* the mapping keeps the memory */
+    V.unmap(p, (size_t)len);
+unreserve:
+    V.unreserve(p, (size_t)len);
+release:
+    L.f.cuMemRelease(h);
+leave:
+    ctx_leave(&sc);
+    if (r != CUDA_SUCCESS)
+        return cu_fail(what, r);
+    *base_out = (void *)(uintptr_t)p;
+    return IXL_OK;
+}
+
+static int op_vmm_close(void *ctx, void *base, uint64_t len)
+{
+    (void)ctx;
+    int rc = vmm_ready();
+    if (rc != IXL_OK)
+        return rc;
+    int d = ordinal_of(base);
+    if (d < 0)
+        return IXL_ERR_INVALID_ARG;
+    struct saved_ctx sc;
+    rc = ctx_enter(d, &sc);
+    if (rc != IXL_OK)
+        return rc;
+    CUresult r = V.unmap((CUdeviceptr)(uintptr_t)base, (size_t)len);
+    CUresult r2 = V.unreserve((CUdeviceptr)(uintptr_t)base, (size_t)len);
+    ctx_leave(&sc);
+    if (r != CUDA_SUCCESS)
+        return cu_fail("cuMemUnmap", r);
+    return r2 == CUDA_SUCCESS ? IXL_OK : cu_fail("cuMemAddressFree", r2);
+}
+
 /* Pinning needs a context: the thread's, else device 0's primary one. */
 static int ctx_enter_pin(struct saved_ctx *s)
 {
@@ -1052,6 +1219,9 @@ static const struct ixl_devops devops = {
     .ipc_close = op_ipc_close,
     .host_pin = op_host_pin,
     .host_unpin = op_host_unpin,
+    .vmm_export = op_vmm_export,
+    .vmm_open = op_vmm_open,
+    .vmm_close = op_vmm_close,
 };
 
 const struct ixl_devops *ixl_dev_ops(void)

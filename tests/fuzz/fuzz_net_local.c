@@ -17,7 +17,11 @@
  *
  * The oracle, a model written from net_local.c's header comment (not its code):
  *  - a message of another length than 280, or without the magic, or of a type other than
- *    HELLO_Q, CHAL_Q and REG_Q ends the connection: no answer, the socket reads end-of-file;
+ *    HELLO_Q, CHAL_Q, REG_Q and VREG_Q ends the connection: no answer, the socket reads
+ *    end-of-file;
+ *  - VREG_Q (issue 20: a VRAM region's IPC handle) by VREG_A LS_NO_REGION with nothing else
+ *    and no descriptor: the agent registered no VRAM (keys 0 and 1 are relocated as for REG_Q,
+ *    so DRAM regions claimed as VRAM are refused too);
  *  - HELLO_Q is answered by HELLO_A with the agent's instance (from its connection info) and
  *    name;
  *  - CHAL_Q by CHAL_A with the address of a word of this process that holds the 16-byte nonce
@@ -62,7 +66,7 @@ const ixl_plugin_entry_fn ixl_builtin_plugins[] = {ixl_plugin_builtin_NET, NULL}
 #define REGION 16384u
 #define DEADLINE_MS 10000
 
-enum { HELLO_Q = 1, HELLO_A, CHAL_Q, CHAL_A, REG_Q, REG_A };
+enum { HELLO_Q = 1, HELLO_A, CHAL_Q, CHAL_A, REG_Q, REG_A, VREG_Q, VREG_A };
 enum { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2 };
 
 static struct ixl_agent *agent;
@@ -193,8 +197,8 @@ static void expect_zero(const uint8_t *f, size_t from)
 static int one_message(int fd, uint8_t *m, size_t len)
 {
     int valid = len == LF_BYTES && get(m, 4) == LF_MAGIC &&
-                (m[4] == HELLO_Q || m[4] == CHAL_Q || m[4] == REG_Q);
-    if (valid && m[4] == REG_Q) {
+                (m[4] == HELLO_Q || m[4] == CHAL_Q || m[4] == REG_Q || m[4] == VREG_Q);
+    if (valid && (m[4] == REG_Q || m[4] == VREG_Q)) {
         uint64_t key = get(m + 8, 8);
         if (key == 0 || key == 1) {
             uint64_t base = (uintptr_t)(key == 0 ? a_mem : b_mem);
@@ -225,6 +229,13 @@ static int one_message(int fd, uint8_t *m, size_t len)
         if (get(f + 8, 8) != instance || strcmp((const char *)f + 16, AGENT_NAME) != 0)
             fail("HELLO_A names another instance or agent");
         expect_zero(f, 16 + sizeof(AGENT_NAME));
+    } else if (m[4] == VREG_Q) {
+        /* The agent registered no VRAM: every claim, A's and B's DRAM keys included, is
+         * refused and nothing is exported or passed. */
+        expect_head(f, VREG_A, LS_NO_REGION);
+        if (pfd >= 0)
+            fail("VREG_A passed a descriptor for memory never registered as VRAM");
+        expect_zero(f, 8);
     } else if (m[4] == CHAL_Q) {
         expect_head(f, CHAL_A, LS_OK);
         const uint8_t *word = (const uint8_t *)(uintptr_t)get(f + 8, 8);

@@ -68,7 +68,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info test_gpu_reg test_gpu_xfer"
+targets="ixl ixl-info test_gpu_reg test_gpu_xfer test_gpu_ipc"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -176,6 +176,10 @@ run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM
     "$BUILD/tests/gpu/test_gpu_xfer"
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
     "$BUILD/tests/gpu/test_gpu_xfer" bench
+run test_gpu_ipc 120 "NET between two processes through CUDA IPC: cuMemAlloc and VMM (POSIX fd) targets, DRAM -> remote VRAM, data checked, path cuda-ipc" \
+    "$BUILD/tests/gpu/test_gpu_ipc"
+run bench_gpu_ipc 200 "bandwidth: CUDA IPC between two processes against cuMemcpyDtoD inside one process (issue 20: >= 0.9x at 64 MiB and up)" \
+    "$BUILD/tests/gpu/test_gpu_ipc" bench
 
 # Python: PyTorch tensors through the nixl package (ixl.compat when it is not there), CuPy.
 nixl_dir=$(find "$ROOT/bindings" -path '*/nixl/_api.py' 2>/dev/null | head -n 1)
@@ -193,7 +197,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu python_gpu; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc python_gpu; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"

@@ -10,9 +10,14 @@
  * "bad ..." for a failed data check); `notifs` adds one line per notification. It exits when
  * stdin closes or on `exit`, releasing everything, so a leak checker sees a clean process.
  *
- *   alloc ID SIZE shm|heap         buffer ID (0..63), zeroed and registered: shm from
- *                                  ixl_mem_alloc, heap other memory (anonymous mmap);
- *                                  -> ok ADDR SIZE
+ *   alloc ID SIZE shm|heap|vram|vmm|vmmnox
+ *                                  buffer ID (0..63), zeroed and registered: shm from
+ *                                  ixl_mem_alloc, heap other memory (anonymous mmap); device
+ *                                  memory registered as VRAM (GPU 0): vram from
+ *                                  ixl_device_alloc (cuMemAlloc), vmm from cuMemCreate with a
+ *                                  POSIX-fd handle type, vmmnox without one (the library
+ *                                  IXL_CUDA_LIBRARY names); fill/poison/check reach device
+ *                                  memory through ixl_device_copy; -> ok ADDR SIZE
  *   free ID                        deregisters and frees it
  *   md [PATH]                      the agent's metadata: -> ok HEX, or written to PATH
  *   dlist ID [NDESC [OFF LEN]]     serialized list of [OFF, OFF+LEN) of the buffer (default: all)
@@ -53,8 +58,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 #include <ixl/ixl.h>
 
+#include "../../src/device/cuda_api.h"
 #include "net_common.h"
 
 #define MAX_BUFS 64
@@ -65,7 +73,117 @@ struct buf {
     uint8_t *p;
     size_t len;
     int shm; /* from ixl_mem_alloc */
+    int dev; /* 0 host, 1 ixl_device_alloc, 2 VMM (mapped len bytes, handle h) */
+    unsigned long long h;
 };
+
+static enum ixl_mem buf_type(const struct buf *b)
+{
+    return b->dev ? IXL_MEM_VRAM : IXL_MEM_DRAM;
+}
+
+/* VMM memory from the driver IXL_CUDA_LIBRARY names (the one the device layer loaded). */
+static struct {
+    ixl_cuDevicePrimaryCtxRetain_fn *retain;
+    ixl_cuCtxSetCurrent_fn *set;
+    ixl_cuMemCreate_fn *create;
+    ixl_cuMemRelease_fn *release;
+    ixl_cuMemAddressReserve_fn *reserve;
+    ixl_cuMemAddressFree_fn *unreserve;
+    ixl_cuMemMap_fn *map;
+    ixl_cuMemUnmap_fn *unmap;
+    ixl_cuMemSetAccess_fn *access;
+    ixl_cuMemGetAllocationGranularity_fn *gran;
+} V;
+
+static int vmm_load(void)
+{
+    if (V.gran != NULL)
+        return 0;
+    const char *path = getenv("IXL_CUDA_LIBRARY");
+    void *lib = dlopen(path ? path : "libcuda.so.1", RTLD_NOW);
+    if (lib == NULL)
+        return -1;
+    void *f[10];
+    const char *n[10] = {"cuDevicePrimaryCtxRetain",
+                         "cuCtxSetCurrent",
+                         "cuMemCreate",
+                         "cuMemRelease",
+                         "cuMemAddressReserve",
+                         "cuMemAddressFree",
+                         "cuMemMap",
+                         "cuMemUnmap",
+                         "cuMemSetAccess",
+                         "cuMemGetAllocationGranularity"};
+    for (int i = 0; i < 10; i++)
+        if ((f[i] = dlsym(lib, n[i])) == NULL)
+            return -1;
+    memcpy(&V.retain, &f[0], sizeof(void *));
+    memcpy(&V.set, &f[1], sizeof(void *));
+    memcpy(&V.create, &f[2], sizeof(void *));
+    memcpy(&V.release, &f[3], sizeof(void *));
+    memcpy(&V.reserve, &f[4], sizeof(void *));
+    memcpy(&V.unreserve, &f[5], sizeof(void *));
+    memcpy(&V.map, &f[6], sizeof(void *));
+    memcpy(&V.unmap, &f[7], sizeof(void *));
+    memcpy(&V.access, &f[8], sizeof(void *));
+    memcpy(&V.gran, &f[9], sizeof(void *));
+    return 0;
+}
+
+/* len bytes (rounded up to the granularity in *len) of VMM memory on GPU 0, exportable as a
+ * POSIX fd when exportable; NULL on failure. */
+static void *vmm_alloc(size_t *len, int exportable, unsigned long long *h)
+{
+    CUcontext ctx = NULL;
+    if (vmm_load() != 0 || V.retain(&ctx, 0) != CUDA_SUCCESS || V.set(ctx) != CUDA_SUCCESS)
+        return NULL;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .requestedHandleTypes =
+                                    exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                                               : CU_MEM_HANDLE_TYPE_NONE,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    size_t g = 0;
+    if (V.gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0)
+        return NULL;
+    *len = (*len + g - 1) / g * g;
+    CUmemGenericAllocationHandle mh;
+    CUdeviceptr va = 0;
+    if (V.create(&mh, *len, &prop, 0) != CUDA_SUCCESS)
+        return NULL;
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (V.reserve(&va, *len, 0, 0, 0) != CUDA_SUCCESS ||
+        V.map(va, *len, 0, mh, 0) != CUDA_SUCCESS || V.access(va, *len, &acc, 1) != CUDA_SUCCESS) {
+        V.release(mh);
+        return NULL;
+    }
+    *h = mh;
+    return (void *)(uintptr_t)va;
+}
+
+/* A host copy of [off, +len) of b (device memory through the device layer); free with
+ * view_end, which first writes it back when put. */
+static uint8_t *view(const struct buf *b, uint64_t off, uint64_t len)
+{
+    if (!b->dev)
+        return b->p + off;
+    uint8_t *h = malloc(len ? len : 1);
+    if (h != NULL && ixl_device_copy(h, b->p + off, len) != IXL_OK) {
+        free(h);
+        h = NULL;
+    }
+    return h;
+}
+
+static int view_end(const struct buf *b, uint64_t off, uint64_t len, uint8_t *h, int put)
+{
+    if (!b->dev)
+        return 0;
+    int rc = put ? ixl_device_copy(b->p + off, h, len) : IXL_OK;
+    free(h);
+    return rc == IXL_OK ? 0 : -1;
+}
 
 struct pending {
     char *agent;
@@ -147,13 +265,26 @@ static void reg_desc(const struct buf *b, struct ixl_reg_desc *d)
     *d = (struct ixl_reg_desc){(uintptr_t)b->p, b->len, 0, NULL, 0};
 }
 
+static void dev_free(struct buf *b)
+{
+    if (b->dev == 1) {
+        ixl_device_free(b->p);
+    } else {
+        V.unmap((CUdeviceptr)(uintptr_t)b->p, b->len);
+        V.unreserve((CUdeviceptr)(uintptr_t)b->p, b->len);
+        V.release(b->h);
+    }
+}
+
 static void release_buf(struct buf *b)
 {
     struct ixl_reg_desc d;
     reg_desc(b, &d);
-    if (ixl_mem_deregister(agent, IXL_MEM_DRAM, &d, 1, NULL) != IXL_OK)
+    if (ixl_mem_deregister(agent, buf_type(b), &d, 1, NULL) != IXL_OK)
         fprintf(stderr, "ixl_peer: deregister: %s\n", ixl_agent_last_error(agent));
-    if (b->shm) {
+    if (b->dev) {
+        dev_free(b);
+    } else if (b->shm) {
         if (ixl_mem_free(agent, b->p) != IXL_OK)
             fprintf(stderr, "ixl_peer: ixl_mem_free: %s\n", ixl_agent_last_error(agent));
     } else {
@@ -165,18 +296,35 @@ static void release_buf(struct buf *b)
 static void cmd_alloc(int argc, char **argv)
 {
     uint64_t id, size;
+    const char *k = argc == 4 ? argv[3] : "";
+    int dev = strcmp(k, "vram") == 0 ? 1 : strncmp(k, "vmm", 3) == 0 ? 2 : 0;
     if (argc != 4 || num(argv[1], &id) != 0 || id >= MAX_BUFS || num(argv[2], &size) != 0 ||
-        size == 0 || (strcmp(argv[3], "shm") != 0 && strcmp(argv[3], "heap") != 0)) {
-        reply("err IXL_ERR_INVALID_ARG usage: alloc ID SIZE shm|heap");
+        size == 0 ||
+        (strcmp(k, "shm") != 0 && strcmp(k, "heap") != 0 && strcmp(k, "vram") != 0 &&
+         strcmp(k, "vmm") != 0 && strcmp(k, "vmmnox") != 0)) {
+        reply("err IXL_ERR_INVALID_ARG usage: alloc ID SIZE shm|heap|vram|vmm|vmmnox");
         return;
     }
     struct buf *b = &bufs[id];
     if (b->p != NULL)
         release_buf(b);
     b->shm = strcmp(argv[3], "shm") == 0;
+    b->dev = dev;
     b->len = (size_t)size;
     void *p = NULL;
-    if (b->shm) {
+    if (dev == 1) {
+        int rc = ixl_device_alloc(0, b->len, &p);
+        if (rc != IXL_OK) {
+            reply_err(rc);
+            return;
+        }
+    } else if (dev == 2) {
+        p = vmm_alloc(&b->len, strcmp(k, "vmm") == 0, &b->h);
+        if (p == NULL) {
+            reply("err IXL_ERR_BACKEND cannot make VMM memory of %zu bytes", b->len);
+            return;
+        }
+    } else if (b->shm) {
         int rc = ixl_mem_alloc(agent, IXL_MEM_DRAM, b->len, NULL, &p);
         if (rc != IXL_OK) {
             reply_err(rc);
@@ -192,10 +340,12 @@ static void cmd_alloc(int argc, char **argv)
     b->p = p; /* both kinds come zeroed from the kernel */
     struct ixl_reg_desc d;
     reg_desc(b, &d);
-    int rc = ixl_mem_register(agent, IXL_MEM_DRAM, &d, 1, NULL);
+    int rc = ixl_mem_register(agent, buf_type(b), &d, 1, NULL);
     if (rc != IXL_OK) {
         reply_err(rc);
-        if (!b->shm)
+        if (b->dev)
+            dev_free(b);
+        else if (!b->shm)
             munmap(b->p, b->len);
         else if (ixl_mem_free(agent, b->p) != IXL_OK)
             fprintf(stderr, "ixl_peer: ixl_mem_free: %s\n", ixl_agent_last_error(agent));
@@ -241,7 +391,7 @@ static void cmd_dlist(int argc, char **argv)
         return;
     }
     struct ixl_dlist *l;
-    int rc = ixl_dlist_create(IXL_MEM_DRAM, 1, &l);
+    int rc = ixl_dlist_create(buf_type(b), 1, &l);
     if (rc != IXL_OK) {
         reply_err(rc);
         return;
@@ -270,24 +420,40 @@ static void cmd_fill_poison(int argc, char **argv, int fill)
         reply("err IXL_ERR_INVALID_ARG usage: %s ID %s [OFF LEN]", argv[0], fill ? "SEED" : "BYTE");
         return;
     }
+    uint8_t *h = view(b, off, len);
+    if (h == NULL) {
+        reply("err IXL_ERR_BACKEND cannot reach buffer %s", argv[1]);
+        return;
+    }
     if (fill)
-        net_pat_fill(b->p + off, (size_t)len, v, off);
+        net_pat_fill(h, (size_t)len, v, off);
     else
-        memset(b->p + off, (int)v, (size_t)len);
-    reply("ok");
+        memset(h, (int)v, (size_t)len);
+    if (view_end(b, off, len, h, 1) != 0)
+        reply("err IXL_ERR_BACKEND ixl_device_copy into buffer %s failed", argv[1]);
+    else
+        reply("ok");
 }
 
 /* Checks [off, off+len) of b against the pattern of seed (pattern) or the byte seed; prints
  * bad ... and returns -1 on a mismatch, without printing anything when it holds. */
 static int check_range(const struct buf *b, uint64_t off, uint64_t len, uint64_t v, int pattern)
 {
-    size_t bad = pattern ? net_pat_find_bad(b->p + off, (size_t)len, v, off)
-                         : net_byte_find_bad(b->p + off, (size_t)len, (uint8_t)v);
-    if (bad == len)
+    uint8_t *h = view(b, off, len);
+    if (h == NULL) {
+        reply("bad %" PRIu64 " cannot read the device memory", off);
+        return -1;
+    }
+    size_t bad = pattern ? net_pat_find_bad(h, (size_t)len, v, off)
+                         : net_byte_find_bad(h, (size_t)len, (uint8_t)v);
+    if (bad == len) {
+        view_end(b, off, len, h, 0);
         return 0;
+    }
     uint64_t at = off + bad;
-    reply("bad %" PRIu64 " got 0x%02x want 0x%02x", at, b->p[at],
+    reply("bad %" PRIu64 " got 0x%02x want 0x%02x", at, h[bad],
           pattern ? net_pat_byte(v, at) : (unsigned)v);
+    view_end(b, off, len, h, 0);
     return -1;
 }
 
@@ -460,7 +626,7 @@ static void cmd_xfer(int argc, char **argv)
     struct ixl_xfer *x = NULL;
     int rc = ixl_dlist_deserialize(ser, ser_len, &remote);
     if (rc == IXL_OK)
-        rc = ixl_dlist_create(IXL_MEM_DRAM, ixl_dlist_run_count(remote), &local);
+        rc = ixl_dlist_create(buf_type(b), ixl_dlist_run_count(remote), &local);
     /* The local side mirrors the remote runs, laid end to end. */
     uint64_t pos = loff;
     for (size_t i = 0; rc == IXL_OK && i < ixl_dlist_run_count(remote); i++) {

@@ -2,7 +2,8 @@
 # ixlbench's device mode on the simulated device (IXL_CUDA_LIBRARY, set by ctest): VRAM to VRAM
 # and the mixed pairs in one agent, data checked through ixl_device_copy (the sim's device
 # memory faults if touched); two GPUs (--initiator-dev/--target-dev); the corrupt flag failing
-# the checks; no device (exit 77 with the reason); usage refused. Exit 0 pass, 1 fail, 77 skip.
+# the checks; no device (exit 77 with the reason); usage refused; two processes (--role) through
+# CUDA IPC. Exit 0 pass, 1 fail, 77 skip.
 set -u
 bench=$1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_ixlbench_vram.XXXXXX") || exit 1
@@ -54,7 +55,21 @@ run nodev 77 IXL_CUDASIM_NO_DEVICE=1 "$bench" --initiator-mem VRAM --target-mem 
 grep -q "VRAM needs a GPU, and there is none: .*CUDA_ERROR_NO_DEVICE" "$tmp/nodev.err" ||
     fail "no device: $(cat "$tmp/nodev.err")"
 # Usage.
-run role 2 "$bench" --initiator-mem VRAM --role target --md-file "$tmp/md"
+# Two processes (--role): VRAM <-> VRAM and DRAM -> VRAM through CUDA IPC (issue 20), path
+# cuda-ipc, data checked by the target through ixl_device_copy.
+for pair in "VRAM VRAM" "DRAM VRAM"; do
+    # shellcheck disable=SC2086
+    set -- $pair
+    rm -f "$tmp/md"
+    "$bench" --role target --target-mem "$2" --md-file "$tmp/md" >"$tmp/tgt.out" 2>"$tmp/tgt.err" &
+    tpid=$!
+    # shellcheck disable=SC2086
+    run "ipc$1" 0 "$bench" --role initiator --initiator-mem "$1" --target-mem "$2" \
+        --md-file "$tmp/md" $small
+    wait $tpid || fail "the target of $1 -> $2 exited $?: $(cat "$tmp/tgt.err")"
+    [ "$(grep -c ',cuda-ipc,.*,pass$' "$tmp/ipc$1.out")" -eq 6 ] ||
+        fail "$1 -> $2 between two processes: want 6 passing cuda-ipc rows"
+done
 run kv 2 "$bench" --target-mem VRAM --scenario kv
 run file 2 "$bench" --initiator-mem VRAM --target-mem FILE
 run devonly 2 "$bench" --target-dev 1

@@ -317,6 +317,45 @@ static void test_vmm(struct ixl_agent *a)
     /* Not exportable with legacy IPC. */
     struct ixl_dev_ipc ipc;
     CHECK_RC(ops->ipc_export(ops->ctx, (void *)(uintptr_t)va, &ipc), IXL_ERR_NOT_SUPPORTED);
+    /* Nor as a POSIX fd: created without that handle type (issue 20: NET refuses it). */
+    int vfd = -1;
+    uint64_t vb = 0, vl = 0;
+    CHECK_RC(ops->vmm_export(ops->ctx, (void *)(uintptr_t)va, &vfd, &vb, &vl),
+             IXL_ERR_NOT_SUPPORTED);
+    CHECK(vfd == -1);
+    /* With it: exported, imported (here: the sim maps the fd again), copied through, closed. */
+    {
+        CUmemAllocationProp xp = prop;
+        xp.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        CUmemGenericAllocationHandle xh;
+        CUdeviceptr xva;
+        CHECK_RC(cu.cuMemAddressReserve(&xva, g, 0, 0, 0), CUDA_SUCCESS);
+        CHECK_RC(cu.cuMemCreate(&xh, g, &xp, 0), CUDA_SUCCESS);
+        CHECK_RC(cu.cuMemMap(xva, g, 0, xh, 0), CUDA_SUCCESS);
+        CHECK_RC(cu.cuMemSetAccess(xva, g, &acc, 1), CUDA_SUCCESS);
+        CHECK_RC(ops->vmm_export(ops->ctx, (void *)(uintptr_t)(xva + 4096), &vfd, &vb, &vl),
+                 IXL_OK);
+        CHECK(vfd >= 0 && vb == xva && vl == g);
+        void *imp = NULL;
+        CHECK_RC(ops->vmm_open(ops->ctx, 0, vfd, vl, &imp), IXL_OK);
+        unsigned char w[4096], r[4096];
+        fill(w, sizeof(w), 21);
+        memset(r, 0xEE, sizeof(r));
+        CHECK_RC(ixl_device_copy((void *)(uintptr_t)(xva + 8192), w, sizeof(w)), IXL_OK);
+        CHECK_RC(ixl_device_copy(r, (char *)imp + 8192, sizeof(r)), IXL_OK);
+        CHECK(memcmp(w, r, sizeof(r)) == 0);
+        CHECK_RC(ops->vmm_close(ops->ctx, imp, vl), IXL_OK);
+        close(vfd);
+        /* A descriptor that is no export (a pipe) is refused, not a crash. */
+        int pp[2];
+        CHECK(pipe(pp) == 0);
+        CHECK(ops->vmm_open(ops->ctx, 0, pp[0], g, &imp) != IXL_OK);
+        close(pp[0]);
+        close(pp[1]);
+        CHECK_RC(cu.cuMemUnmap(xva, g), CUDA_SUCCESS);
+        CHECK_RC(cu.cuMemRelease(xh), CUDA_SUCCESS);
+        CHECK_RC(cu.cuMemAddressFree(xva, g), CUDA_SUCCESS);
+    }
     /* Registration of a tensor spanning mappings; of one running into the unmapped granule. */
     CHECK_RC(reg_vram(a, va + g - 4096, 8192, 0), IXL_OK);
     struct ixl_reg_desc d = {va + g - 4096, 8192, 0, NULL, 0};
@@ -420,6 +459,12 @@ static int ipc_child(const char *hex)
     CHECK_RC(ixl_device_copy(got, (char *)base + 4096, sizeof(got)), IXL_OK);
     CHECK(memcmp(want, got, sizeof(got)) == 0);
     CHECK_RC(ops->ipc_close(ops->ctx, base), IXL_OK);
+    /* Forged handles (a byte changed, all zeros) are refused, never a crash. */
+    struct ixl_dev_ipc bad = h;
+    bad.bytes[8] ^= 0x5a;
+    CHECK(ops->ipc_open(ops->ctx, 0, &bad, &base) != IXL_OK);
+    memset(&bad, 0, sizeof(bad));
+    CHECK(ops->ipc_open(ops->ctx, 0, &bad, &base) != IXL_OK);
     return 0;
 }
 
