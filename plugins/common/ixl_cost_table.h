@@ -18,13 +18,15 @@
  *   PATH     the data path as the backend reports it in ixl_xfer_info ("staged", "batch",
  *            "mt", "io_uring", "threads", ...; [A-Za-z0-9_.-]{1,31})
  *   OP       READ (file -> memory) or WRITE (memory -> file)
- *   SIZE     the request's bytes: an integer with an optional K, M or G suffix (powers of 1024)
+ *   SIZE     the block size: bytes per descriptor of a request (ixlbench's block size), an
+ *            integer with an optional K, M or G suffix (powers of 1024)
  *   GBPS     the bandwidth measured at that size, in GB/s (10^9 bytes per second), > 0
  *
- * A backend's estimate for a request of n bytes on (PATH, OP) interpolates GBPS linearly in
- * log2(size) between the two nearest sizes of its rows, and holds the first/last row's value
- * outside them; duration = n / GBPS. A backend with no row for its (PATH, OP) gives no
- * estimate (IXL_ERR_NOT_SUPPORTED): the core then ranks it after those that give one.
+ * A backend's estimate for a request of n bytes in descriptors of b bytes on average, on
+ * (PATH, OP), interpolates GBPS at b linearly in log2(size) between the two nearest sizes of its
+ * rows, holds the first/last row's value outside them, and gives duration = n / GBPS. A backend
+ * with no row for its (PATH, OP) gives no estimate (IXL_ERR_NOT_SUPPORTED): the core then ranks it
+ * after those that give one.
  *
  * Where the table comes from (ixl_cost_table_open): the plugin option cost_table names a file;
  * its default ("") means $HOME/.cache/ixl/cost_table (HOME from the password database, not the
@@ -333,14 +335,15 @@ static inline double ixl_cost_table_gbps(const struct ixl_cost_table *t, const c
 }
 
 /*
- * Fills an estimate for moving bytes on backend's (path, op): IXL_OK, or IXL_ERR_NOT_SUPPORTED
- * when the table has no row for it. Writes only the first-generation fields of struct ixl_cost.
+ * Fills an estimate for moving bytes in descriptors of block bytes on average (block > 0; for
+ * one descriptor, block = bytes) on backend's (path, op): IXL_OK, or IXL_ERR_NOT_SUPPORTED when
+ * the table has no row for it. Writes only the first-generation fields of struct ixl_cost.
  */
 static inline int ixl_cost_table_estimate(const struct ixl_cost_table *t, const char *backend,
-                                          const char *path, int op, uint64_t bytes,
+                                          const char *path, int op, uint64_t block, uint64_t bytes,
                                           struct ixl_cost *out)
 {
-    double g = ixl_cost_table_gbps(t, backend, path, op, bytes);
+    double g = ixl_cost_table_gbps(t, backend, path, op, block ? block : 1);
     if (!(g > 0))
         return IXL_ERR_NOT_SUPPORTED;
     double us = (double)bytes / (g * 1e3); /* 1 GB/s = 1000 bytes per microsecond */

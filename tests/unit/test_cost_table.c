@@ -38,9 +38,9 @@ int main(void)
     CHECK(ixl_cost_table_gbps(&t, "A", "staged", IXL_OP_READ, 5) == 2.0);
     CHECK(ixl_cost_table_gbps(&t, "A", "mt", IXL_OP_READ, 5) == 0);
     struct ixl_cost c = {.size = sizeof(c)};
-    CHECK_RC(ixl_cost_table_estimate(&t, "B", "mt", IXL_OP_WRITE, 9000000, &c), IXL_OK);
+    CHECK_RC(ixl_cost_table_estimate(&t, "B", "mt", IXL_OP_WRITE, 1ull << 30, 9000000, &c), IXL_OK);
     CHECK(c.duration_us == 1000 && c.method == IXL_COST_MEASURED);
-    CHECK_RC(ixl_cost_table_estimate(&t, "C", "mt", IXL_OP_WRITE, 1, &c), IXL_ERR_NOT_SUPPORTED);
+    CHECK_RC(ixl_cost_table_estimate(&t, "C", "mt", IXL_OP_WRITE, 1, 1, &c), IXL_ERR_NOT_SUPPORTED);
     ixl_cost_table_free(&t);
 
     static const struct {
