@@ -68,7 +68,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info test_gpu_reg test_gpu_xfer"
+targets="ixl ixl-info test_gpu_reg test_gpu_xfer test_gpu_gds"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -177,6 +177,30 @@ run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
     "$BUILD/tests/gpu/test_gpu_xfer" bench
 
+# GDS and GDS_MT (issue 21) on cuFile: the system's libcufile.so.0, else the one of the
+# nvidia-cufile wheel (site-packages/nvidia/cu13/lib or nvidia/cufile/lib) of $PY or of
+# /opt/torch/.venv, passed through the backends' `library` option. The file lies in a temporary
+# directory of the build directory (the machine's disk, not a tmpfs); cuFile writes its
+# cufile.log there (the test runs in it), kept in the logs.
+cufile=""
+if ldconfig -p 2>/dev/null | grep -q 'libcufile\.so\.0 '; then
+    cufile=libcufile.so.0
+else
+    sp=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+    for d in $sp /opt/torch/.venv/lib/python3*/site-packages; do
+        [ -d "$d/nvidia" ] || continue
+        cufile=$(find "$d/nvidia" -name 'libcufile.so.0' 2>/dev/null | head -n 1)
+        [ -n "$cufile" ] && break
+    done
+fi
+say "cuFile: ${cufile:-not found}"
+gdsdir=$(mktemp -d "$BUILD/gds-XXXXXX")
+# shellcheck disable=SC2016 # $0.. are sh -c's
+run test_gpu_gds 300 "GDS, GDS_MT and the automatic choice: VRAM<->FILE 1/16/64 MiB, data checked, against cuMemcpy + pwrite/pread (cuFile: ${cufile:-none})" \
+    sh -c 'cd "$1" && exec "$0" "$2" "$1"' "$BUILD/tests/gpu/test_gpu_gds" "$gdsdir" "$cufile"
+[ -f "$gdsdir/cufile.log" ] && cp "$gdsdir/cufile.log" "$LOGS/cufile.log"
+rm -rf "$gdsdir"
+
 # Python: PyTorch tensors through the nixl package (ixl.compat when it is not there), CuPy.
 nixl_dir=$(find "$ROOT/bindings" -path '*/nixl/_api.py' 2>/dev/null | head -n 1)
 pypath=$ROOT/bindings/python
@@ -193,7 +217,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu python_gpu; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_gds python_gpu; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"

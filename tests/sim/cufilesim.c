@@ -14,7 +14,7 @@
  *     a submission of more entries than the batch was set up for;
  *   - batch I/O runs at submission; GetStatus hands out the completions.
  * Environment: IXL_CUDA_LIBRARY (the sim, whose cuMemcpy/cuCtxGetCurrent it uses: the same
- * instance as the device layer's), IXL_CUFILESIM_PER_BUFFER_KB (default 1024),
+ * instance as the device layer's; unset: libcuda.so.1), IXL_CUFILESIM_PER_BUFFER_KB (default 1024),
  * IXL_CUFILESIM_CACHE_KB (131072), IXL_CUFILESIM_BATCH (128), IXL_CUFILESIM_DELAY_US (a sleep
  * per I/O call or batch, to observe requests in flight), IXL_CUFILESIM_SHORT (1: reads and
  * writes move at most half of what is asked, at least 4096 bytes: short transfers).
@@ -63,7 +63,7 @@ static uint64_t env_u64(const char *name, uint64_t def)
 static void init(void)
 {
     const char *lib = getenv("IXL_CUDA_LIBRARY");
-    void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+    void *h = dlopen(lib && *lib ? lib : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (h) {
         *(void **)&S.cpy = dlsym(h, "cuMemcpy");
         *(void **)&S.ctxget = dlsym(h, "cuCtxGetCurrent");
@@ -166,9 +166,10 @@ static ssize_t io(bool write, gds_CUfileHandle fh, const void *base, size_t size
     if (S.shorten && size > 4096)
         size = size / 2 < 4096 ? 4096 : size / 2;
     struct handle *h = fh;
-    char *bounce = malloc(size ? size : 1);
-    if (bounce == NULL)
+    void *mem = NULL; /* aligned: the file may be open with O_DIRECT */
+    if (posix_memalign(&mem, 4096, size ? size : 1) != 0)
         return -GDS_CU_FILE_INTERNAL_ERROR;
+    char *bounce = mem;
     unsigned long long dev = (unsigned long long)(uintptr_t)base + (unsigned long long)boff;
     ssize_t n;
     if (write) {
