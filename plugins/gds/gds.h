@@ -144,6 +144,8 @@ int gds_thread_ctx(struct gds_engine *e, int dev, int *cur);
 /* ---- gds_batch.c / gds_mt.c ---------------------------------------------------------------- */
 
 void *gds_batch_main(void *arg);
+/* What to do about a batch cuFile refused (gds_batch.c). */
+const char *gds_batch_hint(gds_CUfileError ce);
 void *gds_mt_main(void *arg);
 
 /* The two descriptors (gds_engine.c). */

@@ -65,6 +65,17 @@ static void fail_all(struct batch *b, size_t from, size_t k, const char *fmt, ..
     }
 }
 
+/* What to do about a batch cuFile refused. */
+const char *gds_batch_hint(gds_CUfileError ce)
+{
+    if (ce.err == GDS_CU_FILE_BATCH_NOCOMPAT_ERROR)
+        return "cuFile refuses batch I/O in its compatibility mode (no nvidia-fs): use GDS_MT, "
+               "or load nvidia-fs";
+    return "cuFile's io_batchsize, per_buffer_cache_size_kb and max_device_cache_size_kb in "
+           "cufile.json bound a batch; see cufile.log, lower option batch or max_entry, or use "
+           "GDS_MT";
+}
+
 static gds_CUfileError setup(struct batch *b)
 {
     gds_CUfileError ce = b->e->cf->cuFileBatchIOSetUp(&b->h, b->e->entries);
@@ -87,10 +98,8 @@ static void run(struct batch *b, size_t k)
     gds_CUfileError ce = {0, 0};
     if (!b->have && (ce = setup(b)).err != GDS_CU_FILE_SUCCESS) {
         fail_all(b, 0, k,
-                 "Error in setting up Batch: cuFileBatchIOSetUp(%u entries) failed: %s (cuFile's "
-                 "io_batchsize and max_device_cache_size_kb / per_buffer_cache_size_kb in "
-                 "cufile.json must allow %u entries: lower option batch, or use GDS_MT)",
-                 e->entries, gds_err_text(ce, t, sizeof(t)), e->entries);
+                 "Error in setting up Batch: cuFileBatchIOSetUp(%u entries) failed: %s (%s)",
+                 e->entries, gds_err_text(ce, t, sizeof(t)), gds_batch_hint(ce));
         return;
     }
     for (size_t i = 0; i < k; i++) {
@@ -116,10 +125,9 @@ static void run(struct batch *b, size_t k)
     }
     if (ce.err != GDS_CU_FILE_SUCCESS) {
         fail_all(b, 0, k,
-                 "cuFileBatchIOSubmit of %zu entries of at most %" PRIu64 " bytes failed: %s "
-                 "(the entries respect cuFile's per_buffer_cache_size_kb; check cufile.json and "
-                 "cufile.log, or use GDS_MT)",
-                 k, e->entry, gds_err_text(ce, t, sizeof(t)));
+                 "cuFileBatchIOSubmit of %zu entries of at most %" PRIu64 " bytes (within "
+                 "cuFile's per-buffer size) failed: %s (%s)",
+                 k, e->entry, gds_err_text(ce, t, sizeof(t)), gds_batch_hint(ce));
         return;
     }
     size_t got = 0;

@@ -55,6 +55,9 @@ enum {
     GDS_CU_FILE_GPU_MEMORY_PINNING_FAILED = 5036,
     GDS_CU_FILE_BATCH_FULL = 5037,
     GDS_CU_FILE_ASYNC_NOT_SUPPORTED = 5038,
+    /* newer libraries (CUDA 12.x late, 13.x) */
+    GDS_CU_FILE_INTERNAL_BATCH_SETUP_ERROR = 5039,
+    GDS_CU_FILE_BATCH_NOCOMPAT_ERROR = 5049, /* batch I/O not available in compatibility mode */
 };
 
 /* CUfileError_t: returned by value (two 32-bit enums: one register on x86-64 and aarch64). */

@@ -235,6 +235,25 @@ static int gds_create(enum gds_kind kind, const struct ixl_engine_init *init,
         rc = batch_limits(e, &props);
         if (rc != IXL_OK)
             goto fail_costs;
+        /* A batch as large as the thread will set up, now: a cuFile that refuses batch I/O
+         * here (compatibility mode on some versions, a cufile.json that cannot hold it) makes
+         * GDS unavailable with the reason, rather than failing every request. */
+        void *saved;
+        if (e->dev->ctx_enter(e->dev->ctx, 0, &saved) == IXL_OK) {
+            gds_CUfileBatchHandle bh;
+            gds_CUfileError ce = e->cf->cuFileBatchIOSetUp(&bh, e->entries);
+            if (ce.err == GDS_CU_FILE_SUCCESS)
+                e->cf->cuFileBatchIODestroy(bh);
+            e->dev->ctx_leave(e->dev->ctx, saved);
+            if (ce.err != GDS_CU_FILE_SUCCESS) {
+                char t[96];
+                rc = gds_error(e, IXL_ERR_NOT_SUPPORTED,
+                               "Error in setting up Batch: cuFileBatchIOSetUp(%u entries) failed: "
+                               "%s (%s)",
+                               e->entries, gds_err_text(ce, t, sizeof(t)), gds_batch_hint(ce));
+                goto fail_costs;
+            }
+        }
         if (!(props.fflags & (1u << GDS_CU_FILE_BATCH_IO_SUPPORTED)) && props.fflags != 0)
             h->log(h->ctx, IXL_LOG_WARN,
                    "GDS: cuFile does not report batch I/O support (fflags 0x%x); GDS_MT does "

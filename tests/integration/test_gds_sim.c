@@ -10,7 +10,8 @@
  * through ixl_device_copy), in flight after its post; the file in path mode (GDS) and fd mode
  * (GDS_MT); the path reported ("batch.compat" / "mt.compat": no nvidia-fs here); an estimate
  * from the cost table; a READ past the end of the file fails naming it; a notification asked
- * of a storage backend and a wrong agent name get messages saying what to do. Argument
+ * of a storage backend and a wrong agent name get messages saying what to do; a cuFile that
+ * refuses batch I/O makes GDS unavailable with the reason. Argument
  * "short": the fake moves half of each I/O (short transfers are continued; 1 MiB and the odd
  * request only).
  */
@@ -228,6 +229,21 @@ int main(int argc, char **argv)
     CHECK(host && back);
 
     uint64_t s1[6], s2[6];
+    /* A cuFile that refuses batch I/O (compatibility mode): GDS is unavailable, saying so. */
+    {
+        struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+        struct ixl_agent *a = NULL;
+        CHECK_RC(ixl_agent_create("gds-nobatch", &ap, &a), IXL_OK);
+        struct ixl_kv kv[] = {{"library", IXL_CUFILESIM_PATH}};
+        struct ixl_backend *b = NULL;
+        setenv("IXL_CUFILESIM_NOBATCH", "1", 1);
+        CHECK_RC(ixl_backend_create(a, "GDS", kv, 1, &b), IXL_ERR_NOT_SUPPORTED);
+        CHECK_STR_HAS(ixl_agent_last_error(a), "Error in setting up Batch");
+        CHECK_STR_HAS(ixl_agent_last_error(a), "CU_FILE_BATCH_NOCOMPAT_ERROR");
+        CHECK_STR_HAS(ixl_agent_last_error(a), "use GDS_MT");
+        unsetenv("IXL_CUFILESIM_NOBATCH");
+        ixl_agent_destroy(a);
+    }
     run("GDS", true, "batch.compat");
     stats(s1);
     CHECK(s1[2] > 0 && s1[3] > 0); /* batch entries and batches */

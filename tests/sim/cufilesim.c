@@ -17,7 +17,9 @@
  * instance as the device layer's; unset: libcuda.so.1), IXL_CUFILESIM_PER_BUFFER_KB (default 1024),
  * IXL_CUFILESIM_CACHE_KB (131072), IXL_CUFILESIM_BATCH (128), IXL_CUFILESIM_DELAY_US (a sleep
  * per I/O call or batch, to observe requests in flight), IXL_CUFILESIM_SHORT (1: reads and
- * writes move at most half of what is asked, at least 4096 bytes: short transfers).
+ * writes move at most half of what is asked, at least 4096 bytes: short transfers),
+ * IXL_CUFILESIM_NOBATCH (1: batch setup fails with CU_FILE_BATCH_NOCOMPAT_ERROR, as a cuFile
+ * that refuses batch I/O in compatibility mode; read at each call).
  * ixl_cufilesim_stats() reports what it saw.
  */
 #include <dlfcn.h>
@@ -222,6 +224,9 @@ struct batch {
 
 EXPORT gds_CUfileError cuFileBatchIOSetUp(gds_CUfileBatchHandle *out, unsigned nr)
 {
+    const char *nb = getenv("IXL_CUFILESIM_NOBATCH"); /* read at each call */
+    if (nb && strcmp(nb, "1") == 0)
+        return fail(GDS_CU_FILE_BATCH_NOCOMPAT_ERROR);
     if (nr == 0 || nr > S.batch || nr > S.cache / (S.per_buffer ? S.per_buffer : 1))
         return fail(GDS_CU_FILE_INVALID_VALUE);
     struct batch *b = calloc(1, sizeof(*b));
