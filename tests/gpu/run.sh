@@ -159,7 +159,7 @@ run ixl-info 60 "ixl-info: the driver and devices as ixl's device layer sees the
     sh -c '"$0" >&2' "$BUILD/tools/ixl-info"
 "$BUILD/tools/ixl-info" --cuda >"$LOGS/ixl-info-cuda.txt" 2>&1
 memlines=$(awk '/^  [A-Z][A-Z0-9_]* +version/ { p = $1 }
-    /memory here|not here/ { sub(/^ +/, ""); print p ": " $0 }' "$LOGS/ixl-info.log")
+    /memory here|not here|unavailable here/ { sub(/^ +/, ""); print p ": " $0 }' "$LOGS/ixl-info.log")
 {
     echo "ixl-info --cuda, and the memory types each plugin offers here (ixl-info):"
     echo ""
