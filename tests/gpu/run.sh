@@ -153,6 +153,25 @@ run() {
 }
 
 unset IXL_CUDA_LIBRARY # the real driver, never the simulated one
+# cuFile (issue 21: GDS and GDS_MT): the system's libcufile.so.0, else the one of the
+# nvidia-cufile wheel (site-packages/nvidia/cu13/lib or nvidia/cufile/lib) of $PY or of
+# /opt/torch/.venv. Its directory goes first in LD_LIBRARY_PATH, so that every GDS/GDS_MT
+# backend of this run (ixl-info, bench/gds.sh's ixlbench, the storage tests) finds it under its
+# default name; test_gpu_gds also passes the path through the backends' `library` option.
+cufile=""
+if ldconfig -p 2>/dev/null | grep -q 'libcufile\.so\.0 '; then
+    cufile=libcufile.so.0
+else
+    sp=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+    for d in $sp /opt/torch/.venv/lib/python3*/site-packages; do
+        [ -d "$d/nvidia" ] || continue
+        cufile=$(find "$d/nvidia" -name 'libcufile.so.0' 2>/dev/null | head -n 1)
+        [ -n "$cufile" ] && break
+    done
+    [ -n "$cufile" ] && export LD_LIBRARY_PATH="$(dirname "$cufile")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+say "cuFile: ${cufile:-not found}"
+
 # ixl-info: its cuda section and the memory types each plugin offers here, into the report.
 # shellcheck disable=SC2016 # $0 is sh -c's, expanded there
 run ixl-info 60 "ixl-info: the driver and devices as ixl's device layer sees them" \
@@ -177,23 +196,9 @@ run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
     "$BUILD/tests/gpu/test_gpu_xfer" bench
 
-# GDS and GDS_MT (issue 21) on cuFile: the system's libcufile.so.0, else the one of the
-# nvidia-cufile wheel (site-packages/nvidia/cu13/lib or nvidia/cufile/lib) of $PY or of
-# /opt/torch/.venv, passed through the backends' `library` option. The file lies in a temporary
-# directory of the build directory (the machine's disk, not a tmpfs); cuFile writes its
-# cufile.log there (the test runs in it), kept in the logs.
-cufile=""
-if ldconfig -p 2>/dev/null | grep -q 'libcufile\.so\.0 '; then
-    cufile=libcufile.so.0
-else
-    sp=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
-    for d in $sp /opt/torch/.venv/lib/python3*/site-packages; do
-        [ -d "$d/nvidia" ] || continue
-        cufile=$(find "$d/nvidia" -name 'libcufile.so.0' 2>/dev/null | head -n 1)
-        [ -n "$cufile" ] && break
-    done
-fi
-say "cuFile: ${cufile:-not found}"
+# GDS and GDS_MT on that cuFile; the file lies in a temporary directory of the build directory
+# (the machine's disk, not a tmpfs); cuFile writes its cufile.log there (the test runs in it),
+# kept in the logs.
 gdsdir=$(mktemp -d "$BUILD/gds-XXXXXX")
 # shellcheck disable=SC2016 # $0.. are sh -c's
 run test_gpu_gds 300 "GDS, GDS_MT and the automatic choice: VRAM<->FILE 1/16/64 MiB, data checked, against cuMemcpy + pwrite/pread (cuFile: ${cufile:-none})" \
