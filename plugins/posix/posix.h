@@ -57,6 +57,7 @@ struct px_req {
     bool staged;     /* VRAM: through the bounce buffers (posix_stage.c) */
     uint32_t chunks; /* staged: chunks of this request in any stage (e->lock) */
     uint64_t bytes;  /* every descriptor's bytes */
+    uint64_t chunk;  /* staged: bytes per chunk (posix_stage.c: px_stage_chunk) */
     size_t n;
     const struct ixl_xfer_desc *mem, *file; /* borrowed from the core until release */
     /* Progress (e->lock): the next byte to start, I/Os in the kernel, the outcome. */
@@ -141,6 +142,9 @@ void px_kick(struct px_engine *e);
 /* Finds the device layer and its devices (create_engine); no device leaves e->dev NULL with
  * e->mem_why saying why. */
 void px_stage_init(struct px_engine *e);
+/* The chunk size of a staged request of bytes whose files need offsets aligned to align:
+ * bounce_size, or smaller so that a small request still pipelines. */
+uint64_t px_stage_chunk(const struct px_engine *e, uint64_t bytes, uint32_t align);
 /* Starts the stager (bounce buffers, pinned; the thread) if not yet: e->lock held. */
 int px_stage_start(struct px_engine *e);
 void px_stage_stop(struct px_engine *e);

@@ -500,12 +500,15 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
     /* WRITE moves local -> remote, READ remote -> local. */
     bool to_file = (op == IXL_OP_WRITE) == (bool)rfile;
     uint64_t bytes = 0;
+    uint32_t align = 1; /* the largest direct-I/O offset alignment of the request's files */
     for (size_t i = 0; i < local->count; i++) {
         bytes += file[i].len;
         const struct ixl_xfer_desc *fd = &file[i], *md = &mem[i];
         const struct px_md *f = (const struct px_md *)fd->md;
         if (f == NULL || f->fd < 0)
             return px_error(e, IXL_ERR_INVALID_ARG, "descriptor %zu has no file metadata", i);
+        if (f->direct && f->off_align > align)
+            align = f->off_align;
         if (to_file ? !f->wr_ok : !f->rd_ok)
             return px_error(e, IXL_ERR_INVALID_ARG,
                             "'%s' is registered %s: descriptor %zu cannot be %s", f->name,
@@ -546,6 +549,7 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
     r->to_file = to_file;
     r->staged = staged;
     r->bytes = bytes;
+    r->chunk = staged ? px_stage_chunk(e, bytes, align) : 0;
     atomic_init(&r->state, PX_IDLE);
     if (staged) {
         pthread_mutex_lock(&e->lock);

@@ -2,7 +2,8 @@
  * POSIX's VRAM path: GPU memory to and from files and volumes through pinned host bounce
  * buffers, pipelined with the file I/O of the engine (io_uring or the thread pool).
  *
- * A staged request is cut into chunks of at most bounce_size bytes, each with one bounce buffer
+ * A staged request is cut into chunks of at most bounce_size bytes (smaller for a small request:
+ * px_stage_chunk), each with one bounce buffer
  * of the pool (bounce_buffers of them, allocated and pinned at the first staged request, reused
  * for the engine's life). One stager thread per engine owns the device side: a stream per GPU,
  * the copies and their events.
@@ -120,6 +121,23 @@ void px_stage_init(struct px_engine *e)
     }
     e->n_devs = n;
     e->dev = h->dev;
+}
+
+/* Chunks of a request: bounce_size bytes, except that a request of less than 4 of them is cut
+ * into 4 (at least 256 KiB each, a multiple of 64 KiB), so that even a 1 MiB request overlaps
+ * its device copies with its file I/O. Files whose direct-I/O offset alignment does not divide
+ * 64 KiB keep bounce_size (a multiple of it, checked at prep). */
+#define PX_SPLIT 4
+#define PX_CHUNK_MIN (256u << 10)
+uint64_t px_stage_chunk(const struct px_engine *e, uint64_t bytes, uint32_t align)
+{
+    uint64_t c = e->bounce_size;
+    if (align == 0 || 65536 % align != 0)
+        return c;
+    uint64_t per = (bytes / PX_SPLIT + 65535) / 65536 * 65536;
+    if (per < PX_CHUNK_MIN)
+        per = PX_CHUNK_MIN;
+    return per < c ? per : c;
 }
 
 /* A chunk is free again (e->lock held): its request may have ended. */
@@ -340,7 +358,7 @@ static bool stage_start(struct px_engine *e, struct px_stage *st)
     c->r = r;
     r->chunks++;
     uint64_t left = fd->len - r->next_off;
-    c->len = (uint32_t)(left < e->bounce_size ? left : e->bounce_size);
+    c->len = (uint32_t)(left < r->chunk ? left : r->chunk);
     c->f = (const struct px_md *)fd->md;
     c->file_off = fd->addr + r->next_off;
     c->vaddr = md->addr + r->next_off;
