@@ -68,7 +68,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info test_gpu_reg test_gpu_xfer test_gpu_gds"
+targets="ixl ixl-info ixlbench test_gpu_reg test_gpu_xfer test_gpu_storage test_gpu_gds"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -196,6 +196,23 @@ run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
     "$BUILD/tests/gpu/test_gpu_xfer" bench
 
+# Issue 21: VRAM <-> FILE: POSIX's staged path (the thread-pool engine here: no liburing), GDS
+# and GDS_MT when their plugins load, and the core's automatic choice, against the raw baseline
+# (cuMemcpy + pwrite/pread, O_DIRECT) in the same run. The file lives in IXL_GPU_STORAGE_DIR
+# (default /var/tmp).
+# The cost table first (bench/gds.sh measures each backend with ixlbench), so that the automatic
+# choice below follows this machine's figures; the table goes into the report.
+export IXL_GPU_COST_TABLE=$LOGS/cost_table
+rm -f "$IXL_GPU_COST_TABLE"
+# shellcheck disable=SC2016 # $0 and $1 are sh -c's, expanded there
+run calibrate 240 "bench/gds.sh: the cost table (VRAM<->FILE per backend, 1..64 MiB, O_DIRECT, ixlbench)" \
+    sh -c '"$0" --out "$1" --ixlbench "$2" --dir "$3" >&2 && { echo "Cost table (bench/gds.sh):"; echo; echo "\`\`\`"; cat "$1"; echo "\`\`\`"; }' \
+    "$ROOT/bench/gds.sh" "$IXL_GPU_COST_TABLE" "$BUILD/tools/ixlbench" "${IXL_GPU_STORAGE_DIR:-/var/tmp}"
+[ -s "$IXL_GPU_COST_TABLE" ] || unset IXL_GPU_COST_TABLE
+run test_gpu_storage 180 "storage: VRAM<->FILE on each backend and the automatic choice, 1/16/64 MiB, data checked" \
+    "$BUILD/tests/gpu/test_gpu_storage"
+run bench_storage 300 "storage bandwidth: POSIX staged, GDS, GDS_MT, auto and raw (cuMemcpy + O_DIRECT), medians" \
+    "$BUILD/tests/gpu/test_gpu_storage" bench
 # GDS and GDS_MT on that cuFile; the file lies in a temporary directory of the build directory
 # (the machine's disk, not a tmpfs); cuFile writes its cufile.log there (the test runs in it),
 # kept in the logs.
@@ -222,7 +239,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_gds python_gpu; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu calibrate test_gpu_storage bench_storage test_gpu_gds python_gpu; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"

@@ -8,8 +8,7 @@
  * pread, the device memory with cuMemcpy), then the bandwidth, the median of k posts of the
  * same request. The baseline moves the same bytes the way an application without GDS would:
  * cuMemcpy to pinned host memory then pwrite (WRITE), pread then cuMemcpy (READ), on the same
- * file descriptor. A last row per size and op lets the agent choose the backend (no backend
- * named: the automatic choice of issue 21) and reports which it took. Markdown on stdout.
+ * file descriptor (the automatic choice is test_gpu_storage's). Markdown on stdout.
  * Exits 77 without a GPU or without cuFile (LIBCUFILE "" or not loadable), 1 when a transfer
  * fails or its data differ (the report says which, with cuFile's error).
  */
@@ -70,7 +69,7 @@ static double raw(enum ixl_op op, size_t len)
     return median(t, n);
 }
 
-/* One request of backend b (NULL: the agent chooses): checked once, then timed. Returns the
+/* One request of backend b: checked once, then timed. Returns the
  * seconds per transfer (median), 0 on failure (reported). */
 static double run(struct ixl_backend *b, enum ixl_op op, size_t len, char *used, size_t used_len,
                   char *path, size_t path_len)
@@ -206,15 +205,15 @@ int main(int argc, char **argv)
             size_t len = sizes[s];
             double base = raw(op, len);
             double base_gbps = len / base / 1e9;
-            for (int i = 0; i < 3; i++) {
-                struct ixl_backend *b = i < 2 ? bk[i] : NULL;
-                if (i < 2 && b == NULL)
+            for (int i = 0; i < 2; i++) {
+                struct ixl_backend *b = bk[i];
+                if (b == NULL)
                     continue;
                 char used[1024] = "", path[64] = "";
                 double t = run(b, op, len, used, sizeof(used), path, sizeof(path));
                 char sz[32];
                 gpu_size(len, sz, sizeof(sz));
-                const char *label = i < 2 ? names[i] : "auto";
+                const char *label = names[i];
                 if (t <= 0) {
                     failed = 1;
                     printf("| %s (%s) | %s | %s | %s | FAIL | %.2f | |\n", label, used, path,
@@ -230,8 +229,8 @@ int main(int argc, char **argv)
         }
     }
     printf("\nMedians of %d/%d/%d posts of one request (1/16/64 MiB); data checked before "
-           "timing (pattern at the source, destination poisoned). \"auto\": no backend named, "
-           "the agent's choice.\n",
+           "timing (pattern at the source, destination poisoned). The automatic choice and the "
+           "calibrated table: test_gpu_storage / bench_storage.\n",
            rounds(MiB), rounds(16 * MiB), rounds(64 * MiB));
     CHECK_RC(ixl_mem_deregister(agent, IXL_MEM_FILE, &rf, 1, NULL), IXL_OK);
     CHECK_RC(ixl_mem_deregister(agent, IXL_MEM_VRAM, &rv, 1, NULL), IXL_OK);

@@ -199,7 +199,7 @@ static void run(const char *name, bool path_mode, const char *want_path)
              IXL_ERR_NOTIF_UNSUPPORTED);
     CHECK_STR_HAS(ixl_agent_last_error(a), "omit the notification");
     CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, lv, lf, "other-agent", &p, &x), IXL_ERR_NOT_FOUND);
-    CHECK_STR_HAS(ixl_agent_last_error(a), "use this agent's own name 'gds-sim'");
+    CHECK_STR_HAS(ixl_agent_last_error(a), "own name 'gds-sim'");
     ixl_dlist_destroy(lv);
     ixl_dlist_destroy(lf);
 
