@@ -11,7 +11,8 @@
  * (GDS_MT); the path reported ("batch.compat" / "mt.compat": no nvidia-fs here); an estimate
  * from the cost table; a READ past the end of the file fails naming it; a notification asked
  * of a storage backend and a wrong agent name get messages saying what to do; a cuFile that
- * refuses batch I/O makes GDS unavailable with the reason. Argument
+ * refuses batch I/O makes GDS unavailable with the reason; with no backend named, the core's
+ * choice among POSIX, GDS and GDS_MT follows a cost table. Argument
  * "short": the fake moves half of each I/O (short transfers are continued; 1 MiB and the odd
  * request only).
  */
@@ -214,6 +215,70 @@ static void run(const char *name, bool path_mode, const char *want_path)
     CHECK_RC(ixl_device_free(vram), IXL_OK);
 }
 
+/* The core's automatic choice (no backend named) follows the backends' estimates from a cost
+ * table: GDS fastest at 1 MiB, GDS_MT at 16 MiB, POSIX's staged path slowest (in this table). */
+static void choice(void)
+{
+    char table[128];
+    snprintf(table, sizeof(table), "%s/cost_table", dir);
+    FILE *t = fopen(table, "w");
+    CHECK(t != NULL);
+    fprintf(t, "ixl-cost-table 1\n"
+               "GDS    batch.compat WRITE 1M  9\nGDS    batch.compat WRITE 16M 1\n"
+               "GDS_MT mt.compat    WRITE 1M  1\nGDS_MT mt.compat    WRITE 16M 9\n"
+               "POSIX  staged       WRITE 1M  0.5\nPOSIX  staged       WRITE 16M 0.5\n");
+    fclose(t);
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent *a = NULL;
+    CHECK_RC(ixl_agent_create("gds-choice", &ap, &a), IXL_OK);
+    const char *names[] = {"POSIX", "GDS", "GDS_MT"};
+    struct ixl_backend *b[3];
+    for (int i = 0; i < 3; i++) {
+        struct ixl_kv kv[] = {{"cost_table", table}, {"library", IXL_CUFILESIM_PATH}};
+        if (ixl_backend_create(a, names[i], kv, i == 0 ? 1 : 2, &b[i]) != IXL_OK)
+            check_fail(__FILE__, __LINE__, "%s: %s", names[i], ixl_agent_last_error(a));
+    }
+    void *vram = NULL;
+    CHECK_RC(ixl_device_alloc(0, 16 * MiB, &vram), IXL_OK);
+    struct ixl_reg_desc v = {(uint64_t)(uintptr_t)vram, 16 * MiB, 0, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_VRAM, &v, 1, NULL), IXL_OK);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/choice.bin", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    struct ixl_reg_desc f = {0, 0, (uint64_t)fd, NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &f, 1, NULL), IXL_OK);
+    const uint64_t sizes[] = {1 * MiB, 16 * MiB};
+    const char *want[] = {"GDS", "GDS_MT"};
+    for (int i = 0; i < 2; i++) {
+        struct ixl_dlist *lv, *lf;
+        CHECK_RC(ixl_dlist_create(IXL_MEM_VRAM, 1, &lv), IXL_OK);
+        CHECK_RC(ixl_dlist_create(IXL_MEM_FILE, 1, &lf), IXL_OK);
+        struct ixl_desc dv = {(uint64_t)(uintptr_t)vram, sizes[i], 0}, df = {0, sizes[i], f.dev};
+        CHECK_RC(ixl_dlist_add(lv, &dv, 1), IXL_OK);
+        CHECK_RC(ixl_dlist_add(lf, &df, 1), IXL_OK);
+        struct ixl_xfer *x = NULL;
+        CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, lv, lf, "gds-choice", NULL, &x), IXL_OK);
+        struct ixl_xfer_info info = {.size = sizeof(info)};
+        CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+        if (strcmp(info.backend, want[i]) != 0)
+            check_fail(__FILE__, __LINE__, "%" PRIu64 " bytes went to %s, want %s", sizes[i],
+                       info.backend, want[i]);
+        CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+        CHECK_RC(ixl_xfer_wait(x, 30000), IXL_OK);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        ixl_dlist_destroy(lv);
+        ixl_dlist_destroy(lf);
+    }
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_FILE, &f, 1, NULL), IXL_OK);
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_VRAM, &v, 1, NULL), IXL_OK);
+    ixl_agent_destroy(a);
+    close(fd);
+    unlink(path);
+    unlink(table);
+    CHECK_RC(ixl_device_free(vram), IXL_OK);
+}
+
 int main(int argc, char **argv)
 {
     shorten = argc > 1 && strcmp(argv[1], "short") == 0;
@@ -255,6 +320,8 @@ int main(int argc, char **argv)
     CHECK(s2[2] == s1[2]); /* GDS_MT: no batch */
     CHECK(s2[0] + s2[1] > s1[0] + s1[1]);
     CHECK(s2[5] == 0);
+    if (!shorten)
+        choice();
     printf("batch entries %" PRIu64 " (at most %" PRIu64 " bytes), GDS_MT I/Os %" PRIu64 "\n",
            s1[2], s1[4], s2[0] + s2[1] - s1[0] - s1[1]);
     free(host);
