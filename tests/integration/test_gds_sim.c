@@ -33,6 +33,17 @@
 
 static char dir[64];
 static bool shorten;
+#if defined(__SANITIZE_THREAD__)
+static const bool under_tsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+static const bool under_tsan = true;
+#else
+static const bool under_tsan = false;
+#endif
+#else
+static const bool under_tsan = false;
+#endif
 static uint8_t *host, *back;
 
 static void fill(uint8_t *p, size_t n, uint32_t seed)
@@ -166,7 +177,9 @@ static void run(const char *name, bool path_mode, const char *want_path)
     for (int op = 0; op < 2; op++) {
         enum ixl_op o = op ? IXL_OP_READ : IXL_OP_WRITE;
         xfer(a, b, vram, fd, fdev, o, one, 1, want_path, seed++);
-        if (!shorten) /* the odd request's 3 MiB descriptor is split too */
+        /* The 16 MiB case is the plain and ASan builds' (TSan: its threads are exercised as
+         * well by the others, whose 3 MiB descriptor is split too). */
+        if (!shorten && !under_tsan)
             xfer(a, b, vram, fd, fdev, o, sixteen, 1, want_path, seed++);
         xfer(a, b, vram, fd, fdev, o, odd, 3, want_path, seed++);
     }
@@ -264,8 +277,10 @@ static void choice(void)
         if (strcmp(info.backend, want[i]) != 0)
             check_fail(__FILE__, __LINE__, "%" PRIu64 " bytes went to %s, want %s", sizes[i],
                        info.backend, want[i]);
-        CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
-        CHECK_RC(ixl_xfer_wait(x, 30000), IXL_OK);
+        if (i == 0) { /* it runs there (the data paths are checked above) */
+            CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+            CHECK_RC(ixl_xfer_wait(x, 30000), IXL_OK);
+        }
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
         ixl_dlist_destroy(lv);
         ixl_dlist_destroy(lf);
