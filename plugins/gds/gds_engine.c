@@ -207,10 +207,10 @@ static int gds_create(enum gds_kind kind, const struct ixl_engine_init *init,
     e->kind = kind;
     int rc = parse_options(e, init);
     if (rc != IXL_OK)
-        goto fail_engine;
+        goto free_engine;
     if (e->dev->size < offsetof(struct ixl_devops, ctx_leave) + sizeof(e->dev->ctx_leave)) {
         rc = gds_error(e, IXL_ERR_PLUGIN, "the device layer lacks ctx_enter (an older core)");
-        goto fail_engine;
+        goto free_engine;
     }
     char why[512] = "";
     gds_CUfileDrvProps props;
@@ -218,23 +218,23 @@ static int gds_create(enum gds_kind kind, const struct ixl_engine_init *init,
                       why, sizeof(why));
     if (rc != IXL_OK) {
         gds_error(e, rc, "%s", why);
-        goto fail_engine;
+        goto free_engine;
     }
     char dwhy[256] = "";
     if (e->dev->count(e->dev->ctx, dwhy, sizeof(dwhy)) <= 0) {
         rc = gds_error(e, IXL_ERR_NOT_SUPPORTED, "no GPU to move data to or from: %s",
                        dwhy[0] ? dwhy : "no CUDA device");
-        goto fail_engine;
+        goto free_engine;
     }
     rc = ixl_cost_table_open(gds_sys(), e->cost_path, &e->costs, why, sizeof(why));
     if (rc != IXL_OK) {
         gds_error(e, rc, "%s", why);
-        goto fail_engine;
+        goto free_engine;
     }
     if (kind == GDS_BATCH) {
         rc = batch_limits(e, &props);
         if (rc != IXL_OK)
-            goto fail_costs;
+            goto free_costs;
         /* A batch as large as the thread will set up, now: a cuFile that refuses batch I/O
          * here (compatibility mode on some versions, a cufile.json that cannot hold it) makes
          * GDS unavailable with the reason, rather than failing every request. */
@@ -251,7 +251,7 @@ static int gds_create(enum gds_kind kind, const struct ixl_engine_init *init,
                                "Error in setting up Batch: cuFileBatchIOSetUp(%u entries) failed: "
                                "%s (%s)",
                                e->entries, gds_err_text(ce, t, sizeof(t)), gds_batch_hint(ce));
-                goto fail_costs;
+                goto free_costs;
             }
         }
         if (!(props.fflags & (1u << GDS_CU_FILE_BATCH_IO_SUPPORTED)) && props.fflags != 0)
@@ -275,14 +275,14 @@ static int gds_create(enum gds_kind kind, const struct ixl_engine_init *init,
     e->threads = gds_sys()->calloc(n, sizeof(pthread_t));
     if (e->threads == NULL) {
         rc = IXL_ERR_NO_MEMORY;
-        goto fail_sync;
+        goto destroy_sync;
     }
     for (unsigned i = 0; i < n; i++) {
         int err = gds_sys()->pthread_create(&e->threads[i], NULL,
                                             kind == GDS_BATCH ? gds_batch_main : gds_mt_main, e);
         if (err != 0) {
             rc = gds_error(e, IXL_ERR_SYSTEM, "cannot start a thread: %s", strerror(err));
-            goto fail_threads;
+            goto join_threads;
         }
         e->nstarted++;
     }
@@ -291,16 +291,16 @@ static int gds_create(enum gds_kind kind, const struct ixl_engine_init *init,
     e->base.mem_mask = GDS_MEMS;
     *out = &e->base;
     return IXL_OK;
-fail_threads:
+join_threads:
     stop_threads(e);
     free(e->threads);
-fail_sync:
+destroy_sync:
     pthread_cond_destroy(&e->idle);
     pthread_cond_destroy(&e->work);
     pthread_mutex_destroy(&e->lock);
-fail_costs:
+free_costs:
     ixl_cost_table_free(&e->costs);
-fail_engine:
+free_engine:
     free(e);
     return rc;
 }

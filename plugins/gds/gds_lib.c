@@ -139,7 +139,7 @@ static int load(const struct ixl_host *host, struct gds_lib *L, char *why, size_
     *(void **)&L->f.name = dlsym(L->handle, #name);                                              \
     if (L->f.name == NULL) {                                                                     \
         snprintf(why, why_len, "cuFile unusable (%s lacks the entry point %s)", L->path, #name); \
-        goto fail_sym;                                                                           \
+        goto close_lib;                                                                          \
     }
     GDS_CUFILE_ENTRY_POINTS(GDS_RESOLVE)
 #undef GDS_RESOLVE
@@ -174,7 +174,7 @@ static int load(const struct ixl_host *host, struct gds_lib *L, char *why, size_
         snprintf(why, why_len,
                  "cuFile (%s) refused to open its driver: cuFileDriverOpen returned %s%s%s",
                  L->path, gds_err_text(e, t, sizeof(t)), dwhy[0] ? "; " : "", dwhy);
-        goto fail_sym;
+        goto close_lib;
     }
     int version = 0;
     if (L->f.cuFileGetVersion == NULL || L->f.cuFileGetVersion(&version).err != 0)
@@ -191,7 +191,7 @@ static int load(const struct ixl_host *host, struct gds_lib *L, char *why, size_
                                     "bounce buffers)"
                                   : "no nvidia-fs and compatibility mode off in cufile.json"));
     return IXL_OK;
-fail_sym:
+close_lib:
     dlclose(L->handle);
     L->handle = NULL;
     return IXL_ERR_NOT_SUPPORTED;
@@ -212,21 +212,21 @@ int gds_lib_load(const struct ixl_host *host, const char *lib, const struct gds_
             snprintf(why, why_len, "cuFile: at most %d different libraries per process",
                      GDS_LIBS_MAX);
             rc = IXL_ERR_NOT_SUPPORTED;
-            goto out;
+            goto unlock;
         }
         L = &libs[nlibs];
         memset(L, 0, sizeof(*L));
         snprintf(L->path, sizeof(L->path), "%s", lib);
         rc = load(host, L, why, why_len);
         if (rc != IXL_OK)
-            goto out; /* not kept: a later engine tries again */
+            goto unlock; /* not kept: a later engine tries again */
         nlibs++;
     }
     *out = &L->f;
     *props = L->props;
     *compat = L->compat;
     snprintf(mode, mode_len, "%s", L->mode);
-out:
+unlock:
     pthread_mutex_unlock(&libs_lock);
     return rc;
 }
