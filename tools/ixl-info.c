@@ -56,7 +56,8 @@ static void print_here(struct ixl_agent *probe, const struct ixl_plugin_info *in
 {
     struct ixl_backend *b = NULL;
     if (probe == NULL || ixl_backend_create(probe, info->name, NULL, 0, &b) != IXL_OK) {
-        printf("             memory here: unknown (no engine: %s)\n", ixl_agent_last_error(probe));
+        /* The plugin cannot make an engine here (GDS without cuFile, ...): say why. */
+        printf("             unavailable here: %s\n", ixl_agent_last_error(probe));
         return;
     }
     printf("             memory here: ");

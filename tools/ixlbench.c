@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "                        (default ixlbench-target)\n"
             "  --idle-timeout SEC    target: exit after SEC without a message (600; 0: never)\n"
             "backend:\n"
-            "  --backend NAME        plugin to measure (NET)\n"
+            "  --backend NAME        plugin to measure (NET; storage: POSIX, or auto: the core\n"
+            "                        chooses among POSIX, GDS, GDS_MT by their estimates)\n"
             "  --opt KEY=VALUE       an option of this process's backend (repeatable)\n"
             "  --target-opt KEY=VALUE  an option of the target's backend in --role both\n"
             "  --path auto|shm|cma|tcp  shorthand for --opt path=... (NET, initiator side)\n"
@@ -632,7 +633,7 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                         "(--initiator-mem VRAM or --target-mem VRAM)\n");
         return 2;
     }
-    if (ixb_devmode(o)) {
+    if (ixb_devmode(o) && !ixb_storage(o)) {
         /* Device mode: VRAM on a side, DRAM or VRAM on the other, one agent. */
         enum ixl_mem other = o->init_mem == IXL_MEM_VRAM ? o->target_mem : o->init_mem;
         if (other != IXL_MEM_DRAM && other != IXL_MEM_VRAM) {
@@ -680,10 +681,14 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                             "a file)\n");
             return 2;
         }
-        if (o->init_mem != IXL_MEM_DRAM || path != NULL || o->n_topts > 0 || o->target_heap ||
-            o->md_file != NULL) {
-            fprintf(stderr, "ixlbench: storage mode takes none of --initiator-mem, --path, "
-                            "--target-opt, --target-alloc, --md-file\n");
+        if ((o->init_mem != IXL_MEM_DRAM && o->init_mem != IXL_MEM_VRAM) || path != NULL ||
+            o->n_topts > 0 || o->target_heap || o->md_file != NULL) {
+            fprintf(stderr, "ixlbench: storage mode takes none of --initiator-mem other than "
+                            "DRAM or VRAM, --path, --target-opt, --target-alloc, --md-file\n");
+            return 2;
+        }
+        if (o->target_dev != 0) {
+            fprintf(stderr, "ixlbench: --target-dev: the target is a file\n");
             return 2;
         }
         if (!o->backend_set)

@@ -354,6 +354,13 @@ int ixb_mem_put(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, ui
 int64_t ixb_mem_verify(enum ixl_mem type, const uint8_t *base, uint64_t off, uint64_t len,
                        uint64_t seed, uint8_t *scratch, size_t scratch_len, uint8_t *got);
 int ixb_mem_flip(enum ixl_mem type, uint8_t *base, uint64_t off);
+/* As ixb_mem_put / ixb_mem_verify, with the pattern of offset pat_off at base + off (storage
+ * mode: the pattern follows the file offset). */
+int ixb_mem_put_at(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, uint64_t seed,
+                   uint64_t pat_off, bool poison, uint8_t *scratch, size_t scratch_len);
+int64_t ixb_mem_verify_at(enum ixl_mem type, const uint8_t *base, uint64_t off, uint64_t len,
+                          uint64_t seed, uint64_t pat_off, uint8_t *scratch, size_t scratch_len,
+                          uint8_t *got);
 
 /* ---- ixlbench_kv.c -------------------------------------------------------------------------- */
 

@@ -61,11 +61,17 @@ static int dev_copy(void *dst, const void *src, size_t len)
 int ixb_mem_put(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, uint64_t seed,
                 bool poison, uint8_t *scratch, size_t scratch_len)
 {
+    return ixb_mem_put_at(type, base, off, len, seed, off, poison, scratch, scratch_len);
+}
+
+int ixb_mem_put_at(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, uint64_t seed,
+                   uint64_t pat_off, bool poison, uint8_t *scratch, size_t scratch_len)
+{
     if (type != IXL_MEM_VRAM) {
         if (poison)
             memset(base + off, IXB_POISON, (size_t)len);
         else
-            ixb_fill(base + off, (size_t)len, seed, off);
+            ixb_fill(base + off, (size_t)len, seed, pat_off);
         return 0;
     }
     for (uint64_t done = 0; done < len;) {
@@ -73,7 +79,7 @@ int ixb_mem_put(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, ui
         if (poison)
             memset(scratch, IXB_POISON, n);
         else
-            ixb_fill(scratch, n, seed, off + done);
+            ixb_fill(scratch, n, seed, pat_off + done);
         if (dev_copy(base + off + done, scratch, n) != 0)
             return -1;
         done += n;
@@ -84,8 +90,15 @@ int ixb_mem_put(enum ixl_mem type, uint8_t *base, uint64_t off, uint64_t len, ui
 int64_t ixb_mem_verify(enum ixl_mem type, const uint8_t *base, uint64_t off, uint64_t len,
                        uint64_t seed, uint8_t *scratch, size_t scratch_len, uint8_t *got)
 {
+    return ixb_mem_verify_at(type, base, off, len, seed, off, scratch, scratch_len, got);
+}
+
+int64_t ixb_mem_verify_at(enum ixl_mem type, const uint8_t *base, uint64_t off, uint64_t len,
+                          uint64_t seed, uint64_t pat_off, uint8_t *scratch, size_t scratch_len,
+                          uint8_t *got)
+{
     if (type != IXL_MEM_VRAM) {
-        int64_t bad = ixb_verify(base + off, (size_t)len, seed, off);
+        int64_t bad = ixb_verify(base + off, (size_t)len, seed, pat_off);
         if (bad >= 0)
             *got = base[off + (uint64_t)bad];
         return bad;
@@ -94,7 +107,7 @@ int64_t ixb_mem_verify(enum ixl_mem type, const uint8_t *base, uint64_t off, uin
         size_t n = (size_t)(len - done < scratch_len ? len - done : scratch_len);
         if (dev_copy(scratch, base + off + done, n) != 0)
             return -2;
-        int64_t bad = ixb_verify(scratch, n, seed, off + done);
+        int64_t bad = ixb_verify(scratch, n, seed, pat_off + done);
         if (bad >= 0) {
             *got = scratch[bad];
             return (int64_t)done + bad;

@@ -446,7 +446,12 @@ static void note_info(struct thr *th, struct ixl_xfer *x)
         return;
     th->noted = true;
     pthread_mutex_lock(&rc->lock);
-    if (rc->path[0] == '\0') {
+    if (rc->path[0] == '\0' && strcmp(rc->in->o->backend, "auto") == 0) {
+        /* The core chose: which backend, and its path. */
+        snprintf(rc->path, sizeof(rc->path), "%.15s:%.15s", info.backend,
+                 info.path && info.path[0] ? info.path : "-");
+        rc->descs = info.desc_count;
+    } else if (rc->path[0] == '\0') {
         snprintf(rc->path, sizeof(rc->path), "%s", info.path && info.path[0] ? info.path : "-");
         rc->descs = info.desc_count;
     }
@@ -544,21 +549,26 @@ static int store_setup(struct thr *th, uint64_t seed, bool corrupt)
     const struct ixb_store *st = rc->in->store;
     bool rd = rc->op == IXL_OP_READ;
 
+    enum ixl_mem mt = rc->in->o->init_mem; /* DRAM, or VRAM through ixl_device_copy */
     for (unsigned s = 0; s < rc->depth; s++)
         for (uint64_t k = 0; k < rc->batch; k++) {
             uint64_t off = file_off(th, s, k);
-            uint8_t *mem = rc->lp->base + slot_off(rc, th->t, s) + k * rc->block;
-            if (rd)
-                memset(mem, IXB_POISON, (size_t)rc->block);
-            else
-                ixb_fill(mem, (size_t)rc->block, seed, off);
+            uint64_t moff = slot_off(rc, th->t, s) + k * rc->block;
+            if (ixb_mem_put_at(mt, rc->lp->base, moff, rc->block, seed, off, rd, th->scratch,
+                               th->scratch_len) != 0) {
+                row_error(rc, "could not prepare the %s side", ixl_mem_name(mt));
+                return -1;
+            }
             if (ixb_store_put(st, off, rc->block, seed, !rd, th->scratch, th->scratch_len) != 0) {
                 row_error(rc, "could not prepare the file");
                 return -1;
             }
         }
-    if (corrupt && !rd)
-        rc->lp->base[slot_off(rc, th->t, 0) + rc->block / 2] ^= 0xFF;
+    if (corrupt && !rd &&
+        ixb_mem_flip(mt, rc->lp->base, slot_off(rc, th->t, 0) + rc->block / 2) != 0) {
+        row_error(rc, "could not corrupt the source");
+        return -1;
+    }
     if (ixb_store_settle(st) != 0) {
         row_error(rc, "could not prepare the file");
         return -1;
@@ -573,18 +583,21 @@ static void store_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
     const struct ixb_store *st = rc->in->store;
     bool rd = rc->op == IXL_OP_READ;
 
-    if (corrupt && rd)
-        rc->lp->base[slot_off(rc, th->t, 0) + rc->block / 2] ^= 0xFF;
+    enum ixl_mem mt = rc->in->o->init_mem;
+    if (corrupt && rd &&
+        ixb_mem_flip(mt, rc->lp->base, slot_off(rc, th->t, 0) + rc->block / 2) != 0) {
+        row_error(rc, "could not corrupt the destination");
+        return;
+    }
     for (unsigned s = 0; s < rc->depth; s++)
         for (uint64_t k = 0; k < rc->batch; k++) {
             uint64_t off = file_off(th, s, k);
-            uint8_t *mem = rc->lp->base + slot_off(rc, th->t, s) + k * rc->block;
+            uint64_t moff = slot_off(rc, th->t, s) + k * rc->block;
             uint8_t got = 0;
             int64_t bad;
             if (rd) {
-                bad = ixb_verify(mem, (size_t)rc->block, seed, off);
-                if (bad >= 0)
-                    got = mem[bad];
+                bad = ixb_mem_verify_at(mt, rc->lp->base, moff, rc->block, seed, off, th->scratch,
+                                        th->scratch_len, &got);
             } else {
                 bad =
                     ixb_store_verify(st, off, rc->block, seed, th->scratch, th->scratch_len, &got);
@@ -598,7 +611,7 @@ static void store_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
                              "%s iteration %u, thread %u, descriptor %" PRIu64 " of slot %u: the "
                              "byte at file offset %" PRIu64 " is 0x%02x %s, want 0x%02x",
                              rd ? "READ" : "WRITE", it, th->t, k, s, off + (uint64_t)bad, got,
-                             rd ? "in DRAM" : "in the file",
+                             rd ? (mt == IXL_MEM_VRAM ? "in VRAM" : "in DRAM") : "in the file",
                              ixb_pattern_byte(seed, off + (uint64_t)bad));
                 return;
             }
@@ -1264,16 +1277,17 @@ static void store_title(struct ixb_init *in, uint64_t local_bytes)
     char title[512], b1[32], b2[32];
 
     snprintf(title, sizeof(title),
-             "storage: DRAM <-> %s %s (%s, %s, %s), %s descriptors, %u thread(s) x depth %u, "
-             "%s API, data checks %s (%s of DRAM)",
-             ixl_mem_name(st->type), st->path, ixb_size_str(st->size, b1, sizeof(b1)),
-             st->direct ? "direct I/O" : "buffered",
+             "storage: %s <-> %s %s (%s, %s, %s), %s descriptors, %u thread(s) x depth %u, "
+             "%s API, data checks %s (%s of %s)",
+             ixl_mem_name(o->init_mem), ixl_mem_name(st->type), st->path,
+             ixb_size_str(st->size, b1, sizeof(b1)), st->direct ? "direct I/O" : "buffered",
              st->direct ? "no page cache"
              : o->warm  ? "page cache warmed: the file was read once first"
                         : "page cache as found",
              st->scatter ? "scattered (4 KiB-aligned, shuffled)" : "consecutive", o->threads,
              o->depth, o->api == IXB_API_PREP ? "prepared-list" : "descriptor-list",
-             o->check ? "on" : "off", ixb_size_str(local_bytes, b2, sizeof(b2)));
+             o->check ? "on" : "off", ixb_size_str(local_bytes, b2, sizeof(b2)),
+             ixl_mem_name(o->init_mem));
     ixb_out_section(title);
 }
 

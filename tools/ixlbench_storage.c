@@ -374,10 +374,39 @@ int ixb_storage_run(const struct ixb_opts *o)
     in.o = o;
     in.seed = o->seed;
     in.store = &store;
-    rc = ixb_agent_make(in.name, o->backend, o->opts, o->n_opts, &in.agent, &in.be);
+    if (o->init_mem == IXL_MEM_VRAM) {
+        char why[256] = "";
+        int n = ixl_device_count(why, sizeof(why));
+        if (n <= o->init_dev) {
+            fprintf(stderr, "ixlbench: VRAM needs GPU %d, and there is %s: %s\n", o->init_dev,
+                    n <= 0 ? "none" : "not that one", n < 0 ? why : "the driver lists fewer");
+            rc = IXB_EXIT_SKIP;
+            goto out;
+        }
+    }
+    /* --backend auto: POSIX (with the --opt options) and every other storage backend that
+     * loads here, and no backend named in the requests: the core chooses by the backends'
+     * estimates (docs/device.md, "Automatic choice"); the path column says what ran. */
+    bool autoc = strcmp(o->backend, "auto") == 0;
+    rc = ixb_agent_make(in.name, autoc ? "POSIX" : o->backend, o->opts, o->n_opts, &in.agent,
+                        &in.be);
     if (rc != 0)
         goto out;
     rc = 1;
+    if (o->init_mem == IXL_MEM_VRAM && !(ixl_backend_mem_mask(in.be) & IXL_MEM_BIT(IXL_MEM_VRAM))) {
+        const char *w = ixl_backend_mem_why(in.be);
+        fprintf(stderr, "ixlbench: backend %s does not move VRAM here%s%s\n",
+                autoc ? "POSIX" : o->backend, w[0] ? ": " : "", w);
+        rc = IXB_EXIT_SKIP;
+        goto out;
+    }
+    for (int i = 0; autoc && i < 2; i++) {
+        static const char *const more[] = {"GDS", "GDS_MT"};
+        struct ixl_backend *b = NULL;
+        st = ixl_backend_create(in.agent, more[i], NULL, 0, &b);
+        ixb_out_note("--backend auto: %s %s%s%s", more[i], st == IXL_OK ? "created" : "absent",
+                     st == IXL_OK ? "" : ": ", st == IXL_OK ? "" : ixl_agent_last_error(in.agent));
+    }
     /* Path mode: the backend opens the file itself (O_DIRECT with "direct"). A FILE region gets
      * its dev id from the agent (devs_out); a BLK volume takes an id of ours. */
     snprintf(bytes, sizeof(bytes), "rw%s%s:%s", o->direct ? ",direct" : "",

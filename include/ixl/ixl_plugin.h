@@ -66,9 +66,10 @@
 extern "C" {
 #endif
 
-/* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too. */
+/* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too.
+ * 2.3: struct ixl_devops ends with ctx_enter/ctx_leave. */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 2
+#define IXL_PLUGIN_ABI_MINOR 3
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
@@ -241,8 +242,8 @@ struct ixl_devops {
     int (*host_pin)(void *ctx, void *addr, size_t len);
     int (*host_unpin)(void *ctx, void *addr);
     /*
-     * VMM memory (cuMemCreate) between processes of this node (issue 20). Read only when size
-     * covers them.
+     * ABI 2.3 (read only when size covers them; an older core lacks them): VMM memory
+     * (cuMemCreate) between processes of this node (issue 20), then the thread's context.
      */
     /**
      * Exports the VMM mapping containing ptr as a POSIX file descriptor
@@ -258,6 +259,15 @@ struct ixl_devops {
      *  with vmm_close(base, len). */
     int (*vmm_open)(void *ctx, int dev, int fd, uint64_t len, void **base_out);
     int (*vmm_close)(void *ctx, void *base, uint64_t len);
+    /**
+     * Makes device dev's primary context current on the calling thread and leaves it there,
+     * for a library the plugin calls that needs the thread's current context itself (cuFile:
+     * its calls fail on a thread without the buffer's context). *saved receives a token for
+     * ctx_leave, which puts back the context the thread had before; a plugin's own threads
+     * may keep the context and never call ctx_leave. Cheap when it is current already.
+     */
+    int (*ctx_enter)(void *ctx, int dev, void **saved);
+    void (*ctx_leave)(void *ctx, void *saved);
 };
 
 /**

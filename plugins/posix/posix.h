@@ -20,6 +20,8 @@
 
 #include <ixl/ixl_plugin.h>
 
+#include "../common/ixl_cost_table.h"
+
 /* The host's table of allocation and system calls (ixl_host.sys): one per process, so every
  * create_engine stores the same pointer; every call of the plugin goes through it so tests can
  * refuse it. */
@@ -33,10 +35,11 @@ int posix_sys_set(const struct ixl_engine_init *init);
 
 enum px_kind { PX_URING, PX_THREADS };
 
-/* A registered region: DRAM, or a FILE/BLK with the fd this backend owns. */
+/* A registered region: DRAM, VRAM, or a FILE/BLK with the fd this backend owns. */
 struct px_md {
     enum ixl_mem type;
-    int fd;             /* -1 for DRAM */
+    int fd;             /* -1 for DRAM and VRAM */
+    int ordinal;        /* VRAM: the device */
     bool rd_ok, wr_ok;  /* the open mode allows reading / writing */
     bool append;        /* O_APPEND: positioned writes would land at the end */
     bool direct;        /* O_DIRECT */
@@ -50,7 +53,11 @@ enum px_state { PX_IDLE, PX_RUNNING, PX_DONE, PX_FAILED };
 
 struct px_req {
     struct px_engine *e;
-    bool to_file; /* the data flows DRAM -> file (else file -> DRAM) */
+    bool to_file;    /* the data flows memory -> file (else file -> memory) */
+    bool staged;     /* VRAM: through the bounce buffers (posix_stage.c) */
+    uint32_t chunks; /* staged: chunks of this request in any stage (e->lock) */
+    uint64_t bytes;  /* every descriptor's bytes */
+    uint64_t chunk;  /* staged: bytes per chunk (posix_stage.c: px_stage_chunk) */
     size_t n;
     const struct ixl_xfer_desc *mem, *file; /* borrowed from the core until release */
     /* Progress (e->lock): the next byte to start, I/Os in the kernel, the outcome. */
@@ -67,6 +74,7 @@ struct px_req {
 /* One I/O: a chunk of a descriptor, continued after a short read or write. */
 struct px_io {
     struct px_req *r;
+    struct px_chunk *chunk; /* a staged chunk (its bounce buffer), or NULL */
     uint8_t *buf;
     const struct px_md *f;
     uint64_t off;
@@ -85,7 +93,26 @@ struct px_engine {
     struct px_req *head, *tail; /* FIFO */
     uint32_t inflight;          /* I/Os in the kernel or in a worker */
     void *impl;                 /* the engine's own state */
+    /* VRAM through bounce buffers (posix_stage.c): the device layer (NULL: no VRAM, mem_why
+     * says why), the staged requests with chunks left to start, the chunks whose file I/O
+     * may start (taken by px_take before the FIFO), and the stager (started at the first
+     * staged request). */
+    const struct ixl_devops *dev;
+    int n_devs;
+    char mem_why[256];
+    uint64_t bounce_size;
+    unsigned bounce_count;
+    struct px_req *shead, *stail;
+    struct px_chunk *ready_head, *ready_tail;
+    struct px_stage *stage;
+    struct ixl_cost_table costs;
 };
+
+/* Work for the I/O engines: a chunk ready or a request in the FIFO (e->lock held). */
+static inline bool px_has_io(const struct px_engine *e)
+{
+    return e->head != NULL || e->ready_head != NULL;
+}
 
 /* ---- posix_engine.c ------------------------------------------------------------------------ */
 
@@ -101,6 +128,39 @@ bool px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt,
     __attribute__((format(printf, 4, 5)));
 int px_error(struct px_engine *e, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The request's end once nothing is left to start nor in flight (e->lock held): true when it
+ * ended now. */
+bool px_maybe_finish(struct px_req *r);
+/* Takes r off its queue (the FIFO, or the staged requests'); e->lock held. */
+void px_dequeue(struct px_engine *e, struct px_req *r);
+/* The I/O engine has work (e->lock held). */
+void px_kick(struct px_engine *e);
+
+/* ---- posix_stage.c: VRAM through pinned bounce buffers -------------------------------------- */
+
+/* Finds the device layer and its devices (create_engine); no device leaves e->dev NULL with
+ * e->mem_why saying why. */
+void px_stage_init(struct px_engine *e);
+/* The chunk size of a staged request of bytes whose files need offsets aligned to align:
+ * bounce_size, or smaller so that a small request still pipelines. */
+uint64_t px_stage_chunk(const struct px_engine *e, uint64_t bytes, uint32_t align);
+/* Starts the stager (bounce buffers, pinned; the thread) if not yet: e->lock held. */
+int px_stage_start(struct px_engine *e);
+void px_stage_stop(struct px_engine *e);
+/* A staged request was queued (e->lock held): wake the stager. */
+void px_stage_kick(struct px_engine *e);
+/* Takes the first ready chunk into io (e->lock held): false if none. */
+bool px_stage_take(struct px_engine *e, struct px_io *io);
+/* The file I/O of a chunk ended (e->lock held), ok or not (the request's status says). */
+void px_stage_io_done(struct px_engine *e, struct px_io *io);
+/* Drops r's chunks that wait for file I/O and waits until r has no chunk, up to ms (e->lock
+ * held on entry and return): true when none is left. */
+bool px_stage_drain(struct px_engine *e, struct px_req *r, int ms);
+/* Drops r's chunks that wait for file I/O (r failed; e->lock held). */
+void px_stage_drop(struct px_engine *e, struct px_req *r);
+/* Fails every ready chunk's request (the I/O engine broke; e->lock held); counts ended ones. */
+void px_stage_fail_ready(struct px_engine *e, int err, int *finished);
 
 /* ---- posix_uring.c / posix_pool.c: each engine ----------------------------------------------- */
 

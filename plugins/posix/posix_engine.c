@@ -14,9 +14,20 @@
 #include "posix.h"
 
 #define PX_MEMS (IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_FILE) | IXL_MEM_BIT(IXL_MEM_BLK))
+/* VRAM only where the device layer has a device (posix_stage.c). */
+#define PX_MEMS_ALL (PX_MEMS | IXL_MEM_BIT(IXL_MEM_VRAM))
 
 /* The options, by index: create_engine reads init->values[PO_x]. */
-enum px_opt { PO_ENGINE, PO_QUEUE_DEPTH, PO_CHUNK, PO_THREADS, PO_COUNT };
+enum px_opt {
+    PO_ENGINE,
+    PO_QUEUE_DEPTH,
+    PO_CHUNK,
+    PO_THREADS,
+    PO_BOUNCE_SIZE,
+    PO_BOUNCE_BUFFERS,
+    PO_COST_TABLE,
+    PO_COUNT
+};
 
 static const char *const px_engines[] = {"auto", "io_uring", "threads", NULL};
 
@@ -48,6 +59,30 @@ static const struct ixl_option px_options[PO_COUNT] = {
                     .min = 1,
                     .max = 64,
                     .description = "workers of the thread-pool engine"},
+    [PO_BOUNCE_SIZE] = {.name = "bounce_size",
+                        .default_value = "4M",
+                        .type = IXL_OPT_SIZE,
+                        .min = 65536,
+                        .max = 256 << 20,
+                        .description =
+                            "VRAM: bytes of one pinned host bounce buffer (a multiple of "
+                            "4096); a VRAM transfer moves in chunks of this size"},
+    [PO_BOUNCE_BUFFERS] = {.name = "bounce_buffers",
+                           .default_value = "8",
+                           .type = IXL_OPT_INT,
+                           .unit = "buffers",
+                           .min = 2,
+                           .max = 256,
+                           .description = "VRAM: bounce buffers, allocated and pinned at the first "
+                                          "VRAM transfer: the chunks in flight between the GPU "
+                                          "copies and the file I/O"},
+    [PO_COST_TABLE] = {.name = "cost_table",
+                       .default_value = "",
+                       .type = IXL_OPT_STRING,
+                       .description = "the calibration file (bench/gds.sh writes it) whose "
+                                      "figures give the cost estimates; empty: "
+                                      "~/.cache/ixl/cost_table, else the built-in default table "
+                                      "(docs/device.md)"},
 };
 
 int px_error(struct px_engine *e, int status, const char *fmt, ...)
@@ -80,6 +115,25 @@ static int parse_options(struct px_engine *e, const struct ixl_engine_init *init
     e->qd = (uint32_t)opt[PO_QUEUE_DEPTH].u;
     e->chunk = chunk;
     e->nthreads = (unsigned)opt[PO_THREADS].u;
+    e->bounce_size = opt[PO_BOUNCE_SIZE].u;
+    e->bounce_count = (unsigned)opt[PO_BOUNCE_BUFFERS].u;
+    if (e->bounce_size % 4096 != 0)
+        return px_error(e, IXL_ERR_INVALID_ARG,
+                        "option bounce_size=%" PRIu64 " bytes: want a multiple of 4096",
+                        e->bounce_size);
+    const char *table = opt[PO_COST_TABLE].str ? opt[PO_COST_TABLE].str : "";
+    char why[512];
+    int rc = ixl_cost_table_open(posix_sys(), table, &e->costs, why, sizeof(why));
+    if (rc != IXL_OK && table[0] != '\0')
+        return px_error(e, rc, "POSIX: %s", why);
+    if (rc != IXL_OK) { /* the default file is broken: say so, and use the built-in table */
+        e->host->log(e->host->ctx, IXL_LOG_WARN, "POSIX: %s; using the built-in cost table", why);
+        rc = ixl_cost_table_parse(IXL_COST_TABLE_DEFAULT, sizeof(IXL_COST_TABLE_DEFAULT) - 1,
+                                  "built-in default", false, posix_sys()->malloc, &e->costs, why,
+                                  sizeof(why));
+        if (rc != IXL_OK)
+            return px_error(e, rc, "POSIX: %s", why);
+    }
     return IXL_OK;
 }
 
@@ -113,9 +167,11 @@ static int px_create(const struct ixl_engine_init *init, struct ixl_engine **out
     int engine = -1;
     int rc = parse_options(e, init, &engine);
     if (rc != IXL_OK) {
+        ixl_cost_table_free(&e->costs);
         free(e);
         return rc;
     }
+    px_stage_init(e);
     pthread_mutex_init(&e->lock, NULL);
     char why[256] = "";
     e->kind = engine == PX_THREADS ? PX_THREADS : PX_URING;
@@ -130,12 +186,14 @@ static int px_create(const struct ixl_engine_init *init, struct ixl_engine **out
         px_error(e, rc, "cannot start the %s engine: %s",
                  e->kind == PX_URING ? "io_uring" : "thread-pool", why);
         pthread_mutex_destroy(&e->lock);
+        ixl_cost_table_free(&e->costs);
         free(e);
         return rc;
     }
     e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL;
-    e->base.mem_mask = PX_MEMS;
+    e->base.mem_mask = e->dev ? PX_MEMS_ALL : PX_MEMS;
+    e->base.mem_why = e->mem_why; /* "" with a device */
     *out = &e->base;
     return IXL_OK;
 }
@@ -143,8 +201,10 @@ static int px_create(const struct ixl_engine_init *init, struct ixl_engine **out
 static void px_destroy(struct ixl_engine *base)
 {
     struct px_engine *e = (struct px_engine *)base;
+    px_stage_stop(e);
     ops_of(e)->stop(e);
     pthread_mutex_destroy(&e->lock);
+    ixl_cost_table_free(&e->costs);
     free(e);
 }
 
@@ -297,14 +357,33 @@ static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct 
                        struct ixl_md **out)
 {
     struct px_engine *e = (struct px_engine *)base;
-    if (!(PX_MEMS & IXL_MEM_BIT(type)))
-        return px_error(e, IXL_ERR_BAD_MEM_TYPE, "POSIX registers DRAM, FILE and BLK only");
+    if (type == IXL_MEM_VRAM && e->dev == NULL)
+        return px_error(e, IXL_ERR_BAD_MEM_TYPE, "POSIX cannot register VRAM here: %s", e->mem_why);
+    if (!(PX_MEMS_ALL & IXL_MEM_BIT(type)))
+        return px_error(e, IXL_ERR_BAD_MEM_TYPE, "POSIX registers DRAM, VRAM, FILE and BLK only");
+    int ordinal = -1;
+    if (type == IXL_MEM_VRAM) {
+        struct ixl_dev_ptr p = {.size = sizeof(p)};
+        char why[256] = "";
+        int rc = e->dev->classify(e->dev->ctx, (const void *)(uintptr_t)d->addr, (size_t)d->len, &p,
+                                  why, sizeof(why));
+        if (rc != IXL_OK)
+            return px_error(e, rc, "POSIX: VRAM region 0x%" PRIx64 "+%" PRIu64 ": %s", d->addr,
+                            d->len, why[0] ? why : "the device layer cannot classify it");
+        if (p.ordinal < 0)
+            return px_error(e, IXL_ERR_INVALID_ARG,
+                            "POSIX: VRAM region 0x%" PRIx64 "+%" PRIu64
+                            " is not device memory (register host memory as DRAM)",
+                            d->addr, d->len);
+        ordinal = p.ordinal;
+    }
     struct px_md *m = posix_sys()->calloc(1, sizeof(*m));
     if (m == NULL)
         return IXL_ERR_NO_MEMORY;
     m->type = type;
     m->fd = -1;
-    if (type != IXL_MEM_DRAM) {
+    m->ordinal = ordinal;
+    if (type == IXL_MEM_FILE || type == IXL_MEM_BLK) {
         int rc = open_region(e, type, d, m);
         if (rc != IXL_OK) {
             if (m->fd >= 0)
@@ -406,20 +485,30 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
     if (opts && opts->notif)
         return px_error(e, IXL_ERR_NOTIF_UNSUPPORTED,
                         "storage backends do not support notifications: omit the notification");
-    int lfile = local->type != IXL_MEM_DRAM, rfile = remote->type != IXL_MEM_DRAM;
-    if (lfile == rfile)
+#define PX_IS_FILE(t) ((t) == IXL_MEM_FILE || (t) == IXL_MEM_BLK)
+#define PX_IS_MEM(t) ((t) == IXL_MEM_DRAM || (t) == IXL_MEM_VRAM)
+    int lfile = PX_IS_FILE(local->type), rfile = PX_IS_FILE(remote->type);
+    if (lfile == rfile || !PX_IS_MEM(lfile ? remote->type : local->type))
         return px_error(e, IXL_ERR_BAD_MEM_TYPE,
-                        "POSIX moves data between DRAM and FILE or BLK, not %s to %s",
-                        lfile ? "storage" : "DRAM", rfile ? "storage" : "DRAM");
+                        "POSIX moves data between DRAM or VRAM and FILE or BLK, not %s to %s",
+                        lfile ? "storage" : "memory", rfile ? "storage" : "memory");
+    bool staged = (lfile ? remote->type : local->type) == IXL_MEM_VRAM;
+    if (staged && e->dev == NULL)
+        return px_error(e, IXL_ERR_BAD_MEM_TYPE, "POSIX cannot move VRAM here: %s", e->mem_why);
     const struct ixl_xfer_desc *mem = lfile ? remote->descs : local->descs;
     const struct ixl_xfer_desc *file = lfile ? local->descs : remote->descs;
     /* WRITE moves local -> remote, READ remote -> local. */
     bool to_file = (op == IXL_OP_WRITE) == (bool)rfile;
+    uint64_t bytes = 0;
+    uint32_t align = 1; /* the largest direct-I/O offset alignment of the request's files */
     for (size_t i = 0; i < local->count; i++) {
+        bytes += file[i].len;
         const struct ixl_xfer_desc *fd = &file[i], *md = &mem[i];
         const struct px_md *f = (const struct px_md *)fd->md;
         if (f == NULL || f->fd < 0)
             return px_error(e, IXL_ERR_INVALID_ARG, "descriptor %zu has no file metadata", i);
+        if (f->direct && f->off_align > align)
+            align = f->off_align;
         if (to_file ? !f->wr_ok : !f->rd_ok)
             return px_error(e, IXL_ERR_INVALID_ARG,
                             "'%s' is registered %s: descriptor %zu cannot be %s", f->name,
@@ -435,8 +524,14 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
                             "descriptor %zu (offset %" PRIu64 ", %" PRIu64 " bytes) lies "
                             "past the end of volume '%s' (%" PRIu64 " bytes)",
                             i, fd->addr, fd->len, f->name, f->vol_size);
-        if (f->direct &&
-            (md->addr % f->mem_align || fd->addr % f->off_align || fd->len % f->off_align))
+        if (staged && f->direct && (f->mem_align > 4096 || e->bounce_size % f->off_align))
+            return px_error(e, IXL_ERR_INVALID_ARG,
+                            "'%s' is open for direct I/O with alignments (%u bytes of memory, %u "
+                            "of offset) the bounce buffers (4096-aligned, bounce_size %" PRIu64
+                            ") do not meet: set bounce_size to a multiple of %u",
+                            f->name, f->mem_align, f->off_align, e->bounce_size, f->off_align);
+        if (f->direct && ((!staged && md->addr % f->mem_align) || fd->addr % f->off_align ||
+                          fd->len % f->off_align))
             return px_error(e, IXL_ERR_INVALID_ARG,
                             "'%s' is open for direct I/O (O_DIRECT): buffers must be "
                             "aligned to %u bytes and file offsets and lengths to %u bytes; "
@@ -452,44 +547,67 @@ static int px_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfe
     r->mem = mem;
     r->file = file;
     r->to_file = to_file;
+    r->staged = staged;
+    r->bytes = bytes;
+    r->chunk = staged ? px_stage_chunk(e, bytes, align) : 0;
     atomic_init(&r->state, PX_IDLE);
+    if (staged) {
+        pthread_mutex_lock(&e->lock);
+        int rc = px_stage_start(e);
+        pthread_mutex_unlock(&e->lock);
+        if (rc != IXL_OK) {
+            free(r);
+            return rc;
+        }
+    }
     *out = (struct ixl_req *)r;
     return IXL_OK;
 }
 
+/* A request with I/O left to start joins its queue: the FIFO the I/O engines take from, or,
+ * staged, the stager's. */
 static void enqueue(struct px_engine *e, struct px_req *r)
 {
+    struct px_req **head = r->staged ? &e->shead : &e->head;
+    struct px_req **tail = r->staged ? &e->stail : &e->tail;
     r->qnext = NULL;
-    if (e->tail)
-        e->tail->qnext = r;
+    if (*tail)
+        (*tail)->qnext = r;
     else
-        e->head = r;
-    e->tail = r;
+        *head = r;
+    *tail = r;
     r->queued = true;
 }
 
-static void dequeue(struct px_engine *e, struct px_req *r)
+void px_dequeue(struct px_engine *e, struct px_req *r)
 {
     if (!r->queued)
         return;
-    struct px_req **pp = &e->head, *prev = NULL;
+    struct px_req **pp = r->staged ? &e->shead : &e->head, *prev = NULL;
+    struct px_req **tail = r->staged ? &e->stail : &e->tail;
     while (*pp && *pp != r) {
         prev = *pp;
         pp = &(*pp)->qnext;
     }
     if (*pp == r) {
         *pp = r->qnext;
-        if (e->tail == r)
-            e->tail = prev;
+        if (*tail == r)
+            *tail = prev;
     }
     r->queued = false;
     r->qnext = NULL;
 }
+#define dequeue px_dequeue
+
+void px_kick(struct px_engine *e)
+{
+    ops_of(e)->kick(e);
+}
 
 /* The request's end once nothing is left to start nor in flight (e->lock held). */
-static bool maybe_finish(struct px_req *r)
+bool px_maybe_finish(struct px_req *r)
 {
-    if (r->inflight != 0 || r->queued)
+    if (r->inflight != 0 || r->queued || r->chunks != 0)
         return false;
     if (atomic_load(&r->state) != PX_RUNNING)
         return false;
@@ -507,14 +625,19 @@ bool px_fail(struct px_engine *e, struct px_req *r, int status, const char *fmt,
         va_end(ap);
     }
     dequeue(e, r);
-    return maybe_finish(r);
+    if (r->staged)
+        px_stage_drop(e, r); /* chunks not yet in the kernel never get there */
+    return px_maybe_finish(r);
 }
 
 bool px_take(struct px_engine *e, struct px_io *io)
 {
+    if (px_stage_take(e, io))
+        return true;
     struct px_req *r = e->head;
     if (r == NULL)
         return false;
+    io->chunk = NULL;
     const struct ixl_xfer_desc *f = &r->file[r->next_desc], *m = &r->mem[r->next_desc];
     uint64_t left = f->len - r->next_off;
     uint64_t len = left < e->chunk ? left : e->chunk;
@@ -579,7 +702,9 @@ bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished)
     }
     r->inflight--;
     e->inflight--;
-    *finished = maybe_finish(r);
+    if (io->chunk)
+        px_stage_io_done(e, io);
+    *finished = px_maybe_finish(r);
     return false;
 }
 
@@ -606,7 +731,10 @@ static int px_post(struct ixl_engine *base, struct ixl_req *req, const struct ix
     }
     atomic_store(&r->state, PX_RUNNING);
     enqueue(e, r);
-    ops_of(e)->kick(e);
+    if (r->staged)
+        px_stage_kick(e);
+    else
+        ops_of(e)->kick(e);
     int st = atomic_load(&r->state);
     pthread_mutex_unlock(&e->lock);
     if (st == PX_RUNNING)
@@ -650,26 +778,49 @@ static int px_release(struct ixl_engine *base, struct ixl_req *req)
     pthread_mutex_lock(&e->lock);
     r->canceled = true;
     dequeue(e, r);
-    if (r->inflight > 0 && !ops_of(e)->drain(e, r, 2000)) {
+    bool idle = r->staged ? px_stage_drain(e, r, 2000) : true;
+    if (idle && r->inflight > 0 && !ops_of(e)->drain(e, r, 2000))
+        idle = false;
+    if (!idle) {
         if (r->status == IXL_OK) {
             r->status = IXL_ERR_CANCELED;
             snprintf(r->msg, sizeof(r->msg), "the request was canceled");
         }
         pthread_mutex_unlock(&e->lock);
         return px_error(e, IXL_ERR_BUSY,
-                        "%u I/O(s) of the request are still in the kernel: release again",
-                        r->inflight);
+                        "%u I/O(s) and %u staged chunk(s) of the request are still in flight: "
+                        "release again",
+                        r->inflight, r->chunks);
     }
     pthread_mutex_unlock(&e->lock);
     free(r);
     return IXL_OK;
 }
 
+/* The data path as the cost table names it: "staged" for VRAM, else the I/O engine's. */
+static const char *path_of(const struct px_engine *e, const struct px_req *r)
+{
+    return r->staged ? "staged" : ops_of(e)->name;
+}
+
 static int px_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out)
 {
     struct px_engine *e = (struct px_engine *)base;
-    (void)req;
-    snprintf(out->path, sizeof(out->path), "%s", ops_of(e)->name);
+    snprintf(out->path, sizeof(out->path), "%s", path_of(e, (struct px_req *)req));
+    return IXL_OK;
+}
+
+/* The cost table's figure for the request's path, direction and block size. */
+static int px_estimate(struct ixl_engine *base, struct ixl_req *req, struct ixl_cost *out)
+{
+    struct px_engine *e = (struct px_engine *)base;
+    struct px_req *r = (struct px_req *)req;
+    uint64_t block = r->n ? r->bytes / r->n : 0;
+    int rc = ixl_cost_table_estimate(&e->costs, "POSIX", path_of(e, r),
+                                     r->to_file ? IXL_OP_WRITE : IXL_OP_READ, block, r->bytes, out);
+    if (rc != IXL_OK)
+        return px_error(e, rc, "POSIX: the cost table (%s) has no row for path %s %s",
+                        e->costs.source, path_of(e, r), r->to_file ? "WRITE" : "READ");
     return IXL_OK;
 }
 
@@ -686,6 +837,7 @@ static const struct ixl_engine_ops px_engine_ops = {
     .release_req = px_release,
     .query_mem = px_query,
     .req_info = px_req_info,
+    .estimate_xfer_cost = px_estimate,
 };
 
 static const struct ixl_plugin_desc px_desc = {
@@ -695,7 +847,7 @@ static const struct ixl_plugin_desc px_desc = {
     .name = "POSIX",
     .version = "1.0",
     .caps = IXL_CAP_LOCAL,
-    .mem_mask = PX_MEMS,
+    .mem_mask = PX_MEMS_ALL,
     .options = px_options,
     .n_options = PO_COUNT,
     .create_engine = px_create,

@@ -26,13 +26,13 @@ static void *worker_main(void *arg)
     struct pool *p = e->impl;
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        while (!p->stop && e->head == NULL)
+        while (!p->stop && !px_has_io(e))
             pthread_cond_wait(&p->work, &e->lock);
         if (p->stop)
             break;
         struct px_io io;
-        px_take(e, &io);
-        if (e->head != NULL) /* more work: wake one more worker (one at a time, no herd) */
+        px_take(e, &io);  /* true: px_has_io said there is an I/O to start */
+        if (px_has_io(e)) /* more work: wake one more worker (one at a time, no herd) */
             pthread_cond_signal(&p->work);
         bool fin;
         for (;;) {

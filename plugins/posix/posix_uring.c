@@ -56,6 +56,7 @@ static void fail_unsubmitted(struct px_engine *e, struct uring *u, int *finished
         if (fin)
             (*finished)++;
     }
+    px_stage_fail_ready(e, u->broken, finished);
     while (e->head != NULL)
         if (px_fail(e, e->head, IXL_ERR_IO, "io_uring_enter failed earlier: %s",
                     strerror(u->broken)))
@@ -102,12 +103,12 @@ static bool pump(struct px_engine *e, struct uring *u, int *finished)
         fail_unsubmitted(e, u, finished);
         return moved;
     }
-    while (u->nfree > 0 && e->head != NULL) {
+    while (u->nfree > 0 && px_has_io(e)) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
         if (sqe == NULL)
             break;
         struct px_io *io = &u->slots[u->free_slots[--u->nfree]];
-        px_take(e, io);
+        px_take(e, io); /* true: px_has_io said there is an I/O to start */
         prep_sqe(sqe, io);
         queued++;
     }
@@ -273,7 +274,7 @@ static void uring_poll(struct px_engine *e)
     int fin = 0;
     for (int i = 0; i < 4 && pump(e, u, &fin); i++) {
     }
-    if (io_uring_cq_ready(&u->ring) > 0 || (e->head != NULL && u->nfree > 0))
+    if (io_uring_cq_ready(&u->ring) > 0 || (px_has_io(e) && u->nfree > 0))
         wake_thread(u);
     pthread_mutex_unlock(&e->lock);
     if (fin)

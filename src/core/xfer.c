@@ -166,6 +166,11 @@ static uint64_t uniform_count(const struct ixl_dlist *l)
     return l->runs[0].count;
 }
 
+static int ixl_mem_is_storage(enum ixl_mem t)
+{
+    return t == IXL_MEM_FILE || t == IXL_MEM_BLK || t == IXL_MEM_OBJ;
+}
+
 /* Builds a prepared list (agent->lock held for reading). remote NULL: the initiator side. */
 static int prep_build(struct ixl_agent *agent, const char *remote, const struct ixl_dlist *list,
                       struct ixl_backend *const *only, size_t n_only, struct ixl_prep **out,
@@ -184,10 +189,14 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
         if (p->remote == NULL) {
             free(p);
             return IXL_AGENT_ERR(agent, IXL_ERR_NOT_FOUND,
-                                 "metadata for remote agent '%s' not found (load it with "
-                                 "ixl_md_load, or use this agent's own name '%s' for loopback "
-                                 "and storage)",
-                                 remote, agent->name);
+                                 "metadata for remote agent '%s' not found (%s'%s')", remote,
+                                 ixl_mem_is_storage(list->type)
+                                     ? "a transfer to storage is within the agent: storage "
+                                       "backends never reach another agent; give this agent's "
+                                       "own name "
+                                     : "load it with ixl_md_load, or use this agent's own name "
+                                       "for loopback and storage: ",
+                                 agent->name);
         }
         ixl_remote_get(p->remote);
         reg = p->remote->regs;
@@ -690,9 +699,9 @@ free_xfer:
 
 /* xfer_build_one over the backends, in order, until one takes the pair of memory types. When
  * none does, the first refusal is the error. */
-static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
-                      const int64_t *li, const struct ixl_prep *rp, const int64_t *ri, size_t n,
-                      const struct ixl_xfer_params *params, struct ixl_xfer **out)
+static int xfer_build_first(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
+                            const int64_t *li, const struct ixl_prep *rp, const int64_t *ri,
+                            size_t n, const struct ixl_xfer_params *params, struct ixl_xfer **out)
 {
     uint32_t skip = 0;
     int rc = xfer_build_one(agent, op, lp, li, rp, ri, n, params, &skip, out);
@@ -714,6 +723,75 @@ static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_
     }
     free(first);
     return rc;
+}
+
+/* Releases a request built here that was never posted nor handed out. */
+static void xfer_drop(struct ixl_xfer *x)
+{
+    if (x->req != NULL && x->backend->plugin->ops.release_req(x->backend->engine, x->req) != IXL_OK)
+        x->backend->plugin->ops.release_req(x->backend->engine, x->req);
+    xfer_free(x);
+}
+
+/*
+ * Chooses the backend of a request: with no backend named, when two or more backends hold both
+ * lists (and can notify, when asked) and give cost estimates, each of them prepares the request
+ * and estimates it, and the shortest estimate wins; equal estimates go to the backend created
+ * first, and a backend whose estimate fails ranks after every one that gave one. The choice
+ * follows only capabilities and estimates, never names or sizes. Otherwise (a backend list
+ * given, or fewer than two estimating candidates), the first backend in order that takes the
+ * memory types, as xfer_build_first.
+ */
+static int xfer_build(struct ixl_agent *agent, enum ixl_op op, const struct ixl_prep *lp,
+                      const int64_t *li, const struct ixl_prep *rp, const int64_t *ri, size_t n,
+                      const struct ixl_xfer_params *params, struct ixl_xfer **out)
+{
+    int named = params && (params->field_mask & IXL_XFER_F_BACKENDS) && params->n_backends;
+    int notif = params && (params->field_mask & IXL_XFER_F_NOTIF) && params->notif_len > 0;
+    uint32_t both = lp->valid_mask & rp->valid_mask, cand = 0;
+    unsigned n_cand = 0;
+    for (unsigned b = 0; !named && b < agent->n_backends; b++) {
+        struct ixl_backend *be = agent->backends[b];
+        if (be == NULL || !(both & (1u << be->slot)) || !be->plugin->has[IXL_OPT_ESTIMATE] ||
+            (notif && !(be->caps & IXL_CAP_NOTIF)))
+            continue;
+        cand |= 1u << be->slot;
+        n_cand++;
+    }
+    if (n_cand < 2)
+        return xfer_build_first(agent, op, lp, li, rp, ri, n, params, out);
+    struct ixl_xfer *best = NULL, *unknown = NULL;
+    uint64_t best_us = 0;
+    for (unsigned b = 0; b < agent->n_backends; b++) {
+        struct ixl_backend *be = agent->backends[b];
+        if (be == NULL || !(cand & (1u << be->slot)))
+            continue;
+        uint32_t skip = ~(1u << be->slot);
+        struct ixl_xfer *x = NULL;
+        if (xfer_build_one(agent, op, lp, li, rp, ri, n, params, &skip, &x) != IXL_OK)
+            continue;
+        struct ixl_cost cost = {.size = sizeof(cost)};
+        int rc = be->plugin->ops.estimate_xfer_cost(be->engine, x->req, &cost);
+        if (rc == IXL_OK && (best == NULL || cost.duration_us < best_us)) {
+            if (best)
+                xfer_drop(best);
+            best = x;
+            best_us = cost.duration_us;
+        } else if (rc != IXL_OK && unknown == NULL) {
+            unknown = x;
+        } else {
+            xfer_drop(x);
+        }
+    }
+    if (best && unknown)
+        xfer_drop(unknown);
+    if (best == NULL)
+        best = unknown;
+    if (best == NULL) /* none of them took it: the first-in-order rule says why */
+        return xfer_build_first(agent, op, lp, li, rp, ri, n, params, out);
+    ixl_err_clear(agent->id);
+    *out = best;
+    return IXL_OK;
 }
 
 static int check_op(struct ixl_agent *agent, enum ixl_op op, const struct ixl_xfer_params *p)

@@ -1202,6 +1202,32 @@ static int op_host_unpin(void *ctx, void *addr)
     return r == CUDA_SUCCESS ? IXL_OK : cu_fail("cuMemHostUnregister", r);
 }
 
+/* The token of ctx_enter when nothing was switched (any other token is the previous context,
+ * NULL included). */
+static char no_switch;
+
+static int op_ctx_enter(void *ctx, int dev, void **saved)
+{
+    (void)ctx;
+    int rc = check_dev(dev);
+    if (rc != IXL_OK)
+        return rc;
+    struct saved_ctx s;
+    rc = ctx_enter(dev, &s);
+    if (rc != IXL_OK)
+        return rc;
+    *saved = s.switched ? (void *)s.prev : (void *)&no_switch;
+    return IXL_OK;
+}
+
+static void op_ctx_leave(void *ctx, void *saved)
+{
+    (void)ctx;
+    if (saved == (void *)&no_switch || L.count <= 0)
+        return;
+    L.f.cuCtxSetCurrent((CUcontext)saved);
+}
+
 static const struct ixl_devops devops = {
     .size = sizeof(struct ixl_devops),
     .ctx = NULL,
@@ -1222,6 +1248,8 @@ static const struct ixl_devops devops = {
     .vmm_export = op_vmm_export,
     .vmm_open = op_vmm_open,
     .vmm_close = op_vmm_close,
+    .ctx_enter = op_ctx_enter,
+    .ctx_leave = op_ctx_leave,
 };
 
 const struct ixl_devops *ixl_dev_ops(void)

@@ -68,7 +68,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info test_gpu_reg test_gpu_xfer test_gpu_ipc"
+targets="ixl ixl-info ixlbench test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_storage test_gpu_gds"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -153,13 +153,32 @@ run() {
 }
 
 unset IXL_CUDA_LIBRARY # the real driver, never the simulated one
+# cuFile (issue 21: GDS and GDS_MT): the system's libcufile.so.0, else the one of the
+# nvidia-cufile wheel (site-packages/nvidia/cu13/lib or nvidia/cufile/lib) of $PY or of
+# /opt/torch/.venv. Its directory goes first in LD_LIBRARY_PATH, so that every GDS/GDS_MT
+# backend of this run (ixl-info, bench/gds.sh's ixlbench, the storage tests) finds it under its
+# default name; test_gpu_gds also passes the path through the backends' `library` option.
+cufile=""
+if ldconfig -p 2>/dev/null | grep -q 'libcufile\.so\.0 '; then
+    cufile=libcufile.so.0
+else
+    sp=$("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+    for d in $sp /opt/torch/.venv/lib/python3*/site-packages; do
+        [ -d "$d/nvidia" ] || continue
+        cufile=$(find "$d/nvidia" -name 'libcufile.so.0' 2>/dev/null | head -n 1)
+        [ -n "$cufile" ] && break
+    done
+    [ -n "$cufile" ] && export LD_LIBRARY_PATH="$(dirname "$cufile")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+say "cuFile: ${cufile:-not found}"
+
 # ixl-info: its cuda section and the memory types each plugin offers here, into the report.
 # shellcheck disable=SC2016 # $0 is sh -c's, expanded there
 run ixl-info 60 "ixl-info: the driver and devices as ixl's device layer sees them" \
     sh -c '"$0" >&2' "$BUILD/tools/ixl-info"
 "$BUILD/tools/ixl-info" --cuda >"$LOGS/ixl-info-cuda.txt" 2>&1
 memlines=$(awk '/^  [A-Z][A-Z0-9_]* +version/ { p = $1 }
-    /memory here|not here/ { sub(/^ +/, ""); print p ": " $0 }' "$LOGS/ixl-info.log")
+    /memory here|not here|unavailable here/ { sub(/^ +/, ""); print p ": " $0 }' "$LOGS/ixl-info.log")
 {
     echo "ixl-info --cuda, and the memory types each plugin offers here (ixl-info):"
     echo ""
@@ -181,6 +200,33 @@ run test_gpu_ipc 120 "NET between two processes through CUDA IPC: cuMemAlloc and
 run bench_gpu_ipc 200 "bandwidth: CUDA IPC between two processes against cuMemcpyDtoD inside one process (issue 20: >= 0.9x at 64 MiB and up)" \
     "$BUILD/tests/gpu/test_gpu_ipc" bench
 
+# Issue 21: VRAM <-> FILE: POSIX's staged path (the thread-pool engine here: no liburing), GDS
+# and GDS_MT when their plugins load, and the core's automatic choice, against the raw baseline
+# (cuMemcpy + pwrite/pread, O_DIRECT) in the same run. The file lives in IXL_GPU_STORAGE_DIR
+# (default /var/tmp).
+# The cost table first (bench/gds.sh measures each backend with ixlbench), so that the automatic
+# choice below follows this machine's figures; the table goes into the report.
+export IXL_GPU_COST_TABLE=$LOGS/cost_table
+rm -f "$IXL_GPU_COST_TABLE"
+# shellcheck disable=SC2016 # $0 and $1 are sh -c's, expanded there
+run calibrate 240 "bench/gds.sh: the cost table (VRAM<->FILE per backend, 1..64 MiB, O_DIRECT, ixlbench)" \
+    sh -c '"$0" --out "$1" --ixlbench "$2" --dir "$3" >&2 && { echo "Cost table (bench/gds.sh):"; echo; echo "\`\`\`"; cat "$1"; echo "\`\`\`"; }' \
+    "$ROOT/bench/gds.sh" "$IXL_GPU_COST_TABLE" "$BUILD/tools/ixlbench" "${IXL_GPU_STORAGE_DIR:-/var/tmp}"
+[ -s "$IXL_GPU_COST_TABLE" ] || unset IXL_GPU_COST_TABLE
+run test_gpu_storage 180 "storage: VRAM<->FILE on each backend and the automatic choice, 1/16/64 MiB, data checked" \
+    "$BUILD/tests/gpu/test_gpu_storage"
+run bench_storage 300 "storage bandwidth: POSIX staged, GDS, GDS_MT, auto and raw (cuMemcpy + O_DIRECT), medians" \
+    "$BUILD/tests/gpu/test_gpu_storage" bench
+# GDS and GDS_MT on that cuFile; the file lies in a temporary directory of the build directory
+# (the machine's disk, not a tmpfs); cuFile writes its cufile.log there (the test runs in it),
+# kept in the logs.
+gdsdir=$(mktemp -d "$BUILD/gds-XXXXXX")
+# shellcheck disable=SC2016 # $0.. are sh -c's
+run test_gpu_gds 300 "GDS, GDS_MT and the automatic choice: VRAM<->FILE 1/16/64 MiB, data checked, against cuMemcpy + pwrite/pread (cuFile: ${cufile:-none})" \
+    sh -c 'cd "$1" && exec "$0" "$2" "$1"' "$BUILD/tests/gpu/test_gpu_gds" "$gdsdir" "$cufile"
+[ -f "$gdsdir/cufile.log" ] && cp "$gdsdir/cufile.log" "$LOGS/cufile.log"
+rm -rf "$gdsdir"
+
 # Python: PyTorch tensors through the nixl package (ixl.compat when it is not there), CuPy.
 nixl_dir=$(find "$ROOT/bindings" -path '*/nixl/_api.py' 2>/dev/null | head -n 1)
 pypath=$ROOT/bindings/python
@@ -197,7 +243,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc python_gpu; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc calibrate test_gpu_storage bench_storage test_gpu_gds python_gpu; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"

@@ -31,6 +31,14 @@ here=$(echo "$out" | grep -A3 "^  NET " | grep -A1 "memory here: ") || fail "NET
 echo "$here" | head -1 | grep -q "memory here: DRAM" || fail "NET's memory here: $here"
 echo "$here" | head -1 | grep -q "VRAM" || echo "$here" | grep -q "not here: VRAM: ." ||
     fail "NET has no VRAM and does not say why: $here"
+# GDS and GDS_MT (built in) are listed; without cuFile each says why it is unavailable here.
+for p in GDS GDS_MT; do
+    echo "$out" | grep -q "^  $p " || fail "$p not listed"
+    if ! ldconfig -p 2>/dev/null | grep -q "libcufile\.so\.0"; then
+        echo "$out" | grep -A2 "^  $p " | grep -q "unavailable here: .*cuFile not found (libcufile.so.0: " ||
+            fail "$p not shown as unavailable with the reason"
+    fi
+done
 for f in BROKEN_NOSYM BROKEN_ABI BROKEN_SMALL BROKEN_NONOTIF BROKEN_OPTS TESTDUP; do
     echo "$out" | grep -A1 "libixl_plugin_$f.so" | grep -q "refused: " ||
         fail "$f not listed as refused with a reason"

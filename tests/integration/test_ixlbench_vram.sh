@@ -71,6 +71,23 @@ for pair in "VRAM VRAM" "DRAM VRAM"; do
         fail "$1 -> $2 between two processes: want 6 passing cuda-ipc rows"
 done
 run kv 2 "$bench" --target-mem VRAM --scenario kv
-run file 2 "$bench" --initiator-mem VRAM --target-mem FILE
+run file 2 "$bench" --initiator-mem VRAM --target-mem FILE --target-dev 1
+# Issue 21: VRAM <-> FILE (storage mode, POSIX's staged path): buffered and direct I/O, forced
+# and chosen by the core (--backend auto: the path column names the backend), checks that fail.
+sf="--file $tmp/vf --block 64K --block-max 256K --iters 3 --warmup 1 --no-progress --csv"
+# shellcheck disable=SC2086
+run vf 0 "$bench" --initiator-mem VRAM --target-mem FILE $sf
+[ "$(grep -c '^sweep,.*,staged,.*,pass$' "$tmp/vf.out")" -eq 6 ] || fail "VRAM<->FILE: want 6 rows"
+# shellcheck disable=SC2086
+if run vfd 0 "$bench" --initiator-mem VRAM --target-mem FILE --direct $sf 2>/dev/null; then
+    [ "$(grep -c '^sweep,.*,staged,.*,pass$' "$tmp/vfd.out")" -eq 6 ] || fail "direct: want 6 rows"
+fi
+# shellcheck disable=SC2086
+run vfa 0 "$bench" --initiator-mem VRAM --target-mem FILE --backend auto $sf
+[ "$(grep -c '^sweep,.*,POSIX:staged,.*,pass$' "$tmp/vfa.out")" -eq 6 ] || fail "auto: want 6 rows"
+# shellcheck disable=SC2086
+run vfbad 1 "$bench" --initiator-mem VRAM --target-mem FILE --corrupt-for-test $sf
+grep -q "READ.*FAIL" "$tmp/vfbad.out" || fail "VRAM<->FILE: corrupt READ not detected"
+grep -q "WRITE.*FAIL" "$tmp/vfbad.out" || fail "VRAM<->FILE: corrupt WRITE not detected"
 run devonly 2 "$bench" --target-dev 1
 echo ok

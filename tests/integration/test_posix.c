@@ -1620,11 +1620,14 @@ static void test_options(void)
     const struct ixl_kv *skv;
     size_t sn;
     CHECK_RC(ixl_backend_params(bs, &skv, &sn), IXL_OK);
-    CHECK(sn == 4);
+    CHECK(sn == 7);
     CHECK(strcmp(skv[0].key, "engine") == 0 && strcmp(skv[0].value, "threads") == 0);
     CHECK(strcmp(skv[1].key, "queue_depth") == 0 && strcmp(skv[1].value, "8") == 0);
     CHECK(strcmp(skv[2].key, "chunk") == 0 && strcmp(skv[2].value, "65536") == 0);
     CHECK(strcmp(skv[3].key, "threads") == 0 && strcmp(skv[3].value, "4") == 0);
+    CHECK(strcmp(skv[4].key, "bounce_size") == 0 && strcmp(skv[4].value, "4194304") == 0);
+    CHECK(strcmp(skv[5].key, "bounce_buffers") == 0 && strcmp(skv[5].value, "8") == 0);
+    CHECK(strcmp(skv[6].key, "cost_table") == 0 && strcmp(skv[6].value, "") == 0);
     ixl_agent_destroy(a);
     CHECK_RC(ixl_agent_create("posix_opts", &ap, &a), IXL_OK);
     struct ixl_kv good[] = {
