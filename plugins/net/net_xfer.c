@@ -345,9 +345,11 @@ int net_peer_alive(struct net_peer *p)
 
 static int build_chunks(struct net_engine *e, struct net_req *r)
 {
+    /* Frames to or from VRAM fit a staging slot at both ends (net_stage.c). */
+    uint64_t step = r->stage && e->chunk > NET_STAGE_FRAME ? NET_STAGE_FRAME : e->chunk;
     uint64_t count = 0;
     for (size_t i = 0; i < r->n; i++)
-        count += (r->ld[i].len + e->chunk - 1) / e->chunk;
+        count += (r->ld[i].len + step - 1) / step;
     if (count > UINT32_MAX)
         return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
     free(r->chunks);
@@ -359,10 +361,12 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
     uint32_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
         const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
-        for (uint64_t off = 0; off < r->ld[i].len; off += e->chunk) {
-            uint64_t len = r->ld[i].len - off < e->chunk ? r->ld[i].len - off : e->chunk;
-            r->chunks[k++] =
-                (struct net_chunk){r->ld[i].addr + off, r->rd[i].addr + off, len, m->key};
+        const struct net_region *lg = (const struct net_region *)r->ld[i].md;
+        int dev = r->stage_local ? lg->dev : -1;
+        for (uint64_t off = 0; off < r->ld[i].len; off += step) {
+            uint64_t len = r->ld[i].len - off < step ? r->ld[i].len - off : step;
+            r->chunks[k++] = (struct net_chunk){
+                r->ld[i].addr + off, r->rd[i].addr + off, len, m->key, NULL, dev};
         }
     }
     r->n_chunks = k;
@@ -398,12 +402,14 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     if ((lv || rv) && e->dev == NULL)
         return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET cannot move VRAM here: %s", e->mem_why);
     /* A device pointer never goes to memmove, process_vm_*, sendmsg or a mapping: VRAM moves
-     * only within the agent, on the device's copy engines. */
-    if ((lv || rv) && strcmp(remote_agent, e->name) != 0)
+     * within the agent on the device's copy engines, and between agents through pinned
+     * staging slots over TCP (net_stage.c). */
+    if ((lv || rv) && strcmp(remote_agent, e->name) != 0 && e->force_path != NET_PATH_AUTO &&
+        e->force_path != NET_PATH_TCP)
         return net_error(e, IXL_ERR_NOT_SUPPORTED,
-                         "NET: VRAM between agents is not supported yet (%s VRAM, '%s' -> '%s'): "
-                         "NET moves VRAM only within one agent for now (CUDA IPC on one node "
-                         "and staging across nodes come with issue 20); stage it through DRAM",
+                         "NET: path=%s is forced, and VRAM between agents (%s VRAM, '%s' -> "
+                         "'%s') moves over TCP through pinned staging (tcp-staged)",
+                         path_name(e->force_path),
                          lv && rv ? "both sides"
                          : lv     ? "local side"
                                   : "remote side",
@@ -443,6 +449,14 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                              remote_agent);
         }
         r->peer = p;
+        if (lv || rv) {
+            /* VRAM on a side: staged through pinned slots over TCP (net_stage.c). */
+            r->path = NET_PATH_TCP;
+            rc = net_stage_prep(e, r, lv, rv);
+            if (rc == IXL_OK)
+                rc = build_chunks(e, r);
+            goto notif;
+        }
         /* Same-node paths only to a peer the same-node channel verified (net_local.c): the
          * kernel says who answers on its socket, shm maps only memfds it passed, cma writes
          * only regions it confirmed after a challenge proved its pid. Each is asked once per
@@ -491,6 +505,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         if (r->path == NET_PATH_TCP)
             rc = build_chunks(e, r);
     }
+notif:
     if (rc == IXL_OK && opts && opts->notif) {
         r->notif = net_sys()->malloc(opts->notif_len ? opts->notif_len : 1);
         if (r->notif == NULL)
@@ -564,6 +579,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0) /* a thread of the last post still touches its buffers */
         return net_error(e, IXL_ERR_REPOST_ACTIVE, "NET: the last post is still winding down");
+    net_stage_sweep(e, r); /* slots a failed last post still held */
     if (set_notif(r, opts) != IXL_OK)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     if (r->peer != NULL) {
@@ -599,6 +615,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         else
             memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
+        r->stage_next = 0;
         /* Device work enqueued below on this thread, or copied below on this thread (a device
          * request with a large host side is enqueued by a copy worker, which takes its own
          * reference). */
@@ -640,7 +657,12 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         net_req_part_done(e, serial, IXL_OK, NULL);
         return IXL_IN_PROGRESS;
     }
-    if (r->path == NET_PATH_TCP) {
+    if (r->stage_local) {
+        /* Its chunks start as the peer's staging slots come free (net_stage.c). */
+        rc = net_stage_start(e, r, serial);
+        if (rc != IXL_OK)
+            return post_failed(e, r, rc);
+    } else if (r->path == NET_PATH_TCP) {
         rc = net_peer_submit(r->peer, r, serial, r->n_chunks);
         if (rc != IXL_OK)
             return post_failed(e, r, rc);
@@ -664,6 +686,8 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     char why[NET_WHY];
     snprintf(why, sizeof(why), "%s", rc < 0 ? r->why : "");
     pthread_mutex_unlock(&e->reqs_lock);
+    if (rc < 0 && rc != IXL_ERR_CANCELED && r->stage_local)
+        net_stage_sweep(e, r);    /* ended with nothing touching it: its slots go back */
     if (rc < 0 && why[0] != '\0') /* said again on the caller's thread */
         net_error(e, rc, "%s", why);
     return rc;
@@ -709,6 +733,7 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0)
         return net_error(e, IXL_ERR_BUSY, "NET: a copy of the request is still running");
+    net_stage_sweep(e, r);
     net_req_free(r);
     return IXL_OK;
 }
@@ -730,6 +755,9 @@ int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_in
 {
     (void)base;
     struct net_req *r = (struct net_req *)req;
-    snprintf(out->path, sizeof(out->path), "%s", r->dev ? "local-cuda" : path_name(r->path));
+    snprintf(out->path, sizeof(out->path), "%s",
+             r->dev     ? "local-cuda"
+             : r->stage ? "tcp-staged"
+                        : path_name(r->path));
     return IXL_OK;
 }
