@@ -68,7 +68,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info test_gpu_reg test_gpu_xfer"
+targets="ixl ixl-info test_gpu_reg test_gpu_xfer test_gpu_stage"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -176,6 +176,8 @@ run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM
     "$BUILD/tests/gpu/test_gpu_xfer"
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
     "$BUILD/tests/gpu/test_gpu_xfer" bench
+run test_gpu_stage 180 "staged VRAM->VRAM between two processes over loopback TCP (local_paths=0), data checked; bandwidth against DtoH pinned and raw TCP" \
+    "$BUILD/tests/gpu/test_gpu_stage"
 
 # Python: PyTorch tensors through the nixl package (ixl.compat when it is not there), CuPy.
 nixl_dir=$(find "$ROOT/bindings" -path '*/nixl/_api.py' 2>/dev/null | head -n 1)
@@ -193,7 +195,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu python_gpu; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_stage python_gpu; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"
