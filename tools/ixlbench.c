@@ -649,7 +649,7 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                             "--cold-buffers, --listen, --peer, --etcd\n");
             return 2;
         }
-    } else if (ixb_vram(o)) {
+    } else if (ixb_vram(o) && !ixb_storage(o)) {
         /* Two processes (--role): VRAM on a side, DRAM or VRAM on the other (NET: CUDA IPC
          * between the processes when they share the node). */
         enum ixl_mem other = o->init_mem == IXL_MEM_VRAM ? o->target_mem : o->init_mem;

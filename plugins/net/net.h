@@ -152,6 +152,10 @@ struct net_txf {
     struct net_msg *msg;       /* reference (NI_MSG) */
     uint64_t notif_serial;     /* a request's notification: its serial */
     uint8_t counts;            /* an answer is owed for it (WRITE, READ) */
+    /* Staged VRAM (net_stage.c): a target's answer waits for its device copy (gate); an
+     * initiator's WRITE frame sends from the slot of chunk stage_k - 1 (0: none). */
+    struct net_sgate *gate;
+    uint32_t stage_k;
 };
 
 enum net_conn_kind { NC_OUT, NC_IN };
@@ -218,6 +222,10 @@ struct net_conn {
      * this connection and its silence is not counted until it reads again. */
     bool paused;
     bool peer_hold;
+    /* NC_IN: a frame to or from VRAM waits at its header for a pinned slot (stage_wait); the
+     * slot a staged WRITE body is received into (stage_slot). */
+    bool stage_wait;
+    struct net_slot *stage_slot;
     uint64_t last_hold;
     /* NC_IN */
     char name[256]; /* the HELLO's name */
@@ -245,6 +253,7 @@ struct net_loop {
     _Atomic int woken;       /* an eventfd write is pending */
     _Atomic int cut_regions; /* a deregistration asks to close connections holding a cut region */
     _Atomic int resume;      /* the notification queue was drained: paused connections read */
+    _Atomic int stage_kick;  /* a staged device copy ended or a slot came free (net_stage.c) */
     struct net_conn *conns;  /* every connection of the loop (loop thread only) */
     uint8_t *scratch;
     uint64_t next_tick;
@@ -278,21 +287,30 @@ struct net_peer {
     struct net_conn *notif_conn;
     struct net_conn *conns[NET_MAX_CONNS]; /* of generation gen: dialing or up */
     int n_conns, n_up;
-    uint64_t gen;         /* bumps when the connections are torn down */
-    int loop_base;        /* its connections go to loops loop_base, loop_base + 1, ... */
-    char why[NET_WHY];    /* why the last attempt failed */
-    uint64_t failed_gen;  /* the generation that failed to come up (why applies), 0 none */
-    int failed_status;    /* and its status (IXL_ERR_AUTH, IXL_ERR_REMOTE_DISCONNECT) */
-    int refs;             /* rmds that point at this peer */
-    bool loaded;          /* conn info present (not disconnected by the core) */
-    struct net_ipc *ipcs; /* its device allocations opened here (net_ipc.c, under its lock) */
+    uint64_t gen;            /* bumps when the connections are torn down */
+    int loop_base;           /* its connections go to loops loop_base, loop_base + 1, ... */
+    char why[NET_WHY];       /* why the last attempt failed */
+    uint64_t failed_gen;     /* the generation that failed to come up (why applies), 0 none */
+    int failed_status;       /* and its status (IXL_ERR_AUTH, IXL_ERR_REMOTE_DISCONNECT) */
+    int refs;                /* rmds that point at this peer */
+    bool loaded;             /* conn info present (not disconnected by the core) */
+    struct net_ipc *ipcs;    /* its device allocations opened here (net_ipc.c, under its lock) */
+    struct net_spool *stage; /* pinned slots for staged VRAM to this peer (under lock) */
     struct net_peer *next;
 };
 
 enum net_req_state { NR_IDLE, NR_RUNNING, NR_DONE, NR_ERROR };
 
+struct net_slot;
+struct net_spool;
+struct net_sgate;
+
 struct net_chunk {
     uint64_t laddr, raddr, len, key;
+    /* Staged (net_stage.c): the pinned slot the chunk's bytes pass through, owned by the
+     * request while recorded here (under reqs_lock); dev: the GPU of the local side. */
+    struct net_slot *slot;
+    int dev;
 };
 
 struct net_req {
@@ -320,6 +338,11 @@ struct net_req {
     bool ipc_held; /* an in-flight hold on ipc[] (net_ipc_hold), under net_ipc's lock */
     const char *dev_path;
     uint64_t gen; /* TCP: the peer's connection generation this post went to */
+    /* tcp-staged (net_stage.c): VRAM on a side of a request to another agent. stage_local:
+     * the local side is VRAM, so its chunks pass through the peer's pinned slots here;
+     * stage_next: the next chunk to start (under the pool's lock and reqs_lock). */
+    bool stage, stage_local;
+    uint32_t stage_next;
 
     /* Per post, under e->reqs_lock. */
     uint64_t serial; /* 0 when not registered in the table */
@@ -357,6 +380,7 @@ struct net_inname {
      * connection's bytes may still wait in this host's socket buffer). Written under e->lock,
      * read by the loops per body step. */
     _Atomic uint64_t instance, max_gen;
+    struct net_spool *stage; /* pinned slots for its frames to and from VRAM (e->lock) */
     struct net_inname *next;
 };
 
@@ -384,6 +408,7 @@ struct net_engine {
     bool can_check_peer; /* host->peer_check is there */
     _Atomic uint64_t last_refuse_log;
     size_t notif_queue_max, notif_queue_bytes; /* the bound of the received queue */
+    size_t stage_bytes; /* pinned memory per peer for staged VRAM (net_stage.c) */
     uint16_t port;
     uint32_t adv_addrs[NET_MAX_ADDRS];
     int n_adv_addrs;
@@ -518,6 +543,13 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len);
 int net_peer_connect(struct net_peer *p);
 /* Tears p's connections down and fails its queued and outstanding TCP work with status. */
 void net_peer_teardown(struct net_peer *p, int status, const char *why);
+/* Queues frame k of the staged request r (posted as serial) to p: IXL_OK, or the request's
+ * connection generation is gone (IXL_ERR_REMOTE_DISCONNECT), queue_max, out of memory. */
+int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t k);
+/* Wakes loop l (or every loop) to flush answers whose device copies ended and to retry
+ * connections waiting for a slot (net_stage.c). */
+void net_loop_kick(struct net_loop *l);
+void net_loops_stage_kick(struct net_engine *e);
 /* Asks every loop to close the accepted connections that hold a region whose cut is set. */
 void net_loops_cut_regions(struct net_engine *e);
 /* The application drained notifications: loops read the connections they paused again. */
@@ -585,6 +617,61 @@ int net_local_vram(struct net_engine *e, struct net_rmd *m, struct net_vram_ans 
                    size_t why_len);
 /* The VRAM region of key exactly [addr, +len) (regions_lock held), or NULL. */
 struct net_region *net_region_vram(struct net_engine *e, uint64_t key, uint64_t addr, uint64_t len);
+/* A staged copy (net_stage.c): one asynchronous copy on the GPU ord's stream for dir, then
+ * done(arg, status) on that stream's completion thread once its event is done. IXL_OK, or
+ * an error (why filled) with nothing enqueued and done never called. */
+int net_dev_copy_async(struct net_engine *e, int ord, int dir, void *dst, const void *src,
+                       size_t len, void (*done)(void *arg, int status), void *arg, char *why,
+                       size_t why_len);
+
+/* net_stage.c: VRAM over TCP through pinned host slots (tcp-staged). */
+#define NET_STAGE_FRAME ((uint64_t)1 << 20) /* a slot; frames to or from VRAM are no larger */
+struct net_slot {
+    struct net_spool *pool;
+    struct net_slot *next, *anext; /* free list, every slot of the pool */
+    uint8_t *buf;
+    bool pinned;
+    /* initiator: the chunk it carries */
+    struct net_req *r;
+    uint64_t serial;
+    uint32_t chunk;
+};
+/* A target's answer waiting for its device copy: a WRITE_ACK after the copy into VRAM, a
+ * READ_DATA whose bytes are copied out of VRAM into the slot. Two references: the frame and
+ * the copy. */
+struct net_sgate {
+    _Atomic int refs;
+    _Atomic int state; /* IXL_IN_PROGRESS, then IXL_OK or the copy's error */
+    struct net_engine *e;
+    struct net_slot *slot;
+    struct net_region *region; /* inflight held until the copy ended and the frame went */
+    struct net_loop *loop;
+    uint64_t addr, len;
+};
+/* A pool of pinned slots (stage_bytes / NET_STAGE_FRAME), one per peer: p (initiator) or a
+ * peer name of accepted connections (p NULL). NULL when out of memory. */
+struct net_spool *net_spool_new(struct net_engine *e, struct net_peer *p);
+void net_spool_unref(struct net_spool *pool); /* the owner's reference */
+/* A free slot or NULL (target pools: the loops are kicked when one comes free). */
+struct net_slot *net_slot_get(struct net_spool *pool);
+void net_slot_put(struct net_slot *s);
+/* Target: a gate for slot s (addr, len: the region's bytes it moves); copy to the device
+ * (to_dev) or from it. On IXL_OK the copy runs and ends the gate; on failure the gate is
+ * failed at once. The caller holds the frame's reference. */
+struct net_sgate *net_sgate_new(struct net_loop *l, struct net_slot *s, struct net_region *g,
+                                uint64_t addr, uint64_t len);
+void net_sgate_copy(struct net_sgate *gt, bool to_dev);
+void net_sgate_put(struct net_sgate *gt);
+/* Initiator: a staged request's route (prep_xfer): checks descriptors, sets stage flags. */
+int net_stage_prep(struct net_engine *e, struct net_req *r, bool lv, bool rv);
+/* Starts a posted stage_local request: its chunks take slots as they come free. */
+int net_stage_start(struct net_engine *e, struct net_req *r, uint64_t serial);
+/* A WRITE frame of chunk k of r was sent or dropped (busy held): its slot comes free. */
+void net_stage_sent(struct net_engine *e, struct net_req *r, uint32_t k);
+/* An answer of a stage_local READ arrived (h): its slot goes to the device. 1: handled. */
+int net_stage_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h);
+/* Gives back the slots r still records (busy 0 and not running, or the engine stopping). */
+void net_stage_sweep(struct net_engine *e, struct net_req *r);
 
 /* net_xfer.c */
 int net_workers_start(struct net_engine *e);

@@ -44,6 +44,9 @@ struct net_dwait {
     struct net_req *r; /* busy held until the event is done */
     struct ixl_dev_event *ev;
     struct ixl_dev_stream *s; /* the stream it was recorded on */
+    /* A staged copy (net_stage.c): done(arg, status) is called instead of completing r. */
+    void (*done)(void *arg, int status);
+    void *arg;
     struct net_dwait *next;
 };
 
@@ -280,6 +283,11 @@ static void *dstream_main(void *arg)
             }
             pthread_mutex_unlock(&ds->lock);
         }
+        if (w->done != NULL) { /* a staged copy: its owner goes on (net_stage.c) */
+            w->done(w->arg, rc == IXL_OK ? IXL_OK : IXL_ERR_BACKEND);
+            free(w);
+            continue;
+        }
         /* A request to a peer (net_ipc.c): its hold on the peer's memory ends, and a peer
          * that went meanwhile fails it; the notification goes to the peer now, after the
          * copies. */
@@ -300,4 +308,74 @@ static void *dstream_main(void *arg)
         free(w);
     }
     return NULL;
+}
+
+int net_dev_copy_async(struct net_engine *e, int ord, int dir, void *dst, const void *src,
+                       size_t len, void (*done)(void *arg, int status), void *arg, char *why,
+                       size_t why_len)
+{
+    const struct ixl_devops *d = e->dev;
+    if (d == NULL || ord < 0 || ord >= e->n_devs) {
+        snprintf(why, why_len, "NET: no device %d for a staged copy", ord);
+        return IXL_ERR_BACKEND;
+    }
+    struct net_dwait *w = net_sys()->calloc(1, sizeof(*w));
+    if (w == NULL) {
+        snprintf(why, why_len, "NET: out of memory posting a staged device copy");
+        return IXL_ERR_NO_MEMORY;
+    }
+    struct net_dstream *ds = &e->dstreams[ord * NET_DIRS + dir];
+    struct ixl_dev_stream *s = NULL;
+    struct ixl_dev_event *ev = NULL;
+    pthread_mutex_lock(&ds->lock);
+    pthread_mutex_lock(&ds->qlock);
+    bool stopping = ds->stop;
+    pthread_mutex_unlock(&ds->qlock);
+    int rc = stopping ? IXL_ERR_CANCELED : stream_get(e, ds, &s, why, why_len);
+    if (stopping)
+        snprintf(why, why_len, "NET: the agent is being destroyed");
+    if (rc == IXL_OK) {
+        rc = d->copy(d->ctx, s, dst, src, len);
+        if (rc != IXL_OK)
+            snprintf(why, why_len,
+                     "NET: the device layer refused to enqueue a staged copy of %zu bytes "
+                     "(status %d)",
+                     len, rc);
+    }
+    if (rc == IXL_OK) {
+        rc = d->record(d->ctx, s, &ev);
+        if (rc != IXL_OK) {
+            d->stream_destroy(d->ctx, s); /* the barrier for the copy enqueued */
+            ds->s = NULL;
+            snprintf(why, why_len,
+                     "NET: cannot record a device event after a staged copy "
+                     "(status %d)",
+                     rc);
+        }
+    }
+    if (rc != IXL_OK) {
+        pthread_mutex_unlock(&ds->lock);
+        free(w);
+        return rc;
+    }
+    *w = (struct net_dwait){.ev = ev, .s = s, .done = done, .arg = arg};
+    pthread_mutex_lock(&ds->qlock);
+    bool late = ds->stop; /* the thread may have left already: this caller completes it */
+    if (!late) {
+        if (ds->tail)
+            ds->tail->next = w;
+        else
+            ds->head = w;
+        ds->tail = w;
+        pthread_cond_signal(&ds->qcond);
+    }
+    pthread_mutex_unlock(&ds->qlock);
+    pthread_mutex_unlock(&ds->lock);
+    if (late) {
+        int wrc = d->wait(d->ctx, ev);
+        d->event_destroy(d->ctx, ev);
+        free(w);
+        done(arg, wrc == IXL_OK ? IXL_OK : IXL_ERR_BACKEND);
+    }
+    return IXL_OK;
 }

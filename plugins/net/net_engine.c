@@ -65,6 +65,7 @@ enum net_opt {
     NO_QUEUE_MAX,
     NO_NOTIF_QUEUE_MAX,
     NO_NOTIF_QUEUE_BYTES,
+    NO_STAGE_BYTES,
     NO_COUNT
 };
 
@@ -197,6 +198,14 @@ static const struct ixl_option net_options[NO_COUNT] = {
                               .description = "bytes of received notifications not taken yet; "
                                              "at the bound NET stops reading as for "
                                              "notif_queue_max"},
+    [NO_STAGE_BYTES] = {.name = "stage_bytes",
+                        .default_value = "64M",
+                        .type = IXL_OPT_SIZE,
+                        .min = 2 << 20,
+                        .max = (int64_t)64 << 30,
+                        .description = "pinned host memory per peer for VRAM over TCP (staged "
+                                       "in 1 MiB slots, pinned once and reused); a transfer "
+                                       "beyond it waits for slots"},
 };
 
 static bool is_loopback(uint32_t s_addr)
@@ -249,6 +258,7 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
     e->queue_max = (size_t)opt[NO_QUEUE_MAX].i;
     e->notif_queue_max = (size_t)opt[NO_NOTIF_QUEUE_MAX].i;
     e->notif_queue_bytes = (size_t)opt[NO_NOTIF_QUEUE_BYTES].u;
+    e->stage_bytes = (size_t)opt[NO_STAGE_BYTES].u;
 
     host_trust(e);
     bool local_only = e->auth_mode != IXL_AUTH_KEY && e->auth_mode != IXL_AUTH_OPEN;
@@ -575,7 +585,7 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
     struct net_rmd *m;
     int rc = net_rmd_load_remote(e, p, d, data, len, &m);
     if (rc == IXL_OK)
-        m->vram = type == IXL_MEM_VRAM; /* moved by no path until part 2 (issue 20) */
+        m->vram = type == IXL_MEM_VRAM; /* CUDA IPC (net_ipc.c) or tcp-staged (net_stage.c) */
     if (rc != IXL_OK) {
         pthread_mutex_lock(&e->lock);
         p->refs--;
@@ -827,6 +837,7 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(peers->nq.v);
         if (peers->pidfd >= 0)
             net_sys()->close(peers->pidfd);
+        net_spool_unref(peers->stage);
         pthread_mutex_destroy(&peers->lock);
         pthread_cond_destroy(&peers->cond);
         free(peers);
@@ -834,6 +845,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     }
     while (e->innames) {
         struct net_inname *n = e->innames->next;
+        net_spool_unref(e->innames->stage);
         free(e->innames);
         e->innames = n;
     }

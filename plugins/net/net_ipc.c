@@ -9,8 +9,10 @@
  * registered; metadata carries no handle. The allocation is opened (ipc_open / vmm_open) and
  * kept per peer instance; it is closed when the peer is unloaded, restarts or is found gone,
  * once no copy into it is in flight. A DRAM target is reached through its memfd mapping
- * (shm, net_local.c) when it lies in memory of the peer's allocator; otherwise the request is
- * refused (the staged path comes with issue 20's other half).
+ * (shm, net_local.c) when it lies in memory of the peer's allocator. Where IPC cannot serve
+ * (IXL_ERR_NOT_SUPPORTED: another node, same-node paths off, such a DRAM target, VMM memory
+ * without an exportable handle), net_prep_xfer stages the request over TCP instead
+ * (net_stage.c) unless path=shm is forced; a refused claim is an error, never a fallback.
  *
  * The copies are net_dev.c's: one asynchronous copy per descriptor on a stream of a local
  * GPU, one event, the stream's completion thread; the notification goes to the peer only
@@ -222,8 +224,7 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     const char *side = lv && rv ? "both sides" : lv ? "local side" : "remote side";
     if (e->force_path == NET_PATH_TCP || e->force_path == NET_PATH_CMA)
         return net_error(e, IXL_ERR_NOT_SUPPORTED,
-                         "NET: path=%s is forced but VRAM (%s) to '%s' moves only through CUDA "
-                         "IPC on one node for now (staging over TCP comes with issue 20)",
+                         "NET: path=%s is forced: VRAM (%s) to '%s' does not go through CUDA IPC",
                          e->force_path == NET_PATH_TCP ? "tcp" : "cma", side, p->name);
     pthread_mutex_lock(&p->lock);
     int allows = p->peer_allows_local;
@@ -270,9 +271,9 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     if (rc != IXL_OK)
         return net_error(e, rc, "NET: VRAM (%s) between '%s' and '%s' cannot use CUDA IPC: %s%s",
                          side, e->name, p->name, why,
-                         rc == IXL_ERR_NOT_SUPPORTED
-                             ? " (VRAM between agents moves through CUDA IPC on one node for "
-                               "now; staging through host memory comes with issue 20)"
+                         rc == IXL_ERR_NOT_SUPPORTED && e->force_path == NET_PATH_SHM
+                             ? " (path=shm is forced; with path auto or tcp it moves over TCP "
+                               "through pinned staging)"
                              : "");
     bool src_dev = r->op == IXL_OP_WRITE ? lv : rv, dst_dev = r->op == IXL_OP_WRITE ? rv : lv;
     r->dev = true;

@@ -248,7 +248,8 @@ static int serve_frame(struct net_engine *e, struct net_lslot *s)
         int want_fd = f[32] == 1;
         pthread_rwlock_rdlock(&e->regions_lock);
         struct net_region *g = net_region_find(e, key);
-        int ok = g != NULL && g->addr == addr && g->len == len;
+        /* VRAM regions are in the table for TCP frames only: never confirmed here */
+        int ok = g != NULL && g->addr == addr && g->len == len && !g->vram;
         pthread_rwlock_unlock(&e->regions_lock);
         uint64_t off = 0, size = 0;
         int fd = ok && want_fd ? alloc_dup(e, addr, len, &off, &size) : -1;

@@ -46,7 +46,7 @@
 #define MAX_EVENTS 256
 #define ACCEPTS_PER_EVENT 64
 
-enum body_mode { BODY_DISCARD, BODY_PLACE_W, BODY_PLACE_R, BODY_BUF, BODY_AUTH };
+enum body_mode { BODY_DISCARD, BODY_PLACE_W, BODY_PLACE_R, BODY_BUF, BODY_AUTH, BODY_STAGE };
 
 #define AUTH_LABEL "ixl-net-hello-v1" /* the domain of the handshake's MACs */
 
@@ -201,8 +201,9 @@ static bool overlaps_answers(const struct net_conn *c, uint64_t addr, uint64_t l
 {
     for (uint32_t i = c->tx_head; i < c->tx_n; i++) {
         const struct net_txf *f = &c->tx[i];
-        uint64_t a = (uintptr_t)f->data;
-        if (f->region != NULL && a < addr + len && addr < a + f->len)
+        uint64_t a = f->gate ? f->gate->addr : (uintptr_t)f->data;
+        uint64_t n = f->gate ? f->gate->len : f->len;
+        if (f->region != NULL && a < addr + len && addr < a + n)
             return true;
     }
     return false;
@@ -259,6 +260,10 @@ static void msg_done(struct net_engine *e, struct net_msg *m, int status, const 
 /* Drops what frame f holds; status says whether it was sent. */
 static void txf_done(struct net_engine *e, struct net_txf *f, int status, const char *why)
 {
+    if (f->stage_k && f->busy) /* an initiator's staged WRITE: its slot is free again */
+        net_stage_sent(e, f->busy, f->stage_k - 1);
+    if (f->gate)
+        net_sgate_put(f->gate);
     if (f->busy)
         net_req_unbusy(e, f->busy);
     if (f->notif_serial)
@@ -270,6 +275,8 @@ static void txf_done(struct net_engine *e, struct net_txf *f, int status, const 
     f->busy = NULL;
     f->msg = NULL;
     f->region = NULL;
+    f->gate = NULL;
+    f->stage_k = 0;
     f->notif_serial = 0;
 }
 
@@ -292,6 +299,7 @@ static void unname(struct net_engine *e, struct net_conn *c)
             if (--(*pp)->n == 0) {
                 struct net_inname *x = *pp;
                 *pp = x->next;
+                net_spool_unref(x->stage);
                 free(x);
             }
             break;
@@ -321,6 +329,10 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
     for (uint32_t i = c->tx_head; i < c->tx_n; i++)
         txf_done(e, &c->tx[i], status ? status : IXL_ERR_REMOTE_DISCONNECT, text);
     c->tx_head = c->tx_n = 0;
+    if (c->stage_slot != NULL) {
+        net_slot_put(c->stage_slot);
+        c->stage_slot = NULL;
+    }
     if (c->kind == NC_IN) {
         atomic_fetch_sub(&e->n_in, 1);
         unname(e, c);
@@ -631,8 +643,16 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
                                  .addr = ch->raddr,
                                  .len = ch->len,
                                  .key = ch->key};
+            if (r->op == IXL_OP_WRITE && r->stage_local && ch->slot == NULL) {
+                net_req_unbusy(e, r); /* cannot be: a staged frame is queued with its slot */
+                net_req_part_done(e, items[i].serial, IXL_ERR_BACKEND,
+                                  "NET: a staged WRITE frame lost its slot");
+                continue;
+            }
             if (r->op == IXL_OP_WRITE) {
-                data = (const void *)(uintptr_t)ch->laddr;
+                /* A staged chunk's bytes wait in its slot (net_stage.c). */
+                data = r->stage_local && ch->slot ? (const void *)ch->slot->buf
+                                                  : (const void *)(uintptr_t)ch->laddr;
                 len = (size_t)ch->len;
             }
         }
@@ -647,6 +667,8 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
         if (items[i].kind == NI_NOTIF) {
             f->notif_serial = items[i].serial;
         } else {
+            if (r->stage_local && r->op == IXL_OP_WRITE)
+                f->stage_k = items[i].chunk + 1;
             f->counts = 1;
             if (c->outstanding++ == 0)
                 c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
@@ -656,6 +678,34 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
 }
 
 static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n);
+
+/* Whether frame f may go: an answer gated by a staged device copy goes once the copy ended;
+ * one whose copy failed goes as an error with no data (its header rewritten). */
+static bool txf_ready(struct net_txf *f)
+{
+    if (f->gate == NULL)
+        return true;
+    int st = atomic_load(&f->gate->state);
+    if (st == IXL_IN_PROGRESS)
+        return false;
+    if (st != IXL_OK && f->len > 0) {
+        struct net_hdr h;
+        if (net_hdr_decode(f->hdr, &h) == 0) {
+            h.status = IXL_ERR_BACKEND;
+            h.len = 0;
+            net_hdr_encode(&h, f->hdr);
+        }
+        f->data = NULL;
+        f->len = 0;
+    } else if (st != IXL_OK) {
+        struct net_hdr h;
+        if (net_hdr_decode(f->hdr, &h) == 0 && h.status == 0) {
+            h.status = IXL_ERR_BACKEND;
+            net_hdr_encode(&h, f->hdr);
+        }
+    }
+    return true;
+}
 
 /* Sends what c's tx holds; an initiator's connection refills it from its peer's queue.
  * Returns -1 when c was closed. */
@@ -672,6 +722,8 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
         size_t skip = c->tx_off;
         for (uint32_t i = c->tx_head; i < c->tx_n && n_iov + 2 <= (int)(2 * PULL_FRAMES); i++) {
             struct net_txf *f = &c->tx[i];
+            if (!txf_ready(f))
+                break; /* its device copy runs: the loop is kicked when it ends */
             if (skip < NET_HDR_BYTES) {
                 iov[n_iov++] = (struct iovec){f->hdr + skip, NET_HDR_BYTES - skip};
                 skip = 0;
@@ -683,6 +735,8 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
             }
             skip = 0;
         }
+        if (n_iov == 0)
+            break;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
         ssize_t w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
@@ -719,16 +773,16 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
         free(st);
         if (c->closed)
             return -1;
-        if (rc == 0 && !c->held && !c->paused && !c->linger)
+        if (rc == 0 && !c->held && !c->paused && !c->stage_wait && !c->linger)
             c->reading = true;
         if (tx_pending(c) > 0)
             return conn_flush(l, c);
     }
-    bool more = tx_pending(c) > 0;
-    if (c->kind == NC_IN && !c->reading && !c->linger && !c->held && !c->paused &&
+    bool more = tx_pending(c) > 0 && txf_ready(&c->tx[c->tx_head]);
+    if (c->kind == NC_IN && !c->reading && !c->linger && !c->held && !c->paused && !c->stage_wait &&
         tx_pending(c) < TX_SOFT / 2)
         c->reading = true; /* the peer reads its answers again */
-    if (c->linger && !more) {
+    if (c->linger && tx_pending(c) == 0) {
         conn_close(l, c, false, 0, NULL);
         return -1;
     }
@@ -856,6 +910,59 @@ static int challenge_answer(struct net_loop *l, struct net_conn *c)
     return 0;
 }
 
+static bool superseded(const struct net_conn *c);
+
+/* A staged WRITE's body is in its slot: it is copied into the VRAM region, and its ack (r)
+ * waits for that copy's event. A superseded generation or a region gone meanwhile is
+ * answered at once and nothing is copied. */
+static int stage_write_end(struct net_loop *l, struct net_conn *c, struct net_hdr *r)
+{
+    struct net_engine *e = l->e;
+    struct net_slot *slot = c->stage_slot;
+    c->stage_slot = NULL;
+    struct net_region *g = NULL;
+    struct net_sgate *gt = NULL;
+    pthread_rwlock_rdlock(&e->regions_lock);
+    if (superseded(c)) {
+        r->status = IXL_ERR_REMOTE_DISCONNECT;
+    } else if ((g = net_region_range(e, c->h.key, c->h.addr, c->h.len)) == NULL || !g->vram) {
+        g = NULL;
+        r->status = IXL_ERR_REMOTE_REFUSED;
+    } else if ((gt = net_sgate_new(l, slot, g, c->h.addr, c->h.len)) == NULL) {
+        r->status = IXL_ERR_REMOTE_REFUSED;
+    }
+    pthread_rwlock_unlock(&e->regions_lock);
+    if (gt == NULL) {
+        net_slot_put(slot);
+        return tx_add(c, r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+    }
+    struct net_txf *f;
+    if (tx_add(c, r, NULL, 0, &f) != 0) {
+        atomic_store(&gt->state, IXL_ERR_CANCELED);
+        net_sgate_put(gt);
+        net_sgate_put(gt);
+        return protocol_error(l, c, "out of memory");
+    }
+    f->gate = gt;
+    net_sgate_copy(gt, true);
+    return 0;
+}
+
+/* A pinned slot of c's peer name for a frame to or from VRAM, or NULL (the loops are kicked
+ * when one comes free). */
+static struct net_slot *stage_slot_get(struct net_engine *e, struct net_conn *c)
+{
+    struct net_inname *x = c->inname;
+    if (x == NULL)
+        return NULL;
+    pthread_mutex_lock(&e->lock);
+    if (x->stage == NULL)
+        x->stage = net_spool_new(e, NULL);
+    struct net_spool *pool = x->stage;
+    pthread_mutex_unlock(&e->lock);
+    return pool ? net_slot_get(pool) : NULL;
+}
+
 /* The end of frame c->h (its body, if any, is in place). */
 static int frame_end(struct net_loop *l, struct net_conn *c)
 {
@@ -868,9 +975,17 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
             return 0;
         if (c->answer != 1)
             return 0; /* a released request's answer, drained */
+        if (net_stage_answer(e, c->peer, h) == 1)
+            return 0; /* a staged READ: its slot goes to the device first (net_stage.c) */
         char why[NET_WHY] = "";
         int status = IXL_OK;
-        if (h->status != 0) {
+        if (h->status == IXL_ERR_BACKEND) {
+            status = IXL_ERR_BACKEND;
+            snprintf(why, sizeof(why),
+                     "NET: '%s' answered frame %u of the %s with an error: a device copy "
+                     "there failed (its log has the driver's error)",
+                     c->peer->name, h->chunk, h->op == NET_WRITE_ACK ? "WRITE" : "READ");
+        } else if (h->status != 0) {
             status = IXL_ERR_REMOTE_REFUSED;
             snprintf(why, sizeof(why),
                      "NET: '%s' refused frame %u of the %s: outside its registered regions or "
@@ -930,6 +1045,8 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
     }
     case NET_WRITE:
         r.op = NET_WRITE_ACK;
+        if (c->stage_slot != NULL)
+            return stage_write_end(l, c, &r);
         r.status = c->answer;
         return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
     case NET_NOTIF:
@@ -959,6 +1076,41 @@ static int notif_pause(struct net_loop *l, struct net_conn *c)
     c->paused = true;
     c->reading = false;
     return c->peer_hold ? 0 : send_hold(l, c, 1);
+}
+
+/* A READ from VRAM region g (inflight held): its bytes are copied into a pinned slot and the
+ * answer (r) goes once that copy's event is done. No free slot: the header waits. */
+static int stage_read(struct net_loop *l, struct net_conn *c, struct net_region *g,
+                      struct net_hdr *r)
+{
+    struct net_engine *e = l->e;
+    struct net_hdr *h = &c->h;
+    struct net_slot *slot = stage_slot_get(e, c);
+    if (slot == NULL) {
+        atomic_fetch_sub(&g->inflight, 1);
+        c->stage_wait = true;
+        c->reading = false;
+        return 0;
+    }
+    struct net_sgate *gt = net_sgate_new(l, slot, g, h->addr, h->len);
+    if (gt == NULL) {
+        net_slot_put(slot);
+        atomic_fetch_sub(&g->inflight, 1);
+        return protocol_error(l, c, "out of memory");
+    }
+    r->len = h->len;
+    struct net_txf *f;
+    if (tx_add(c, r, slot->buf, (size_t)h->len, &f) != 0) {
+        atomic_fetch_sub(&g->inflight, 1);
+        atomic_store(&gt->state, IXL_ERR_CANCELED);
+        net_sgate_put(gt);
+        net_sgate_put(gt);
+        return protocol_error(l, c, "out of memory");
+    }
+    f->region = g;
+    f->gate = gt;
+    net_sgate_copy(gt, false);
+    return 0;
 }
 
 /* The header c->h arrived: checks it and sets up its body. */
@@ -1069,21 +1221,41 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         if (h->len > SERVE_MAX_FRAME)
             return protocol_error(l, c, "a WRITE frame over 1 GiB");
         pthread_rwlock_rdlock(&e->regions_lock);
-        int ok = net_region_range(e, h->key, h->addr, h->len) != NULL;
+        struct net_region *g = net_region_range(e, h->key, h->addr, h->len);
+        int ok = g != NULL && (!g->vram || (h->len <= NET_STAGE_FRAME && e->dev != NULL));
+        bool vram = ok && g->vram;
         pthread_rwlock_unlock(&e->regions_lock);
+        if (vram && c->stage_slot == NULL) {
+            /* Into VRAM: received into a pinned slot, then copied (net_stage.c). */
+            c->stage_slot = stage_slot_get(e, c);
+            if (c->stage_slot == NULL) {
+                c->stage_wait = true; /* this header waits until a slot comes free */
+                c->reading = false;
+                return 0;
+            }
+        }
         c->answer = ok ? 0 : IXL_ERR_REMOTE_REFUSED;
-        c->body_mode = ok ? BODY_PLACE_W : BODY_DISCARD;
+        c->body_mode = vram ? BODY_STAGE : ok ? BODY_PLACE_W : BODY_DISCARD;
         c->in_body = true;
         c->held = ok && overlaps_answers(c, h->addr, h->len);
+        if (h->len == 0 && vram) { /* nothing to copy */
+            net_slot_put(c->stage_slot);
+            c->stage_slot = NULL;
+            c->body_mode = BODY_DISCARD;
+        }
         return 0;
     }
     case NET_READ: {
         r.op = NET_READ_DATA;
         pthread_rwlock_rdlock(&e->regions_lock);
         struct net_region *g = net_region_range(e, h->key, h->addr, h->len);
+        if (g != NULL && g->vram && (h->len > NET_STAGE_FRAME || h->len == 0 || e->dev == NULL))
+            g = NULL; /* frames from VRAM fit one staging slot */
         if (g != NULL)
             atomic_fetch_add(&g->inflight, 1); /* seen by a deregistration from now on */
         pthread_rwlock_unlock(&e->regions_lock);
+        if (g != NULL && g->vram)
+            return stage_read(l, c, g, &r);
         if (g == NULL)
             r.status = IXL_ERR_REMOTE_REFUSED;
         else
@@ -1151,10 +1323,18 @@ static ssize_t body_move(struct net_loop *l, struct net_conn *c, const uint8_t *
             c->body_mode = BODY_DISCARD;
             c->answer = IXL_ERR_REMOTE_REFUSED;
         }
+    } else if (c->body_mode == BODY_STAGE) {
+        dst = (char *)c->stage_slot->buf + c->body_off; /* copied to VRAM at the frame's end */
     } else if (c->body_mode == BODY_PLACE_R) {
         r = net_req_get_busy(e, c->h.req);
+        const struct net_chunk *ch = r ? &r->chunks[c->h.chunk] : NULL;
+        if (r != NULL && r->stage_local && ch->slot == NULL) {
+            net_req_unbusy(e, r); /* cannot be: a staged READ is sent with its slot */
+            r = NULL;
+        }
         if (r != NULL)
-            dst = (char *)(uintptr_t)r->chunks[c->h.chunk].laddr + c->body_off;
+            dst = r->stage_local ? (char *)ch->slot->buf + c->body_off /* then to VRAM */
+                                 : (char *)(uintptr_t)ch->laddr + c->body_off;
         else
             c->body_mode = BODY_DISCARD; /* released: the rest is drained */
     } else if (c->body_mode == BODY_BUF) {
@@ -1197,7 +1377,7 @@ static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_
                 return protocol_error(l, c, "a malformed frame header");
             if (frame_begin(l, c) != 0)
                 return -1;
-            if (c->paused) { /* the rest waits until the application drains */
+            if (c->paused || c->stage_wait) { /* the rest waits (a drain, a staging slot) */
                 if (n > 0) {
                     uint8_t *keep = net_sys()->malloc(n);
                     if (keep == NULL)
@@ -1408,13 +1588,30 @@ static void accept_some(struct net_loop *l)
 
 /* A connection paused at a NOTIF header reads again when the queue has room: true when it
  * was resumed (it may pause again at a later notification), false when still paused. */
+static bool frame_resume(struct net_loop *l, struct net_conn *c);
+
 static bool notif_resume(struct net_loop *l, struct net_conn *c)
 {
     if (!c->paused || !net_notif_room(l->e, (size_t)c->h.len))
         return false;
     c->paused = false;
-    if (frame_begin(l, c) != 0 || c->paused)
-        return !c->paused;
+    return frame_resume(l, c);
+}
+
+/* A connection whose frame to or from VRAM waits for a staging slot tries again. */
+static bool stage_resume(struct net_loop *l, struct net_conn *c)
+{
+    if (!c->stage_wait || c->closed)
+        return false;
+    c->stage_wait = false;
+    return frame_resume(l, c);
+}
+
+/* The header waiting in c->h is taken again, then the input stashed after it. */
+static bool frame_resume(struct net_loop *l, struct net_conn *c)
+{
+    if (frame_begin(l, c) != 0 || c->paused || c->stage_wait)
+        return !(c->paused || c->stage_wait);
     uint8_t *st = c->stash;
     size_t n = c->stash_len;
     c->stash = NULL;
@@ -1423,13 +1620,41 @@ static bool notif_resume(struct net_loop *l, struct net_conn *c)
     free(st);
     if (c->closed)
         return true;
-    if (rc == 0 && !c->held && !c->paused && !c->linger) {
+    if (rc == 0 && !c->held && !c->paused && !c->stage_wait && !c->linger) {
         c->reading = true;
         if (c->peer_hold && send_hold(l, c, 0) != 0)
             return true;
     }
     conn_flush(l, c); /* its events follow reading */
     return true;
+}
+
+void net_loop_kick(struct net_loop *l)
+{
+    atomic_store(&l->stage_kick, 1);
+    loop_wake(l);
+}
+
+void net_loops_stage_kick(struct net_engine *e)
+{
+    for (int i = 0; i < e->n_loops; i++)
+        if (e->loops[i].e != NULL)
+            net_loop_kick(&e->loops[i]);
+}
+
+/* Staged device copies ended or slots came free: gated answers go, waiting frames retry. */
+static void stage_kicked(struct net_loop *l)
+{
+    for (struct net_conn *c = l->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closed)
+            continue;
+        /* Answers first: their slots may be what a waiting frame needs. */
+        if (tx_pending(c) > 0 && c->state == NCS_UP && conn_flush(l, c) != 0)
+            continue;
+        if (c->stage_wait)
+            stage_resume(l, c);
+    }
 }
 
 void net_loops_resume(struct net_engine *e)
@@ -1523,6 +1748,13 @@ static void tick(struct net_loop *l, uint64_t now)
                 conn_close(l, c, false, 0, NULL); /* no HELLO (or AUTH) in timeout_ms */
             continue;
         }
+        if (c->stage_wait) { /* a frame to or from VRAM waits for a staging slot */
+            if (stalled_tx)
+                conn_close(l, c, false, 0, NULL);
+            else if (conn_flush(l, c) == 0)
+                stage_resume(l, c);
+            continue;
+        }
         if (c->paused) { /* neither idle nor stalled: waiting for the application */
             if (stalled_tx) {
                 conn_close(l, c, false, 0, NULL); /* and its peer does not read */
@@ -1595,6 +1827,8 @@ static void take_lists(struct net_loop *l)
         for (struct net_conn *c = l->conns; c; c = c->next)
             if (!c->closed && c->paused)
                 notif_resume(l, c);
+    if (atomic_exchange(&l->stage_kick, 0) != 0)
+        stage_kicked(l);
 }
 
 static void *loop_main(void *arg)
@@ -1915,6 +2149,33 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
     if (rc != IXL_OK)
         return net_error(e, rc, "NET: '%s' is disconnected", p->name);
     return IXL_OK;
+}
+
+int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t k)
+{
+    struct net_engine *e = p->e;
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&e->reqs_lock);
+    uint64_t gen = r->gen;
+    pthread_mutex_unlock(&e->reqs_lock);
+    int rc = IXL_OK;
+    if (!p->loaded || atomic_load(&e->stopping) || gen != p->gen)
+        rc = IXL_ERR_REMOTE_DISCONNECT; /* its generation was torn down: the request failed */
+    else if (p->q.len + p->nq.len + 1 > e->queue_max)
+        rc = IXL_ERR_BUSY;
+    else
+        rc = ring_room(&p->q, 1);
+    if (rc == IXL_OK) {
+        ring_push(&p->q, (struct net_item){.serial = serial, .chunk = k, .kind = NI_FRAME});
+        rc = serve_queue(p, wake, &n_wake);
+        if (rc != IXL_OK)
+            p->q.len--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    return rc;
 }
 
 int net_peer_submit_notif(struct net_peer *p, uint64_t serial)

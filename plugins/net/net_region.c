@@ -80,13 +80,15 @@ struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t
     return g;
 }
 
-/* The key of DRAM region g, unique in the key table, and g in it (DRAM only: the table is what
- * peers' frames and same-node requests are checked against). */
+/* The key of region g, unique in the key table, and g in it (the table is what peers' frames
+ * and same-node requests are checked against). A VRAM region is there for TCP frames, which
+ * the loops move through staging slots (net_stage.c); it never gets a memfd, and the
+ * same-node channel confirms no VRAM region (net_local.c). */
 static int region_publish(struct net_engine *e, const struct ixl_reg_desc *d, struct net_region *g)
 {
     /* Inside memory NET allocated? Then same-node peers can map it. */
     pthread_mutex_lock(&e->lock);
-    for (struct net_alloc *a = e->allocs; a; a = a->next) {
+    for (struct net_alloc *a = e->allocs; a && !g->vram; a = a->next) {
         uint64_t base_addr = (uintptr_t)a->addr;
         if (d->addr >= base_addr && d->addr + d->len <= base_addr + a->len) {
             g->memfd = a->fd;
@@ -120,12 +122,12 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
     g->memfd = -1;
     int rc;
     if (type == IXL_MEM_VRAM) {
-        /* Device memory: classified through the device layer and kept out of the key table
-         * (no peer's frame, cma confirmation or memfd request finds it). Its key and public
-         * data are built as for DRAM, so part 2 (issue 20) extends the same token. */
+        /* Device memory: classified through the device layer, then in the key table with the
+         * same bounds checks as DRAM, for TCP frames only (staged: net_stage.c). */
         rc = net_dev_region(e, d, g);
-        g->key = ixlp_random64(net_sys()->getrandom);
-        if (rc == IXL_OK) { /* the same-node channel answers only for these (net_ipc.c) */
+        if (rc == IXL_OK) /* in the key table for tcp-staged frames (net_stage.c) */
+            rc = region_publish(e, d, g);
+        if (rc == IXL_OK) { /* and the channel answers IPC claims only for these (net_ipc.c) */
             pthread_rwlock_wrlock(&e->regions_lock);
             g->vnext = e->vram_regions;
             e->vram_regions = g;
@@ -154,7 +156,7 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
 
 void net_region_unpublish(struct net_engine *e, struct net_region *g)
 {
-    if (g->vram) { /* never in the table; out of the channel's list */
+    if (g->vram) { /* out of the channel's list first; then out of the key table below */
         pthread_rwlock_wrlock(&e->regions_lock);
         for (struct net_region **pp = &e->vram_regions; *pp; pp = &(*pp)->vnext)
             if (*pp == g) {
@@ -162,7 +164,6 @@ void net_region_unpublish(struct net_engine *e, struct net_region *g)
                 break;
             }
         pthread_rwlock_unlock(&e->regions_lock);
-        return;
     }
     /* Taking the lock for writing waits for a frame being placed into the region right now;
      * once out of the table no frame finds it. */

@@ -218,6 +218,7 @@ void net_reqs_free_all(struct net_engine *e)
     while (e->all_reqs) {
         struct net_req *r = e->all_reqs;
         net_req_unlink(e, r);
+        net_stage_sweep(e, r); /* every thread has stopped */
         net_req_free(r);
     }
 }

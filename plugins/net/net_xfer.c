@@ -345,9 +345,11 @@ int net_peer_alive(struct net_peer *p)
 
 static int build_chunks(struct net_engine *e, struct net_req *r)
 {
+    /* Frames to or from VRAM fit a staging slot at both ends (net_stage.c). */
+    uint64_t step = r->stage && e->chunk > NET_STAGE_FRAME ? NET_STAGE_FRAME : e->chunk;
     uint64_t count = 0;
     for (size_t i = 0; i < r->n; i++)
-        count += (r->ld[i].len + e->chunk - 1) / e->chunk;
+        count += (r->ld[i].len + step - 1) / step;
     if (count > UINT32_MAX)
         return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
     free(r->chunks);
@@ -359,10 +361,12 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
     uint32_t k = 0;
     for (size_t i = 0; i < r->n; i++) {
         const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
-        for (uint64_t off = 0; off < r->ld[i].len; off += e->chunk) {
-            uint64_t len = r->ld[i].len - off < e->chunk ? r->ld[i].len - off : e->chunk;
-            r->chunks[k++] =
-                (struct net_chunk){r->ld[i].addr + off, r->rd[i].addr + off, len, m->key};
+        const struct net_region *lg = (const struct net_region *)r->ld[i].md;
+        int dev = r->stage_local ? lg->dev : -1;
+        for (uint64_t off = 0; off < r->ld[i].len; off += step) {
+            uint64_t len = r->ld[i].len - off < step ? r->ld[i].len - off : step;
+            r->chunks[k++] = (struct net_chunk){
+                r->ld[i].addr + off, r->rd[i].addr + off, len, m->key, NULL, dev};
         }
     }
     r->n_chunks = k;
@@ -398,7 +402,17 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     if ((lv || rv) && e->dev == NULL)
         return net_error(e, IXL_ERR_BAD_MEM_TYPE, "NET cannot move VRAM here: %s", e->mem_why);
     /* A device pointer never goes to memmove, process_vm_*, sendmsg or a mapping: VRAM moves
-     * on the device's copy engines, within the agent or through CUDA IPC (net_ipc.c). */
+     * within the agent on the device's copy engines; between agents through CUDA IPC on one
+     * node (net_ipc.c), else through pinned staging slots over TCP (net_stage.c). */
+    if ((lv || rv) && strcmp(remote_agent, e->name) != 0 && e->force_path == NET_PATH_CMA)
+        return net_error(e, IXL_ERR_NOT_SUPPORTED,
+                         "NET: path=cma is forced, and VRAM between agents (%s VRAM, '%s' -> "
+                         "'%s') moves through CUDA IPC (path auto or shm) or over TCP through "
+                         "pinned staging (path auto or tcp)",
+                         lv && rv ? "both sides"
+                         : lv     ? "local side"
+                                  : "remote side",
+                         e->name, remote_agent);
     struct net_req *r = net_sys()->calloc(1, sizeof(*r));
     if (r == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
@@ -434,8 +448,22 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                              remote_agent);
         }
         r->peer = p;
-        if (lv || rv) { /* VRAM between agents: net_ipc.c chooses (or refuses, saying why) */
-            rc = net_ipc_route(e, r, p, lv, rv);
+        if (lv || rv) {
+            /* VRAM between agents: CUDA IPC when the verified same-node channel grants it
+             * (net_ipc.c); where it cannot (another node, same-node paths off, a DRAM target
+             * NET did not allocate, VMM memory without an exportable handle) and no path is
+             * forced, staged through pinned slots over TCP (net_stage.c). Refusals of a claim
+             * (a stale or forged region) are errors, never a fallback. */
+            rc = IXL_ERR_NOT_SUPPORTED;
+            if (e->force_path != NET_PATH_TCP)
+                rc = net_ipc_route(e, r, p, lv, rv);
+            if (rc == IXL_ERR_NOT_SUPPORTED && e->force_path != NET_PATH_SHM) {
+                net_ipc_req_free(r);
+                r->path = NET_PATH_TCP;
+                rc = net_stage_prep(e, r, lv, rv);
+                if (rc == IXL_OK)
+                    rc = build_chunks(e, r);
+            }
             goto chosen;
         }
         /* Same-node paths only to a peer the same-node channel verified (net_local.c): the
@@ -561,6 +589,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0) /* a thread of the last post still touches its buffers */
         return net_error(e, IXL_ERR_REPOST_ACTIVE, "NET: the last post is still winding down");
+    net_stage_sweep(e, r); /* slots a failed last post still held */
     if (set_notif(r, opts) != IXL_OK)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     if (r->peer != NULL) {
@@ -601,6 +630,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         else
             memset(r->answered, 0, r->n_chunks);
         r->pending = r->n_chunks;
+        r->stage_next = 0;
         /* Device work enqueued below on this thread, or copied below on this thread (a device
          * request with a large host side is enqueued by a copy worker, which takes its own
          * reference). */
@@ -642,7 +672,12 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         net_req_part_done(e, serial, IXL_OK, NULL);
         return IXL_IN_PROGRESS;
     }
-    if (r->path == NET_PATH_TCP) {
+    if (r->stage_local) {
+        /* Its chunks start as the peer's staging slots come free (net_stage.c). */
+        rc = net_stage_start(e, r, serial);
+        if (rc != IXL_OK)
+            return post_failed(e, r, rc);
+    } else if (r->path == NET_PATH_TCP) {
         rc = net_peer_submit(r->peer, r, serial, r->n_chunks);
         if (rc != IXL_OK)
             return post_failed(e, r, rc);
@@ -666,6 +701,8 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     char why[NET_WHY];
     snprintf(why, sizeof(why), "%s", rc < 0 ? r->why : "");
     pthread_mutex_unlock(&e->reqs_lock);
+    if (rc < 0 && rc != IXL_ERR_CANCELED && r->stage_local)
+        net_stage_sweep(e, r);    /* ended with nothing touching it: its slots go back */
     if (rc < 0 && why[0] != '\0') /* said again on the caller's thread */
         net_error(e, rc, "%s", why);
     return rc;
@@ -711,6 +748,7 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
     pthread_mutex_unlock(&e->reqs_lock);
     if (busy > 0)
         return net_error(e, IXL_ERR_BUSY, "NET: a copy of the request is still running");
+    net_stage_sweep(e, r);
     net_req_free(r);
     return IXL_OK;
 }
@@ -735,6 +773,7 @@ int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_in
     snprintf(out->path, sizeof(out->path), "%s",
              r->dev_path ? r->dev_path
              : r->dev    ? "local-cuda"
+             : r->stage  ? "tcp-staged"
                          : path_name(r->path));
     return IXL_OK;
 }

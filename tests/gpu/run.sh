@@ -68,7 +68,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info ixlbench test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_storage test_gpu_gds"
+targets="ixl ixl-info ixlbench test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_stage test_gpu_storage test_gpu_gds"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -200,6 +200,9 @@ run test_gpu_ipc 120 "NET between two processes through CUDA IPC: cuMemAlloc and
 run bench_gpu_ipc 200 "bandwidth: CUDA IPC between two processes against cuMemcpyDtoD inside one process (issue 20: >= 0.9x at 64 MiB and up)" \
     "$BUILD/tests/gpu/test_gpu_ipc" bench
 
+run test_gpu_stage 180 "staged VRAM->VRAM between two processes over loopback TCP (local_paths=0), data checked; bandwidth against DtoH pinned and raw TCP" \
+    "$BUILD/tests/gpu/test_gpu_stage"
+
 # Issue 21: VRAM <-> FILE: POSIX's staged path (the thread-pool engine here: no liburing), GDS
 # and GDS_MT when their plugins load, and the core's automatic choice, against the raw baseline
 # (cuMemcpy + pwrite/pread, O_DIRECT) in the same run. The file lives in IXL_GPU_STORAGE_DIR
@@ -243,7 +246,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc calibrate test_gpu_storage bench_storage test_gpu_gds python_gpu; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc test_gpu_stage calibrate test_gpu_storage bench_storage test_gpu_gds python_gpu; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"
