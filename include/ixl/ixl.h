@@ -488,7 +488,10 @@ struct ixl_reg_params {
  * Registers n regions of memory type type with the chosen backends (params NULL: all that
  * support the type). All or nothing: on error nothing stays registered. A region may nest in
  * or overlap another; registering the exact same (addr, len, dev) twice with a backend is
- * IXL_ERR_EXISTS. descs (and their bytes) are borrowed for the call.
+ * IXL_ERR_EXISTS. descs (and their bytes) are borrowed for the call. With no backend named,
+ * a backend that answers IXL_ERR_NOT_SUPPORTED for a region (it cannot serve that one: GDS for a
+ * file on a file system cuFile does not serve) is left out for it, with a WARN log line, when
+ * another backend takes it; transfers over that region then use the others.
  * FILE in path mode (dev IXL_DEV_NONE, bytes "MODE:PATH", the backend opens the file): each
  * such descriptor is a new region with a dev id assigned by the agent (>=
  * IXL_DEV_ASSIGNED_MIN), returned through params->devs_out, which such a call must give.

@@ -462,14 +462,17 @@ static int open_file(struct gds_engine *e, enum ixl_mem type, const struct ixl_r
         char t[96];
         bool flag =
             ce.err == GDS_CU_FILE_INVALID_FILE_OPEN_FLAG || ce.err == GDS_CU_FILE_DIO_NOT_SET;
-        return gds_error(e, IXL_ERR_BACKEND, "cuFileHandleRegister of '%s' failed: %s%s%s", m->name,
+        /* Anything but the open flags means cuFile cannot serve this file here (its file
+         * system, its volume: cuFile's log says which): IXL_ERR_NOT_SUPPORTED, so that a
+         * registration with every backend goes on without GDS for this file. */
+        return gds_error(e, flag ? IXL_ERR_BACKEND : IXL_ERR_NOT_SUPPORTED,
+                         "cuFileHandleRegister of '%s' failed: %s%s", m->name,
                          gds_err_text(ce, t, sizeof(t)),
                          flag ? " (GPUDirect Storage wants the file open with O_DIRECT: mode "
                                 "'direct', or an fd opened with O_DIRECT)"
-                              : "",
-                         ce.err == GDS_CU_FILE_INVALID_FILE_TYPE
-                             ? " (cuFile does not serve this file system or file type)"
-                             : "");
+                              : " (cuFile cannot serve this file here: its file system or "
+                                "volume is not one cuFile supports, even in compatibility mode; "
+                                "cufile.log says why)");
     }
     m->fh_ok = true;
     return IXL_OK;

@@ -383,14 +383,30 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
             fresh[i] = 1;
         }
         regs[i] = g;
+        /* With no backend named, a backend that cannot serve this region (IXL_ERR_NOT_SUPPORTED:
+         * GDS for a file on a file system cuFile does not serve) is left out for it, as long as
+         * another backend takes it; a named backend's refusal is the call's. */
+        unsigned skipped = 0;
         for (unsigned b = 0; b < agent->n_backends; b++) {
             if (!(mask & (1u << b)))
                 continue;
             rc = register_one(agent, g, b, d);
+            if (rc == IXL_ERR_NOT_SUPPORTED && !use_list) {
+                ixl_log_write(IXL_LOG_WARN, "agent %s: backend %s left out for %s region %zu: %s",
+                              agent->name, agent->backends[b]->plugin->info.name,
+                              ixl_mem_name(type), i, ixl_err_get(agent->id));
+                skipped++;
+                continue;
+            }
             if (rc != IXL_OK)
                 goto undo;
             added[i] |= 1u << b;
         }
+        if (skipped > 0 && added[i] == 0 && !(g->backend_mask & mask)) {
+            rc = IXL_ERR_NOT_SUPPORTED; /* no backend took it: the last refusal says why */
+            goto undo;
+        }
+        rc = IXL_OK;
     }
     /* Everything registered: publish in the indexes. */
     for (i = 0; i < n; i++) {

@@ -369,7 +369,9 @@ static int bench(CUdeviceptr L)
     const char *quick = getenv("IXL_GPU_QUICK");
     int rounds = quick && quick[0] == '1' ? 3 : 5;
     static const size_t sizes[NS] = {16u << 20, 64u << 20, BIG};
-    CUdeviceptr L2 = gpu_alloc(BIG);
+    CUdeviceptr L2 = gpu_alloc(BIG); /* the READ column's destination: registered too */
+    struct ixl_reg_desc d2 = {.addr = L2, .len = BIG, .dev = (uint64_t)G.ordinal};
+    CHECK_RC(ixl_mem_register(agent, IXL_MEM_VRAM, &d2, 1, NULL), IXL_OK);
     uint8_t *h = malloc(BIG);
     CHECK(h != NULL);
     uint64_t seed = (uint64_t)(gpu_now() * 1e6);
@@ -452,6 +454,7 @@ static int bench(CUdeviceptr L)
             CHECK_RC(ixl_xfer_release(xs[s][i]), IXL_OK);
         CHECK_RC(ixl_xfer_release(xr[s]), IXL_OK);
     }
+    CHECK_RC(ixl_mem_deregister(agent, IXL_MEM_VRAM, &d2, 1, NULL), IXL_OK);
     gpu_free(L2);
     free(h);
     return 0;

@@ -324,6 +324,33 @@ int main(int argc, char **argv)
         unsetenv("IXL_CUFILESIM_NOBATCH");
         ixl_agent_destroy(a);
     }
+    /* A file cuFile cannot serve (IXL_CUFILESIM_NOFILE): registered with every backend, GDS
+     * is left out for it and POSIX takes it; named alone, GDS refuses it saying why. */
+    {
+        struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = "POSIX"};
+        struct ixl_agent *a = NULL;
+        CHECK_RC(ixl_agent_create("gds-nofile", &ap, &a), IXL_OK);
+        struct ixl_kv kv[] = {{"library", IXL_CUFILESIM_PATH}};
+        struct ixl_backend *g = NULL;
+        CHECK_RC(ixl_backend_create(a, "GDS", kv, 1, &g), IXL_OK);
+        char path[300];
+        snprintf(path, sizeof(path), "%s/nofile", dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(fd >= 0);
+        CHECK(ftruncate(fd, 1 << 20) == 0);
+        setenv("IXL_CUFILESIM_NOFILE", "1", 1);
+        struct ixl_reg_desc rf = {0, 1 << 20, (uint64_t)fd, NULL, 0};
+        struct ixl_reg_params only = {
+            .field_mask = IXL_REG_F_BACKENDS, .backends = &g, .n_backends = 1};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &rf, 1, &only), IXL_ERR_NOT_SUPPORTED);
+        CHECK_STR_HAS(ixl_agent_last_error(a), "cuFile cannot serve this file");
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_FILE, &rf, 1, NULL), IXL_OK); /* POSIX took it */
+        CHECK_RC(ixl_mem_deregister(a, IXL_MEM_FILE, &rf, 1, NULL), IXL_OK);
+        unsetenv("IXL_CUFILESIM_NOFILE");
+        ixl_agent_destroy(a);
+        close(fd);
+        unlink(path);
+    }
     run("GDS", true, "batch.compat");
     stats(s1);
     CHECK(s1[2] > 0 && s1[3] > 0); /* batch entries and batches */

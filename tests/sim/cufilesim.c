@@ -120,6 +120,11 @@ EXPORT gds_CUfileError cuFileHandleRegister(gds_CUfileHandle *fh, gds_CUfileDesc
 {
     if (d->type != GDS_CU_FILE_HANDLE_TYPE_OPAQUE_FD || d->handle.fd < 0)
         return fail(GDS_CU_FILE_INVALID_VALUE);
+    /* IXL_CUFILESIM_NOFILE: as cuFile answers, even in compatibility mode, for a file on a
+     * volume it cannot describe (seen on an H200 VM: no udev attributes for /dev/vda). */
+    const char *nf = getenv("IXL_CUFILESIM_NOFILE");
+    if (nf != NULL && nf[0] == '1')
+        return fail(GDS_CU_FILE_HANDLE_NOT_REGISTERED);
     struct handle *h = malloc(sizeof(*h));
     if (h == NULL)
         return fail(GDS_CU_FILE_INTERNAL_ERROR);
