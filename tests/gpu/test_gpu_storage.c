@@ -91,6 +91,33 @@ static void setup(void)
     st = ixl_mem_register(agent, IXL_MEM_VRAM, &vd, 1, NULL);
     if (st != IXL_OK)
         fail_st(__LINE__, "registering VRAM", st);
+    /* A backend the registration left out for this file (IXL_ERR_NOT_SUPPORTED: cuFile serves
+     * no file on this file system) is reported and not asked. */
+    for (int b = 1; b < NB; b++) {
+        if (bes[b] == NULL)
+            continue;
+        struct ixl_dlist *l, *r;
+        CHECK_RC(ixl_dlist_create(IXL_MEM_VRAM, 1, &l), IXL_OK);
+        CHECK_RC(ixl_dlist_create(IXL_MEM_FILE, 1, &r), IXL_OK);
+        struct ixl_desc ld = {va, 4096, (uint64_t)G.ordinal}, rd = {0, 4096, fdev};
+        CHECK_RC(ixl_dlist_add(l, &ld, 1), IXL_OK);
+        CHECK_RC(ixl_dlist_add(r, &rd, 1), IXL_OK);
+        struct ixl_xfer_params p = {
+            .field_mask = IXL_XFER_F_BACKENDS, .backends = &bes[b], .n_backends = 1};
+        struct ixl_xfer *x = NULL;
+        st = ixl_xfer_create(agent, IXL_OP_WRITE, l, r, self, &p, &x);
+        ixl_dlist_destroy(l);
+        ixl_dlist_destroy(r);
+        if (st == IXL_OK) {
+            CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        } else if (st == IXL_ERR_NOT_REGISTERED) {
+            fprintf(stderr, "%s: serves no file here (left out at registration: see the log)\n",
+                    bnames[b]);
+            bes[b] = NULL;
+        } else {
+            fail_st(__LINE__, "probing a backend", st);
+        }
+    }
 }
 
 static void teardown(void)
