@@ -102,10 +102,10 @@ static void setup(void)
         struct ixl_desc ld = {va, 4096, (uint64_t)G.ordinal}, rd = {0, 4096, fdev};
         CHECK_RC(ixl_dlist_add(l, &ld, 1), IXL_OK);
         CHECK_RC(ixl_dlist_add(r, &rd, 1), IXL_OK);
-        struct ixl_xfer_params p = {
+        struct ixl_xfer_params xp = {
             .field_mask = IXL_XFER_F_BACKENDS, .backends = &bes[b], .n_backends = 1};
         struct ixl_xfer *x = NULL;
-        st = ixl_xfer_create(agent, IXL_OP_WRITE, l, r, self, &p, &x);
+        st = ixl_xfer_create(agent, IXL_OP_WRITE, l, r, self, &xp, &x);
         ixl_dlist_destroy(l);
         ixl_dlist_destroy(r);
         if (st == IXL_OK) {
