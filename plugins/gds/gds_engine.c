@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/ixl_file_mode.h"
 #include "gds.h"
 #include "../common/ixl_cost_table.h"
 
@@ -340,57 +341,13 @@ int gds_thread_ctx(struct gds_engine *e, int dev, int *cur)
 
 /* ---- registration -------------------------------------------------------------------------- */
 
-/* Parses "MODE:PATH" (MODE: comma-separated ro, rw, direct, sync, dsync, create), as POSIX. */
+/* Parses "MODE:PATH" (plugins/common/ixl_file_mode.h), saying why through the engine. */
 static int parse_mode(struct gds_engine *e, const void *bytes, size_t len, char *path, size_t cap,
                       int *flags)
 {
-    const char *s = bytes;
-    const char *colon = memchr(s, ':', len);
-    if (colon == NULL)
-        return gds_error(e, IXL_ERR_INVALID_ARG,
-                         "registration bytes must be \"MODE:PATH\" (MODE: ro or rw, and direct, "
-                         "sync, dsync, create, comma-separated; e.g. \"rw,direct,create:/data/"
-                         "kv.bin\")");
-    size_t plen = len - (size_t)(colon + 1 - s);
-    while (plen > 0 && colon[plen] == '\0')
-        plen--;
-    if (plen == 0 || plen >= cap || memchr(colon + 1, '\0', plen) != NULL)
-        return gds_error(e, IXL_ERR_INVALID_ARG, "the path after \"MODE:\" is %s",
-                         plen == 0 ? "empty" : "too long or contains a NUL");
-    memcpy(path, colon + 1, plen);
-    path[plen] = '\0';
-    int f = O_RDWR;
-    const char *w = s;
-    while (w < colon) {
-        const char *end = memchr(w, ',', (size_t)(colon - w));
-        if (end == NULL)
-            end = colon;
-        size_t n = (size_t)(end - w);
-#define WORD(lit) (n == sizeof(lit) - 1 && memcmp(w, lit, n) == 0)
-        if (WORD("ro"))
-            f = (f & ~O_ACCMODE) | O_RDONLY;
-        else if (WORD("rw"))
-            f = (f & ~O_ACCMODE) | O_RDWR;
-        else if (WORD("direct"))
-            f |= O_DIRECT;
-        else if (WORD("sync"))
-            f |= O_SYNC;
-        else if (WORD("dsync"))
-            f |= O_DSYNC;
-        else if (WORD("create"))
-            f |= O_CREAT;
-        else if (n != 0)
-            return gds_error(e, IXL_ERR_INVALID_ARG,
-                             "unknown mode word '%.*s' (known: ro, rw, direct, sync, dsync, "
-                             "create)",
-                             (int)n, w);
-#undef WORD
-        w = end + 1;
-    }
-    if ((f & O_CREAT) && (f & O_ACCMODE) == O_RDONLY)
-        return gds_error(e, IXL_ERR_INVALID_ARG, "mode 'create' needs 'rw'");
-    *flags = f;
-    return IXL_OK;
+    char why[256];
+    int rc = ixlp_parse_file_mode(bytes, len, path, cap, flags, why, sizeof(why));
+    return rc == IXL_OK ? IXL_OK : gds_error(e, rc, "%s", why);
 }
 
 static int open_file(struct gds_engine *e, enum ixl_mem type, const struct ixl_reg_desc *d,

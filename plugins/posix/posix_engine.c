@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/ixl_file_mode.h"
 #include "posix.h"
 
 #define PX_MEMS (IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_FILE) | IXL_MEM_BIT(IXL_MEM_BLK))
@@ -215,57 +216,13 @@ struct px_mode {
     const char *path;
 };
 
-/* Parses "MODE:PATH" (MODE: comma-separated ro, rw, direct, sync, dsync, create). */
+/* Parses "MODE:PATH" (plugins/common/ixl_file_mode.h), saying why through the engine. */
 static int parse_mode(struct px_engine *e, const void *bytes, size_t len, char *path, size_t cap,
                       int *flags)
 {
-    const char *s = bytes;
-    const char *colon = memchr(s, ':', len);
-    if (colon == NULL)
-        return px_error(e, IXL_ERR_INVALID_ARG,
-                        "registration bytes must be \"MODE:PATH\" (MODE: ro or rw, and "
-                        "direct, sync, dsync, create, comma-separated; e.g. "
-                        "\"rw,create:/data/kv.bin\")");
-    size_t plen = len - (size_t)(colon + 1 - s);
-    while (plen > 0 && colon[plen] == '\0') /* a terminating NUL counted in bytes_len */
-        plen--;
-    if (plen == 0 || plen >= cap || memchr(colon + 1, '\0', plen) != NULL)
-        return px_error(e, IXL_ERR_INVALID_ARG, "the path after \"MODE:\" is %s",
-                        plen == 0 ? "empty" : "too long or contains a NUL");
-    memcpy(path, colon + 1, plen);
-    path[plen] = '\0';
-    int f = O_RDWR;
-    const char *w = s;
-    while (w < colon) {
-        const char *end = memchr(w, ',', (size_t)(colon - w));
-        if (end == NULL)
-            end = colon;
-        size_t n = (size_t)(end - w);
-#define WORD(lit) (n == sizeof(lit) - 1 && memcmp(w, lit, n) == 0)
-        if (WORD("ro"))
-            f = (f & ~O_ACCMODE) | O_RDONLY;
-        else if (WORD("rw"))
-            f = (f & ~O_ACCMODE) | O_RDWR;
-        else if (WORD("direct"))
-            f |= O_DIRECT;
-        else if (WORD("sync"))
-            f |= O_SYNC;
-        else if (WORD("dsync"))
-            f |= O_DSYNC;
-        else if (WORD("create"))
-            f |= O_CREAT;
-        else if (n != 0)
-            return px_error(e, IXL_ERR_INVALID_ARG,
-                            "unknown mode word '%.*s' (known: ro, rw, direct, sync, dsync, "
-                            "create)",
-                            (int)n, w);
-#undef WORD
-        w = end + 1;
-    }
-    if ((f & O_CREAT) && (f & O_ACCMODE) == O_RDONLY)
-        return px_error(e, IXL_ERR_INVALID_ARG, "mode 'create' needs 'rw'");
-    *flags = f;
-    return IXL_OK;
+    char why[256];
+    int rc = ixlp_parse_file_mode(bytes, len, path, cap, flags, why, sizeof(why));
+    return rc == IXL_OK ? IXL_OK : px_error(e, rc, "%s", why);
 }
 
 /* Direct-I/O alignment: statx's, else the device's logical block size, else 4096. */
