@@ -1604,6 +1604,22 @@ CUresult cuEventDestroy_v2(CUevent event)
 
 /* ---- legacy IPC ------------------------------------------------------------------------- */
 
+/* Whether pid is a process (a thread group's leader), read from /proc/<pid>/status. */
+static bool is_process(int32_t pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    long tgid = -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Tgid: %ld", &tgid) == 1)
+            break;
+    fclose(f);
+    return tgid == (long)pid;
+}
+
 CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr)
 {
     struct CUctx_st *c;
@@ -1662,6 +1678,10 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *ptr, CUipcMemHandle handle, unsigned
     }
     pthread_mutex_unlock(&g_lock);
 
+    /* The handle names a process: a thread id of that process is another entry in /proc that
+     * would reach the same descriptors, and is not the name the exporter wrote. */
+    if (!is_process(h.pid))
+        return CUDA_ERROR_INVALID_VALUE;
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
     /* Only a sim memfd is opened (never a FIFO or device a forged handle might name). */

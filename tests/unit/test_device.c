@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,7 +445,7 @@ static void *fresh_thread(void *arg)
 }
 
 /* Another process (this binary, run again) opens the export and reads the pattern. */
-static int ipc_child(const char *hex)
+static int ipc_child(const char *hex, const char *tid)
 {
     ops = ixl_dev_ops();
     struct ixl_dev_ipc h;
@@ -463,13 +464,53 @@ static int ipc_child(const char *hex)
     struct ixl_dev_ipc bad = h;
     bad.bytes[8] ^= 0x5a;
     CHECK(ops->ipc_open(ops->ctx, 0, &bad, &base) != IXL_OK);
+    bad = h;
+    bad.bytes[IXL_DEV_IPC_LEN / 2] ^= 0x01;
+    CHECK(ops->ipc_open(ops->ctx, 0, &bad, &base) != IXL_OK);
+    /* The simulator's handle names the exporter by pid (bytes 8..11): a thread id of the
+     * exporter is another name for that process in /proc, not the process the handle names;
+     * it is refused too (CI once drew such a pid by flipping bits above). */
+    int32_t t = (int32_t)atoi(tid);
+    CHECK(t > 0);
+    bad = h;
+    memcpy(&bad.bytes[8], &t, sizeof(t));
+    CHECK(ops->ipc_open(ops->ctx, 0, &bad, &base) != IXL_OK);
     memset(&bad, 0, sizeof(bad));
     CHECK(ops->ipc_open(ops->ctx, 0, &bad, &base) != IXL_OK);
     return 0;
 }
 
+struct parked {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pid_t tid;
+    bool go;
+};
+
+/* A thread of this process that waits until told to end; it publishes its thread id. */
+static void *parked_thread(void *arg)
+{
+    struct parked *p = arg;
+    pthread_mutex_lock(&p->lock);
+    p->tid = gettid();
+    pthread_cond_broadcast(&p->cond);
+    while (!p->go)
+        pthread_cond_wait(&p->cond, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
 static void test_ipc_open(void *d0, const struct ixl_dev_ipc *h)
 {
+    struct parked pk = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, parked_thread, &pk) == 0);
+    pthread_mutex_lock(&pk.lock);
+    while (pk.tid == 0)
+        pthread_cond_wait(&pk.cond, &pk.lock);
+    pthread_mutex_unlock(&pk.lock);
+    char tid[24];
+    snprintf(tid, sizeof(tid), "%d", (int)pk.tid);
     unsigned char pat[4096];
     fill(pat, sizeof(pat), 77);
     CHECK_RC(ixl_device_copy((char *)d0 + 4096, pat, sizeof(pat)), IXL_OK);
@@ -480,13 +521,18 @@ static void test_ipc_open(void *d0, const struct ixl_dev_ipc *h)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        execl("/proc/self/exe", "test_device", "ipc-child", hex, (char *)NULL);
+        execl("/proc/self/exe", "test_device", "ipc-child", hex, tid, (char *)NULL);
         _exit(127);
     }
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         check_fail(__FILE__, __LINE__, "the IPC child failed (status 0x%x)", st);
+    pthread_mutex_lock(&pk.lock);
+    pk.go = true;
+    pthread_cond_broadcast(&pk.cond);
+    pthread_mutex_unlock(&pk.lock);
+    CHECK(pthread_join(th, NULL) == 0);
 }
 
 static void test_ipc_pin(void *d0)
@@ -548,8 +594,8 @@ static void test_register(struct ixl_agent *a, void *d0, void *d1)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "ipc-child") == 0)
-        return ipc_child(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "ipc-child") == 0)
+        return ipc_child(argv[2], argv[3]);
     const char *sim = getenv("IXL_CUDA_LIBRARY");
     if (sim == NULL || strstr(sim, "cudasim") == NULL)
         check_fail(__FILE__, __LINE__, "run me with IXL_CUDA_LIBRARY = libixl_cudasim.so");
