@@ -211,11 +211,6 @@ static void px_destroy(struct ixl_engine *base)
 
 /* ---- registration -------------------------------------------------------------------------- */
 
-struct px_mode {
-    int flags;
-    const char *path;
-};
-
 /* Parses "MODE:PATH" (plugins/common/ixl_file_mode.h), saying why through the engine. */
 static int parse_mode(struct px_engine *e, const void *bytes, size_t len, char *path, size_t cap,
                       int *flags)
@@ -248,7 +243,7 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
 {
     int by_path = (type == IXL_MEM_FILE && d->dev == IXL_DEV_NONE) ||
                   (type == IXL_MEM_BLK && d->bytes_len > 0);
-    int flags;
+    int flags = 0;
     if (by_path) {
         int rc = parse_mode(e, d->bytes, d->bytes_len, m->name, sizeof(m->name), &flags);
         if (rc != IXL_OK)
