@@ -16,7 +16,8 @@
  *   eventfd     baseline: a bare eventfd write -> poll() between two threads, same delay
  * Modes run interleaved in -r rounds; each row is the median (and p99) of all its samples.
  *
- * Usage: bench_wake [-n requests per round] [-r rounds] [-d delay_us]
+ * Usage: bench_wake [-n requests per round] [-r rounds] [-d delay_us] [-m wait|fd|busy]
+ * -m runs one row only (for profiling: strace -c -f, perf).
  * Exit status: 0 when every step ran, 1 when an ixl call failed, 77 when the TEST plugin
  * cannot be found (build with BUILD_TESTING=ON).
  */
@@ -45,6 +46,7 @@ static const char *const mode_name[M_N] = {"wait", "fd", "busy-poll", "cond (bas
                                            "eventfd (baseline)"};
 
 static unsigned g_n = 2000, g_rounds = 3, g_delay_us = 100;
+static int g_only = -1; /* -m: one row only (for profiling) */
 
 static uint64_t now_ns(void)
 {
@@ -234,7 +236,8 @@ static void bare_run(enum mode m, double *out, unsigned n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_wake [-n requests per round] [-r rounds] [-d delay_us]\n");
+    fprintf(stderr, "usage: bench_wake [-n requests per round] [-r rounds] [-d delay_us] "
+                    "[-m wait|fd|busy]\n");
     exit(2);
 }
 
@@ -247,7 +250,15 @@ int main(int argc, char **argv)
             g_rounds = (unsigned)atoi(argv[++i]);
         else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc)
             g_delay_us = (unsigned)atoi(argv[++i]);
-        else
+        else if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) {
+            i++;
+            g_only = strcmp(argv[i], "wait") == 0   ? M_WAIT
+                     : strcmp(argv[i], "fd") == 0   ? M_FD
+                     : strcmp(argv[i], "busy") == 0 ? M_BUSY
+                                                    : -2;
+            if (g_only == -2)
+                usage();
+        } else
             usage();
     }
     if (g_n == 0 || g_rounds == 0 || g_delay_us == 0)
@@ -272,6 +283,8 @@ int main(int argc, char **argv)
     }
     for (unsigned r = 0; r < g_rounds; r++)
         for (int m = 0; m < M_N; m++) {
+            if (g_only >= 0 && m != g_only)
+                continue;
             if (m == M_COND || m == M_EVENTFD) {
                 bare_run((enum mode)m, v[m] + nv[m], g_n);
                 nv[m] += g_n;
@@ -286,6 +299,8 @@ int main(int argc, char **argv)
            g_delay_us, g_n, g_rounds);
     printf("%-20s %10s %10s %10s\n", "row", "median", "p99", "target");
     for (int m = 0; m < M_N; m++) {
+        if (nv[m] == 0)
+            continue;
         qsort(v[m], nv[m], sizeof(double), cmp_double);
         double med = v[m][nv[m] / 2], p99 = v[m][(size_t)((double)(nv[m] - 1) * 0.99)];
         char tgt[32] = "";

@@ -989,6 +989,10 @@ ixl_status ixl_xfer_status(struct ixl_xfer *x)
     return rc;
 }
 
+/* How long ixl_xfer_wait spins on the agent's wake sequence before it sleeps: a completion
+ * that comes sooner costs no sleep and no wake-up (one spinner per agent). */
+#define IXL_WAIT_SPIN_NS 20000u
+
 ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
 {
     if (x == NULL)
@@ -999,8 +1003,10 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
      * millisecond; the others wake us through the host's signal(), with a coarse timer as a
      * safety net. */
     int slice = (x->backend->caps & IXL_CAP_PROGRESS) && !agent->params.progress_thread ? 1 : 20;
+    uint64_t spin = IXL_WAIT_SPIN_NS;
     for (;;) {
-        uint64_t gen = ixl_agent_wake_gen(agent);
+        /* The sequence first: a completion after this read moves it. */
+        uint32_t seq = ixl_agent_wake_seq(agent);
         int rc = ixl_xfer_status(x);
         if (rc != IXL_IN_PROGRESS)
             return rc;
@@ -1015,8 +1021,20 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
             uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
             if (left_ms < (uint64_t)wait)
                 wait = (int)left_ms;
+            if (deadline - now < spin)
+                spin = deadline - now;
         }
-        ixl_agent_wait_wake(agent, gen, wait);
+        /* Spin once per wait, before the first sleep: a wake for another request (or a
+         * notification) moves the sequence too, and then the status is checked again. */
+        if (spin > 0) {
+            uint64_t t0 = ixl_now_ns();
+            int moved = ixl_agent_spin_wake(agent, seq, spin);
+            uint64_t used = ixl_now_ns() - t0;
+            spin = moved && used < spin ? spin - used : 0;
+            if (moved)
+                continue;
+        }
+        ixl_agent_wait_wake(agent, seq, wait);
     }
 }
 
