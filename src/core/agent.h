@@ -88,6 +88,8 @@ struct ixl_agent {
     _Atomic uint32_t wake_seq;
     _Atomic uint32_t wake_sleepers;
     _Atomic uint32_t wake_spinners;
+    /* post -> done of a recent request (ns): ixl_xfer_wait spins only when that is short. */
+    _Atomic uint64_t recent_done_ns;
     _Atomic int fd_armed;
     int event_fd;
 
