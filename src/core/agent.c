@@ -140,7 +140,8 @@ static inline void cpu_relax(void)
 #endif
 }
 
-int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns)
+int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns,
+                        struct ixl_backend *drive)
 {
     if (spin_ns == 0)
         return 0;
@@ -155,8 +156,14 @@ int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns)
             moved = 1;
             break;
         }
-        if ((i & 63) == 63 && mono_ns() >= end)
-            break;
+        if ((i & 63) == 63) {
+            if (mono_ns() >= end)
+                break;
+            /* A backend whose progress() moves requests: drive it while spinning, as a
+             * polling caller would (its completion then moves the sequence). */
+            if (drive != NULL)
+                drive->plugin->ops.progress(drive->engine);
+        }
         cpu_relax();
     }
     atomic_store(&agent->wake_spinners, 0);

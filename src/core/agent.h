@@ -142,8 +142,10 @@ static inline uint32_t ixl_agent_wake_seq(struct ixl_agent *agent)
     return atomic_load(&agent->wake_seq);
 }
 /* Spins (briefly, one thread per agent at a time) until the wake sequence moves past seq:
- * 1 if it did, 0 when the spin gave up (the caller then sleeps in ixl_agent_wait_wake). */
-int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns);
+ * 1 if it did, 0 when the spin gave up (the caller then sleeps in ixl_agent_wait_wake).
+ * drive: NULL, or a backend whose progress() is called every few dozen turns. */
+int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns,
+                        struct ixl_backend *drive);
 
 /* Calls progress() on every backend that has it (under agent->calls_lock, not agent->lock). */
 void ixl_agent_progress_backends(struct ixl_agent *agent);

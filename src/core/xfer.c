@@ -1038,7 +1038,8 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
          * notification) moves the sequence too, and then the status is checked again. */
         if (spin > 0) {
             uint64_t t0 = ixl_now_ns();
-            int moved = ixl_agent_spin_wake(agent, seq, spin);
+            int moved = ixl_agent_spin_wake(
+                agent, seq, spin, (x->backend->caps & IXL_CAP_PROGRESS) ? x->backend : NULL);
             uint64_t used = ixl_now_ns() - t0;
             spin = moved && used < spin ? spin - used : 0;
             if (moved)

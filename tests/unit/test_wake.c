@@ -94,7 +94,7 @@ static void test_sleep_race(void)
             uint32_t seq = ixl_agent_wake_seq(r.agent);
             if (atomic_load(&r.done) == i)
                 break;
-            if (spin && ixl_agent_spin_wake(r.agent, seq, 2000))
+            if (spin && ixl_agent_spin_wake(r.agent, seq, 2000, NULL))
                 continue;
             ixl_agent_wait_wake(r.agent, seq, LOST_MS);
             if (now_ns() - t0 >= (uint64_t)LOST_MS * 1000000u)
@@ -229,12 +229,12 @@ static void test_timeouts(void)
     t0 = now_ns();
     ixl_agent_wait_wake(a, seq, 0);
     CHECK(now_ns() - t0 < 100000000u);
-    CHECK(ixl_agent_spin_wake(a, seq, 1000) == 0);
+    CHECK(ixl_agent_spin_wake(a, seq, 1000, NULL) == 0);
     /* A sequence that already moved returns at once, even with no timeout. */
     ixl_agent_wake(a);
     t0 = now_ns();
     ixl_agent_wait_wake(a, seq, -1);
-    CHECK(ixl_agent_spin_wake(a, seq, 1000) == 1);
+    CHECK(ixl_agent_spin_wake(a, seq, 1000, NULL) == 1);
     CHECK(now_ns() - t0 < 100000000u);
     ixl_agent_destroy(a);
 }
