@@ -56,6 +56,7 @@ echo
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/threads.XXXXXX") || exit 1
 tpid=""
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
     [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
     rm -rf "$tmp"

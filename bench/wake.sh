@@ -20,7 +20,7 @@ type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 echo "machine: $(uname -n), $(nproc) CPUs, ${cpu:-unknown CPU}, kernel $(uname -r)"
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "build:   $build (CMAKE_BUILD_TYPE=${type:-RelWithDebInfo, the project's default})"
+echo "build:   $build (CMAKE_BUILD_TYPE=${type:-RelWithDebInfo, the default})"
 echo
 
 if [ -z "${BASE_DIR:-}" ]; then

@@ -84,7 +84,7 @@ listener_case() {
 # TSan (two-process) over shm only: over tcp the order between the target's loop sending a READ
 # answer and its next fill goes through sockets, which TSan cannot see.
 threads_case() { # path:poll|wait ...
-    local c p w
+    # (POSIX sh: no local; c, p, w are the loop's own)
     for c in "$@"; do
         p=${c%%:*}
         w=${c#*:}
