@@ -87,6 +87,7 @@ static void usage(FILE *f)
             "  --no-check            no data checks (default: a fresh pattern each iteration,\n"
             "                        poisoned destinations, checked outside the timing)\n"
             "  --reuse               make each slot's request once and post it again\n"
+            "  --poll                busy-poll ixl_xfer_status instead of ixl_xfer_wait\n"
             "  --merge               let ixl merge adjacent descriptors (default: no_merge)\n"
             "  --cold-buffers        each row starts with fresh local memory: READs fault its\n"
             "                        pages in during the timed part (as fio's buffers do),\n"
@@ -145,6 +146,7 @@ enum {
     O_NO_CHECK,
     O_CHECK,
     O_REUSE,
+    O_POLL,
     O_MERGE,
     O_COLD,
     O_SCENARIO,
@@ -208,6 +210,7 @@ static const struct option long_opts[] = {
     {"no-check", no_argument, NULL, O_NO_CHECK},
     {"check", no_argument, NULL, O_CHECK},
     {"reuse", no_argument, NULL, O_REUSE},
+    {"poll", no_argument, NULL, O_POLL},
     {"merge", no_argument, NULL, O_MERGE},
     {"cold-buffers", no_argument, NULL, O_COLD},
     {"scenario", required_argument, NULL, O_SCENARIO},
@@ -497,6 +500,9 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             break;
         case O_REUSE:
             o->reuse = true;
+            break;
+        case O_POLL:
+            o->poll = true;
             break;
         case O_MERGE:
             o->merge = true;

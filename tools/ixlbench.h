@@ -73,6 +73,7 @@ struct ixb_opts {
     double runtime_s;     /* 0, or a row's timed part stops after this long */
     unsigned threads, depth;
     bool check, reuse, merge;
+    bool poll;         /* busy-poll ixl_xfer_status instead of sleeping in ixl_xfer_wait */
     bool cold_buffers; /* each row starts with the local memory given back to the kernel */
     enum ixb_api api;
     bool sweep, kv;
@@ -160,6 +161,9 @@ struct ixb_row {
 /* ---- ixlbench_util.c ------------------------------------------------------------------------ */
 
 uint64_t ixb_now_ns(void);
+/* Waits for x: ixl_xfer_wait, or with o->poll a busy loop on ixl_xfer_status (the same
+ * timeout, then IXL_ERR_TIMEOUT). */
+ixl_status ixb_wait(const struct ixb_opts *o, struct ixl_xfer *x, int timeout_ms);
 int ixb_parse_size(const char *s, uint64_t *out);
 /* "4 KiB", "64 MiB" (exact binary units, else bytes). */
 const char *ixb_size_str(uint64_t v, char *buf, size_t len);

@@ -13,7 +13,8 @@
  * `depth` requests in flight without pause (a slot is re-posted as soon as it completed).
  *
  * Times per request: prepare = ixl_xfer_create / ixl_xfer_create_prepped, post = inside
- * ixl_xfer_post, complete = from post's return to the completion seen by ixl_xfer_wait,
+ * ixl_xfer_post, complete = from post's return to the completion seen by ixl_xfer_wait
+ * (with --poll: by a busy loop on ixl_xfer_status),
  * latency = post + complete. GB/s = bytes of the timed iterations / their wall time
  * (creation and release included: an application pays them).
  *
@@ -509,7 +510,7 @@ static int post_req(struct thr *th, unsigned s)
 static int finish_req(struct thr *th, unsigned s, int record)
 {
     struct row_ctx *rc = th->rc;
-    ixl_status st = ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS);
+    ixl_status st = ixb_wait(rc->in->o, th->x[s], IXB_XFER_TIMEOUT_MS);
     uint64_t d = ixb_now_ns();
 
     th->inflight[s] = false;
@@ -982,7 +983,7 @@ static void *thr_main(void *arg)
         if (th->x[s] != NULL) {
             /* The wait's outcome no longer matters (the run is over); a release refused
              * (BUSY) leaves the request to ixl_agent_destroy(). */
-            if (th->inflight[s] && ixl_xfer_wait(th->x[s], IXB_XFER_TIMEOUT_MS) != IXL_OK)
+            if (th->inflight[s] && ixb_wait(rc->in->o, th->x[s], IXB_XFER_TIMEOUT_MS) != IXL_OK)
                 fprintf(stderr, "ixlbench: an unfinished request at the end: %s\n",
                         ixl_agent_last_error(rc->in->agent));
             if (ixl_xfer_release(th->x[s]) != IXL_OK)

@@ -275,7 +275,7 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
     st = ixl_xfer_post(x);
     t2 = ixb_now_ns();
     if (st == IXL_IN_PROGRESS)
-        st = ixl_xfer_wait(x, IXB_XFER_TIMEOUT_MS);
+        st = ixb_wait(in->o, x, IXB_XFER_TIMEOUT_MS);
     t3 = ixb_now_ns();
     if (st != IXL_OK) {
         fprintf(stderr, "ixlbench: KV %s: the READ failed: %s: %s\n", kv_names[v], ixl_strerror(st),

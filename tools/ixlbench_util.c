@@ -22,6 +22,20 @@ uint64_t ixb_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+ixl_status ixb_wait(const struct ixb_opts *o, struct ixl_xfer *x, int timeout_ms)
+{
+    if (!o->poll)
+        return ixl_xfer_wait(x, timeout_ms);
+    uint64_t end = ixb_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (unsigned i = 0;; i++) {
+        ixl_status st = ixl_xfer_status(x);
+        if (st != IXL_IN_PROGRESS)
+            return st;
+        if ((i & 1023) == 1023 && ixb_now_ns() >= end)
+            return IXL_ERR_TIMEOUT;
+    }
+}
+
 /* The rule of every ixl size (ixl_option_parse, the parser of backend options): a decimal
  * number, or one with K, M, G, T (KiB, ...; powers of 1024). */
 int ixb_parse_size(const char *s, uint64_t *out)

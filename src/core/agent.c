@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,51 +82,112 @@ static int host_peer_check(void *ctx, int fd, int32_t *pid_out, char *why, size_
 
 /* ---- waking ----------------------------------------------------------------------------- */
 
-void ixl_agent_wake(struct ixl_agent *agent)
+/*
+ * No lock on this path. A waker makes its news visible (the plugin marks the request done),
+ * then bumps wake_seq (seq_cst) and reads wake_sleepers; a sleeper adds itself to
+ * wake_sleepers (seq_cst), then sleeps on wake_seq only while it still holds the value it read
+ * before checking its request (the kernel compares and queues atomically). In the single total
+ * order of the two seq_cst pairs, either the waker sees the sleeper (and wakes it) or the
+ * sleeper's futex sees the new sequence (and does not sleep): no wake is lost.
+ *
+ * The fd: fd_armed is 1 from the wake that wrote the eventfd until ixl_agent_progress drains
+ * it, so a stream of completions nobody poll()s costs one write, not one per completion. The
+ * drain clears fd_armed before reading and writes again if a wake armed it meanwhile (its
+ * write may have been the one read): fd_armed == 1 always means "the fd is or will be
+ * readable".
+ */
+static void futex_wake_all(_Atomic uint32_t *word)
 {
-    pthread_mutex_lock(&agent->wake_lock);
-    agent->wake_gen++;
-    pthread_cond_broadcast(&agent->wake_cond);
-    pthread_mutex_unlock(&agent->wake_lock);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleeps while *word == val, at most rel (NULL: no limit). */
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *rel)
+{
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
+}
+
+static void fd_arm(struct ixl_agent *agent)
+{
     uint64_t one = 1;
     /* EAGAIN means the counter is saturated: the fd is readable already. */
     ssize_t rc = sys_write(agent->event_fd, &one, sizeof(one));
     (void)rc;
 }
 
-uint64_t ixl_agent_wake_gen(struct ixl_agent *agent)
+void ixl_agent_wake(struct ixl_agent *agent)
 {
-    pthread_mutex_lock(&agent->wake_lock);
-    uint64_t g = agent->wake_gen;
-    pthread_mutex_unlock(&agent->wake_lock);
-    return g;
+    atomic_fetch_add(&agent->wake_seq, 1);
+    if (atomic_load(&agent->wake_sleepers) > 0)
+        futex_wake_all(&agent->wake_seq);
+    if (atomic_load(&agent->fd_armed) == 0 && atomic_exchange(&agent->fd_armed, 1) == 0)
+        fd_arm(agent);
 }
 
-static void deadline_after(struct timespec *ts, int timeout_ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += timeout_ms / 1000;
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-void ixl_agent_wait_wake(struct ixl_agent *agent, uint64_t gen, int timeout_ms)
+static uint64_t mono_ns(void)
 {
     struct timespec ts;
-    if (timeout_ms >= 0)
-        deadline_after(&ts, timeout_ms);
-    pthread_mutex_lock(&agent->wake_lock);
-    while (agent->wake_gen == gen) {
-        if (timeout_ms < 0) {
-            pthread_cond_wait(&agent->wake_cond, &agent->wake_lock);
-        } else if (pthread_cond_timedwait(&agent->wake_cond, &agent->wake_lock, &ts) == ETIMEDOUT) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns,
+                        struct ixl_backend *drive)
+{
+    if (spin_ns == 0)
+        return 0;
+    /* One spinner per agent: more would take the cores the completing threads need. */
+    uint32_t none = 0;
+    if (!atomic_compare_exchange_strong(&agent->wake_spinners, &none, 1))
+        return 0;
+    int moved = 0;
+    uint64_t end = mono_ns() + spin_ns;
+    for (unsigned i = 0;; i++) {
+        if (atomic_load(&agent->wake_seq) != seq) {
+            moved = 1;
             break;
         }
+        if ((i & 63) == 63) {
+            if (mono_ns() >= end)
+                break;
+            /* A backend whose progress() moves requests: drive it while spinning, as a
+             * polling caller would (its completion then moves the sequence). */
+            if (drive != NULL)
+                drive->plugin->ops.progress(drive->engine);
+        }
+        cpu_relax();
     }
-    pthread_mutex_unlock(&agent->wake_lock);
+    atomic_store(&agent->wake_spinners, 0);
+    return moved;
+}
+
+void ixl_agent_wait_wake(struct ixl_agent *agent, uint32_t seq, int timeout_ms)
+{
+    uint64_t deadline = timeout_ms >= 0 ? mono_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+    atomic_fetch_add(&agent->wake_sleepers, 1);
+    while (atomic_load(&agent->wake_seq) == seq) {
+        if (timeout_ms < 0) {
+            futex_wait(&agent->wake_seq, seq, NULL);
+            continue;
+        }
+        uint64_t now = mono_ns();
+        if (now >= deadline)
+            break;
+        uint64_t left = deadline - now;
+        struct timespec rel = {.tv_sec = (time_t)(left / 1000000000u),
+                               .tv_nsec = (long)(left % 1000000000u)};
+        futex_wait(&agent->wake_seq, seq, &rel);
+    }
+    atomic_fetch_sub(&agent->wake_sleepers, 1);
 }
 
 /* ---- progress ----------------------------------------------------------------------------- */
@@ -586,12 +650,10 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
     pthread_mutex_init(&agent->notif_lock, NULL);
     pthread_mutex_init(&agent->objs_lock, NULL);
     pthread_mutex_init(&agent->pool_lock, NULL);
-    pthread_mutex_init(&agent->wake_lock, NULL);
     pthread_mutex_init(&agent->progress_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&agent->wake_cond, &ca);
     pthread_cond_init(&agent->progress_cond, &ca);
     pthread_condattr_destroy(&ca);
 
@@ -667,9 +729,7 @@ void ixl_agent_destroy(struct ixl_agent *agent)
     if (agent->event_fd >= 0)
         sys_close(agent->event_fd);
     pthread_cond_destroy(&agent->progress_cond);
-    pthread_cond_destroy(&agent->wake_cond);
     pthread_mutex_destroy(&agent->progress_lock);
-    pthread_mutex_destroy(&agent->wake_lock);
     pthread_mutex_destroy(&agent->notif_lock);
     pthread_mutex_destroy(&agent->objs_lock);
     pthread_mutex_destroy(&agent->pool_lock);
@@ -702,9 +762,14 @@ ixl_status ixl_agent_progress(struct ixl_agent *agent)
     if (agent == NULL)
         return IXL_ERR_INVALID_ARG;
     uint64_t v;
-    /* Clear first: a signal that lands after this read leaves the fd readable again. */
+    /* Disarm, then drain: a signal that lands after the read leaves the fd readable again,
+     * and one that armed it between the two (its write maybe the one read) is written again
+     * (see "waking"). */
+    atomic_store(&agent->fd_armed, 0);
     ssize_t rc = sys_read(agent->event_fd, &v, sizeof(v));
     (void)rc;
+    if (atomic_load(&agent->fd_armed) != 0)
+        fd_arm(agent);
     ixl_agent_progress_backends(agent);
     return IXL_OK;
 }

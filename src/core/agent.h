@@ -3,7 +3,7 @@
  *
  *   agent->notif_lock  ->  agent->calls_lock  ->  agent->lock (rwlock: registry, remotes,
  *                                                               backends list)
- *   agent->lock  ->  agent->wake_lock, agent->pool_lock, agent->objs_lock
+ *   agent->lock  ->  agent->pool_lock, agent->objs_lock
  *   xfer->lock  ->  (backend calls only; never an agent lock)
  *
  * Requests (struct ixl_xfer) are not protected by agent->lock once created: one thread posts
@@ -81,11 +81,16 @@ struct ixl_agent {
     uint64_t next_dev;                /* next dev id for a path-mode FILE region (lock held) */
     struct ixl_remote_table *remotes; /* loaded remote agents (src/core/remote.c) */
 
-    /* Waking waiters: signal() bumps wake_gen under wake_lock and broadcasts wake_cond for
-     * threads in ixl_xfer_wait(), and makes event_fd readable for poll()ing applications. */
-    pthread_mutex_t wake_lock;
-    pthread_cond_t wake_cond;
-    uint64_t wake_gen;
+    /* Waking waiters, without a lock (src/core/agent.c, "waking"): signal() bumps wake_seq
+     * and, only when a thread sleeps on it (wake_sleepers > 0), wakes them with one futex
+     * call; it writes event_fd for poll()ing applications only when fd_armed was 0 (the fd
+     * was drained since the last write). */
+    _Atomic uint32_t wake_seq;
+    _Atomic uint32_t wake_sleepers;
+    _Atomic uint32_t wake_spinners;
+    /* post -> done of a recent request (ns): ixl_xfer_wait spins only when that is short. */
+    _Atomic uint64_t recent_done_ns;
+    _Atomic int fd_armed;
     int event_fd;
 
     /* Serializes draining notifications, so entries keep their arrival order. */
@@ -128,9 +133,19 @@ struct ixl_agent {
 
 /* Wakes waiters of the agent (the host's signal callback). */
 void ixl_agent_wake(struct ixl_agent *agent);
-/* Waits until the wake generation moves past gen or timeout_ms passes (<0: forever). */
-void ixl_agent_wait_wake(struct ixl_agent *agent, uint64_t gen, int timeout_ms);
-uint64_t ixl_agent_wake_gen(struct ixl_agent *agent);
+/* Waits until the wake sequence moves past seq or timeout_ms passes (<0: forever); a wake
+ * that came after seq was read is never missed. */
+void ixl_agent_wait_wake(struct ixl_agent *agent, uint32_t seq, int timeout_ms);
+/* The wake sequence: read it before checking what a wake would change. */
+static inline uint32_t ixl_agent_wake_seq(struct ixl_agent *agent)
+{
+    return atomic_load(&agent->wake_seq);
+}
+/* Spins (briefly, one thread per agent at a time) until the wake sequence moves past seq:
+ * 1 if it did, 0 when the spin gave up (the caller then sleeps in ixl_agent_wait_wake).
+ * drive: NULL, or a backend whose progress() is called every few dozen turns. */
+int ixl_agent_spin_wake(struct ixl_agent *agent, uint32_t seq, uint64_t spin_ns,
+                        struct ixl_backend *drive);
 
 /* Calls progress() on every backend that has it (under agent->calls_lock, not agent->lock). */
 void ixl_agent_progress_backends(struct ixl_agent *agent);

@@ -897,6 +897,11 @@ static void finish(struct ixl_xfer *x, int rc)
         x->state = XFER_DONE;
         x->xfer_ns = ixl_now_ns() - x->post_start_ns;
         x->done_count++;
+        /* For ixl_xfer_wait's spin; stored only when it moved by a quarter or more, so that
+         * threads completing alike do not keep writing the shared line. */
+        uint64_t old = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
+        if (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old)
+            atomic_store_explicit(&agent->recent_done_ns, x->xfer_ns, memory_order_relaxed);
         atomic_fetch_add(&agent->st_completed, 1);
         atomic_fetch_add(&agent->st_bytes, x->bytes);
         if (x->backend->plugin->has[IXL_OPT_REQ_INFO]) {
@@ -989,6 +994,12 @@ ixl_status ixl_xfer_status(struct ixl_xfer *x)
     return rc;
 }
 
+/* ixl_xfer_wait spins on the agent's wake sequence before it sleeps, for twice the post ->
+ * done time of a recent request of the agent, when that is at most this: a completion that
+ * comes that soon costs no sleep and no wake-up. Longer requests (and a second waiter while
+ * one spins) sleep at once, leaving the cores to the threads that complete them. */
+#define IXL_WAIT_SPIN_MAX_NS 50000u
+
 ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
 {
     if (x == NULL)
@@ -999,8 +1010,13 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
      * millisecond; the others wake us through the host's signal(), with a coarse timer as a
      * safety net. */
     int slice = (x->backend->caps & IXL_CAP_PROGRESS) && !agent->params.progress_thread ? 1 : 20;
+    uint64_t recent = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
+    uint64_t spin = recent <= IXL_WAIT_SPIN_MAX_NS ? 2 * recent : 0;
+    if (spin > IXL_WAIT_SPIN_MAX_NS)
+        spin = IXL_WAIT_SPIN_MAX_NS;
     for (;;) {
-        uint64_t gen = ixl_agent_wake_gen(agent);
+        /* The sequence first: a completion after this read moves it. */
+        uint32_t seq = ixl_agent_wake_seq(agent);
         int rc = ixl_xfer_status(x);
         if (rc != IXL_IN_PROGRESS)
             return rc;
@@ -1015,8 +1031,21 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
             uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
             if (left_ms < (uint64_t)wait)
                 wait = (int)left_ms;
+            if (deadline - now < spin)
+                spin = deadline - now;
         }
-        ixl_agent_wait_wake(agent, gen, wait);
+        /* Spin once per wait, before the first sleep: a wake for another request (or a
+         * notification) moves the sequence too, and then the status is checked again. */
+        if (spin > 0) {
+            uint64_t t0 = ixl_now_ns();
+            int moved = ixl_agent_spin_wake(
+                agent, seq, spin, (x->backend->caps & IXL_CAP_PROGRESS) ? x->backend : NULL);
+            uint64_t used = ixl_now_ns() - t0;
+            spin = moved && used < spin ? spin - used : 0;
+            if (moved)
+                continue;
+        }
+        ixl_agent_wait_wake(agent, seq, wait);
     }
 }
 

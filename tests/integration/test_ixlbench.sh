@@ -79,6 +79,35 @@ listener_case() {
         fail "--peer: the metadata did not come from the listener: $(cat "$tmp/p.err")"
 }
 
+# --- two processes: 4 threads on one agent, data checked, waiting and busy-polling ----------
+# (issue 18: threads posting concurrently on one agent; --poll instead of ixl_xfer_wait). Under
+# TSan (two-process) over shm only: over tcp the order between the target's loop sending a READ
+# answer and its next fill goes through sockets, which TSan cannot see.
+threads_case() { # path:poll|wait ...
+    # (POSIX sh: no local; c, p, w are the loop's own)
+    for c in "$@"; do
+        p=${c%%:*}
+        w=${c#*:}
+        "$bench" --role target --md-file "$tmp/md" --idle-timeout 60 --quiet 2>"$tmp/t.err" &
+        tpid=$!
+        # shellcheck disable=SC2046
+        "$bench" --role initiator --md-file "$tmp/md" --block 4K --block-max 64K --iters 10 \
+            --warmup 1 --no-progress --threads 4 --depth 2 --path "$p" \
+            $([ "$w" = poll ] && echo --poll) >"$tmp/m.out" 2>"$tmp/m.err" ||
+            fail "--threads 4 over $p ($w): $(cat "$tmp/m.err")"
+        wait "$tpid" || fail "the target exited $?: $(cat "$tmp/t.err")"
+        tpid=""
+        grep -q "^WRITE .* pass$" "$tmp/m.out" || fail "--threads 4 over $p ($w): no passing WRITE"
+        grep -q "^READ .* pass$" "$tmp/m.out" || fail "--threads 4 over $p ($w): no passing READ"
+        grep -q "FAIL" "$tmp/m.out" && fail "--threads 4 over $p ($w): a check failed"
+    done
+}
+if [ "$mode" = two-process ]; then
+    threads_case shm:wait shm:poll
+else
+    threads_case shm:wait tcp:poll
+fi
+
 if [ "$mode" = two-process ]; then
     listener_case
     echo ok

@@ -63,7 +63,15 @@
 #define TM_BYTES_PER_US 10000ull /* 10 GB/s */
 
 /* The options, by index: create_engine reads init->values[TO_x]. */
-enum tm_opt { TO_DELAY_US, TO_MEMS, TO_FAIL_POST, TO_RELEASE_BUSY, TO_NO_PROGRESS, TO_COUNT };
+enum tm_opt {
+    TO_DELAY_US,
+    TO_MEMS,
+    TO_FAIL_POST,
+    TO_RELEASE_BUSY,
+    TO_NO_PROGRESS,
+    TO_STAMP,
+    TO_COUNT
+};
 
 static const struct ixl_option tm_options[TO_COUNT] = {
     [TO_DELAY_US] = {.name = "delay_us",
@@ -98,6 +106,12 @@ static const struct ixl_option tm_options[TO_COUNT] = {
                         .default_value = "0",
                         .type = IXL_OPT_BOOL,
                         .description = "engines do not advertise the progress capability"},
+    [TO_STAMP] = {.name = "stamp",
+                  .default_value = "0",
+                  .type = IXL_OPT_BOOL,
+                  .description = "the worker writes CLOCK_MONOTONIC ns into the first 8 bytes "
+                                 "of a READ's destination just before completing it (wake-up "
+                                 "benchmarks)"},
 };
 
 /* ---- objects ---------------------------------------------------------------------------- */
@@ -170,6 +184,7 @@ struct tm_engine {
     uint64_t inst;
     const struct ixl_host *host;
     uint64_t delay_us;
+    int stamp;
     int fail_post;
     unsigned release_busy;
     size_t notif_max;
@@ -633,6 +648,10 @@ static void *tm_worker(void *arg)
         pthread_mutex_unlock(&e->lock);
         struct tm_engine *t;
         int rc = tm_execute(e, r, 1, &t);
+        if (e->stamp && rc == IXL_OK && r->op == IXL_OP_READ && r->n > 0 && r->ld[0].len >= 8) {
+            uint64_t stamp = tm_now_ns(); /* the moment the completion becomes visible */
+            memcpy((void *)(uintptr_t)r->ld[0].addr, &stamp, sizeof(stamp));
+        }
         pthread_mutex_lock(&e->lock);
         r->state = TM_DONE; /* from here release_req may free r */
         r->status = r->canceling ? IXL_ERR_CANCELED : rc;
@@ -733,6 +752,7 @@ static int tm_create_engine(const struct ixl_engine_init *init, struct ixl_engin
     e->inst = tm_new_id();
     e->host = h;
     e->delay_us = delay_us;
+    e->stamp = opt[TO_STAMP].i != 0;
     e->fail_post = fail_post;
     e->release_busy = (unsigned)release_busy;
     e->notif_max = notif_max;
