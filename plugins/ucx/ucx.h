@@ -244,8 +244,12 @@ struct ucx_worker {
     struct ucx_part *ready;             /* parts whose operations all completed: next phase */
     struct ucx_part *active;            /* parts in flight on this worker */
     size_t n_active;
-    uint64_t last_any_ms; /* last progress that did something, or a part added */
-    struct ucx_op *ops;   /* messages awaiting replies (see struct ucx_op) */
+    uint64_t last_any_ms;  /* last progress that did something, or a part added */
+    uint64_t last_any_ns;  /* the same in ns, for the spin window (spin_us) */
+    uint64_t last_post_ns; /* the latest post that started a part here (progress() spins) */
+    atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back */
+    atomic_bool asleep; /* its thread armed the worker and may sleep in epoll: wake() it */
+    struct ucx_op *ops; /* messages awaiting replies (see struct ucx_op) */
     uint32_t n_ops, cap_ops, free_op;
     uint64_t rng;           /* xorshift state: the random half of tokens */
     struct ucx_send *sends; /* messages UCX has not completed */
@@ -263,6 +267,7 @@ struct ucx_engine {
     int err_mode;                /* ucp_err_handling_mode_t */
     char tls[128];
     unsigned progress_us;
+    uint64_t spin_ns;    /* spin_us: polling after the last activity before sleeping */
     uint64_t timeout_ms; /* 0: no deadline */
     bool own_rma;        /* rma_emulation=ixl */
 
@@ -291,7 +296,8 @@ struct ucx_engine {
     size_t nq_count, nq_bytes; /* of the list above (<= nq_max, nq_bytes_max) */
 
     atomic_bool stop;
-    atomic_bool rkey_unchecked; /* this UCX packs rkeys unlike ucx_rkey_check expects */
+    atomic_uint_fast64_t finished; /* requests finished (progress() spins until it changes) */
+    atomic_bool rkey_unchecked;    /* this UCX packs rkeys unlike ucx_rkey_check expects */
 };
 
 /* ucx_engine.c */
@@ -300,12 +306,14 @@ void fail(struct ucx_engine *e, int status, const char *fmt, ...)
 int status_of(ucs_status_t st);
 struct ucx_remote *remote_find(struct ucx_engine *e, const char *name);
 uint64_t now_ms(void);
+uint64_t now_ns(void);
 struct ucx_md *key_find(const struct ucx_engine *e, uint64_t key);
 
 /* ucx_worker.c */
 void lock_workers(struct ucx_engine *e);
 void unlock_workers(struct ucx_engine *e);
 void wake(struct ucx_worker *w);
+void wake_now(struct ucx_worker *w);
 void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r);
 bool tcp_may_open(const char *tls, const char *devices);
 int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *out);
