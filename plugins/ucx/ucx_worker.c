@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ucx.h"
@@ -316,6 +318,8 @@ bool progress_locked(struct ucx_worker *w)
 /* progress() keeps polling for up to this long after the latest post on a worker while that
  * worker has parts in flight (bounded by spin_us), until a request completes. */
 #define UCX_CALLER_SPIN_NS 50000u
+/* How long the thread sleeps while a caller polls, before it looks again. */
+#define UCX_STANDBY_NS 100000
 
 void *progress_main(void *arg)
 {
@@ -326,7 +330,21 @@ void *progress_main(void *arg)
         ms = 1;
     while (!atomic_load(&e->stop)) {
         if (now_ns() - atomic_load(&w->caller_ns) < UCX_CALLER_NS) {
-            sched_yield(); /* a polling caller drives the worker */
+            /* A caller polls the worker: this thread sleeps rather than spinning beside it (a
+             * third runnable thread on two CPUs can leave the peer's thread waiting for a
+             * CPU for a scheduler tick). The caller wakes it when it stops polling
+             * (progress()); a caller that polls through check_xfer is seen gone at the next
+             * look, UCX_STANDBY_NS later. */
+            struct pollfd pf = {.fd = w->wakefd, .events = POLLIN};
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = UCX_STANDBY_NS};
+            atomic_store(&w->standby, true);
+            if (now_ns() - atomic_load(&w->caller_ns) < UCX_CALLER_NS &&
+                ppoll(&pf, 1, &ts, NULL) > 0) {
+                uint64_t v;
+                if (read(w->wakefd, &v, sizeof(v)) < 0) {
+                }
+            }
+            atomic_store(&w->standby, false);
             continue;
         }
         pthread_mutex_lock(&w->lock);
@@ -392,6 +410,15 @@ int ucx_progress(struct ixl_engine *base)
         if (!fresh || atomic_load(&e->finished) != done0 || now_ns() - t0 >= limit)
             break;
         sched_yield(); /* the peer (or this worker's thread) may share this CPU */
+    }
+    /* This caller stops polling (ixl_xfer_wait sleeps next): the workers' threads take over,
+     * also from a check_xfer just before; at once unless a request just completed here (the
+     * caller returns to it, and a sleeping thread looks again within UCX_STANDBY_NS). */
+    bool done = atomic_load(&e->finished) != done0;
+    for (unsigned i = 0; i < e->nw; i++) {
+        atomic_store(&e->w[i].caller_ns, 0);
+        if (!done && atomic_load(&e->w[i].standby))
+            wake_now(&e->w[i]);
     }
     return IXL_OK;
 }
