@@ -32,9 +32,11 @@
  * leaves; the target answers whether it queued it (its queue is bounded), and the request ends
  * with that answer.
  *
- * Progress: each worker's thread spins while that worker has parts in flight, and otherwise
- * sleeps on the worker's event fd (ucp_worker_arm + epoll) for at most progress_us; progress()
- * and check_xfer let the agent's threads progress the workers too. Deadline: when operations to
+ * Progress: each worker's thread spins while that worker has parts in flight and for spin_us
+ * after its last activity, and otherwise sleeps on the worker's event fd (ucp_worker_arm +
+ * epoll) for at most progress_us; progress() and check_xfer let the agent's threads progress
+ * the workers too (progress() polls a request posted < 50 us ago until one completes, and
+ * while a caller polls, the worker's thread sleeps: ucx_worker.c). Deadline: when operations to
  * a peer are outstanding and none completed for timeout_ms, the peer is stalled (a stopped
  * peer's kernel still acknowledges tcp, so neither UCX's keepalive nor the socket notices it):
  * its requests in flight fail with IXL_ERR_REMOTE_DISCONNECT and new posts to it fail at once,
