@@ -38,6 +38,20 @@
 # (docs/benchmarks.md). Over shared memory into UCX-allocated memory a put is a memcpy in the
 # posting thread and the request is done when ixl_xfer_post returns, so depth adds no overlap;
 # depth 1 is the like-for-like shape. SHM_DEPTH=4 shows the cache effect.
+# Latency section (knob LAT_MODES, default "shm tcp"; LAT_MODES= skips it, MODES= skips the
+# bandwidth rows): 4 KiB WRITE post->done, one request in flight, against ucx_perftest -t
+# ucp_put_lat -s 4096 on the same transports, in the same rounds (ROUNDS, interleaved):
+#   shm   UCX_TLS=shm, err_mode=none; both sides' memory from the heap (ixlbench
+#         --target-alloc heap, ucx_perftest with UCX_ALLOC_PRIO=heap): UCX 1.13 emulates a put
+#         into heap memory with active messages, so the target's worker must handle every put.
+#   tcp   UCX_TLS=tcp on lo, err_mode=peer (ucx_perftest -e); the plugin's own messages.
+# ucx_perftest: the "50.0_percentile_lat" of its CSV line (half a round trip of a put and the
+# answer put: both sides busy-polling). ixl: ixlbench --block 4K --depth 1 --reuse --no-check,
+# LAT_ITERS (3000) requests, the median post->done (lat_p50_us: inside ixl_xfer_post, then
+# until the request is seen complete); "wait" = ixl_xfer_wait, "poll" = ixlbench --poll (a
+# caller polling ixl_xfer_status; the row is left out when this ixlbench has no --poll).
+# Target (issue 18): ixl's median <= 2x ucx_perftest's (the plugin's post->done includes
+# the put's round trip, ucx_perftest's figure is half of one).
 # Knobs: BUILD_DIR (default build; give it a directory of its own where others rebuild build/),
 # ROUNDS (5), SIZES ("1M 64M"; K/M/G suffixes), MODES ("shm shm-heap tcp"), DEPTH (4), SHM_DEPTH
 # (1), WORKERS
@@ -50,7 +64,9 @@ build=${BUILD_DIR:-$root/build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 rounds=${ROUNDS:-5}
 sizes=${SIZES:-1M 64M}
-modes=${MODES:-shm shm-heap tcp}
+modes=${MODES-shm shm-heap tcp}
+lat_modes=${LAT_MODES-shm tcp}
+lat_iters=${LAT_ITERS:-3000}
 depth=${DEPTH:-4}
 shm_depth=${SHM_DEPTH:-1}
 workers=${WORKERS:-1}
@@ -136,6 +152,15 @@ mode_opts() {
     tcp-ucx) echo "--opt transports=tcp --opt devices=lo --opt err_mode=peer --opt rma_emulation=ucx" ;;
     esac
 }
+for m in $lat_modes; do
+    case $m in
+    shm | tcp) ;;
+    *)
+        echo "ucx.sh: unknown latency mode '$m' (LAT_MODES: shm tcp)" >&2
+        exit 2
+        ;;
+    esac
+done
 for m in $modes; do
     case $m in
     shm | shm-heap | tcp | tcp-none | tcp-ucx) ;;
@@ -162,7 +187,7 @@ results=$(mktemp)
 failures=0
 port=$((20000 + $$ % 20000))
 bgpid=""
-trap 'rm -f "$results" "$results".*; [ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null' EXIT
+trap 'rm -f "$results" "$results".* "$lat_results"; [ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null' EXIT
 
 record() { # size label value [note]
     echo "$1 $2 $3 ${4:--}" >>"$results"
@@ -231,6 +256,76 @@ run_ixl() { # mode size iters warmup [timed]
     fi
 }
 
+# --- Latency: 4 KiB post->done against ucx_perftest ucp_put_lat ---------------------------
+lat_results=$(mktemp)
+lat_env() {
+    case $1 in
+    shm) echo "UCX_TLS=shm UCX_ALLOC_PRIO=heap" ;;
+    tcp) echo "UCX_TLS=tcp UCX_NET_DEVICES=lo" ;;
+    esac
+}
+lat_record() { # mode label value
+    echo "$1 $2 $3" >>"$lat_results"
+}
+run_put_lat() { # mode
+    local mode=$1 out v
+    local -a env flags
+    read -r -a env <<<"$(lat_env "$mode") UCX_WARN_UNUSED_ENV_VARS=n"
+    read -r -a flags <<<"$(mode_pflags "$mode")"
+    port=$((port + 1))
+    env "${env[@]}" timeout "$timeout_s" ucx_perftest -t ucp_put_lat -s 4096 -n "$lat_iters" \
+        -w 100 -p "$port" "${flags[@]}" >/dev/null 2>&1 &
+    bgpid=$!
+    for _ in $(seq 50); do
+        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    out=$(env "${env[@]}" timeout "$timeout_s" ucx_perftest 127.0.0.1 -t ucp_put_lat -s 4096 \
+        -n "$lat_iters" -w 100 -p "$port" "${flags[@]}" -f -v 2>"$results.err" | tail -n 1)
+    wait "$bgpid" 2>/dev/null
+    bgpid=""
+    v=$(echo "$out" | awk -F, 'NF >= 3 && $2 + 0 > 0 { printf "%.3f", $2 }')
+    if [ -n "$v" ]; then
+        lat_record "$mode" ucx "$v"
+    else
+        lat_record "$mode" ucx NA
+        failures=$((failures + 1))
+        echo "  put_lat $mode: ucx_perftest failed: $(tail -n 1 "$results.err")" >&2
+    fi
+}
+run_ixl_lat() { # mode wait|poll
+    local mode=$1 how=$2 md=$results.md out rc trc v
+    local -a opts
+    read -r -a opts <<<"--backend UCX $(mode_opts "$mode") --opt workers=$workers"
+    rm -f "$md"
+    timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
+        --quiet "${opts[@]}" 2>"$results.terr" &
+    bgpid=$!
+    out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
+        --block 4K --iters "$lat_iters" --warmup 100 --depth 1 --reuse --target-alloc heap \
+        --no-check --csv --quiet --no-progress ${how/#wait/} "${opts[@]}" 2>"$results.err")
+    rc=$?
+    [ $rc -ne 0 ] && kill "$bgpid" 2>/dev/null
+    wait "$bgpid"
+    trc=$?
+    bgpid=""
+    v=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" |
+        awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "lat_p50_us") c = i }
+                    $1 == "sweep" && c { print $c }')
+    if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$v" ]; then
+        lat_record "$mode" "ixl-${how#--}" "$v"
+    else
+        lat_record "$mode" "ixl-${how#--}" NA
+        failures=$((failures + 1))
+        echo "  ixl latency $mode ($how): failed (initiator $rc, target $trc):" \
+            "$(tail -n 1 "$results.err") $(tail -n 1 "$results.terr")" >&2
+    fi
+}
+lat_hows=wait
+if "$bench" --help 2>&1 | grep -q -- '--poll'; then
+    lat_hows="wait --poll"
+fi
+
 start=$(date +%s)
 first=$(bytes "${sizes%% *}")
 # The target's memory: from the plugin (ixl_mem_alloc) where it allocates, else mmap.
@@ -247,7 +342,19 @@ echo
 for m in $modes; do # one checked run per mode, untimed
     run_ixl "$m" "$first" 4 0
 done
+if [ -n "$lat_modes" ]; then
+    echo "latency: 4 KiB, $rounds rounds" >&2
+    for _ in $(seq "$rounds"); do
+        for m in $lat_modes; do
+            run_put_lat "$m"
+            for h in $lat_hows; do
+                run_ixl_lat "$m" "$h"
+            done
+        done
+    done
+fi
 for s in $sizes; do
+    [ -n "$modes" ] || break
     b=$(bytes "$s")
     echo "size $s: $rounds rounds" >&2
     for _ in $(seq "$rounds"); do
@@ -261,7 +368,7 @@ done
 echo "($(($(date +%s) - start)) s of runs)" >&2
 
 # --- Report ---------------------------------------------------------------------------------
-awk -v modes="$modes" -v sizes_h="$sizes" -v rounds="$rounds" '
+[ -n "$modes" ] && awk -v modes="$modes" -v sizes_h="$sizes" -v rounds="$rounds" '
 function median(key,    n, i, j, t, a) {
     n = cnt[key]
     for (i = 1; i <= n; i++) a[i] = val[key, i]
@@ -295,6 +402,33 @@ END {
     }
     if (partial) printf "* fewer than %d runs succeeded on a side: the median is of those that did\n", rounds
 }' "$results"
+
+if [ -n "$lat_modes" ]; then
+    [ -n "$modes" ] && echo
+    awk -v lmodes="$lat_modes" -v hows="$lat_hows" -v rounds="$rounds" '
+function median(key,    n, i, j, t, a) {
+    n = cnt[key]
+    for (i = 1; i <= n; i++) a[i] = val[key, i]
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    lo[key] = a[1]; hi[key] = a[n]
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$3 != "NA" { key = $1 SUBSEP $2; cnt[key]++; val[key, cnt[key]] = $3 }
+END {
+    nm = split(lmodes, m, " "); nh = split(hows, h, " ")
+    printf "4 KiB latency (us), median of %d interleaved runs [min-max]; ratio = ixl / ucx_perftest\n", rounds
+    printf "%-5s %-26s %-6s %-26s %-7s %s\n", "mode", "ucx_perftest put_lat p50", "ixl", "ixl post->done p50", "ratio", "target"
+    for (k = 1; k <= nm; k++) for (j = 1; j <= nh; j++) {
+        ku = m[k] SUBSEP "ucx"; hw = h[j]; sub(/^--/, "", hw); ki = m[k] SUBSEP "ixl-" hw
+        b = cnt[ku] ? median(ku) : -1; a = cnt[ki] ? median(ki) : -1
+        cu = b < 0 ? "failed" : sprintf("%8.2f [%.2f-%.2f]", b, lo[ku], hi[ku])
+        ci = a < 0 ? "failed" : sprintf("%8.2f [%.2f-%.2f]", a, lo[ki], hi[ki])
+        if (a < 0 || b <= 0) { q = "n/a"; v = "FAIL" }
+        else { q = sprintf("%.2f", a / b); v = a / b <= 2 ? "<=2 pass" : "<=2 FAIL" }
+        printf "%-5s %-26s %-6s %-26s %-7s %s\n", m[k], cu, hw, ci, q, v
+    }
+}' "$lat_results"
+fi
 
 if [ $failures -gt 0 ]; then
     echo

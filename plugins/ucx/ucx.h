@@ -32,9 +32,11 @@
  * leaves; the target answers whether it queued it (its queue is bounded), and the request ends
  * with that answer.
  *
- * Progress: each worker's thread spins while that worker has parts in flight, and otherwise
- * sleeps on the worker's event fd (ucp_worker_arm + epoll) for at most progress_us; progress()
- * and check_xfer let the agent's threads progress the workers too. Deadline: when operations to
+ * Progress: each worker's thread spins while that worker has parts in flight and for spin_us
+ * after its last activity, and otherwise sleeps on the worker's event fd (ucp_worker_arm +
+ * epoll) for at most progress_us; progress() and check_xfer let the agent's threads progress
+ * the workers too (progress() polls a request posted < 50 us ago until one completes, and
+ * while a caller polls, the worker's thread sleeps: ucx_worker.c). Deadline: when operations to
  * a peer are outstanding and none completed for timeout_ms, the peer is stalled (a stopped
  * peer's kernel still acknowledges tcp, so neither UCX's keepalive nor the socket notices it):
  * its requests in flight fail with IXL_ERR_REMOTE_DISCONNECT and new posts to it fail at once,
@@ -244,8 +246,13 @@ struct ucx_worker {
     struct ucx_part *ready;             /* parts whose operations all completed: next phase */
     struct ucx_part *active;            /* parts in flight on this worker */
     size_t n_active;
-    uint64_t last_any_ms; /* last progress that did something, or a part added */
-    struct ucx_op *ops;   /* messages awaiting replies (see struct ucx_op) */
+    uint64_t last_any_ms;  /* last progress that did something, or a part added */
+    uint64_t last_any_ns;  /* the same in ns, for the spin window (spin_us) */
+    uint64_t last_post_ns; /* the latest post that started a part here (progress() spins) */
+    atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back */
+    atomic_bool asleep;  /* its thread armed the worker and may sleep in epoll: wake() it */
+    atomic_bool standby; /* its thread sleeps while a caller polls the worker */
+    struct ucx_op *ops;  /* messages awaiting replies (see struct ucx_op) */
     uint32_t n_ops, cap_ops, free_op;
     uint64_t rng;           /* xorshift state: the random half of tokens */
     struct ucx_send *sends; /* messages UCX has not completed */
@@ -263,6 +270,7 @@ struct ucx_engine {
     int err_mode;                /* ucp_err_handling_mode_t */
     char tls[128];
     unsigned progress_us;
+    uint64_t spin_ns;    /* spin_us: polling after the last activity before sleeping */
     uint64_t timeout_ms; /* 0: no deadline */
     bool own_rma;        /* rma_emulation=ixl */
 
@@ -291,7 +299,8 @@ struct ucx_engine {
     size_t nq_count, nq_bytes; /* of the list above (<= nq_max, nq_bytes_max) */
 
     atomic_bool stop;
-    atomic_bool rkey_unchecked; /* this UCX packs rkeys unlike ucx_rkey_check expects */
+    atomic_uint_fast64_t finished; /* requests finished (progress() spins until it changes) */
+    atomic_bool rkey_unchecked;    /* this UCX packs rkeys unlike ucx_rkey_check expects */
 };
 
 /* ucx_engine.c */
@@ -300,12 +309,14 @@ void fail(struct ucx_engine *e, int status, const char *fmt, ...)
 int status_of(ucs_status_t st);
 struct ucx_remote *remote_find(struct ucx_engine *e, const char *name);
 uint64_t now_ms(void);
+uint64_t now_ns(void);
 struct ucx_md *key_find(const struct ucx_engine *e, uint64_t key);
 
 /* ucx_worker.c */
 void lock_workers(struct ucx_engine *e);
 void unlock_workers(struct ucx_engine *e);
 void wake(struct ucx_worker *w);
+void wake_now(struct ucx_worker *w);
 void close_ep_locked(struct ucx_worker *w, struct ucx_remote *r);
 bool tcp_may_open(const char *tls, const char *devices);
 int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *out);

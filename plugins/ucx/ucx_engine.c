@@ -27,6 +27,7 @@ enum ucx_opt {
     UO_KEEPALIVE,
     UO_TIMEOUT,
     UO_PROGRESS,
+    UO_SPIN,
     UO_RMA_EMULATION,
     UO_NOTIF_QUEUE,
     UO_NOTIF_QUEUE_BYTES,
@@ -90,6 +91,17 @@ static const struct ixl_option ucx_options[UO_COUNT] = {
                      .max = 1000000,
                      .description = "longest sleep of a progress thread between two progress "
                                     "calls"},
+    [UO_SPIN] = {.name = "spin_us",
+                 .default_value = "200",
+                 .type = IXL_OPT_DURATION,
+                 .unit = "us",
+                 .min = 0,
+                 .max = 1000000,
+                 .description = "a progress thread keeps polling its worker this long after the "
+                                "last thing it did (a message received, an operation completed) "
+                                "before it sleeps on the worker's events: a message that "
+                                "arrives in that window is handled without a wake-up; 0: sleep "
+                                "as soon as the worker is idle"},
     [UO_RMA_EMULATION] = {.name = "rma_emulation",
                           .default_value = "ixl",
                           .type = IXL_OPT_ENUM,
@@ -159,6 +171,13 @@ struct ucx_remote *remote_find(struct ucx_engine *e, const char *name)
         if (strcmp(r->name, name) == 0)
             return r;
     return NULL;
+}
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t now_ms(void)
@@ -916,6 +935,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     const struct ixl_opt_value *opt = init->values;
     uint64_t workers = opt[UO_WORKERS].u, keepalive = opt[UO_KEEPALIVE].u;
     e->progress_us = (unsigned)opt[UO_PROGRESS].u;
+    e->spin_ns = opt[UO_SPIN].u * 1000u;
     e->timeout_ms = opt[UO_TIMEOUT].u;
     e->own_rma = opt[UO_RMA_EMULATION].i == 0;
     e->nq_max = (size_t)opt[UO_NOTIF_QUEUE].u;
@@ -1068,7 +1088,7 @@ static void ucx_destroy_engine(struct ixl_engine *base)
     atomic_store(&e->stop, true);
     for (unsigned i = 0; i < e->nw; i++)
         if (e->w[i].thread_started) {
-            wake(&e->w[i]);
+            wake_now(&e->w[i]);
             pthread_join(e->w[i].thread, NULL);
         }
     uint64_t quiet = 0;

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ucx.h"
@@ -21,11 +23,21 @@ void unlock_workers(struct ucx_engine *e)
         pthread_mutex_unlock(&e->w[i].lock);
 }
 
-void wake(struct ucx_worker *w)
+void wake_now(struct ucx_worker *w)
 {
     uint64_t one = 1;
     if (write(w->wakefd, &one, sizeof(one)) < 0) {
     }
+}
+
+/* Wakes w's thread if it may be sleeping in epoll: it sets `asleep` under w->lock after it
+ * found nothing to do, so a caller that changed w's state under the lock and then sees it
+ * false knows the thread will see that change before it sleeps (no write per post while the
+ * thread polls). */
+void wake(struct ucx_worker *w)
+{
+    if (atomic_load(&w->asleep))
+        wake_now(w);
 }
 
 /* Progresses the worker until `until` (ms) has passed. Under w->lock. */
@@ -209,7 +221,8 @@ void active_add(struct ucx_worker *w, struct ucx_part *p)
         w->active->aprev = p;
     w->active = p;
     w->n_active++;
-    w->last_any_ms = now_ms();
+    w->last_any_ns = now_ns();
+    w->last_any_ms = w->last_any_ns / 1000000u;
 }
 
 void active_del(struct ucx_worker *w, struct ucx_part *p)
@@ -292,8 +305,21 @@ bool progress_locked(struct ucx_worker *w)
             any = true;
         }
     }
+    if (any) { /* whoever progressed: the worker's thread keeps polling for spin_us */
+        w->last_any_ns = now_ns();
+        w->last_any_ms = w->last_any_ns / 1000000u;
+    }
     return any;
 }
+
+/* A caller (check_xfer, progress()) progressed w within this long: it drives the worker, and
+ * the thread stands back instead of competing for the lock and a CPU. */
+#define UCX_CALLER_NS 5000u
+/* progress() keeps polling for up to this long after the latest post on a worker while that
+ * worker has parts in flight (bounded by spin_us), until a request completes. */
+#define UCX_CALLER_SPIN_NS 50000u
+/* How long the thread sleeps while a caller polls, before it looks again. */
+#define UCX_STANDBY_NS 100000
 
 void *progress_main(void *arg)
 {
@@ -303,19 +329,43 @@ void *progress_main(void *arg)
     if (ms < 1)
         ms = 1;
     while (!atomic_load(&e->stop)) {
+        if (now_ns() - atomic_load(&w->caller_ns) < UCX_CALLER_NS) {
+            /* A caller polls the worker: this thread sleeps rather than spinning beside it (a
+             * third runnable thread on two CPUs can leave the peer's thread waiting for a
+             * CPU for a scheduler tick). The caller wakes it when it stops polling
+             * (progress()); a caller that polls through check_xfer is seen gone at the next
+             * look, UCX_STANDBY_NS later. */
+            struct pollfd pf = {.fd = w->wakefd, .events = POLLIN};
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = UCX_STANDBY_NS};
+            atomic_store(&w->standby, true);
+            if (now_ns() - atomic_load(&w->caller_ns) < UCX_CALLER_NS &&
+                ppoll(&pf, 1, &ts, NULL) > 0) {
+                uint64_t v;
+                if (read(w->wakefd, &v, sizeof(v)) < 0) {
+                }
+            }
+            atomic_store(&w->standby, false);
+            continue;
+        }
         pthread_mutex_lock(&w->lock);
         bool any = progress_locked(w);
         /* Spins while parts are in flight, unless nothing happened for UCX_STALL_MS (a stalled
-         * peer): then it sleeps on the worker's events like an idle worker. */
-        uint64_t now = now_ms();
-        if (any)
-            w->last_any_ms = now;
+         * peer): then it sleeps on the worker's events like an idle worker. An idle worker
+         * keeps polling for spin_us after the last thing it did, so that the next message (the
+         * next request of a peer, or of this process) is handled without a wake-up through
+         * the event fd: a wake-up costs tens of microseconds, and over shared memory it makes
+         * the sender signal this worker with a system call. */
+        uint64_t ns = now_ns(), now = ns / 1000000u;
         bool busy = w->n_active > 0 && now - w->last_any_ms < UCX_STALL_MS;
+        bool hot = ns - w->last_any_ns < e->spin_ns;
         ucs_status_t st = UCS_ERR_BUSY;
-        if (!any && !busy)
+        if (!any && !busy && !hot) {
             st = ucp_worker_arm(w->w);
+            if (st == UCS_OK)
+                atomic_store(&w->asleep, true);
+        }
         pthread_mutex_unlock(&w->lock);
-        if (any || busy) {
+        if (any || busy || hot) {
             sched_yield();
             continue;
         }
@@ -323,6 +373,7 @@ void *progress_main(void *arg)
             continue;
         struct epoll_event ev[2];
         int n = epoll_wait(w->epfd, ev, 2, ms);
+        atomic_store(&w->asleep, false);
         for (int i = 0; i < n; i++)
             if (ev[i].data.fd == w->wakefd) {
                 uint64_t v;
@@ -333,13 +384,41 @@ void *progress_main(void *arg)
     return NULL;
 }
 
+/* Progresses every worker. A caller waiting for a request (ixl_xfer_wait calls this before it
+ * sleeps) keeps polling while a worker has parts in flight posted less than
+ * UCX_CALLER_SPIN_NS ago (at most spin_us), until a request completes: a small request is
+ * then seen done in this thread, without the hand-off from the progress thread through the
+ * host's signal (a futex wake-up, tens of microseconds). */
 int ucx_progress(struct ixl_engine *base)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
+    uint64_t done0 = atomic_load(&e->finished);
+    uint64_t t0 = now_ns(),
+             limit = e->spin_ns < UCX_CALLER_SPIN_NS ? e->spin_ns : UCX_CALLER_SPIN_NS;
+    for (bool again = false;; again = true) {
+        bool fresh = false;
+        uint64_t ns = now_ns();
+        for (unsigned i = 0; i < e->nw; i++) {
+            struct ucx_worker *w = &e->w[i];
+            if (again) /* this thread polls: the worker's thread stands back meanwhile */
+                atomic_store(&w->caller_ns, ns);
+            pthread_mutex_lock(&w->lock);
+            progress_locked(w);
+            fresh = fresh || (w->n_active > 0 && ns - w->last_post_ns < limit);
+            pthread_mutex_unlock(&w->lock);
+        }
+        if (!fresh || atomic_load(&e->finished) != done0 || now_ns() - t0 >= limit)
+            break;
+        sched_yield(); /* the peer (or this worker's thread) may share this CPU */
+    }
+    /* This caller stops polling (ixl_xfer_wait sleeps next): the workers' threads take over,
+     * also from a check_xfer just before; at once unless a request just completed here (the
+     * caller returns to it, and a sleeping thread looks again within UCX_STANDBY_NS). */
+    bool done = atomic_load(&e->finished) != done0;
     for (unsigned i = 0; i < e->nw; i++) {
-        pthread_mutex_lock(&e->w[i].lock);
-        progress_locked(&e->w[i]);
-        pthread_mutex_unlock(&e->w[i].lock);
+        atomic_store(&e->w[i].caller_ns, 0);
+        if (!done && atomic_load(&e->w[i].standby))
+            wake_now(&e->w[i]);
     }
     return IXL_OK;
 }

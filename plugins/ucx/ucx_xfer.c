@@ -79,6 +79,7 @@ static void req_finish(struct ucx_req *q)
     int st = atomic_load(&q->canceled) ? IXL_ERR_CANCELED : err != 0 ? err : IXL_OK;
     atomic_store(&q->status, st);
     atomic_store(&q->busy, false); /* release may free q from here on */
+    atomic_fetch_add(&e->finished, 1);
     e->host->signal(e->host->ctx);
 }
 
@@ -372,6 +373,7 @@ int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         *w->todo_tail = p;
         w->todo_tail = &p->next;
         active_add(w, p);
+        w->last_post_ns = w->last_any_ns;
         pthread_mutex_unlock(&w->lock);
         wake(w);
     }
@@ -379,6 +381,7 @@ int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     pthread_mutex_lock(&w->lock);
     q->part[0].queued = false;
     active_add(w, &q->part[0]); /* makes its progress thread spin while this is in flight */
+    w->last_post_ns = w->last_any_ns;
     part_start_locked(w, &q->part[0]);
     progress_locked(w);
     pthread_mutex_unlock(&w->lock);
@@ -392,12 +395,16 @@ int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
 static bool req_progress(struct ucx_req *q, bool block)
 {
     bool any = false;
+    uint64_t ns = block ? 0 : now_ns();
     for (unsigned k = 0; k < q->nparts; k++) {
         struct ucx_worker *w = q->part[k].w;
-        if (block)
+        if (block) {
             pthread_mutex_lock(&w->lock);
-        else if (pthread_mutex_trylock(&w->lock) != 0)
-            continue;
+        } else {
+            atomic_store(&w->caller_ns, ns); /* a polling caller: the thread stands back */
+            if (pthread_mutex_trylock(&w->lock) != 0)
+                continue;
+        }
         any = progress_locked(w) || any;
         pthread_mutex_unlock(&w->lock);
     }
