@@ -248,7 +248,7 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
 {
     int by_path = (type == IXL_MEM_FILE && d->dev == IXL_DEV_NONE) ||
                   (type == IXL_MEM_BLK && d->bytes_len > 0);
-    int flags;
+    int flags = 0;
     if (by_path) {
         int rc = parse_mode(e, d->bytes, d->bytes_len, m->name, sizeof(m->name), &flags);
         if (rc != IXL_OK)
