@@ -257,9 +257,14 @@ static void uring_kick(struct px_engine *e)
                          "polled");
     }
     int fin = 0;
-    pump(e, u, &fin);
-    /* Completions left for the next round (inline ones): the thread goes on with them, so a
-     * request progresses without a poller. */
+    /* Buffered I/O on a warm page cache completes inside io_uring_enter: its completions are
+     * in the ring when submit returns. Reaping them here, on the posting thread, ends such a
+     * request inside post_xfer (no thread hop, no wait); a few rounds at most, so that posting
+     * a long request does not do all of its I/O. */
+    for (int i = 0; i < 4 && pump(e, u, &fin) && io_uring_cq_ready(&u->ring) > 0; i++) {
+    }
+    /* Completions left for the next round: the thread goes on with them, so a request
+     * progresses without a poller. */
     if (io_uring_cq_ready(&u->ring) > 0)
         wake_thread(u);
     if (fin)
