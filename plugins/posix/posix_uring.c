@@ -30,6 +30,7 @@ struct uring {
     bool thread_started;
     atomic_bool stop;
     atomic_bool kicked; /* wake_thread asked the thread to pump (not only a completion) */
+    bool can_quiet;     /* the kernel has IORING_CQ_EVENTFD_DISABLED (5.8) */
     struct px_io *slots;
     uint32_t *free_slots;
     uint32_t nfree;
@@ -239,6 +240,7 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
     }
     for (uint32_t i = 0; i < e->qd; i++)
         u->free_slots[u->nfree++] = e->qd - 1 - i;
+    u->can_quiet = io_uring_cq_eventfd_toggle(&u->ring, true) == 0;
     atomic_init(&u->stop, false);
     atomic_init(&u->kicked, false);
     e->impl = u;
@@ -275,11 +277,24 @@ static void uring_kick(struct px_engine *e)
                          "polled");
     }
     int fin = 0;
+    /* With nothing else in the kernel, the eventfd is off while this thread submits and reaps:
+     * the completions it reaps here would only wake the completion thread for nothing (a
+     * context switch on a busy CPU, in the middle of the post). The only completions that can
+     * be posted meanwhile are those of the I/Os submitted here: inline ones, and those the
+     * kernel posts through task work on this thread (the submitter), seen below in program
+     * order; the eventfd is back on before the check that wakes the thread for what is left. */
+    bool quiet = u->can_quiet && e->inflight == 0;
+    if (quiet)
+        io_uring_cq_eventfd_toggle(&u->ring, false);
     /* Buffered I/O on a warm page cache completes inside io_uring_enter: its completions are
      * in the ring when submit returns. Reaping them here, on the posting thread, ends such a
      * request inside post_xfer (no thread hop, no wait); a few rounds at most, so that posting
      * a long request does not do all of its I/O. */
     for (int i = 0; i < 4 && pump(e, u, &fin) && io_uring_cq_ready(&u->ring) > 0; i++) {
+    }
+    if (quiet) {
+        io_uring_cq_eventfd_toggle(&u->ring, true);
+        atomic_thread_fence(memory_order_seq_cst); /* the flag store before the tail load */
     }
     /* Completions left for the next round: the thread goes on with them, so a request
      * progresses without a poller. */
