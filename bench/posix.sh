@@ -4,7 +4,7 @@
 # One file (FILE_SIZE, default 2 GiB, in ${BENCH_DIR:-/var/tmp}/ixl-posix; refused on tmpfs,
 # where there is no disk to measure and no O_DIRECT), written once with real data. For each
 # cache policy, each block size of SIZES (1M 16M 64M), each queue depth of QDS (1 16) and READ
-# and WRITE, ROUNDS (5) interleaved rounds each run (in alternating order) fio and ixlbench
+# and WRITE, ROUNDS (7) interleaved rounds each run (in alternating order) fio and ixlbench
 # with the same block size and the same number of I/Os in flight, and the table gives the
 # medians, their ratio (ixl / fio), the geometric mean of the ratios and the lowest one
 # against the targets (geomean >= 0.95, no row < 0.85), marked pass/FAIL.
@@ -57,17 +57,36 @@
 # --iodepth=IOPS_QD --direct=0 --invalidate=0; the two IOPS are printed side by side (no
 # target).
 #
-# Environment: BUILD_DIR (default build-bench), ROUNDS (5), SIZES ("1M 16M 64M"), QDS ("1 16"),
+# Last, the batch-1 latency rows (issue 18): one request of one 1 MiB descriptor at a time
+# (depth 1), the median microseconds from post to done, for each LAT_ROWS entry (policy:op),
+# LAT_ROUNDS interleaved rounds (in rotating order) of
+#   fio --rw=read|write --bs=LAT_BLOCK --iodepth=1 --lat_percentiles=1, LAT_ITERS I/Os: the
+#       median of its total latency (submission to completion: "lat", not "clat", which for an
+#       I/O that completes inside its submission, a buffered READ from the page cache, is ~0);
+#   ixlbench --block LAT_BLOCK --depth 1 --iters LAT_ITERS --warmup 10: lat_p50_us (from
+#       ixl_xfer_post to ixl_xfer_wait returning), the caller waiting in ixl_xfer_wait;
+#   the same with --poll (the caller busy-polls ixl_xfer_status), when ixlbench has it.
+# Each row's speed ratios are fio us / ixl us and polling us / waiting us, against the targets
+# (>= 0.9 each: the waiting caller within 10% of fio at iodepth 1 and of a polling caller).
+# Direct rows run on the dropped page cache, buffered READ on the warm one, buffered WRITE
+# last (it dirties the cache: synced after).
+#
+# Environment: BUILD_DIR (default build-bench), ROUNDS (7), SIZES ("1M 16M 64M"), QDS ("1 16"),
 # BENCH_DIR (/var/tmp), FILE_SIZE (2G), BYTES (FILE_SIZE), POLICIES ("direct buffered"), OPS
-# ("read write"), IOPS_QD (64), IOPS_BYTES (1G), KEEP_FILE (0: the file is removed at the end;
-# 1: kept for the next run). One full run takes about 5 minutes on the 2-core test VM.
+# ("read write"), IOPS_QD (64), IOPS_BYTES (1G), LAT_ROWS ("direct:write direct:read
+# buffered:read buffered:write"; "" skips the section), LAT_BLOCK (1M), LAT_ITERS (300),
+# LAT_ROUNDS (ROUNDS), KEEP_FILE (0: the file is removed at the end; 1: kept for the next run).
+# SECTIONS ("rate iops lat"): which parts run (the data checks always do). Duration with the
+# defaults on the 2-core test VM: the rate rows took about 5 minutes at 5 rounds on a quiet
+# machine (so about 7 at 7); the latency rows (4 x 7 rounds) took 4 minutes under a load
+# average of 20 (less when quiet); together well under 25 minutes.
 # fio is installed with apt-get when missing (as root). Exit status: 0, or 1 when a run or a
 # data check failed; a FAIL of a target is reported, not an error.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 case $build in /*) ;; *) build=$root/$build ;; esac
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-7}
 sizes=${SIZES:-1M 16M 64M}
 qds=${QDS:-1 16}
 dir=${BENCH_DIR:-/var/tmp}/ixl-posix
@@ -78,6 +97,12 @@ policies=${POLICIES:-direct buffered}
 ops=${OPS:-read write}
 iops_qd=${IOPS_QD:-64}
 keep=${KEEP_FILE:-0}
+lat_rows=${LAT_ROWS-direct:write direct:read buffered:read buffered:write}
+lat_block=${LAT_BLOCK:-1M}
+lat_iters=${LAT_ITERS:-300}
+lat_rounds=${LAT_ROUNDS:-$rounds}
+sections=${SECTIONS:-rate iops lat}
+want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 timeout_s=120 # per command: a hung run must not hang the benchmark
 
 bytes() { # 64M -> 67108864
@@ -118,8 +143,11 @@ if ! command -v fio >/dev/null 2>&1; then
 fi
 
 # POSIX's default chunk (the largest single I/O), from ixl-info.
+# (The line reads: option chunk size 4K..1G bytes, default "64M".)
 px_chunk=$("$build/tools/ixl-info" 2>/dev/null | awk '/^  [A-Z]/ { p = ($1 == "POSIX") }
-    p && $1 == "option" && $2 == "chunk" { gsub(/[^0-9]/, "", $4); print $4; exit }')
+    p && $1 == "option" && $2 == "chunk" && match($0, /default "[0-9]+[KMG]?"/) {
+        print substr($0, RSTART + 9, RLENGTH - 10); exit }')
+px_chunk=$(bytes "$px_chunk")
 case $px_chunk in '' | *[!0-9]*) px_chunk=$((8 << 20)) ;; esac
 
 # --- The file -------------------------------------------------------------------------------
@@ -253,7 +281,9 @@ for pol in $policies; do
 done
 
 start=$(date +%s)
-for pol in $policies; do
+rate_policies=""
+want rate && rate_policies=$policies
+for pol in $rate_policies; do
     fsync_file
     if [ "$pol" = direct ]; then
         dd if="$file" iflag=nocache count=0 status=none 2>/dev/null
@@ -287,22 +317,103 @@ for pol in $policies; do
     done
 done
 # The IOPS row: the page cache warm (after the buffered section, or warmed now).
-fsync_file
-cat "$file" >/dev/null
-warm_state=$(cached)
-echo "  IOPS: 10^4 x 4 KiB scattered, QD $iops_qd: $rounds round(s) ($warm_state)" >&2
-for r in $(seq "$rounds"); do
-    run_ixl buffered iops 4K "$iops_qd" --block 4K --batch 10000 --layout scattered \
-        --opt "queue_depth=$iops_qd" --warmup 1 --max-bytes "$iops_bytes"
-    run_fio buffered iops 4K "$iops_qd" randread --io_size="$iops_bytes"
-done
-fsync_file
+warm_state=""
+if want iops; then
+    fsync_file
+    cat "$file" >/dev/null
+    warm_state=$(cached)
+    echo "  IOPS: 10^4 x 4 KiB scattered, QD $iops_qd: $rounds round(s) ($warm_state)" >&2
+    for r in $(seq "$rounds"); do
+        run_ixl buffered iops 4K "$iops_qd" --block 4K --batch 10000 --layout scattered \
+            --opt "queue_depth=$iops_qd" --warmup 1 --max-bytes "$iops_bytes"
+        run_fio buffered iops 4K "$iops_qd" randread --io_size="$iops_bytes"
+    done
+    fsync_file
+fi
+
+# The batch-1 latency rows: fio at iodepth 1 (its total latency), ixlbench at depth 1 waiting
+# in ixl_xfer_wait, and polling (--poll) where this ixlbench has it.
+lat_b=$(bytes "$lat_block")
+have_poll=0
+"$bench" --help 2>&1 | grep -q -- '--poll' && have_poll=1
+lat_record() { # policy op tool value
+    echo "$1 $2 $3 $4" >>"$results.lat"
+}
+run_fio_lat() { # policy op
+    local pol=$1 op=$2 d=0 v
+    [ "$pol" = direct ] && d=1
+    rm -f "$results.json"
+    timeout "$timeout_s" fio --name=lat --filename="$file" --size="$fsize" --rw="$op" \
+        --bs="$lat_b" --iodepth=1 --direct=$d --invalidate=0 --scramble_buffers=0 \
+        --ioengine=io_uring --numjobs=1 --io_size=$((lat_b * lat_iters)) --lat_percentiles=1 \
+        --output-format=json --output="$results.json" >/dev/null 2>"$results.err"
+    v=$(python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0][sys.argv[2]]
+print("%.2f" % (j["lat_ns"]["percentile"]["50.000000"] / 1e3))' "$results.json" "$op" 2>/dev/null)
+    if [ -n "$v" ]; then
+        lat_record "$pol" "$op" fio "$v"
+    else
+        failures=$((failures + 1))
+        echo "  fio latency $pol $op failed: $(tail -n 2 "$results.err")" >&2
+    fi
+}
+run_ixl_lat() { # policy op wait|poll
+    local pol=$1 op=$2 mode=$3 out rc v
+    local -a args=(--file "$file" --no-check --csv --quiet --no-progress --op "$op"
+        --block "$lat_block" --depth 1 --iters "$lat_iters" --warmup 10)
+    [ "$pol" = direct ] && args+=(--direct)
+    [ "$mode" = poll ] && args+=(--poll)
+    out=$(timeout "$timeout_s" "$bench" "${args[@]}" 2>"$results.err")
+    rc=$?
+    v=$(echo "$out" | csv_col lat_p50_us)
+    if [ $rc -eq 0 ] && [ -n "$v" ]; then
+        lat_record "$pol" "$op" "$mode" "$v"
+    else
+        failures=$((failures + 1))
+        echo "  ixlbench latency $pol $op ($mode) failed (status $rc): $(tail -n 2 "$results.err")" >&2
+    fi
+}
+run_lat() { # policy op tool
+    [ "$2" = write ] && fsync_file # every run starts from a clean page cache
+    case $3 in
+    fio) run_fio_lat "$1" "$2" ;;
+    *) run_ixl_lat "$1" "$2" "$3" ;;
+    esac
+}
+if want lat && [ -n "$lat_rows" ]; then
+    lat_tools="fio wait"
+    [ $have_poll = 1 ] && lat_tools="fio wait poll"
+    [ $have_poll = 1 ] || echo "  latency: polling mode unavailable in this build" \
+        "(ixlbench --help lists no --poll)" >&2
+    for row in $lat_rows; do
+        pol=${row%%:*} op=${row#*:}
+        fsync_file
+        if [ "$pol" = direct ]; then
+            dd if="$file" iflag=nocache count=0 status=none 2>/dev/null
+        else
+            cat "$file" >/dev/null
+        fi
+        echo "  latency $pol $op $lat_block, depth 1: $lat_rounds round(s) of $lat_iters" >&2
+        for r in $(seq "$lat_rounds"); do
+            # Rotating order: each tool goes first in a third of the rounds.
+            # shellcheck disable=SC2086 # the list of tools
+            set -- $lat_tools
+            for _ in $(seq $((r % $#))); do set -- "$@" "$1" && shift; done
+            for t in "$@"; do run_lat "$pol" "$op" "$t"; done
+        done
+    done
+    fsync_file
+fi
 echo "($(($(date +%s) - start)) s of runs)" >&2
 echo
 
 # --- Report ---------------------------------------------------------------------------------
+touch "$results"
+do_rate=0 do_iops=0
+want rate && do_rate=1
+want iops && do_iops=1
 awk -v rounds="$rounds" -v policies="$policies" -v ops="$ops" -v sizes="$sizes" -v qds="$qds" \
-    -v warm="$warm_state" -v iqd="$iops_qd" '
+    -v warm="$warm_state" -v iqd="$iops_qd" -v do_rate=$do_rate -v do_iops=$do_iops '
 function median(key,    n, i, j, t, a) {
     n = cnt[key]
     for (i = 1; i <= n; i++) a[i] = val[key, i]
@@ -320,6 +431,10 @@ function cell(key, fmt) {
     if ($7 != "-" && $7 != "failed") path[$1 SUBSEP $2 SUBSEP $3 SUBSEP $4] = $7
 }
 END {
+    if (do_rate) rate_report()
+    if (do_iops) iops_report()
+}
+function rate_report(    np, no, ns, nq, P, O, S, Q, n, lsum, minr, minw, a, b, c, d, row, kf, ki, f, x, rs, q, nl, low, i, g, missing) {
     printf "GB/s (10^9 B/s), median of %d interleaved runs [min-max]; ratio = ixl median / fio median\n", rounds
     printf "%-9s %-6s %6s %3s  %-22s %-22s %6s  %s\n", "policy", "op", "block", "QD", "fio", "ixl (POSIX)", "ratio", "ixl path"
     np = split(policies, P, " "); no = split(ops, O, " "); ns = split(sizes, S, " "); nq = split(qds, Q, " ")
@@ -346,6 +461,8 @@ END {
         for (i = 1; i <= nl; i++) printf "  below 0.85: %s\n", low[i]
     }
     if (missing) printf "%d row(s) without both medians: not in the geometric mean\n", missing
+}
+function iops_report(    kf, ki) {
     kf = "buffered" SUBSEP "iops" SUBSEP "4K" SUBSEP iqd SUBSEP "fio"
     ki = "buffered" SUBSEP "iops" SUBSEP "4K" SUBSEP iqd SUBSEP "ixl"
     printf "\nIOPS, 4 KiB reads at scattered offsets from the warm page cache, median of %d [min-max]:\n", rounds
@@ -353,6 +470,42 @@ END {
     printf "  fio:         %s  --rw=randread --bs=4k --iodepth=%s --invalidate=0\n", cell(kf, "%.0f [%.0f-%.0f]"), iqd
     if (cnt[kf] && cnt[ki]) printf "  ixl / fio:   %.2f (no target)\n", median(ki) / median(kf)
 }' "$results"
+
+if want lat && [ -s "$results.lat" ]; then
+    echo
+    awk -v rows="$lat_rows" -v rounds="$lat_rounds" -v iters="$lat_iters" -v blk="$lat_block" \
+        -v have_poll=$have_poll '
+function median(key,    n, i, j, t, a) {
+    n = cnt[key]
+    for (i = 1; i <= n; i++) a[i] = val[key, i]
+    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    lo[key] = a[1]; hi[key] = a[n]
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function cell(key) {
+    if (!cnt[key]) return (key ~ /poll$/ && !have_poll) ? "unavailable" : "failed"
+    return sprintf("%7.1f [%.0f-%.0f]", median(key), lo[key], hi[key]) (cnt[key] < rounds ? "*" : "")
+}
+{ key = $1 SUBSEP $2 SUBSEP $3; cnt[key]++; val[key, cnt[key]] = $4 }
+END {
+    printf "Batch-1 latency: one %s descriptor per request, depth 1; microseconds from post to done,\n", blk
+    printf "median of %d interleaved rounds [min-max], each the median of %d requests (fio: %d I/Os,\n", rounds, iters, iters
+    printf "its lat p50); speed ratios fio/wait and poll/wait (targets >= 0.9)\n"
+    printf "%-9s %-6s %-20s %-20s %-20s %8s %9s\n", "policy", "op", "fio iodepth=1", "ixl waiting", "ixl polling", "fio/wait", "poll/wait"
+    nr = split(rows, R, " "); bad = 0; n = 0
+    for (i = 1; i <= nr; i++) {
+        pol = R[i]; sub(/:.*/, "", pol); op = R[i]; sub(/^[^:]*:/, "", op)
+        kf = pol SUBSEP op SUBSEP "fio"; kw = pol SUBSEP op SUBSEP "wait"; kp = pol SUBSEP op SUBSEP "poll"
+        r1 = r2 = "n/a"
+        if (cnt[kf] && cnt[kw]) { q = median(kf) / median(kw); r1 = sprintf("%.3f", q) (q < 0.9 ? " <" : ""); n++; if (q < 0.9) bad++ }
+        if (cnt[kp] && cnt[kw]) { q = median(kp) / median(kw); r2 = sprintf("%.3f", q) (q < 0.9 ? " <" : ""); n++; if (q < 0.9) bad++ }
+        printf "%-9s %-6s %-20s %-20s %-20s %8s %9s\n", pol, toupper(op), cell(kf), cell(kw), cell(kp), r1, r2
+    }
+    printf "(< = below 0.9; * = fewer than %d runs succeeded)\n", rounds
+    if (n) printf "latency targets (every ratio >= 0.9): %s (%d of %d ratios below)\n", bad ? "FAIL" : "pass", bad, n
+    if (!have_poll) printf "polling mode unavailable in this build (ixlbench --help lists no --poll): poll/wait not measured\n"
+}' "$results.lat"
+fi
 
 if [ $failures -gt 0 ]; then
     echo

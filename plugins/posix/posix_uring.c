@@ -29,6 +29,8 @@ struct uring {
     pthread_t thread;
     bool thread_started;
     atomic_bool stop;
+    atomic_bool kicked; /* wake_thread asked the thread to pump (not only a completion) */
+    bool can_quiet;     /* the kernel has IORING_CQ_EVENTFD_DISABLED (5.8) */
     struct px_io *slots;
     uint32_t *free_slots;
     uint32_t nfree;
@@ -127,8 +129,17 @@ static bool pump(struct px_engine *e, struct uring *u, int *finished)
     return moved;
 }
 
+/* Completions in the ring not yet reaped, read without e->lock (the head is advanced under
+ * it, by a release store): only a hint, for the completion thread's choice to take the lock. */
+static unsigned cq_pending(const struct uring *u)
+{
+    return __atomic_load_n(u->ring.cq.ktail, __ATOMIC_ACQUIRE) -
+           __atomic_load_n(u->ring.cq.khead, __ATOMIC_ACQUIRE);
+}
+
 static void wake_thread(struct uring *u)
 {
+    atomic_store(&u->kicked, true);
     uint64_t one = 1;
     ssize_t n = posix_sys()->write(u->efd, &one, sizeof(one));
     (void)n; /* a full counter already wakes it */
@@ -140,11 +151,18 @@ static void *completion_main(void *arg)
     struct uring *u = e->impl;
     while (!atomic_load(&u->stop)) {
         struct pollfd p = {.fd = u->efd, .events = POLLIN};
-        if (posix_sys()->poll(&p, 1, 1000) <= 0)
+        if (posix_sys()->poll(&p, 1, 1000) > 0) {
+            uint64_t v;
+            ssize_t n = posix_sys()->read(u->efd, &v, sizeof(v));
+            (void)n;
+        }
+        /* The eventfd fires for every completion, also those the posting thread reaped
+         * inline (buffered I/O on a warm cache): with none left in the ring and no kick,
+         * there is nothing to do, and taking e->lock would only hold up the next post.
+         * Nothing is lost: a completion posted after the read above fires the eventfd
+         * again. (A timeout looks too: a safety net.) */
+        if (!atomic_exchange(&u->kicked, false) && cq_pending(u) == 0)
             continue;
-        uint64_t v;
-        ssize_t n = posix_sys()->read(u->efd, &v, sizeof(v));
-        (void)n;
         for (;;) {
             int fin = 0;
             pthread_mutex_lock(&e->lock);
@@ -222,7 +240,9 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
     }
     for (uint32_t i = 0; i < e->qd; i++)
         u->free_slots[u->nfree++] = e->qd - 1 - i;
+    u->can_quiet = io_uring_cq_eventfd_toggle(&u->ring, true) == 0;
     atomic_init(&u->stop, false);
+    atomic_init(&u->kicked, false);
     e->impl = u;
     return IXL_OK;
 }
@@ -257,9 +277,27 @@ static void uring_kick(struct px_engine *e)
                          "polled");
     }
     int fin = 0;
-    pump(e, u, &fin);
-    /* Completions left for the next round (inline ones): the thread goes on with them, so a
-     * request progresses without a poller. */
+    /* With nothing else in the kernel, the eventfd is off while this thread submits and reaps:
+     * the completions it reaps here would only wake the completion thread for nothing (a
+     * context switch on a busy CPU, in the middle of the post). The only completions that can
+     * be posted meanwhile are those of the I/Os submitted here: inline ones, and those the
+     * kernel posts through task work on this thread (the submitter), seen below in program
+     * order; the eventfd is back on before the check that wakes the thread for what is left. */
+    bool quiet = u->can_quiet && e->inflight == 0;
+    if (quiet)
+        io_uring_cq_eventfd_toggle(&u->ring, false);
+    /* Buffered I/O on a warm page cache completes inside io_uring_enter: its completions are
+     * in the ring when submit returns. Reaping them here, on the posting thread, ends such a
+     * request inside post_xfer (no thread hop, no wait); a few rounds at most, so that posting
+     * a long request does not do all of its I/O. */
+    for (int i = 0; i < 4 && pump(e, u, &fin) && io_uring_cq_ready(&u->ring) > 0; i++) {
+    }
+    if (quiet) {
+        io_uring_cq_eventfd_toggle(&u->ring, true);
+        atomic_thread_fence(memory_order_seq_cst); /* the flag store before the tail load */
+    }
+    /* Completions left for the next round: the thread goes on with them, so a request
+     * progresses without a poller. */
     if (io_uring_cq_ready(&u->ring) > 0)
         wake_thread(u);
     if (fin)
