@@ -503,6 +503,8 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
                                ixl_mem_name(type), (unsigned long long)d->addr,
                                (unsigned long long)d->len,
                                (unsigned long long)atomic_load(&g->users));
+        } else if (gone != NULL) {
+            gone[i].g = g; /* found once: the loop below takes it from here */
         }
     }
     size_t d1, d2;
@@ -513,8 +515,11 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         rc = IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                            "descriptors %zu and %zu name the same region", d1, d2);
     for (size_t i = 0; rc == IXL_OK && i < n; i++) {
+        /* gone[i] holds the region found above; gone[0..n_gone) is refilled behind it. */
         const struct ixl_reg_desc *d = &descs[i];
-        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        struct region *g = gone != NULL
+                               ? gone[i].g
+                               : ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
         uint32_t drop = 0;
         for (unsigned b = 0; b < agent->n_backends; b++) {
             if (!(g->backend_mask & mask & (1u << b)))
@@ -555,9 +560,9 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
     /* A region only b holds would be deregistered: refused while a prepared list or request
      * still counts on it (it keeps a pointer to the region). */
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        struct rindex *x = &agent->registry->all[t];
-        for (size_t i = 0; i < x->n; i++) {
-            struct region *g = x->v[i];
+        struct ixl_registry_iter it;
+        ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+        for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             if (g->backend_mask == (1u << b) && atomic_load(&g->users) > 0)
                 return IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
                                      "%s region 0x%llx+%llu, registered with backend %s only, is "
@@ -568,29 +573,22 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
                                      (unsigned long long)atomic_load(&g->users));
         }
     }
-    /* Taken from the indexes one by one (removal shifts them): list them first. */
-    size_t n = 0;
-    for (int t = 0; t < IXL_MEM_COUNT; t++)
-        for (size_t i = 0; i < agent->registry->all[t].n; i++)
-            n += (agent->registry->all[t].v[i]->backend_mask >> b) & 1u;
-    struct region **mine = sys_malloc((n ? n : 1) * sizeof(*mine));
-    if (mine == NULL)
-        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    n = 0;
-    for (int t = 0; t < IXL_MEM_COUNT; t++)
-        for (size_t i = 0; i < agent->registry->all[t].n; i++)
-            if (agent->registry->all[t].v[i]->backend_mask & (1u << b))
-                mine[n++] = agent->registry->all[t].v[i];
-    for (size_t i = 0; i < n; i++) {
-        struct region *g = mine[i];
-        ixl_registry_remove_backend(agent->registry, g, b);
-        unregister_one(agent, g, b);
-        if (g->backend_mask == 0) {
-            ixl_registry_remove(agent->registry, g);
-            free(g);
+    /* The walk fetches the next region before this one may leave the index. */
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        struct region *next;
+        for (struct region *g = ixl_registry_next(agent->registry, (enum ixl_mem)t, NULL);
+             g != NULL; g = next) {
+            next = ixl_registry_next(agent->registry, (enum ixl_mem)t, g);
+            if (!(g->backend_mask & (1u << b)))
+                continue;
+            ixl_registry_remove_backend(agent->registry, g, b);
+            unregister_one(agent, g, b);
+            if (g->backend_mask == 0) {
+                ixl_registry_remove(agent->registry, g);
+                free(g);
+            }
         }
     }
-    free(mine);
     ixl_registry_commit(agent->registry);
     return IXL_OK;
 }
@@ -599,9 +597,9 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
 void ixl_mem_fini(struct ixl_agent *agent)
 {
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        struct rindex *x = &agent->registry->all[t];
-        for (size_t i = 0; i < x->n; i++) {
-            struct region *g = x->v[i];
+        struct ixl_registry_iter it;
+        ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+        for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
                     unregister_one(agent, g, b);
@@ -704,9 +702,9 @@ ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr)
             continue;
         /* Memory still registered would leave regions pointing at unmapped pages. */
         for (int t = 0; t < IXL_MEM_COUNT && rc == IXL_ERR_NOT_FOUND; t++) {
-            struct rindex *x = &agent->registry->all[t];
-            for (size_t j = 0; j < x->n; j++) {
-                struct region *g = x->v[j];
+            struct ixl_registry_iter it;
+            ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+            for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
                 if (g->addr < (uintptr_t)addr + a.len && (uintptr_t)addr < g->addr + g->len &&
                     (t == IXL_MEM_DRAM || t == IXL_MEM_VRAM)) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_BUSY,

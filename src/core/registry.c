@@ -5,14 +5,52 @@
 
 #include "util/sys.h"
 
-static int cmp_key(const struct region *a, uint64_t dev, uint64_t addr, uint64_t len)
+/*
+ * A node of an index. Each node keeps, for each child, the child's height and reach (the
+ * furthest-reaching region of the child's subtree), so that rebalancing on the way up reads
+ * only the nodes on the path, never their siblings. What a lookup reads (the key, the children,
+ * the left child's height and reach) fills the node's first cache line; nodes are aligned to
+ * 64 bytes, so a lookup step costs one line.
+ */
+struct reach {
+    uint64_t dev, end;
+    struct region *g; /* NULL: empty subtree */
+};
+
+struct rnode {
+    /* first cache line */
+    uint64_t dev, addr, len;
+    struct rnode *kid[2];
+    uint64_t kr0_dev, kr0_end; /* kid[0]'s reach, when kh[0] > 0 */
+    int32_t kh[2];             /* kid[i]'s height, 0 for none */
+    /* second */
+    struct region *g;
+    struct region *kr0_g;
+    struct reach kr1; /* kid[1]'s reach */
+    void *mem;        /* the allocation the node lies in */
+};
+
+static int cmp_key(uint64_t adev, uint64_t aaddr, uint64_t alen, uint64_t dev, uint64_t addr,
+                   uint64_t len)
 {
-    if (a->dev != dev)
-        return a->dev < dev ? -1 : 1;
-    if (a->addr != addr)
-        return a->addr < addr ? -1 : 1;
-    if (a->len != len)
-        return a->len < len ? -1 : 1;
+    if (adev != dev)
+        return adev < dev ? -1 : 1;
+    if (aaddr != addr)
+        return aaddr < addr ? -1 : 1;
+    if (alen != len)
+        return alen < len ? -1 : 1;
+    return 0;
+}
+
+/* Node t against (dev, addr, len, g): the order of the index, equal keys by region address. */
+static int cmp_node(const struct rnode *t, uint64_t dev, uint64_t addr, uint64_t len,
+                    const struct region *g)
+{
+    int c = cmp_key(t->dev, t->addr, t->len, dev, addr, len);
+    if (c != 0)
+        return c;
+    if (t->g != g)
+        return (uintptr_t)t->g < (uintptr_t)g ? -1 : 1;
     return 0;
 }
 
@@ -28,11 +66,16 @@ struct ixl_registry *ixl_registry_create(void)
     return sys_calloc(1, sizeof(struct ixl_registry));
 }
 
-static void rindex_free(struct rindex *x)
+static void free_nodes(struct rnode *t, int and_regions)
 {
-    free(x->v);
-    free(x->best);
-    memset(x, 0, sizeof(*x));
+    while (t != NULL) {
+        free_nodes(t->kid[0], and_regions);
+        struct rnode *right = t->kid[1];
+        if (and_regions)
+            free(t->g);
+        free(t->mem);
+        t = right;
+    }
 }
 
 void ixl_registry_free(struct ixl_registry *r)
@@ -40,166 +83,241 @@ void ixl_registry_free(struct ixl_registry *r)
     if (r == NULL)
         return;
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        for (size_t i = 0; i < r->all[t].n; i++)
-            free(r->all[t].v[i]);
-        rindex_free(&r->all[t]);
+        free_nodes(r->all[t].root, 1);
         for (int b = 0; b < IXL_MAX_BACKENDS; b++)
-            rindex_free(&r->by_backend[t][b]);
+            free_nodes(r->by_backend[t][b].root, 0);
     }
     free(r);
 }
 
-/* First position whose key is >= (dev, addr, len). */
-static size_t lower_bound(const struct rindex *x, uint64_t dev, uint64_t addr, uint64_t len)
+/* ---- the AVL tree ---------------------------------------------------------------------------- */
+
+/* Whether a reaches further than b (in (dev, end) order); an empty b never does. */
+static int further(const struct reach *a, const struct reach *b)
 {
-    size_t lo = 0, hi = x->sorted;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cmp_key(x->v[mid], dev, addr, len) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    if (b->g == NULL)
+        return a->g != NULL;
+    if (a->g == NULL)
+        return 0;
+    if (a->dev != b->dev)
+        return a->dev > b->dev;
+    return a->end > b->end;
 }
 
-static uint64_t end_of(const struct region *g)
+static int height(const struct rnode *t)
 {
-    return g->addr + g->len;
+    return 1 + (t->kh[0] > t->kh[1] ? t->kh[0] : t->kh[1]);
 }
 
-/* best[] over the whole index: O(n). */
-static void rebuild_best(struct rindex *x)
+static struct reach get_kr(const struct rnode *t, int i)
 {
-    for (size_t i = 0; i < x->n; i++) {
-        if (i == 0 || x->v[i - 1]->dev != x->v[i]->dev) {
-            x->best[i] = (uint32_t)i;
-            continue;
-        }
-        uint32_t prev = x->best[i - 1];
-        x->best[i] = end_of(x->v[i]) > end_of(x->v[prev]) ? (uint32_t)i : prev;
-    }
+    if (i == 1)
+        return t->kr1;
+    return (struct reach){t->kr0_dev, t->kr0_end, t->kh[0] ? t->kr0_g : NULL};
 }
 
-static int cmp_regions(const void *a, const void *b)
+static void set_kr(struct rnode *t, int i, struct reach r)
 {
-    const struct region *x = *(const struct region *const *)a;
-    const struct region *y = *(const struct region *const *)b;
-    return cmp_key(x, y->dev, y->addr, y->len);
-}
-
-/* Appends without sorting; rindex_commit() restores the order before the next lookup. */
-static int rindex_append(struct rindex *x, struct region *g)
-{
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 16;
-        struct region **v = sys_realloc(x->v, cap * sizeof(*v));
-        if (v == NULL)
-            return IXL_ERR_NO_MEMORY;
-        x->v = v;
-        uint32_t *best = sys_realloc(x->best, cap * sizeof(*best));
-        if (best == NULL)
-            return IXL_ERR_NO_MEMORY;
-        x->best = best;
-        x->cap = cap;
-    }
-    x->v[x->n++] = g;
-    return IXL_OK;
-}
-
-/* A few appended regions are moved into place (O(n) each); many are sorted together
- * (O(n log n)), so loading 10^4 regions at once stays fast. */
-static void rindex_commit(struct rindex *x)
-{
-    if (x->sorted == x->n && !x->dirty)
-        return;
-    size_t added = x->n - x->sorted;
-    if (added <= 8) {
-        for (size_t i = x->sorted; i < x->n; i++) {
-            struct region *g = x->v[i];
-            size_t lo = 0, hi = i;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (cmp_key(x->v[mid], g->dev, g->addr, g->len) <= 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            memmove(&x->v[lo + 1], &x->v[lo], (i - lo) * sizeof(x->v[0]));
-            x->v[lo] = g;
-        }
+    if (i == 1) {
+        t->kr1 = r;
     } else {
-        qsort(x->v, x->n, sizeof(x->v[0]), cmp_regions);
+        t->kr0_dev = r.dev;
+        t->kr0_end = r.end;
+        t->kr0_g = r.g;
     }
-    x->sorted = x->n;
-    x->dirty = 0;
-    rebuild_best(x);
+}
+
+/* The reach of t's whole subtree; ties keep the earlier region (left subtree, node, right). */
+static struct reach reach_of(const struct rnode *t)
+{
+    struct reach self = {t->dev, t->addr + t->len, t->g};
+    struct reach l = get_kr(t, 0);
+    struct reach best = further(&self, &l) ? self : l;
+    return further(&t->kr1, &best) ? t->kr1 : best;
+}
+
+/* Sets t's slot i to child c (NULL: none), with c's height and reach. */
+static void set_kid(struct rnode *t, int i, struct rnode *c)
+{
+    t->kid[i] = c;
+    t->kh[i] = c ? height(c) : 0;
+    set_kr(t, i, c ? reach_of(c) : (struct reach){0, 0, NULL});
+}
+
+/* Moves slot j of node f into slot i of t, height and reach with it (no read of the child). */
+static void move_slot(struct rnode *t, int i, const struct rnode *f, int j)
+{
+    t->kid[i] = f->kid[j];
+    t->kh[i] = f->kh[j];
+    set_kr(t, i, get_kr(f, j));
+}
+
+/* dir 0: the right child comes up (rotation to the left); dir 1: the left child. */
+static struct rnode *rotate(struct rnode *t, int dir)
+{
+    struct rnode *x = t->kid[!dir];
+    move_slot(t, !dir, x, dir);
+    set_kid(x, dir, t);
+    return x;
+}
+
+/* t with its slots up to date, rebalanced: the new root of the subtree. */
+static struct rnode *balance(struct rnode *t)
+{
+    int bf = t->kh[0] - t->kh[1];
+    if (bf > 1) {
+        struct rnode *l = t->kid[0];
+        if (l->kh[0] < l->kh[1])
+            set_kid(t, 0, rotate(l, 0));
+        return rotate(t, 1);
+    }
+    if (bf < -1) {
+        struct rnode *r = t->kid[1];
+        if (r->kh[1] < r->kh[0])
+            set_kid(t, 1, rotate(r, 1));
+        return rotate(t, 0);
+    }
+    return t;
+}
+
+static struct rnode *insert(struct rnode *t, struct rnode *n)
+{
+    if (t == NULL)
+        return n;
+    int dir = cmp_node(n, t->dev, t->addr, t->len, t->g) > 0;
+    set_kid(t, dir, insert(t->kid[dir], n));
+    return balance(t);
+}
+
+/* Takes the first node of t out into *first. */
+static struct rnode *remove_first(struct rnode *t, struct rnode **first)
+{
+    if (t->kid[0] == NULL) {
+        *first = t;
+        return t->kid[1];
+    }
+    set_kid(t, 0, remove_first(t->kid[0], first));
+    return balance(t);
+}
+
+/* Takes g's node out of t into *gone (NULL when g is not there). */
+static struct rnode *remove_node(struct rnode *t, const struct region *g, struct rnode **gone)
+{
+    if (t == NULL)
+        return NULL;
+    int c = cmp_node(t, g->dev, g->addr, g->len, g);
+    if (c != 0) {
+        int dir = c < 0;
+        struct rnode *k = remove_node(t->kid[dir], g, gone);
+        if (*gone == NULL)
+            return t;
+        set_kid(t, dir, k);
+        return balance(t);
+    }
+    *gone = t;
+    if (t->kid[0] == NULL)
+        return t->kid[1];
+    if (t->kid[1] == NULL)
+        return t->kid[0];
+    struct rnode *m = NULL;
+    struct rnode *right = remove_first(t->kid[1], &m);
+    move_slot(m, 0, t, 0);
+    set_kid(m, 1, right);
+    return balance(m);
+}
+
+static int rindex_add(struct rindex *x, struct region *g)
+{
+    void *mem = sys_malloc(sizeof(struct rnode) + 63);
+    if (mem == NULL)
+        return IXL_ERR_NO_MEMORY;
+    struct rnode *n = (struct rnode *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    *n = (struct rnode){.dev = g->dev, .addr = g->addr, .len = g->len, .g = g, .mem = mem};
+    x->root = insert(x->root, n);
+    x->n++;
+    return IXL_OK;
 }
 
 static void rindex_remove(struct rindex *x, struct region *g)
 {
-    /* The search needs the order, not best[]: that is rebuilt once, at the writer's commit. */
-    if (x->sorted != x->n)
-        rindex_commit(x);
-    size_t pos = lower_bound(x, g->dev, g->addr, g->len);
-    while (pos < x->n && x->v[pos] != g && cmp_key(x->v[pos], g->dev, g->addr, g->len) == 0)
-        pos++;
-    if (pos >= x->n || x->v[pos] != g)
-        return;
-    memmove(&x->v[pos], &x->v[pos + 1], (x->n - pos - 1) * sizeof(x->v[0]));
-    x->n--;
-    x->sorted = x->n;
-    x->dirty = 1;
+    struct rnode *gone = NULL;
+    x->root = remove_node(x->root, g, &gone);
+    if (gone != NULL) {
+        free(gone->mem);
+        x->n--;
+    }
 }
+
+/* ---- lookups --------------------------------------------------------------------------------- */
 
 struct region *ixl_registry_exact(struct ixl_registry *r, enum ixl_mem type, uint64_t addr,
                                   uint64_t reg_len, uint64_t dev)
 {
-    struct rindex *x = &r->all[type];
     uint64_t span = ixl_region_span(type, addr, reg_len);
-    size_t pos = lower_bound(x, dev, addr, span);
-    if (pos < x->sorted && cmp_key(x->v[pos], dev, addr, span) == 0)
-        return x->v[pos];
-    return NULL;
+    const struct rnode *t = r->all[type].root, *hit = NULL;
+    while (t != NULL) { /* the first node with the key, if any */
+        int c = cmp_key(t->dev, t->addr, t->len, dev, addr, span);
+        if (c < 0) {
+            t = t->kid[1];
+        } else {
+            if (c == 0)
+                hit = t;
+            t = t->kid[0];
+        }
+    }
+    return hit ? hit->g : NULL;
 }
 
 struct region *ixl_registry_cover(const struct ixl_registry *r, enum ixl_mem type, unsigned b,
                                   uint64_t dev, uint64_t addr, uint64_t len)
 {
-    const struct rindex *x = &r->by_backend[type][b];
-    /* Last position with (dev, addr) <= (dev, addr): the first with key > (dev, addr, MAX),
-     * minus one. */
-    size_t pos = lower_bound(x, dev, addr, UINT64_MAX);
-    while (pos < x->sorted && cmp_key(x->v[pos], dev, addr, UINT64_MAX) == 0)
-        pos++;
-    if (pos == 0)
+    /* The furthest-reaching region among those with (dev, addr) <= (dev, addr): the pieces
+     * gathered on the way down (each node's left subtree, then the node) come in index order,
+     * so a tie keeps the first. Only the nodes' first cache lines are read on the way. */
+    const struct rnode *t = r->by_backend[type][b].root, *at = NULL;
+    uint64_t best_dev = 0, best_end = 0;
+    int self = 0;
+    while (t != NULL) {
+        if (t->dev < dev || (t->dev == dev && t->addr <= addr)) {
+            if (t->kh[0] > 0 && (at == NULL || t->kr0_dev > best_dev ||
+                                 (t->kr0_dev == best_dev && t->kr0_end > best_end))) {
+                at = t;
+                self = 0;
+                best_dev = t->kr0_dev;
+                best_end = t->kr0_end;
+            }
+            uint64_t end = t->addr + t->len;
+            if (at == NULL || t->dev > best_dev || (t->dev == best_dev && end > best_end)) {
+                at = t;
+                self = 1;
+                best_dev = t->dev;
+                best_end = end;
+            }
+            t = t->kid[1];
+        } else {
+            t = t->kid[0];
+        }
+    }
+    if (at == NULL || best_dev != dev || best_end < addr || best_end - addr < len)
         return NULL;
-    pos--;
-    if (x->v[pos]->dev != dev)
-        return NULL;
-    struct region *g = x->v[x->best[pos]];
-    if (g->addr <= addr && end_of(g) >= addr && end_of(g) - addr >= len)
-        return g;
-    return NULL;
+    return self ? at->g : at->kr0_g;
 }
+
+/* ---- changes --------------------------------------------------------------------------------- */
 
 int ixl_registry_add(struct ixl_registry *r, struct region *g)
 {
-    return rindex_append(&r->all[g->type], g);
+    return rindex_add(&r->all[g->type], g);
 }
 
 int ixl_registry_add_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
-    return rindex_append(&r->by_backend[g->type][b], g);
+    return rindex_add(&r->by_backend[g->type][b], g);
 }
 
 void ixl_registry_commit(struct ixl_registry *r)
 {
-    for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        rindex_commit(&r->all[t]);
-        for (int b = 0; b < IXL_MAX_BACKENDS; b++)
-            rindex_commit(&r->by_backend[t][b]);
-    }
+    (void)r;
 }
 
 void ixl_registry_remove(struct ixl_registry *r, struct region *g)
@@ -210,6 +328,86 @@ void ixl_registry_remove(struct ixl_registry *r, struct region *g)
 void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
     rindex_remove(&r->by_backend[g->type][b], g);
+}
+
+/* ---- walks ----------------------------------------------------------------------------------- */
+
+static void iter_push_left(struct ixl_registry_iter *it, const struct rnode *t)
+{
+    for (; t != NULL; t = t->kid[0])
+        it->stack[it->top++] = t;
+}
+
+void ixl_registry_iter_init(struct ixl_registry_iter *it, const struct ixl_registry *r,
+                            enum ixl_mem type)
+{
+    it->top = 0;
+    iter_push_left(it, r->all[type].root);
+}
+
+struct region *ixl_registry_iter_next(struct ixl_registry_iter *it)
+{
+    if (it->top == 0)
+        return NULL;
+    const struct rnode *t = it->stack[--it->top];
+    iter_push_left(it, t->kid[1]);
+    return t->g;
+}
+
+struct region *ixl_registry_next(const struct ixl_registry *r, enum ixl_mem type,
+                                 const struct region *prev)
+{
+    const struct rnode *t = r->all[type].root, *after = NULL;
+    while (t != NULL) { /* the first node after prev */
+        if (prev == NULL || cmp_node(t, prev->dev, prev->addr, prev->len, prev) > 0) {
+            after = t;
+            t = t->kid[0];
+        } else {
+            t = t->kid[1];
+        }
+    }
+    return after ? after->g : NULL;
+}
+
+/* ---- self-check (tests) ---------------------------------------------------------------------- */
+
+/* Checks t's subtree: order within (lo, hi), AVL balance, the slots' heights and reaches. Returns
+ * the height, or -1. */
+static int check_node(const struct rnode *t, const struct rnode *lo, const struct rnode *hi,
+                      size_t *count)
+{
+    if (t == NULL)
+        return 0;
+    (*count)++;
+    if ((lo && cmp_node(t, lo->dev, lo->addr, lo->len, lo->g) <= 0) ||
+        (hi && cmp_node(t, hi->dev, hi->addr, hi->len, hi->g) >= 0) || t->len != t->g->len ||
+        t->addr != t->g->addr || t->dev != t->g->dev)
+        return -1;
+    int hl = check_node(t->kid[0], lo, t, count), hr = check_node(t->kid[1], t, hi, count);
+    if (hl < 0 || hr < 0 || hl != t->kh[0] || hr != t->kh[1] || hl - hr > 1 || hr - hl > 1)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        struct reach want = t->kid[i] ? reach_of(t->kid[i]) : (struct reach){0, 0, NULL};
+        struct reach have = get_kr(t, i);
+        if (want.g != have.g || (want.g && (want.dev != have.dev || want.end != have.end)))
+            return -1;
+    }
+    if (((uintptr_t)t & 63) != 0)
+        return -1;
+    return 1 + (hl > hr ? hl : hr);
+}
+
+int ixl_registry_check(const struct ixl_registry *r)
+{
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        for (int b = -1; b < IXL_MAX_BACKENDS; b++) {
+            const struct rindex *x = b < 0 ? &r->all[t] : &r->by_backend[t][b];
+            size_t count = 0;
+            if (check_node(x->root, NULL, NULL, &count) < 0 || count != x->n)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 uint64_t ixl_region_last_covered(const struct region *g, const struct ixl_run *run)

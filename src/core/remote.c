@@ -66,9 +66,9 @@ static void remote_free(struct remote *r)
     struct ixl_agent *agent = r->agent;
     all_unlink(agent, r);
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        struct rindex *x = &r->regs->all[t];
-        for (size_t i = 0; i < x->n; i++) {
-            struct region *g = x->v[i];
+        struct ixl_registry_iter it;
+        ixl_registry_iter_init(&it, r->regs, (enum ixl_mem)t);
+        for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
                     agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine, g->md[b]);
@@ -132,10 +132,11 @@ void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b)
      * last of those goes, it must not call into this backend (or the next in its slot). */
     for (struct remote *r = agent->remotes->all; r != NULL; r = r->all_next) {
         for (int t = 0; t < IXL_MEM_COUNT; t++) {
-            struct rindex *x = &r->regs->all[t];
-            /* Removal from x shifts it: walk back to front. */
-            for (size_t i = x->n; i-- > 0;) {
-                struct region *g = x->v[i];
+            /* The walk fetches the next region before this one may leave the index. */
+            struct region *next;
+            for (struct region *g = ixl_registry_next(r->regs, (enum ixl_mem)t, NULL); g != NULL;
+                 g = next) {
+                next = ixl_registry_next(r->regs, (enum ixl_mem)t, g);
                 if (!(g->backend_mask & (1u << b)))
                     continue;
                 ixl_registry_remove_backend(r->regs, g, b);
@@ -236,9 +237,10 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
     int rc = IXL_OK;
     if (!partial) {
         for (int t = 0; t < IXL_MEM_COUNT && rc == IXL_OK; t++) {
-            const struct rindex *x = &agent->registry->all[t];
-            for (size_t i = 0; i < x->n && rc == IXL_OK; i++)
-                rc = encode_region(agent, &w, x->v[i], wire_index, chosen, &nr);
+            struct ixl_registry_iter it;
+            ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+            for (struct region *g; rc == IXL_OK && (g = ixl_registry_iter_next(&it)) != NULL;)
+                rc = encode_region(agent, &w, g, wire_index, chosen, &nr);
         }
     } else {
         /* The regions covering each descriptor, each region once; one lookup per region
