@@ -330,6 +330,143 @@ void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsig
     rindex_remove(&r->by_backend[g->type][b], g);
 }
 
+/* ---- batches --------------------------------------------------------------------------------- */
+
+/* A batch worth rebuilding the index for: a rebuild costs O(n + k log k) with sequential work,
+ * k single changes O(k log n) with a dependent cache miss per level. */
+static int batch_rebuilds(size_t k, size_t n)
+{
+    return k >= 64 && k * 8 >= n;
+}
+
+/* The nodes of t in order into v (room for all of them); returns the count. */
+static size_t collect(struct rnode *t, struct rnode **v)
+{
+    struct rnode *stack[96];
+    int top = 0;
+    size_t n = 0;
+    while (t != NULL || top > 0) {
+        for (; t != NULL; t = t->kid[0])
+            stack[top++] = t;
+        t = stack[--top];
+        v[n++] = t;
+        t = t->kid[1];
+    }
+    return n;
+}
+
+/* A balanced tree of v[0..n) (in order), slots filled bottom-up. */
+static struct rnode *build(struct rnode **v, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    size_t mid = n / 2;
+    struct rnode *t = v[mid];
+    set_kid(t, 0, build(v, mid));
+    set_kid(t, 1, build(v + mid + 1, n - mid - 1));
+    return t;
+}
+
+static int cmp_nodes(const void *a, const void *b)
+{
+    const struct rnode *x = *(struct rnode *const *)a, *y = *(struct rnode *const *)b;
+    return cmp_node(x, y->dev, y->addr, y->len, y->g);
+}
+
+static int cmp_regions(const void *a, const void *b)
+{
+    const struct region *x = *(struct region *const *)a, *y = *(struct region *const *)b;
+    int c = cmp_key(x->dev, x->addr, x->len, y->dev, y->addr, y->len);
+    if (c != 0)
+        return c;
+    return x == y ? 0 : ((uintptr_t)x < (uintptr_t)y ? -1 : 1);
+}
+
+static struct rindex *index_of(struct ixl_registry *r, enum ixl_mem type, int b)
+{
+    return b < 0 ? &r->all[type] : &r->by_backend[type][b];
+}
+
+int ixl_registry_add_many(struct ixl_registry *r, enum ixl_mem type, int b, struct region *const *v,
+                          size_t k)
+{
+    struct rindex *x = index_of(r, type, b);
+    if (k == 0)
+        return IXL_OK;
+    /* Every node first, so that nothing changes on a failure. */
+    struct rnode **nodes = sys_malloc(k * sizeof(*nodes));
+    if (nodes == NULL)
+        return IXL_ERR_NO_MEMORY;
+    for (size_t i = 0; i < k; i++) {
+        void *mem = sys_malloc(sizeof(struct rnode) + 63);
+        if (mem == NULL) {
+            while (i-- > 0)
+                free(nodes[i]->mem);
+            free(nodes);
+            return IXL_ERR_NO_MEMORY;
+        }
+        struct rnode *n = (struct rnode *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+        *n = (struct rnode){
+            .dev = v[i]->dev, .addr = v[i]->addr, .len = v[i]->len, .g = v[i], .mem = mem};
+        nodes[i] = n;
+    }
+    struct rnode **all = batch_rebuilds(k, x->n + k) ? sys_malloc((x->n + k) * sizeof(*all)) : NULL;
+    if (all == NULL) { /* a few (or no memory for the rebuild): one by one */
+        for (size_t i = 0; i < k; i++)
+            x->root = insert(x->root, nodes[i]);
+    } else {
+        /* Merge the sorted batch into the index's order, then build the tree again. */
+        qsort(nodes, k, sizeof(*nodes), cmp_nodes);
+        struct rnode **old = all + k; /* the old nodes, moved down as the merge fills all */
+        size_t n_old = collect(x->root, old);
+        size_t i = 0, j = 0, o = 0;
+        while (i < n_old || j < k) {
+            if (j == k || (i < n_old && cmp_nodes(&old[i], &nodes[j]) < 0))
+                all[o++] = old[i++];
+            else
+                all[o++] = nodes[j++];
+        }
+        x->root = build(all, o);
+        free(all);
+    }
+    x->n += k;
+    free(nodes);
+    return IXL_OK;
+}
+
+void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
+                              struct region *const *v, size_t k)
+{
+    struct rindex *x = index_of(r, type, b);
+    struct rnode **all = batch_rebuilds(k, x->n) ? sys_malloc(x->n * sizeof(*all)) : NULL;
+    struct region **gone = all ? sys_malloc(k * sizeof(*gone)) : NULL;
+    if (gone == NULL) { /* a few (or no memory for the rebuild): one by one */
+        free(all);
+        for (size_t i = 0; i < k; i++)
+            rindex_remove(x, v[i]);
+        return;
+    }
+    /* Both in index order: one merge walk drops the batch's nodes. */
+    memcpy(gone, v, k * sizeof(*gone));
+    qsort(gone, k, sizeof(*gone), cmp_regions);
+    size_t n = collect(x->root, all), kept = 0, j = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct rnode *t = all[i];
+        while (j < k && cmp_node(t, gone[j]->dev, gone[j]->addr, gone[j]->len, gone[j]) > 0)
+            j++;
+        if (j < k && gone[j] == t->g) {
+            free(t->mem);
+            j++;
+        } else {
+            all[kept++] = t;
+        }
+    }
+    x->root = build(all, kept);
+    x->n = kept;
+    free(all);
+    free(gone);
+}
+
 /* ---- walks ----------------------------------------------------------------------------------- */
 
 static void iter_push_left(struct ixl_registry_iter *it, const struct rnode *t)

@@ -232,6 +232,57 @@ static void model_remove(struct ixl_registry *r, uint64_t *seed)
     *m = (struct mregion){0};
 }
 
+/* Batches: a group of new regions into "all" and a backend's index at once, or a group of
+ * regions (some not in the index) out of one. Large groups rebuild the tree. */
+static void model_batch(struct ixl_registry *r, uint64_t *seed)
+{
+    struct region *v[MM];
+    int slot[MM];
+    size_t k = 0;
+    int want = 1 + (int)(rnd(seed) % (rnd(seed) % 4 == 0 ? 300 : 20));
+    if (rnd(seed) % 2) {
+        unsigned b = (unsigned)(rnd(seed) % MB);
+        for (int i = 0; i < MM && (int)k < want; i++) {
+            if (model[i].g != NULL || rnd(seed) % 2)
+                continue;
+            struct region *g = calloc(1, sizeof(*g));
+            CHECK(g != NULL);
+            *g = (struct region){.type = IXL_MEM_DRAM,
+                                 .dev = rnd(seed) % 3,
+                                 .addr = rnd(seed) % 2000,
+                                 .len = 1 + rnd(seed) % 80};
+            g->reg_len = g->len;
+            model[i] = (struct mregion){g, 1, 1u << b};
+            slot[k] = i;
+            v[k++] = g;
+        }
+        CHECK_RC(ixl_registry_add_many(r, IXL_MEM_DRAM, -1, v, k), IXL_OK);
+        CHECK_RC(ixl_registry_add_many(r, IXL_MEM_DRAM, (int)b, v, k), IXL_OK);
+        return;
+    }
+    /* Out of backend b's index (regions it lacks are skipped), or out of everything. */
+    int b = (int)(rnd(seed) % (MB + 1)) - 1;
+    for (int i = 0; i < MM && (int)k < want; i++) {
+        if (model[i].g == NULL || rnd(seed) % 3 == 0)
+            continue;
+        slot[k] = i;
+        v[k++] = model[i].g;
+    }
+    if (b >= 0) {
+        ixl_registry_remove_many(r, IXL_MEM_DRAM, b, v, k);
+        for (size_t j = 0; j < k; j++)
+            model[slot[j]].mask &= ~(1u << b);
+        return;
+    }
+    for (unsigned bb = 0; bb < MB; bb++)
+        ixl_registry_remove_many(r, IXL_MEM_DRAM, (int)bb, v, k);
+    ixl_registry_remove_many(r, IXL_MEM_DRAM, -1, v, k);
+    for (size_t j = 0; j < k; j++) {
+        free(model[slot[j]].g);
+        model[slot[j]] = (struct mregion){0};
+    }
+}
+
 static void test_model(void)
 {
     uint64_t seed = 0x2545f4914f6cdd1dull;
@@ -240,7 +291,9 @@ static void test_model(void)
     for (int step = 0; step < 12000; step++) {
         /* Phases that grow and shrink the index. */
         int grow = (step / 1500) % 2 == 0;
-        if (rnd(&seed) % 10 < (grow ? 7u : 3u))
+        if (rnd(&seed) % 50 == 0)
+            model_batch(r, &seed);
+        else if (rnd(&seed) % 10 < (grow ? 7u : 3u))
             model_add(r, &seed);
         else
             model_remove(r, &seed);
@@ -447,6 +500,7 @@ static void test_api(void)
             if (rc == IXL_OK)
                 areg[j] = areg[--n_areg];
             ixl_prep_destroy(p);
+            ixl_dlist_destroy(l);
         }
         api_verify(a, be, &seed);
         pthread_rwlock_rdlock(&a->lock);
@@ -456,6 +510,37 @@ static void test_api(void)
     }
     printf("api: %d calls succeeded, %d failed as the model said; %d regions left\n", ok_calls,
            failed_calls, n_areg);
+
+    /* Large calls (the indexes are rebuilt): 512 regions in one call, 300 of them out in one. */
+    struct ixl_reg_desc *big = calloc(512, sizeof(*big));
+    CHECK(big != NULL);
+    for (int i = 0; i < n_areg; i++)
+        big[i] = (struct ixl_reg_desc){(uintptr_t)area + areg[i].off, areg[i].len, 0, NULL, 0};
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, big, (size_t)n_areg, NULL), IXL_OK);
+    for (int i = 0; i < 512; i++) /* every other 64 bytes, in a scrambled order */
+        big[i] = (struct ixl_reg_desc){(uintptr_t)area + (uint64_t)((i * 37) % 512) * 128, 64, 0,
+                                       NULL, 0};
+    CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, big, 512, NULL), IXL_OK);
+    CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, big + 100, 300, NULL), IXL_OK);
+    for (int i = 0; i < 512; i++) {
+        int kept = i < 100 || i >= 400;
+        for (int half = 0; half < 2; half++) {
+            struct ixl_desc d = {big[i].addr + (uint64_t)half * 64, 64, 0};
+            struct ixl_dlist *l = NULL;
+            CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &l), IXL_OK);
+            CHECK_RC(ixl_dlist_add(l, &d, 1), IXL_OK);
+            struct ixl_prep *p = NULL;
+            CHECK_RC(ixl_prep_create(a, NULL, l, NULL, &p),
+                     kept && half == 0 ? IXL_OK : IXL_ERR_NOT_REGISTERED);
+            ixl_prep_destroy(p);
+            ixl_dlist_destroy(l);
+        }
+    }
+    pthread_rwlock_rdlock(&a->lock);
+    CHECK(ixl_registry_check(a->registry) == 0);
+    CHECK(a->registry->all[IXL_MEM_DRAM].n == 212);
+    pthread_rwlock_unlock(&a->lock);
+    free(big);
     CHECK(ok_calls > 100 && failed_calls > 20);
     ixl_agent_destroy(a);
 }
