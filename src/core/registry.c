@@ -18,8 +18,9 @@ struct reach {
 };
 
 struct rnode {
-    /* first cache line */
-    uint64_t dev, addr, len;
+    /* first cache line (the node's size is a multiple of it) */
+    _Alignas(64) uint64_t dev;
+    uint64_t addr, len;
     struct rnode *kid[2];
     uint64_t kr0_dev, kr0_end; /* kid[0]'s reach, when kh[0] > 0 */
     int32_t kh[2];             /* kid[i]'s height, 0 for none */
@@ -27,8 +28,35 @@ struct rnode {
     struct region *g;
     struct region *kr0_g;
     struct reach kr1; /* kid[1]'s reach */
-    void *mem;        /* the allocation the node lies in */
 };
+
+#define SLAB_NODES 127 /* nodes per slab: with its link, 16 KiB */
+
+/* A node from r's free list, refilled a slab at a time; NULL without memory. */
+static struct rnode *node_new(struct ixl_registry *r)
+{
+    if (r->free_nodes == NULL) {
+        void **slab = sys_malloc(64 + (SLAB_NODES + 1) * sizeof(struct rnode));
+        if (slab == NULL)
+            return NULL;
+        *slab = r->slabs;
+        r->slabs = slab;
+        struct rnode *v = (struct rnode *)(((uintptr_t)(slab + 1) + 63) & ~(uintptr_t)63);
+        for (int i = 0; i < SLAB_NODES; i++) {
+            v[i].kid[0] = r->free_nodes;
+            r->free_nodes = &v[i];
+        }
+    }
+    struct rnode *n = r->free_nodes;
+    r->free_nodes = n->kid[0];
+    return n;
+}
+
+static void node_free(struct ixl_registry *r, struct rnode *n)
+{
+    n->kid[0] = r->free_nodes;
+    r->free_nodes = n;
+}
 
 static int cmp_key(uint64_t adev, uint64_t aaddr, uint64_t alen, uint64_t dev, uint64_t addr,
                    uint64_t len)
@@ -66,15 +94,12 @@ struct ixl_registry *ixl_registry_create(void)
     return sys_calloc(1, sizeof(struct ixl_registry));
 }
 
-static void free_nodes(struct rnode *t, int and_regions)
+static void free_regions(struct rnode *t)
 {
     while (t != NULL) {
-        free_nodes(t->kid[0], and_regions);
-        struct rnode *right = t->kid[1];
-        if (and_regions)
-            free(t->g);
-        free(t->mem);
-        t = right;
+        free_regions(t->kid[0]);
+        free(t->g);
+        t = t->kid[1];
     }
 }
 
@@ -82,10 +107,13 @@ void ixl_registry_free(struct ixl_registry *r)
 {
     if (r == NULL)
         return;
-    for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        free_nodes(r->all[t].root, 1);
-        for (int b = 0; b < IXL_MAX_BACKENDS; b++)
-            free_nodes(r->by_backend[t][b].root, 0);
+    for (int t = 0; t < IXL_MEM_COUNT; t++)
+        free_regions(r->all[t].root);
+    free(r->scratch);
+    while (r->slabs != NULL) {
+        void **slab = r->slabs;
+        r->slabs = *slab;
+        free(slab);
     }
     free(r);
 }
@@ -226,24 +254,23 @@ static struct rnode *remove_node(struct rnode *t, const struct region *g, struct
     return balance(m);
 }
 
-static int rindex_add(struct rindex *x, struct region *g)
+static int rindex_add(struct ixl_registry *r, struct rindex *x, struct region *g)
 {
-    void *mem = sys_malloc(sizeof(struct rnode) + 63);
-    if (mem == NULL)
+    struct rnode *n = node_new(r);
+    if (n == NULL)
         return IXL_ERR_NO_MEMORY;
-    struct rnode *n = (struct rnode *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-    *n = (struct rnode){.dev = g->dev, .addr = g->addr, .len = g->len, .g = g, .mem = mem};
+    *n = (struct rnode){.dev = g->dev, .addr = g->addr, .len = g->len, .g = g};
     x->root = insert(x->root, n);
     x->n++;
     return IXL_OK;
 }
 
-static void rindex_remove(struct rindex *x, struct region *g)
+static void rindex_remove(struct ixl_registry *r, struct rindex *x, struct region *g)
 {
     struct rnode *gone = NULL;
     x->root = remove_node(x->root, g, &gone);
     if (gone != NULL) {
-        free(gone->mem);
+        node_free(r, gone);
         x->n--;
     }
 }
@@ -307,12 +334,12 @@ struct region *ixl_registry_cover(const struct ixl_registry *r, enum ixl_mem typ
 
 int ixl_registry_add(struct ixl_registry *r, struct region *g)
 {
-    return rindex_add(&r->all[g->type], g);
+    return rindex_add(r, &r->all[g->type], g);
 }
 
 int ixl_registry_add_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
-    return rindex_add(&r->by_backend[g->type][b], g);
+    return rindex_add(r, &r->by_backend[g->type][b], g);
 }
 
 void ixl_registry_commit(struct ixl_registry *r)
@@ -322,12 +349,12 @@ void ixl_registry_commit(struct ixl_registry *r)
 
 void ixl_registry_remove(struct ixl_registry *r, struct region *g)
 {
-    rindex_remove(&r->all[g->type], g);
+    rindex_remove(r, &r->all[g->type], g);
 }
 
 void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
-    rindex_remove(&r->by_backend[g->type][b], g);
+    rindex_remove(r, &r->by_backend[g->type][b], g);
 }
 
 /* ---- batches --------------------------------------------------------------------------------- */
@@ -382,6 +409,21 @@ static int cmp_regions(const void *a, const void *b)
     return x == y ? 0 : ((uintptr_t)x < (uintptr_t)y ? -1 : 1);
 }
 
+/* r's scratch with room for n pointers, or NULL without memory. */
+static void **scratch(struct ixl_registry *r, size_t n)
+{
+    if (n > r->scratch_cap) {
+        size_t cap = n < 1024 ? 1024 : n + n / 2;
+        void **v = sys_malloc(cap * sizeof(*v));
+        if (v == NULL)
+            return NULL;
+        free(r->scratch);
+        r->scratch = v;
+        r->scratch_cap = cap;
+    }
+    return r->scratch;
+}
+
 static struct rindex *index_of(struct ixl_registry *r, enum ixl_mem type, int b)
 {
     return b < 0 ? &r->all[type] : &r->by_backend[type][b];
@@ -393,29 +435,35 @@ int ixl_registry_add_many(struct ixl_registry *r, enum ixl_mem type, int b, stru
     struct rindex *x = index_of(r, type, b);
     if (k == 0)
         return IXL_OK;
-    /* Every node first, so that nothing changes on a failure. */
-    struct rnode **nodes = sys_malloc(k * sizeof(*nodes));
-    if (nodes == NULL)
-        return IXL_ERR_NO_MEMORY;
+    /* Every node first, so that nothing changes on a failure; nodes and the merged order in
+     * the scratch (k + n + k pointers), or one by one without memory for it. */
+    int rebuild = batch_rebuilds(k, x->n + k);
+    void **sc = scratch(r, rebuild ? x->n + 2 * k : k);
+    struct rnode *one[1];
+    struct rnode **nodes = sc ? (struct rnode **)sc : one;
     for (size_t i = 0; i < k; i++) {
-        void *mem = sys_malloc(sizeof(struct rnode) + 63);
-        if (mem == NULL) {
-            while (i-- > 0)
-                free(nodes[i]->mem);
-            free(nodes);
-            return IXL_ERR_NO_MEMORY;
+        struct rnode *n = node_new(r);
+        if (n == NULL) {
+            while (sc && i-- > 0)
+                node_free(r, nodes[i]);
+            return IXL_ERR_NO_MEMORY; /* (without scratch, the first i are in the tree) */
         }
-        struct rnode *n = (struct rnode *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-        *n = (struct rnode){
-            .dev = v[i]->dev, .addr = v[i]->addr, .len = v[i]->len, .g = v[i], .mem = mem};
+        *n = (struct rnode){.dev = v[i]->dev, .addr = v[i]->addr, .len = v[i]->len, .g = v[i]};
+        if (sc == NULL) {
+            x->root = insert(x->root, n);
+            x->n++;
+            continue;
+        }
         nodes[i] = n;
     }
-    struct rnode **all = batch_rebuilds(k, x->n + k) ? sys_malloc((x->n + k) * sizeof(*all)) : NULL;
-    if (all == NULL) { /* a few (or no memory for the rebuild): one by one */
+    if (sc == NULL)
+        return IXL_OK;
+    if (!rebuild || r->scratch_cap < x->n + 2 * k) {
         for (size_t i = 0; i < k; i++)
             x->root = insert(x->root, nodes[i]);
     } else {
         /* Merge the sorted batch into the index's order, then build the tree again. */
+        struct rnode **all = nodes + k;
         qsort(nodes, k, sizeof(*nodes), cmp_nodes);
         struct rnode **old = all + k; /* the old nodes, moved down as the merge fills all */
         size_t n_old = collect(x->root, old);
@@ -427,10 +475,8 @@ int ixl_registry_add_many(struct ixl_registry *r, enum ixl_mem type, int b, stru
                 all[o++] = nodes[j++];
         }
         x->root = build(all, o);
-        free(all);
     }
     x->n += k;
-    free(nodes);
     return IXL_OK;
 }
 
@@ -438,15 +484,15 @@ void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
                               struct region *const *v, size_t k)
 {
     struct rindex *x = index_of(r, type, b);
-    struct rnode **all = batch_rebuilds(k, x->n) ? sys_malloc(x->n * sizeof(*all)) : NULL;
-    struct region **gone = all ? sys_malloc(k * sizeof(*gone)) : NULL;
-    if (gone == NULL) { /* a few (or no memory for the rebuild): one by one */
-        free(all);
+    void **sc = batch_rebuilds(k, x->n) ? scratch(r, x->n + k) : NULL;
+    if (sc == NULL) { /* a few (or no memory for the rebuild): one by one */
         for (size_t i = 0; i < k; i++)
-            rindex_remove(x, v[i]);
+            rindex_remove(r, x, v[i]);
         return;
     }
     /* Both in index order: one merge walk drops the batch's nodes. */
+    struct rnode **all = (struct rnode **)sc;
+    struct region **gone = (struct region **)(sc + x->n);
     memcpy(gone, v, k * sizeof(*gone));
     qsort(gone, k, sizeof(*gone), cmp_regions);
     size_t n = collect(x->root, all), kept = 0, j = 0;
@@ -455,7 +501,7 @@ void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
         while (j < k && cmp_node(t, gone[j]->dev, gone[j]->addr, gone[j]->len, gone[j]) > 0)
             j++;
         if (j < k && gone[j] == t->g) {
-            free(t->mem);
+            node_free(r, t);
             j++;
         } else {
             all[kept++] = t;
@@ -463,8 +509,6 @@ void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
     }
     x->root = build(all, kept);
     x->n = kept;
-    free(all);
-    free(gone);
 }
 
 /* ---- walks ----------------------------------------------------------------------------------- */

@@ -45,6 +45,14 @@ struct rindex {
 struct ixl_registry {
     struct rindex all[IXL_MEM_COUNT]; /* every region, for exact lookups and listing */
     struct rindex by_backend[IXL_MEM_COUNT][IXL_MAX_BACKENDS];
+    /* Nodes come from slabs of the registry and go back to its free list: allocating and
+     * freeing 10^4 small blocks per call at malloc made malloc walk its bins. */
+    struct rnode *free_nodes;
+    void *slabs; /* the slabs, linked by their first word */
+    /* Scratch for batches, kept between calls: freeing a batch's arrays each call made malloc
+     * give the top of the heap back and fault it in again at the next. */
+    void **scratch;
+    size_t scratch_cap;
 };
 
 struct ixl_registry *ixl_registry_create(void);

@@ -369,6 +369,28 @@ struct attach {
     int fresh; /* g was made by this call */
 };
 
+/* Adds the attachments of one load to r's indexes: one batch per (type, index), listed in v
+ * (room for n). */
+static int index_attachments(struct ixl_registry *regs, const struct attach *done, size_t n,
+                             struct region **v)
+{
+    int rc = IXL_OK;
+    for (int type = 0; type < IXL_MEM_COUNT && rc == IXL_OK; type++) {
+        for (int b = -1; b < IXL_MAX_BACKENDS && rc == IXL_OK; b++) {
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++) {
+                const struct attach *t = &done[i];
+                if (t->g->type != (enum ixl_mem)type)
+                    continue;
+                if (b < 0 ? t->fresh && (i == 0 || done[i - 1].g != t->g) : t->slot == (unsigned)b)
+                    v[k++] = t->g;
+            }
+            rc = ixl_registry_add_many(regs, (enum ixl_mem)type, b, v, k);
+        }
+    }
+    return rc;
+}
+
 /* Loads the regions of a decoded blob into r. Entries are sorted so that those naming one
  * region (one per backend, or repeated) meet: one region struct carries every backend's
  * metadata, and a region loaded before gains only the backends it lacked. Nothing is indexed
@@ -441,18 +463,15 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         g->backend_mask |= 1u << be->slot;
         done[n_done++] = (struct attach){g, be->slot, g_fresh};
     }
-    /* Index: each fresh region once in "all", each attachment in its backend's index. */
+    /* Index: each fresh region once in "all", each attachment in its backend's index, one
+     * batch per index. On a failure every attachment counts as indexed: the undo below takes
+     * out what is there (removing what is not is nothing). */
     size_t indexed = 0;
-    for (; rc == IXL_OK && indexed < n_done; indexed++) {
-        struct attach *t = &done[indexed];
-        int first_of_fresh = t->fresh && (indexed == 0 || done[indexed - 1].g != t->g);
-        if (first_of_fresh && (rc = ixl_registry_add(r->regs, t->g)) != IXL_OK)
-            break;
-        if ((rc = ixl_registry_add_backend(r->regs, t->g, t->slot)) != IXL_OK) {
-            if (first_of_fresh)
-                ixl_registry_remove(r->regs, t->g);
-            break;
-        }
+    if (rc == IXL_OK) {
+        /* order[] is done with: its n words hold the batches (no allocation per load). */
+        _Static_assert(sizeof(size_t) == sizeof(struct region *), "order[] holds pointers");
+        rc = index_attachments(r->regs, done, n_done, (struct region **)(void *)order);
+        indexed = n_done;
     }
     if (rc != IXL_OK) {
         if (rc == IXL_ERR_NO_MEMORY && ixl_err_get(agent->id)[0] == '\0')
