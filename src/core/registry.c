@@ -30,26 +30,30 @@ struct rnode {
     struct reach kr1; /* kid[1]'s reach */
 };
 
-#define SLAB_NODES 127 /* nodes per slab: with its link, 16 KiB */
+/* Nodes per slab. A slab is large enough for malloc to map it apart from the heap (256 KiB):
+ * smaller slabs, freed with a remote's registry, left the top of the heap free and malloc gave
+ * it back to the system, to fault it in again at the next load. Nodes are carved from the
+ * current slab as needed, so only the pages used are touched. */
+#define SLAB_NODES 2047
 
-/* A node from r's free list, refilled a slab at a time; NULL without memory. */
+/* A node from r's free list or its current slab (a new one when full); NULL without memory. */
 static struct rnode *node_new(struct ixl_registry *r)
 {
-    if (r->free_nodes == NULL) {
+    struct rnode *n = r->free_nodes;
+    if (n != NULL) {
+        r->free_nodes = n->kid[0];
+        return n;
+    }
+    if (r->carve == r->carve_end) {
         void **slab = sys_malloc(64 + (SLAB_NODES + 1) * sizeof(struct rnode));
         if (slab == NULL)
             return NULL;
         *slab = r->slabs;
         r->slabs = slab;
-        struct rnode *v = (struct rnode *)(((uintptr_t)(slab + 1) + 63) & ~(uintptr_t)63);
-        for (int i = 0; i < SLAB_NODES; i++) {
-            v[i].kid[0] = r->free_nodes;
-            r->free_nodes = &v[i];
-        }
+        r->carve = (struct rnode *)(((uintptr_t)(slab + 1) + 63) & ~(uintptr_t)63);
+        r->carve_end = r->carve + SLAB_NODES;
     }
-    struct rnode *n = r->free_nodes;
-    r->free_nodes = n->kid[0];
-    return n;
+    return r->carve++;
 }
 
 static void node_free(struct ixl_registry *r, struct rnode *n)

@@ -48,7 +48,8 @@ struct ixl_registry {
     /* Nodes come from slabs of the registry and go back to its free list: allocating and
      * freeing 10^4 small blocks per call at malloc made malloc walk its bins. */
     struct rnode *free_nodes;
-    void *slabs; /* the slabs, linked by their first word */
+    struct rnode *carve, *carve_end; /* the unused rest of the newest slab */
+    void *slabs;                     /* the slabs, linked by their first word */
     /* Scratch for batches, kept between calls: freeing a batch's arrays each call made malloc
      * give the top of the heap back and fault it in again at the next. */
     void **scratch;
