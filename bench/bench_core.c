@@ -16,20 +16,26 @@
  *   - ixl_prep_create of the 10^7-entry list, local side and remote side (against a second
  *     agent whose metadata was loaded with ixl_md_get / ixl_md_load): ns per descriptor, and
  *     the resident-memory change of keeping the prepared lists;
- *   - ixl_xfer_create_prepped from 10^5 consecutive and 10^5 random index pairs: ms, and the
- *     descriptor count after merging;
- *   - ixl_md_load of the metadata of an agent with 10^4 registered regions: ms, blob size.
+ *   - ixl_xfer_create_prepped from 10^5 consecutive and 10^5 random index pairs (new random
+ *     pairs for every repetition, drawn outside the timing): ms, and the descriptor count after
+ *     merging;
+ *   - ixl_md_load of the metadata of an agent with 10^4 registered regions: ms, blob size;
+ *   - registration churn: with 10^4 regions kept registered, 100 rounds of registering 10^4
+ *     regions (random free slots, random order) in one call and deregistering them (another
+ *     random order) in one call: ms of rounds 1 and 100 of each.
  * Also printed, without targets: the time per prepared list, ixl_xfer_release of each request,
  * preparing 10^6 single descriptors (ixl_dlist_add, runs of one) and its resident memory, and
  * for the 10^4 regions ixl_mem_register, ixl_md_get, ixl_remote_invalidate and
- * ixl_mem_deregister (each in one call).
+ * ixl_mem_deregister (each in one call); one region per register / deregister call; preparing
+ * 10^5 descriptors each in a random one of 10^4 regions (a region lookup each), before and
+ * after the churn.
  *
  * Exit status: 0 when every step ran (targets missed or not), 1 when an ixl call failed, 77
  * when the TEST plugin cannot be found (build with BUILD_TESTING=ON).
  *
- * Usage: bench_core [-r repetitions] [-s seed] [-o kv|single|md]
+ * Usage: bench_core [-r repetitions] [-s seed] [-o kv|single|md|churn]
  * -o runs one part only (for profiling): kv = prepared KV lists and requests, single = the
- * list of single descriptors, md = registration and metadata.
+ * list of single descriptors, md = registration and metadata, churn = registration churn.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -56,12 +62,17 @@
 #define N_REQ 100000ull       /* index pairs of a request */
 #define N_MD_REGIONS 10000ull /* regions of the metadata agent */
 #define MD_REGION_LEN 4096ull
+#define N_CHURN 10000ull       /* regions registered and deregistered in one call, each round */
+#define CHURN_ROUNDS 100       /* rounds of that */
+#define N_SINGLE_CALLS 1000ull /* calls of one region each */
+#define N_LOOKUP 100000ull     /* descriptors of the list prepared over the resident regions */
 
 /* Targets of the issue. */
 #define T_PREP_NS 5.0
 #define T_REQ_CONSEC_MS 1.0
-#define T_REQ_RANDOM_MS 5.0
+#define T_REQ_RANDOM_MS 1.0
 #define T_MD_LOAD_MS 10.0
+#define T_CHURN_MS 10.0
 
 static int g_reps = 11;
 
@@ -150,7 +161,7 @@ struct row {
     double target; /* < 0: no target (informational) */
 };
 
-static struct row g_rows[40];
+static struct row g_rows[64];
 static int g_n_rows;
 
 static void add_row(const char *what, double value, const char *unit, double target)
@@ -266,14 +277,26 @@ struct req_result {
     uint64_t descs; /* after merging */
 };
 
-static struct req_result time_request(struct ixl_agent *a, const struct ixl_prep *lp,
-                                      const int64_t *li, const struct ixl_prep *rp,
-                                      const int64_t *ri, size_t n)
+/* Fresh random index pairs over the whole lists, for one repetition. */
+static void random_indices(int64_t *li, int64_t *ri, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        li[i] = (int64_t)(rng_next() % N_DESCS);
+        ri[i] = (int64_t)(rng_next() % N_DESCS);
+    }
+}
+
+/* fresh: new random index arrays before every repetition (outside the timing), so that no
+ * repetition sees the arrays of another. */
+static struct req_result time_request(struct ixl_agent *a, const struct ixl_prep *lp, int64_t *li,
+                                      const struct ixl_prep *rp, int64_t *ri, size_t n, int fresh)
 {
     double *tc = need_mem(calloc((size_t)g_reps, sizeof(double)), "timings");
     double *tr = need_mem(calloc((size_t)g_reps, sizeof(double)), "timings");
     struct req_result res = {0};
     for (int i = 0; i < g_reps; i++) {
+        if (fresh)
+            random_indices(li, ri, n);
         struct ixl_xfer *x = NULL;
         uint64_t t0 = now_ns();
         int rc = ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, n, NULL, &x);
@@ -332,7 +355,8 @@ static void bench_prep_and_requests(void)
     }
 
     /* Index arrays: 10^5 consecutive blocks of one layer's K (local from block 0 of layer 0,
-     * remote from block 25000 of layer 5), and 10^5 random pairs over the whole lists. */
+     * remote from block 25000 of layer 5), and 10^5 random pairs over the whole lists, drawn
+     * anew for every repetition. */
     int64_t *cl = need_mem(malloc(N_REQ * sizeof(int64_t)), "indices");
     int64_t *cr = need_mem(malloc(N_REQ * sizeof(int64_t)), "indices");
     int64_t *xl = need_mem(malloc(N_REQ * sizeof(int64_t)), "indices");
@@ -340,20 +364,19 @@ static void bench_prep_and_requests(void)
     for (uint64_t i = 0; i < N_REQ; i++) {
         cl[i] = (int64_t)i;
         cr[i] = (int64_t)(10 * BLOCKS + 25000 + i);
-        xl[i] = (int64_t)(rng_next() % N_DESCS);
-        xr[i] = (int64_t)(rng_next() % N_DESCS);
     }
     for (int il = 1; il >= 0; il--) {
         char what[72];
-        struct req_result c = time_request(A.agent, lp[il], cl, rp[il], cr, N_REQ);
+        struct req_result c = time_request(A.agent, lp[il], cl, rp[il], cr, N_REQ, 0);
         snprintf(what, sizeof(what), "request, 10^5 consecutive idx (%s)", layout_name[il]);
         add_row(what, c.create_ms, "ms", T_REQ_CONSEC_MS);
         snprintf(what, sizeof(what), "  descriptors after merging");
         add_row(what, (double)c.descs, "descs", -1);
         snprintf(what, sizeof(what), "  release of that request");
         add_row(what, c.release_ms, "ms", -1);
-        struct req_result x = time_request(A.agent, lp[il], xl, rp[il], xr, N_REQ);
-        snprintf(what, sizeof(what), "request, 10^5 random idx (%s)", layout_name[il]);
+        struct req_result x = time_request(A.agent, lp[il], xl, rp[il], xr, N_REQ, 1);
+        snprintf(what, sizeof(what), "request, 10^5 random idx, fresh each rep (%s)",
+                 layout_name[il]);
         add_row(what, x.create_ms, "ms", T_REQ_RANDOM_MS);
         snprintf(what, sizeof(what), "  descriptors after merging");
         add_row(what, (double)x.descs, "descs", -1);
@@ -454,10 +477,138 @@ static void bench_metadata(void)
     munmap(base, N_MD_REGIONS * MD_REGION_LEN);
 }
 
+/* ---- registration churn -------------------------------------------------------------------- */
+
+static void shuffle(uint64_t *v, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(rng_next() % i);
+        uint64_t t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+}
+
+/* Median ns per descriptor of ixl_prep_create of N_LOOKUP descriptors, each in a random one of
+ * the resident regions (so each needs its own region lookup): the lookup of the transfer path. */
+static double time_lookup(struct ixl_agent *a, const uint8_t *base, const uint64_t *resident)
+{
+    struct ixl_desc *d = need_mem(malloc(N_LOOKUP * sizeof(*d)), "descriptors");
+    for (uint64_t i = 0; i < N_LOOKUP; i++) {
+        uint64_t slot = resident[rng_next() % N_CHURN];
+        uint64_t off = (rng_next() % (MD_REGION_LEN / BLOCK_LEN)) * BLOCK_LEN;
+        d[i] = (struct ixl_desc){(uintptr_t)base + slot * MD_REGION_LEN + off, BLOCK_LEN, 0};
+    }
+    struct ixl_dlist *list = NULL;
+    need(ixl_dlist_create(IXL_MEM_DRAM, N_LOOKUP, &list), NULL, "ixl_dlist_create");
+    need(ixl_dlist_add(list, d, N_LOOKUP), NULL, "ixl_dlist_add");
+    free(d);
+    double ns = time_prep(a, NULL, list) / (double)N_LOOKUP;
+    ixl_dlist_destroy(list);
+    return ns;
+}
+
+/*
+ * A serving engine's churn: N_CHURN resident regions stay registered (every fourth 4 KiB slot
+ * of an address range); each round registers N_CHURN other regions, drawn at random from the
+ * free slots and given in random order, in one ixl_mem_register call, then deregisters them in
+ * one call, in another random order. Rounds 1 and CHURN_ROUNDS say whether the cost stays
+ * flat. Then one region per call, and the lookup cost over the resident regions before and
+ * after the rounds.
+ */
+static void bench_churn(void)
+{
+    struct ixl_agent *a = make_agent("bench-churn");
+    const uint64_t slots = 4 * N_CHURN;
+    uint8_t *base = map_untouched(slots * MD_REGION_LEN);
+    uint64_t *resident = need_mem(malloc(N_CHURN * sizeof(uint64_t)), "slots");
+    uint64_t *free_slots = need_mem(malloc(3 * N_CHURN * sizeof(uint64_t)), "slots");
+    struct ixl_reg_desc *regs = need_mem(calloc(N_CHURN, sizeof(*regs)), "regions");
+    for (uint64_t s = 0, nr = 0, nf = 0; s < slots; s++) {
+        if (s % 4 == 0)
+            resident[nr++] = s;
+        else
+            free_slots[nf++] = s;
+    }
+    for (uint64_t i = 0; i < N_CHURN; i++)
+        regs[i] = (struct ixl_reg_desc){(uintptr_t)base + resident[i] * MD_REGION_LEN,
+                                        MD_REGION_LEN, 0, NULL, 0};
+    need(ixl_mem_register(a, IXL_MEM_DRAM, regs, N_CHURN, NULL), a,
+         "ixl_mem_register (resident regions)");
+    double lookup0 = time_lookup(a, base, resident);
+
+    double *tr = need_mem(calloc(CHURN_ROUNDS, sizeof(double)), "timings");
+    double *td = need_mem(calloc(CHURN_ROUNDS, sizeof(double)), "timings");
+    for (int round = 0; round < CHURN_ROUNDS; round++) {
+        shuffle(free_slots, 3 * N_CHURN);
+        for (uint64_t i = 0; i < N_CHURN; i++)
+            regs[i] = (struct ixl_reg_desc){(uintptr_t)base + free_slots[i] * MD_REGION_LEN,
+                                            MD_REGION_LEN, 0, NULL, 0};
+        uint64_t t0 = now_ns();
+        need(ixl_mem_register(a, IXL_MEM_DRAM, regs, N_CHURN, NULL), a, "ixl_mem_register (churn)");
+        uint64_t t1 = now_ns();
+        shuffle(free_slots, N_CHURN);
+        for (uint64_t i = 0; i < N_CHURN; i++)
+            regs[i].addr = (uintptr_t)base + free_slots[i] * MD_REGION_LEN;
+        uint64_t t2 = now_ns();
+        need(ixl_mem_deregister(a, IXL_MEM_DRAM, regs, N_CHURN, NULL), a,
+             "ixl_mem_deregister (churn)");
+        uint64_t t3 = now_ns();
+        tr[round] = (double)(t1 - t0) / 1e6;
+        td[round] = (double)(t3 - t2) / 1e6;
+    }
+    char what[72];
+    snprintf(what, sizeof(what), "churn: register 10^4 regions in one call, round 1 (10^4 kept)");
+    add_row(what, tr[0], "ms", T_CHURN_MS);
+    snprintf(what, sizeof(what), "churn: register 10^4 regions in one call, round %d",
+             CHURN_ROUNDS);
+    add_row(what, tr[CHURN_ROUNDS - 1], "ms", T_CHURN_MS);
+    add_row("  median over the rounds", median(tr, CHURN_ROUNDS), "ms", -1);
+    add_row("churn: deregister 10^4 regions in one call, round 1", td[0], "ms", T_CHURN_MS);
+    snprintf(what, sizeof(what), "churn: deregister 10^4 regions in one call, round %d",
+             CHURN_ROUNDS);
+    add_row(what, td[CHURN_ROUNDS - 1], "ms", T_CHURN_MS);
+    add_row("  median over the rounds", median(td, CHURN_ROUNDS), "ms", -1);
+
+    /* One region per call, N_SINGLE_CALLS of them, with the resident regions registered. */
+    shuffle(free_slots, 3 * N_CHURN);
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < N_SINGLE_CALLS; i++) {
+        struct ixl_reg_desc d = {(uintptr_t)base + free_slots[i] * MD_REGION_LEN, MD_REGION_LEN, 0,
+                                 NULL, 0};
+        need(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, NULL), a, "ixl_mem_register (one)");
+    }
+    uint64_t t1 = now_ns();
+    shuffle(free_slots, N_SINGLE_CALLS);
+    uint64_t t2 = now_ns();
+    for (uint64_t i = 0; i < N_SINGLE_CALLS; i++) {
+        struct ixl_reg_desc d = {(uintptr_t)base + free_slots[i] * MD_REGION_LEN, MD_REGION_LEN, 0,
+                                 NULL, 0};
+        need(ixl_mem_deregister(a, IXL_MEM_DRAM, &d, 1, NULL), a, "ixl_mem_deregister (one)");
+    }
+    uint64_t t3 = now_ns();
+    add_row("register 1 region per call (10^4 kept)", (double)(t1 - t0) / 1e3 / N_SINGLE_CALLS,
+            "us/call", -1);
+    add_row("deregister 1 region per call (10^4 kept)", (double)(t3 - t2) / 1e3 / N_SINGLE_CALLS,
+            "us/call", -1);
+    add_row("prepare 10^5 descs in random regions of 10^4, before churn", lookup0, "ns/desc", -1);
+    snprintf(what, sizeof(what), "prepare 10^5 descs in random regions of 10^4, after %d rounds",
+             CHURN_ROUNDS);
+    add_row(what, time_lookup(a, base, resident), "ns/desc", -1);
+
+    free(tr);
+    free(td);
+    free(regs);
+    free(resident);
+    free(free_slots);
+    ixl_agent_destroy(a);
+    munmap(base, slots * MD_REGION_LEN);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_core [-r repetitions (1..1000, default 11)] [-s seed] "
-                    "[-o kv|single|md]\n");
+                    "[-o kv|single|md|churn]\n");
     exit(2);
 }
 
@@ -475,7 +626,8 @@ int main(int argc, char **argv)
                 usage();
         } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
             only = argv[++i];
-            if (strcmp(only, "kv") != 0 && strcmp(only, "single") != 0 && strcmp(only, "md") != 0)
+            if (strcmp(only, "kv") != 0 && strcmp(only, "single") != 0 && strcmp(only, "md") != 0 &&
+                strcmp(only, "churn") != 0)
                 usage();
         } else {
             usage();
@@ -505,6 +657,8 @@ int main(int argc, char **argv)
         bench_prep_single();
     if (only == NULL || strcmp(only, "md") == 0)
         bench_metadata();
+    if (only == NULL || strcmp(only, "churn") == 0)
+        bench_churn();
     print_rows();
     return 0;
 }

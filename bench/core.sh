@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds and runs bench_core (the core's costs with the in-memory TEST plugin), after a note on
 # the machine the numbers come from. Arguments go to bench_core (-r repetitions, -s seed,
-# -o kv|single|md). BUILD_DIR (default: build) is configured first if it has no cache yet;
+# -o kv|single|md|churn). BUILD_DIR (default: build) is configured first if it has no cache yet;
 # a Release or RelWithDebInfo build is the meaningful one.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)

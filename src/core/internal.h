@@ -77,6 +77,7 @@ struct ixl_prep {
     struct remote *remote;  /* target side of another agent (holds a reference) */
     struct ixl_dlist *list; /* the user's runs, consecutive progressions merged */
     uint64_t uniform;       /* every run's count when they all have the same, else 0 */
+    uint64_t uniform_m;     /* ixl_udiv_magic(uniform) when uniform > 1 */
     uint32_t valid_mask;    /* backends that can serve every descriptor */
     struct prep_backend per[IXL_MAX_BACKENDS];
     struct region **regions; /* local regions used (each holds one "users" count) */

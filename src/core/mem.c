@@ -292,6 +292,36 @@ static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const stru
     return IXL_OK;
 }
 
+/* Adds the regions of one ixl_mem_register call to the indexes: the fresh ones to "all", each to
+ * the indexes of the backends that took it. One batch per index (a region list in regs' own
+ * memory is not needed: a scratch array, or one region at a time without memory for it).
+ * IXL_ERR_NO_MEMORY leaves some added: the caller takes them all out again. */
+static int publish(struct ixl_registry *reg, enum ixl_mem type, struct region **regs,
+                   const uint32_t *added, const uint8_t *fresh, size_t n)
+{
+    struct region **v = sys_malloc((n ? n : 1) * sizeof(*v));
+    int rc = IXL_OK;
+    if (v == NULL) {
+        for (size_t i = 0; i < n && rc == IXL_OK; i++) {
+            if (fresh[i])
+                rc = ixl_registry_add(reg, regs[i]);
+            for (unsigned b = 0; rc == IXL_OK && b < IXL_MAX_BACKENDS; b++)
+                if (added[i] & (1u << b))
+                    rc = ixl_registry_add_backend(reg, regs[i], b);
+        }
+        return rc;
+    }
+    for (int b = -1; b < IXL_MAX_BACKENDS && rc == IXL_OK; b++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (b < 0 ? fresh[i] != 0 : (added[i] & (1u << b)) != 0)
+                v[k++] = regs[i];
+        rc = ixl_registry_add_many(reg, type, b, v, k);
+    }
+    free(v);
+    return rc;
+}
+
 ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
                             const struct ixl_reg_desc *descs, size_t n,
                             const struct ixl_reg_params *params)
@@ -408,16 +438,8 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         }
         rc = IXL_OK;
     }
-    /* Everything registered: publish in the indexes. */
-    for (i = 0; i < n; i++) {
-        if (fresh[i] && (rc = ixl_registry_add(agent->registry, regs[i])) != IXL_OK)
-            break;
-        for (unsigned b = 0; rc == IXL_OK && b < agent->n_backends; b++)
-            if (added[i] & (1u << b))
-                rc = ixl_registry_add_backend(agent->registry, regs[i], b);
-        if (rc != IXL_OK)
-            break;
-    }
+    /* Everything registered: publish in the indexes, each index's regions in one batch. */
+    rc = publish(agent->registry, type, regs, added, fresh, n);
     if (rc != IXL_OK) {
         /* Out of memory while indexing: take every region of this call out again. */
         for (size_t j = 0; j < n; j++) {
@@ -457,6 +479,39 @@ unlock:
     return rc;
 }
 
+/* A region of an ixl_mem_deregister call and the backends the call drops from it. */
+struct gone {
+    struct region *g;
+    uint32_t mask;
+};
+
+/* Takes the regions of e[0..n) out of the indexes of the backends they lose, and out of "all"
+ * when they lose every backend: one batch per index (one region at a time without memory for
+ * the scratch list). */
+static void unindex(struct ixl_registry *reg, enum ixl_mem type, const struct gone *e, size_t n)
+{
+    struct region **v = sys_malloc((n ? n : 1) * sizeof(*v));
+    if (v == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            for (unsigned b = 0; b < IXL_MAX_BACKENDS; b++)
+                if (e[i].mask & (1u << b))
+                    ixl_registry_remove_backend(reg, e[i].g, b);
+            if ((e[i].g->backend_mask & ~e[i].mask) == 0)
+                ixl_registry_remove(reg, e[i].g);
+        }
+        return;
+    }
+    for (int b = -1; b < IXL_MAX_BACKENDS; b++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (b < 0 ? (e[i].g->backend_mask & ~e[i].mask) == 0 : (e[i].mask & (1u << b)) != 0)
+                v[k++] = e[i].g;
+        if (k > 0)
+            ixl_registry_remove_many(reg, type, b, v, k);
+    }
+    free(v);
+}
+
 ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
                               const struct ixl_reg_desc *descs, size_t n,
                               const struct ixl_reg_params *params)
@@ -471,10 +526,7 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
     /* The backends' deregister_mem may wait for frames in flight from a region (bounded by
      * their request timeout): it runs after agent->lock is dropped, under calls_lock (read),
      * which keeps the backends alive. Other calls of the agent go on meanwhile. */
-    struct gone {
-        struct region *g;
-        uint32_t mask;
-    } *gone = n > 0 ? sys_malloc(n * sizeof(*gone)) : NULL;
+    struct gone *gone = n > 0 ? sys_malloc(n * sizeof(*gone)) : NULL;
     size_t n_gone = 0;
     pthread_rwlock_rdlock(&agent->calls_lock);
     pthread_rwlock_wrlock(&agent->lock);
@@ -503,6 +555,8 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
                                ixl_mem_name(type), (unsigned long long)d->addr,
                                (unsigned long long)d->len,
                                (unsigned long long)atomic_load(&g->users));
+        } else if (gone != NULL) {
+            gone[i].g = g; /* found once: the loop below takes it from here */
         }
     }
     size_t d1, d2;
@@ -512,7 +566,27 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
     else if (dup)
         rc = IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                            "descriptors %zu and %zu name the same region", d1, d2);
-    for (size_t i = 0; rc == IXL_OK && i < n; i++) {
+    if (rc == IXL_OK && gone != NULL) {
+        /* gone[i] holds the region found above; its mask becomes what this call drops. Each
+         * index loses its regions in one batch; then gone[0..n_gone) is refilled in place with
+         * the regions no backend holds any more. */
+        for (size_t i = 0; i < n; i++)
+            gone[i].mask = gone[i].g->backend_mask & mask & ((1u << agent->n_backends) - 1);
+        unindex(agent->registry, type, gone, n);
+        for (size_t i = 0; i < n; i++) {
+            struct gone e = gone[i];
+            if ((e.g->backend_mask & ~e.mask) == 0) {
+                gone[n_gone++] = e; /* out of the registry: ours alone */
+                continue;
+            }
+            /* Still registered with other backends: here. */
+            for (unsigned b = 0; b < agent->n_backends; b++)
+                if (e.mask & (1u << b))
+                    unregister_one(agent, e.g, b);
+        }
+    }
+    for (size_t i = 0; rc == IXL_OK && gone == NULL && i < n; i++) {
+        /* No memory for the list: one region at a time, each deregistered here. */
         const struct ixl_reg_desc *d = &descs[i];
         struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
         uint32_t drop = 0;
@@ -525,11 +599,6 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         bool whole = (g->backend_mask & ~drop) == 0;
         if (whole)
             ixl_registry_remove(agent->registry, g);
-        if (gone != NULL && whole) {
-            gone[n_gone++] = (struct gone){g, drop}; /* out of the registry: ours alone */
-            continue;
-        }
-        /* Still registered with other backends (or no memory for the list): here. */
         for (unsigned b = 0; b < agent->n_backends; b++)
             if (drop & (1u << b))
                 unregister_one(agent, g, b);
@@ -555,9 +624,9 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
     /* A region only b holds would be deregistered: refused while a prepared list or request
      * still counts on it (it keeps a pointer to the region). */
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        struct rindex *x = &agent->registry->all[t];
-        for (size_t i = 0; i < x->n; i++) {
-            struct region *g = x->v[i];
+        struct ixl_registry_iter it;
+        ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+        for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             if (g->backend_mask == (1u << b) && atomic_load(&g->users) > 0)
                 return IXL_AGENT_ERR(agent, IXL_ERR_BUSY,
                                      "%s region 0x%llx+%llu, registered with backend %s only, is "
@@ -568,29 +637,22 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
                                      (unsigned long long)atomic_load(&g->users));
         }
     }
-    /* Taken from the indexes one by one (removal shifts them): list them first. */
-    size_t n = 0;
-    for (int t = 0; t < IXL_MEM_COUNT; t++)
-        for (size_t i = 0; i < agent->registry->all[t].n; i++)
-            n += (agent->registry->all[t].v[i]->backend_mask >> b) & 1u;
-    struct region **mine = sys_malloc((n ? n : 1) * sizeof(*mine));
-    if (mine == NULL)
-        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    n = 0;
-    for (int t = 0; t < IXL_MEM_COUNT; t++)
-        for (size_t i = 0; i < agent->registry->all[t].n; i++)
-            if (agent->registry->all[t].v[i]->backend_mask & (1u << b))
-                mine[n++] = agent->registry->all[t].v[i];
-    for (size_t i = 0; i < n; i++) {
-        struct region *g = mine[i];
-        ixl_registry_remove_backend(agent->registry, g, b);
-        unregister_one(agent, g, b);
-        if (g->backend_mask == 0) {
-            ixl_registry_remove(agent->registry, g);
-            free(g);
+    /* The walk fetches the next region before this one may leave the index. */
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        struct region *next;
+        for (struct region *g = ixl_registry_next(agent->registry, (enum ixl_mem)t, NULL);
+             g != NULL; g = next) {
+            next = ixl_registry_next(agent->registry, (enum ixl_mem)t, g);
+            if (!(g->backend_mask & (1u << b)))
+                continue;
+            ixl_registry_remove_backend(agent->registry, g, b);
+            unregister_one(agent, g, b);
+            if (g->backend_mask == 0) {
+                ixl_registry_remove(agent->registry, g);
+                free(g);
+            }
         }
     }
-    free(mine);
     ixl_registry_commit(agent->registry);
     return IXL_OK;
 }
@@ -599,9 +661,9 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
 void ixl_mem_fini(struct ixl_agent *agent)
 {
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        struct rindex *x = &agent->registry->all[t];
-        for (size_t i = 0; i < x->n; i++) {
-            struct region *g = x->v[i];
+        struct ixl_registry_iter it;
+        ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+        for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
                     unregister_one(agent, g, b);
@@ -704,9 +766,9 @@ ixl_status ixl_mem_free(struct ixl_agent *agent, void *addr)
             continue;
         /* Memory still registered would leave regions pointing at unmapped pages. */
         for (int t = 0; t < IXL_MEM_COUNT && rc == IXL_ERR_NOT_FOUND; t++) {
-            struct rindex *x = &agent->registry->all[t];
-            for (size_t j = 0; j < x->n; j++) {
-                struct region *g = x->v[j];
+            struct ixl_registry_iter it;
+            ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+            for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
                 if (g->addr < (uintptr_t)addr + a.len && (uintptr_t)addr < g->addr + g->len &&
                     (t == IXL_MEM_DRAM || t == IXL_MEM_VRAM)) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_BUSY,

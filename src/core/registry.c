@@ -5,14 +5,84 @@
 
 #include "util/sys.h"
 
-static int cmp_key(const struct region *a, uint64_t dev, uint64_t addr, uint64_t len)
+/*
+ * A node of an index. Each node keeps, for each child, the child's height and reach (the
+ * furthest-reaching region of the child's subtree), so that rebalancing on the way up reads
+ * only the nodes on the path, never their siblings. What a lookup reads (the key, the children,
+ * the left child's height and reach) fills the node's first cache line; nodes are aligned to
+ * 64 bytes, so a lookup step costs one line.
+ */
+struct reach {
+    uint64_t dev, end;
+    struct region *g; /* NULL: empty subtree */
+};
+
+struct rnode {
+    /* first cache line (the node's size is a multiple of it) */
+    _Alignas(64) uint64_t dev;
+    uint64_t addr, len;
+    struct rnode *kid[2];
+    uint64_t kr0_dev, kr0_end; /* kid[0]'s reach, when kh[0] > 0 */
+    int32_t kh[2];             /* kid[i]'s height, 0 for none */
+    /* second */
+    struct region *g;
+    struct region *kr0_g;
+    struct reach kr1; /* kid[1]'s reach */
+};
+
+/* Nodes per slab. A slab is large enough for malloc to map it apart from the heap (256 KiB):
+ * smaller slabs, freed with a remote's registry, left the top of the heap free and malloc gave
+ * it back to the system, to fault it in again at the next load. Nodes are carved from the
+ * current slab as needed, so only the pages used are touched. */
+#define SLAB_NODES 2047
+
+/* A node from r's free list or its current slab (a new one when full); NULL without memory. */
+static struct rnode *node_new(struct ixl_registry *r)
 {
-    if (a->dev != dev)
-        return a->dev < dev ? -1 : 1;
-    if (a->addr != addr)
-        return a->addr < addr ? -1 : 1;
-    if (a->len != len)
-        return a->len < len ? -1 : 1;
+    struct rnode *n = r->free_nodes;
+    if (n != NULL) {
+        r->free_nodes = n->kid[0];
+        return n;
+    }
+    if (r->carve == r->carve_end) {
+        void **slab = sys_malloc(64 + (SLAB_NODES + 1) * sizeof(struct rnode));
+        if (slab == NULL)
+            return NULL;
+        *slab = r->slabs;
+        r->slabs = slab;
+        r->carve = (struct rnode *)(((uintptr_t)(slab + 1) + 63) & ~(uintptr_t)63);
+        r->carve_end = r->carve + SLAB_NODES;
+    }
+    return r->carve++;
+}
+
+static void node_free(struct ixl_registry *r, struct rnode *n)
+{
+    n->kid[0] = r->free_nodes;
+    r->free_nodes = n;
+}
+
+static int cmp_key(uint64_t adev, uint64_t aaddr, uint64_t alen, uint64_t dev, uint64_t addr,
+                   uint64_t len)
+{
+    if (adev != dev)
+        return adev < dev ? -1 : 1;
+    if (aaddr != addr)
+        return aaddr < addr ? -1 : 1;
+    if (alen != len)
+        return alen < len ? -1 : 1;
+    return 0;
+}
+
+/* Node t against (dev, addr, len, g): the order of the index, equal keys by region address. */
+static int cmp_node(const struct rnode *t, uint64_t dev, uint64_t addr, uint64_t len,
+                    const struct region *g)
+{
+    int c = cmp_key(t->dev, t->addr, t->len, dev, addr, len);
+    if (c != 0)
+        return c;
+    if (t->g != g)
+        return (uintptr_t)t->g < (uintptr_t)g ? -1 : 1;
     return 0;
 }
 
@@ -28,188 +98,501 @@ struct ixl_registry *ixl_registry_create(void)
     return sys_calloc(1, sizeof(struct ixl_registry));
 }
 
-static void rindex_free(struct rindex *x)
+static void free_regions(struct rnode *t)
 {
-    free(x->v);
-    free(x->best);
-    memset(x, 0, sizeof(*x));
+    while (t != NULL) {
+        free_regions(t->kid[0]);
+        free(t->g);
+        t = t->kid[1];
+    }
 }
 
 void ixl_registry_free(struct ixl_registry *r)
 {
     if (r == NULL)
         return;
-    for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        for (size_t i = 0; i < r->all[t].n; i++)
-            free(r->all[t].v[i]);
-        rindex_free(&r->all[t]);
-        for (int b = 0; b < IXL_MAX_BACKENDS; b++)
-            rindex_free(&r->by_backend[t][b]);
+    for (int t = 0; t < IXL_MEM_COUNT; t++)
+        free_regions(r->all[t].root);
+    free(r->scratch);
+    while (r->slabs != NULL) {
+        void **slab = r->slabs;
+        r->slabs = *slab;
+        free(slab);
     }
     free(r);
 }
 
-/* First position whose key is >= (dev, addr, len). */
-static size_t lower_bound(const struct rindex *x, uint64_t dev, uint64_t addr, uint64_t len)
+/* ---- the AVL tree ---------------------------------------------------------------------------- */
+
+/* Whether a reaches further than b (in (dev, end) order); an empty b never does. */
+static int further(const struct reach *a, const struct reach *b)
 {
-    size_t lo = 0, hi = x->sorted;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cmp_key(x->v[mid], dev, addr, len) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (b->g == NULL)
+        return a->g != NULL;
+    if (a->g == NULL)
+        return 0;
+    if (a->dev != b->dev)
+        return a->dev > b->dev;
+    return a->end > b->end;
+}
+
+static int height(const struct rnode *t)
+{
+    return 1 + (t->kh[0] > t->kh[1] ? t->kh[0] : t->kh[1]);
+}
+
+static struct reach get_kr(const struct rnode *t, int i)
+{
+    if (i == 1)
+        return t->kr1;
+    return (struct reach){t->kr0_dev, t->kr0_end, t->kh[0] ? t->kr0_g : NULL};
+}
+
+static void set_kr(struct rnode *t, int i, struct reach r)
+{
+    if (i == 1) {
+        t->kr1 = r;
+    } else {
+        t->kr0_dev = r.dev;
+        t->kr0_end = r.end;
+        t->kr0_g = r.g;
     }
-    return lo;
 }
 
-static uint64_t end_of(const struct region *g)
+/* The reach of t's whole subtree; ties keep the earlier region (left subtree, node, right). */
+static struct reach reach_of(const struct rnode *t)
 {
-    return g->addr + g->len;
+    struct reach self = {t->dev, t->addr + t->len, t->g};
+    struct reach l = get_kr(t, 0);
+    struct reach best = further(&self, &l) ? self : l;
+    return further(&t->kr1, &best) ? t->kr1 : best;
 }
 
-/* best[] over the whole index: O(n). */
-static void rebuild_best(struct rindex *x)
+/* Sets t's slot i to child c (NULL: none), with c's height and reach. */
+static void set_kid(struct rnode *t, int i, struct rnode *c)
 {
-    for (size_t i = 0; i < x->n; i++) {
-        if (i == 0 || x->v[i - 1]->dev != x->v[i]->dev) {
-            x->best[i] = (uint32_t)i;
-            continue;
-        }
-        uint32_t prev = x->best[i - 1];
-        x->best[i] = end_of(x->v[i]) > end_of(x->v[prev]) ? (uint32_t)i : prev;
+    t->kid[i] = c;
+    t->kh[i] = c ? height(c) : 0;
+    set_kr(t, i, c ? reach_of(c) : (struct reach){0, 0, NULL});
+}
+
+/* Moves slot j of node f into slot i of t, height and reach with it (no read of the child). */
+static void move_slot(struct rnode *t, int i, const struct rnode *f, int j)
+{
+    t->kid[i] = f->kid[j];
+    t->kh[i] = f->kh[j];
+    set_kr(t, i, get_kr(f, j));
+}
+
+/* dir 0: the right child comes up (rotation to the left); dir 1: the left child. */
+static struct rnode *rotate(struct rnode *t, int dir)
+{
+    struct rnode *x = t->kid[!dir];
+    move_slot(t, !dir, x, dir);
+    set_kid(x, dir, t);
+    return x;
+}
+
+/* t with its slots up to date, rebalanced: the new root of the subtree. */
+static struct rnode *balance(struct rnode *t)
+{
+    int bf = t->kh[0] - t->kh[1];
+    if (bf > 1) {
+        struct rnode *l = t->kid[0];
+        if (l->kh[0] < l->kh[1])
+            set_kid(t, 0, rotate(l, 0));
+        return rotate(t, 1);
     }
-}
-
-static int cmp_regions(const void *a, const void *b)
-{
-    const struct region *x = *(const struct region *const *)a;
-    const struct region *y = *(const struct region *const *)b;
-    return cmp_key(x, y->dev, y->addr, y->len);
-}
-
-/* Appends without sorting; rindex_commit() restores the order before the next lookup. */
-static int rindex_append(struct rindex *x, struct region *g)
-{
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 16;
-        struct region **v = sys_realloc(x->v, cap * sizeof(*v));
-        if (v == NULL)
-            return IXL_ERR_NO_MEMORY;
-        x->v = v;
-        uint32_t *best = sys_realloc(x->best, cap * sizeof(*best));
-        if (best == NULL)
-            return IXL_ERR_NO_MEMORY;
-        x->best = best;
-        x->cap = cap;
+    if (bf < -1) {
+        struct rnode *r = t->kid[1];
+        if (r->kh[1] < r->kh[0])
+            set_kid(t, 1, rotate(r, 1));
+        return rotate(t, 0);
     }
-    x->v[x->n++] = g;
+    return t;
+}
+
+static struct rnode *insert(struct rnode *t, struct rnode *n)
+{
+    if (t == NULL)
+        return n;
+    int dir = cmp_node(n, t->dev, t->addr, t->len, t->g) > 0;
+    set_kid(t, dir, insert(t->kid[dir], n));
+    return balance(t);
+}
+
+/* Takes the first node of t out into *first. */
+static struct rnode *remove_first(struct rnode *t, struct rnode **first)
+{
+    if (t->kid[0] == NULL) {
+        *first = t;
+        return t->kid[1];
+    }
+    set_kid(t, 0, remove_first(t->kid[0], first));
+    return balance(t);
+}
+
+/* Takes g's node out of t into *gone (NULL when g is not there). */
+static struct rnode *remove_node(struct rnode *t, const struct region *g, struct rnode **gone)
+{
+    if (t == NULL)
+        return NULL;
+    int c = cmp_node(t, g->dev, g->addr, g->len, g);
+    if (c != 0) {
+        int dir = c < 0;
+        struct rnode *k = remove_node(t->kid[dir], g, gone);
+        if (*gone == NULL)
+            return t;
+        set_kid(t, dir, k);
+        return balance(t);
+    }
+    *gone = t;
+    if (t->kid[0] == NULL)
+        return t->kid[1];
+    if (t->kid[1] == NULL)
+        return t->kid[0];
+    struct rnode *m = NULL;
+    struct rnode *right = remove_first(t->kid[1], &m);
+    move_slot(m, 0, t, 0);
+    set_kid(m, 1, right);
+    return balance(m);
+}
+
+static int rindex_add(struct ixl_registry *r, struct rindex *x, struct region *g)
+{
+    struct rnode *n = node_new(r);
+    if (n == NULL)
+        return IXL_ERR_NO_MEMORY;
+    *n = (struct rnode){.dev = g->dev, .addr = g->addr, .len = g->len, .g = g};
+    x->root = insert(x->root, n);
+    x->n++;
     return IXL_OK;
 }
 
-/* A few appended regions are moved into place (O(n) each); many are sorted together
- * (O(n log n)), so loading 10^4 regions at once stays fast. */
-static void rindex_commit(struct rindex *x)
+static void rindex_remove(struct ixl_registry *r, struct rindex *x, struct region *g)
 {
-    if (x->sorted == x->n && !x->dirty)
-        return;
-    size_t added = x->n - x->sorted;
-    if (added <= 8) {
-        for (size_t i = x->sorted; i < x->n; i++) {
-            struct region *g = x->v[i];
-            size_t lo = 0, hi = i;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (cmp_key(x->v[mid], g->dev, g->addr, g->len) <= 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            memmove(&x->v[lo + 1], &x->v[lo], (i - lo) * sizeof(x->v[0]));
-            x->v[lo] = g;
-        }
-    } else {
-        qsort(x->v, x->n, sizeof(x->v[0]), cmp_regions);
+    struct rnode *gone = NULL;
+    x->root = remove_node(x->root, g, &gone);
+    if (gone != NULL) {
+        node_free(r, gone);
+        x->n--;
     }
-    x->sorted = x->n;
-    x->dirty = 0;
-    rebuild_best(x);
 }
 
-static void rindex_remove(struct rindex *x, struct region *g)
-{
-    /* The search needs the order, not best[]: that is rebuilt once, at the writer's commit. */
-    if (x->sorted != x->n)
-        rindex_commit(x);
-    size_t pos = lower_bound(x, g->dev, g->addr, g->len);
-    while (pos < x->n && x->v[pos] != g && cmp_key(x->v[pos], g->dev, g->addr, g->len) == 0)
-        pos++;
-    if (pos >= x->n || x->v[pos] != g)
-        return;
-    memmove(&x->v[pos], &x->v[pos + 1], (x->n - pos - 1) * sizeof(x->v[0]));
-    x->n--;
-    x->sorted = x->n;
-    x->dirty = 1;
-}
+/* ---- lookups --------------------------------------------------------------------------------- */
 
 struct region *ixl_registry_exact(struct ixl_registry *r, enum ixl_mem type, uint64_t addr,
                                   uint64_t reg_len, uint64_t dev)
 {
-    struct rindex *x = &r->all[type];
     uint64_t span = ixl_region_span(type, addr, reg_len);
-    size_t pos = lower_bound(x, dev, addr, span);
-    if (pos < x->sorted && cmp_key(x->v[pos], dev, addr, span) == 0)
-        return x->v[pos];
-    return NULL;
+    const struct rnode *t = r->all[type].root, *hit = NULL;
+    while (t != NULL) { /* the first node with the key, if any */
+        int c = cmp_key(t->dev, t->addr, t->len, dev, addr, span);
+        if (c < 0) {
+            t = t->kid[1];
+        } else {
+            if (c == 0)
+                hit = t;
+            t = t->kid[0];
+        }
+    }
+    return hit ? hit->g : NULL;
 }
 
 struct region *ixl_registry_cover(const struct ixl_registry *r, enum ixl_mem type, unsigned b,
                                   uint64_t dev, uint64_t addr, uint64_t len)
 {
-    const struct rindex *x = &r->by_backend[type][b];
-    /* Last position with (dev, addr) <= (dev, addr): the first with key > (dev, addr, MAX),
-     * minus one. */
-    size_t pos = lower_bound(x, dev, addr, UINT64_MAX);
-    while (pos < x->sorted && cmp_key(x->v[pos], dev, addr, UINT64_MAX) == 0)
-        pos++;
-    if (pos == 0)
+    /* The furthest-reaching region among those with (dev, addr) <= (dev, addr): the pieces
+     * gathered on the way down (each node's left subtree, then the node) come in index order,
+     * so a tie keeps the first. Only the nodes' first cache lines are read on the way. */
+    const struct rnode *t = r->by_backend[type][b].root, *at = NULL;
+    uint64_t best_dev = 0, best_end = 0;
+    int self = 0;
+    while (t != NULL) {
+        if (t->dev < dev || (t->dev == dev && t->addr <= addr)) {
+            if (t->kh[0] > 0 && (at == NULL || t->kr0_dev > best_dev ||
+                                 (t->kr0_dev == best_dev && t->kr0_end > best_end))) {
+                at = t;
+                self = 0;
+                best_dev = t->kr0_dev;
+                best_end = t->kr0_end;
+            }
+            uint64_t end = t->addr + t->len;
+            if (at == NULL || t->dev > best_dev || (t->dev == best_dev && end > best_end)) {
+                at = t;
+                self = 1;
+                best_dev = t->dev;
+                best_end = end;
+            }
+            t = t->kid[1];
+        } else {
+            t = t->kid[0];
+        }
+    }
+    if (at == NULL || best_dev != dev || best_end < addr || best_end - addr < len)
         return NULL;
-    pos--;
-    if (x->v[pos]->dev != dev)
-        return NULL;
-    struct region *g = x->v[x->best[pos]];
-    if (g->addr <= addr && end_of(g) >= addr && end_of(g) - addr >= len)
-        return g;
-    return NULL;
+    return self ? at->g : at->kr0_g;
 }
+
+/* ---- changes --------------------------------------------------------------------------------- */
 
 int ixl_registry_add(struct ixl_registry *r, struct region *g)
 {
-    return rindex_append(&r->all[g->type], g);
+    return rindex_add(r, &r->all[g->type], g);
 }
 
 int ixl_registry_add_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
-    return rindex_append(&r->by_backend[g->type][b], g);
+    return rindex_add(r, &r->by_backend[g->type][b], g);
 }
 
 void ixl_registry_commit(struct ixl_registry *r)
 {
-    for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        rindex_commit(&r->all[t]);
-        for (int b = 0; b < IXL_MAX_BACKENDS; b++)
-            rindex_commit(&r->by_backend[t][b]);
-    }
+    (void)r;
 }
 
 void ixl_registry_remove(struct ixl_registry *r, struct region *g)
 {
-    rindex_remove(&r->all[g->type], g);
+    rindex_remove(r, &r->all[g->type], g);
 }
 
 void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsigned b)
 {
-    rindex_remove(&r->by_backend[g->type][b], g);
+    rindex_remove(r, &r->by_backend[g->type][b], g);
+}
+
+/* ---- batches --------------------------------------------------------------------------------- */
+
+/* A batch worth rebuilding the index for: a rebuild costs O(n + k log k) with sequential work,
+ * k single changes O(k log n) with a dependent cache miss per level. */
+static int batch_rebuilds(size_t k, size_t n)
+{
+    return k >= 64 && k * 8 >= n;
+}
+
+/* The nodes of t in order into v (room for all of them); returns the count. */
+static size_t collect(struct rnode *t, struct rnode **v)
+{
+    struct rnode *stack[96];
+    int top = 0;
+    size_t n = 0;
+    while (t != NULL || top > 0) {
+        for (; t != NULL; t = t->kid[0])
+            stack[top++] = t;
+        t = stack[--top];
+        v[n++] = t;
+        t = t->kid[1];
+    }
+    return n;
+}
+
+/* A balanced tree of v[0..n) (in order), slots filled bottom-up. */
+static struct rnode *build(struct rnode **v, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    size_t mid = n / 2;
+    struct rnode *t = v[mid];
+    set_kid(t, 0, build(v, mid));
+    set_kid(t, 1, build(v + mid + 1, n - mid - 1));
+    return t;
+}
+
+static int cmp_nodes(const void *a, const void *b)
+{
+    const struct rnode *x = *(struct rnode *const *)a, *y = *(struct rnode *const *)b;
+    return cmp_node(x, y->dev, y->addr, y->len, y->g);
+}
+
+static int cmp_regions(const void *a, const void *b)
+{
+    const struct region *x = *(struct region *const *)a, *y = *(struct region *const *)b;
+    int c = cmp_key(x->dev, x->addr, x->len, y->dev, y->addr, y->len);
+    if (c != 0)
+        return c;
+    return x == y ? 0 : ((uintptr_t)x < (uintptr_t)y ? -1 : 1);
+}
+
+/* r's scratch with room for n pointers, or NULL without memory. */
+static void **scratch(struct ixl_registry *r, size_t n)
+{
+    if (n > r->scratch_cap) {
+        size_t cap = n < 1024 ? 1024 : n + n / 2;
+        void **v = sys_malloc(cap * sizeof(*v));
+        if (v == NULL)
+            return NULL;
+        free(r->scratch);
+        r->scratch = v;
+        r->scratch_cap = cap;
+    }
+    return r->scratch;
+}
+
+static struct rindex *index_of(struct ixl_registry *r, enum ixl_mem type, int b)
+{
+    return b < 0 ? &r->all[type] : &r->by_backend[type][b];
+}
+
+int ixl_registry_add_many(struct ixl_registry *r, enum ixl_mem type, int b, struct region *const *v,
+                          size_t k)
+{
+    struct rindex *x = index_of(r, type, b);
+    if (k == 0)
+        return IXL_OK;
+    /* Every node first, so that nothing changes on a failure; nodes and the merged order in
+     * the scratch (k + n + k pointers), or one by one without memory for it. */
+    int rebuild = batch_rebuilds(k, x->n + k);
+    void **sc = scratch(r, rebuild ? x->n + 2 * k : k);
+    struct rnode *one[1];
+    struct rnode **nodes = sc ? (struct rnode **)sc : one;
+    for (size_t i = 0; i < k; i++) {
+        struct rnode *n = node_new(r);
+        if (n == NULL) {
+            while (sc && i-- > 0)
+                node_free(r, nodes[i]);
+            return IXL_ERR_NO_MEMORY; /* (without scratch, the first i are in the tree) */
+        }
+        *n = (struct rnode){.dev = v[i]->dev, .addr = v[i]->addr, .len = v[i]->len, .g = v[i]};
+        if (sc == NULL) {
+            x->root = insert(x->root, n);
+            x->n++;
+            continue;
+        }
+        nodes[i] = n;
+    }
+    if (sc == NULL)
+        return IXL_OK;
+    if (!rebuild || r->scratch_cap < x->n + 2 * k) {
+        for (size_t i = 0; i < k; i++)
+            x->root = insert(x->root, nodes[i]);
+    } else {
+        /* Merge the sorted batch into the index's order, then build the tree again. */
+        struct rnode **all = nodes + k;
+        qsort(nodes, k, sizeof(*nodes), cmp_nodes);
+        struct rnode **old = all + k; /* the old nodes, moved down as the merge fills all */
+        size_t n_old = collect(x->root, old);
+        size_t i = 0, j = 0, o = 0;
+        while (i < n_old || j < k) {
+            if (j == k || (i < n_old && cmp_nodes(&old[i], &nodes[j]) < 0))
+                all[o++] = old[i++];
+            else
+                all[o++] = nodes[j++];
+        }
+        x->root = build(all, o);
+    }
+    x->n += k;
+    return IXL_OK;
+}
+
+void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
+                              struct region *const *v, size_t k)
+{
+    struct rindex *x = index_of(r, type, b);
+    void **sc = batch_rebuilds(k, x->n) ? scratch(r, x->n + k) : NULL;
+    if (sc == NULL) { /* a few (or no memory for the rebuild): one by one */
+        for (size_t i = 0; i < k; i++)
+            rindex_remove(r, x, v[i]);
+        return;
+    }
+    /* Both in index order: one merge walk drops the batch's nodes. */
+    struct rnode **all = (struct rnode **)sc;
+    struct region **gone = (struct region **)(sc + x->n);
+    memcpy(gone, v, k * sizeof(*gone));
+    qsort(gone, k, sizeof(*gone), cmp_regions);
+    size_t n = collect(x->root, all), kept = 0, j = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct rnode *t = all[i];
+        while (j < k && cmp_node(t, gone[j]->dev, gone[j]->addr, gone[j]->len, gone[j]) > 0)
+            j++;
+        if (j < k && gone[j] == t->g) {
+            node_free(r, t);
+            j++;
+        } else {
+            all[kept++] = t;
+        }
+    }
+    x->root = build(all, kept);
+    x->n = kept;
+}
+
+/* ---- walks ----------------------------------------------------------------------------------- */
+
+static void iter_push_left(struct ixl_registry_iter *it, const struct rnode *t)
+{
+    for (; t != NULL; t = t->kid[0])
+        it->stack[it->top++] = t;
+}
+
+void ixl_registry_iter_init(struct ixl_registry_iter *it, const struct ixl_registry *r,
+                            enum ixl_mem type)
+{
+    it->top = 0;
+    iter_push_left(it, r->all[type].root);
+}
+
+struct region *ixl_registry_iter_next(struct ixl_registry_iter *it)
+{
+    if (it->top == 0)
+        return NULL;
+    const struct rnode *t = it->stack[--it->top];
+    iter_push_left(it, t->kid[1]);
+    return t->g;
+}
+
+struct region *ixl_registry_next(const struct ixl_registry *r, enum ixl_mem type,
+                                 const struct region *prev)
+{
+    const struct rnode *t = r->all[type].root, *after = NULL;
+    while (t != NULL) { /* the first node after prev */
+        if (prev == NULL || cmp_node(t, prev->dev, prev->addr, prev->len, prev) > 0) {
+            after = t;
+            t = t->kid[0];
+        } else {
+            t = t->kid[1];
+        }
+    }
+    return after ? after->g : NULL;
+}
+
+/* ---- self-check (tests) ---------------------------------------------------------------------- */
+
+/* Checks t's subtree: order within (lo, hi), AVL balance, the slots' heights and reaches. Returns
+ * the height, or -1. */
+static int check_node(const struct rnode *t, const struct rnode *lo, const struct rnode *hi,
+                      size_t *count)
+{
+    if (t == NULL)
+        return 0;
+    (*count)++;
+    if ((lo && cmp_node(t, lo->dev, lo->addr, lo->len, lo->g) <= 0) ||
+        (hi && cmp_node(t, hi->dev, hi->addr, hi->len, hi->g) >= 0) || t->len != t->g->len ||
+        t->addr != t->g->addr || t->dev != t->g->dev)
+        return -1;
+    int hl = check_node(t->kid[0], lo, t, count), hr = check_node(t->kid[1], t, hi, count);
+    if (hl < 0 || hr < 0 || hl != t->kh[0] || hr != t->kh[1] || hl - hr > 1 || hr - hl > 1)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        struct reach want = t->kid[i] ? reach_of(t->kid[i]) : (struct reach){0, 0, NULL};
+        struct reach have = get_kr(t, i);
+        if (want.g != have.g || (want.g && (want.dev != have.dev || want.end != have.end)))
+            return -1;
+    }
+    if (((uintptr_t)t & 63) != 0)
+        return -1;
+    return 1 + (hl > hr ? hl : hr);
+}
+
+int ixl_registry_check(const struct ixl_registry *r)
+{
+    for (int t = 0; t < IXL_MEM_COUNT; t++) {
+        for (int b = -1; b < IXL_MAX_BACKENDS; b++) {
+            const struct rindex *x = b < 0 ? &r->all[t] : &r->by_backend[t][b];
+            size_t count = 0;
+            if (check_node(x->root, NULL, NULL, &count) < 0 || count != x->n)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 uint64_t ixl_region_last_covered(const struct region *g, const struct ixl_run *run)

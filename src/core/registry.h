@@ -2,11 +2,14 @@
  * Regions (local registrations and loaded remote regions) and the index that finds the region
  * covering a range in O(log n), nested and overlapping regions included.
  *
- * An index holds regions of one memory type sorted by (dev, addr, len). best[i] is the index,
- * among the regions of the same dev from the group's start up to i, of the one that reaches
- * furthest. Every region up to i starts at or before the region i starts, so a range
- * [a, a + l) on dev d is covered by some region iff, with i the last region whose (dev, addr)
- * <= (d, a), region best[i] (same dev) ends at or after a + l: one binary search.
+ * An index holds regions of one memory type in an AVL tree ordered by (dev, addr, len) and, for
+ * equal keys, by address of the region struct: adding or removing a region costs O(log n), so
+ * registering or deregistering 10^4 regions stays O(n log n) whatever the order and however
+ * many regions stay registered. Each node also keeps, over its left subtree and itself, the
+ * region that reaches furthest (greatest (dev, end), the first in order on ties). Every region
+ * before a position starts at or before it, so a range [a, a + l) on dev d is covered by some
+ * region iff the furthest-reaching region among those with (dev, addr) <= (d, a) has dev d and
+ * ends at or after a + l: one descent from the root, reading one node per level.
  */
 #ifndef IXL_CORE_REGISTRY_H
 #define IXL_CORE_REGISTRY_H
@@ -32,17 +35,25 @@ struct region {
     _Atomic uint64_t users;
 };
 
+struct rnode; /* registry.c */
+
 struct rindex {
-    struct region **v;
-    uint32_t *best;
-    size_t n, cap;
-    size_t sorted; /* v[0..sorted) is in order; later entries were appended since */
-    int dirty;     /* best[] is stale (a removal) */
+    struct rnode *root;
+    size_t n; /* regions in the index */
 };
 
 struct ixl_registry {
     struct rindex all[IXL_MEM_COUNT]; /* every region, for exact lookups and listing */
     struct rindex by_backend[IXL_MEM_COUNT][IXL_MAX_BACKENDS];
+    /* Nodes come from slabs of the registry and go back to its free list: allocating and
+     * freeing 10^4 small blocks per call at malloc made malloc walk its bins. */
+    struct rnode *free_nodes;
+    struct rnode *carve, *carve_end; /* the unused rest of the newest slab */
+    void *slabs;                     /* the slabs, linked by their first word */
+    /* Scratch for batches, kept between calls: freeing a batch's arrays each call made malloc
+     * give the top of the heap back and fault it in again at the next. */
+    void **scratch;
+    size_t scratch_cap;
 };
 
 struct ixl_registry *ixl_registry_create(void);
@@ -52,17 +63,47 @@ void ixl_registry_free(struct ixl_registry *r);
 /* The region that exactly matches (type, addr, reg_len, dev), or NULL. */
 struct region *ixl_registry_exact(struct ixl_registry *r, enum ixl_mem type, uint64_t addr,
                                   uint64_t reg_len, uint64_t dev);
-/* A region of backend slot b covering [addr, addr + len) on dev, or NULL. O(log n). */
+/* A region of backend slot b covering [addr, addr + len) on dev, or NULL. O(log n). When
+ * several cover it: the one reaching furthest, the first in (dev, addr, len) order on ties. */
 struct region *ixl_registry_cover(const struct ixl_registry *r, enum ixl_mem type, unsigned b,
                                   uint64_t dev, uint64_t addr, uint64_t len);
-/* Adds region to the "all" index / to backend b's index; removes it. 0 or IXL_ERR_NO_MEMORY.
- * Adds and removals take effect for lookups after ixl_registry_commit(), which every writer
- * calls before it lets go of the agent's lock. */
+/* Adds region to the "all" index / to backend b's index; removes it (nothing when it is not
+ * there). 0 or IXL_ERR_NO_MEMORY. O(log n) each. Callers hold the agent's lock for writing;
+ * lookups see the change at once. ixl_registry_commit() is kept for the writers' protocol (it
+ * marks where a writer is done) and has nothing left to do. */
 int ixl_registry_add(struct ixl_registry *r, struct region *g);
 int ixl_registry_add_backend(struct ixl_registry *r, struct region *g, unsigned b);
 void ixl_registry_remove(struct ixl_registry *r, struct region *g);
 void ixl_registry_remove_backend(struct ixl_registry *r, struct region *g, unsigned b);
 void ixl_registry_commit(struct ixl_registry *r);
+/* The same for k regions of one type at once, into or out of the "all" index (b < 0) or backend
+ * b's: a batch large against the index is merged in (or filtered out) and the tree built again,
+ * O(n + k log k) with sequential work instead of O(k log n) with a cache miss per level. Adding
+ * is all or nothing (IXL_ERR_NO_MEMORY changes nothing); regions not in the index are skipped
+ * when removing. */
+int ixl_registry_add_many(struct ixl_registry *r, enum ixl_mem type, int b, struct region *const *v,
+                          size_t k);
+void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
+                              struct region *const *v, size_t k);
+
+/* In-order walk of the regions of one type (their "all" index): nothing may be added to or
+ * removed from that index while it lasts. */
+struct ixl_registry_iter {
+    const struct rnode *stack[96]; /* an AVL tree of 2^64 nodes is less than 93 high */
+    int top;
+};
+void ixl_registry_iter_init(struct ixl_registry_iter *it, const struct ixl_registry *r,
+                            enum ixl_mem type);
+struct region *ixl_registry_iter_next(struct ixl_registry_iter *it);
+/* The region of type after prev in order (the first when prev is NULL), or NULL: O(log n), and
+ * prev may have been taken out of the index since (not freed), so a walk may remove as it
+ * goes when it fetches the next region before freeing the current one. */
+struct region *ixl_registry_next(const struct ixl_registry *r, enum ixl_mem type,
+                                 const struct region *prev);
+
+/* 0 when every index is a well-formed tree (order, balance, heights, reaches, counts), else -1:
+ * for tests. O(n). */
+int ixl_registry_check(const struct ixl_registry *r);
 
 /* The last element of run that g still covers (g covers an element at or before it): walks over
  * runs then cost one lookup per region change, not one per descriptor. */

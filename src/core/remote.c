@@ -66,9 +66,9 @@ static void remote_free(struct remote *r)
     struct ixl_agent *agent = r->agent;
     all_unlink(agent, r);
     for (int t = 0; t < IXL_MEM_COUNT; t++) {
-        struct rindex *x = &r->regs->all[t];
-        for (size_t i = 0; i < x->n; i++) {
-            struct region *g = x->v[i];
+        struct ixl_registry_iter it;
+        ixl_registry_iter_init(&it, r->regs, (enum ixl_mem)t);
+        for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
                     agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine, g->md[b]);
@@ -132,10 +132,11 @@ void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b)
      * last of those goes, it must not call into this backend (or the next in its slot). */
     for (struct remote *r = agent->remotes->all; r != NULL; r = r->all_next) {
         for (int t = 0; t < IXL_MEM_COUNT; t++) {
-            struct rindex *x = &r->regs->all[t];
-            /* Removal from x shifts it: walk back to front. */
-            for (size_t i = x->n; i-- > 0;) {
-                struct region *g = x->v[i];
+            /* The walk fetches the next region before this one may leave the index. */
+            struct region *next;
+            for (struct region *g = ixl_registry_next(r->regs, (enum ixl_mem)t, NULL); g != NULL;
+                 g = next) {
+                next = ixl_registry_next(r->regs, (enum ixl_mem)t, g);
                 if (!(g->backend_mask & (1u << b)))
                     continue;
                 ixl_registry_remove_backend(r->regs, g, b);
@@ -236,9 +237,10 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
     int rc = IXL_OK;
     if (!partial) {
         for (int t = 0; t < IXL_MEM_COUNT && rc == IXL_OK; t++) {
-            const struct rindex *x = &agent->registry->all[t];
-            for (size_t i = 0; i < x->n && rc == IXL_OK; i++)
-                rc = encode_region(agent, &w, x->v[i], wire_index, chosen, &nr);
+            struct ixl_registry_iter it;
+            ixl_registry_iter_init(&it, agent->registry, (enum ixl_mem)t);
+            for (struct region *g; rc == IXL_OK && (g = ixl_registry_iter_next(&it)) != NULL;)
+                rc = encode_region(agent, &w, g, wire_index, chosen, &nr);
         }
     } else {
         /* The regions covering each descriptor, each region once; one lookup per region
@@ -367,6 +369,28 @@ struct attach {
     int fresh; /* g was made by this call */
 };
 
+/* Adds the attachments of one load to r's indexes: one batch per (type, index), listed in v
+ * (room for n). */
+static int index_attachments(struct ixl_registry *regs, const struct attach *done, size_t n,
+                             struct region **v)
+{
+    int rc = IXL_OK;
+    for (int type = 0; type < IXL_MEM_COUNT && rc == IXL_OK; type++) {
+        for (int b = -1; b < IXL_MAX_BACKENDS && rc == IXL_OK; b++) {
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++) {
+                const struct attach *t = &done[i];
+                if (t->g->type != (enum ixl_mem)type)
+                    continue;
+                if (b < 0 ? t->fresh && (i == 0 || done[i - 1].g != t->g) : t->slot == (unsigned)b)
+                    v[k++] = t->g;
+            }
+            rc = ixl_registry_add_many(regs, (enum ixl_mem)type, b, v, k);
+        }
+    }
+    return rc;
+}
+
 /* Loads the regions of a decoded blob into r. Entries are sorted so that those naming one
  * region (one per backend, or repeated) meet: one region struct carries every backend's
  * metadata, and a region loaded before gains only the backends it lacked. Nothing is indexed
@@ -439,18 +463,15 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         g->backend_mask |= 1u << be->slot;
         done[n_done++] = (struct attach){g, be->slot, g_fresh};
     }
-    /* Index: each fresh region once in "all", each attachment in its backend's index. */
+    /* Index: each fresh region once in "all", each attachment in its backend's index, one
+     * batch per index. On a failure every attachment counts as indexed: the undo below takes
+     * out what is there (removing what is not is nothing). */
     size_t indexed = 0;
-    for (; rc == IXL_OK && indexed < n_done; indexed++) {
-        struct attach *t = &done[indexed];
-        int first_of_fresh = t->fresh && (indexed == 0 || done[indexed - 1].g != t->g);
-        if (first_of_fresh && (rc = ixl_registry_add(r->regs, t->g)) != IXL_OK)
-            break;
-        if ((rc = ixl_registry_add_backend(r->regs, t->g, t->slot)) != IXL_OK) {
-            if (first_of_fresh)
-                ixl_registry_remove(r->regs, t->g);
-            break;
-        }
+    if (rc == IXL_OK) {
+        /* order[] is done with: its n words hold the batches (no allocation per load). */
+        _Static_assert(sizeof(size_t) == sizeof(struct region *), "order[] holds pointers");
+        rc = index_attachments(r->regs, done, n_done, (struct region **)(void *)order);
+        indexed = n_done;
     }
     if (rc != IXL_OK) {
         if (rc == IXL_ERR_NO_MEMORY && ixl_err_get(agent->id)[0] == '\0')

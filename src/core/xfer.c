@@ -203,8 +203,10 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
     }
     p->list = NULL;
     rc = copy_merged(list, &p->list);
-    if (rc == IXL_OK)
+    if (rc == IXL_OK) {
         p->uniform = uniform_count(p->list);
+        p->uniform_m = p->uniform > 1 ? ixl_udiv_magic(p->uniform) : 0;
+    }
     if (rc != IXL_OK) {
         prep_free(p);
         return IXL_AGENT_ERR(agent, rc, "out of memory");
@@ -317,21 +319,41 @@ uint64_t ixl_prep_count(const struct ixl_prep *prep)
 /* ---- building a request -------------------------------------------------------------------- */
 
 /* Walks a prepared list by descriptor index, caching the current run and segment: consecutive
- * indices cost O(1), random ones a division (uniform runs) or a binary search, then a search
- * over the run's segments (usually one). */
+ * indices cost O(1), random ones a multiplication (uniform runs) or a binary search, then a
+ * search over the run's segments (usually one). The list's arrays and constants are copied in
+ * at the start: the request's descriptor stores (64-bit words, as the tables are) would
+ * otherwise make the compiler load each pointer chain again for every index. */
 struct cursor {
-    const struct ixl_prep *p;
-    const struct prep_backend *pb;
+    const uint64_t *first;
+    const struct ixl_run *runs;
+    const size_t *seg_start;
+    const uint64_t *seg_step;
+    const struct prep_seg *segs;
+    const struct ixl_dlist *list;
+    uint64_t uniform, uniform_m;
     size_t run;
     size_t seg;
 };
 
 static void cursor_init(struct cursor *c, const struct ixl_prep *p, unsigned b)
 {
-    c->p = p;
-    c->pb = &p->per[b];
-    c->run = 0;
-    c->seg = 0;
+    const struct prep_backend *pb = &p->per[b];
+    *c = (struct cursor){p->list->first,
+                         p->list->runs,
+                         pb->seg_start,
+                         pb->seg_step,
+                         pb->segs,
+                         p->list,
+                         p->uniform,
+                         p->uniform_m,
+                         0,
+                         0};
+}
+
+/* idx / c->uniform (see ixl_udiv_m). */
+static inline uint64_t uniform_run(const struct cursor *c, uint64_t idx)
+{
+    return c->uniform == 1 ? idx : ixl_udiv_m(idx, c->uniform, c->uniform_m);
 }
 
 /* Fills out for descriptor idx and returns how many descriptors from idx on lie in the same
@@ -339,21 +361,18 @@ static void cursor_init(struct cursor *c, const struct ixl_prep *p, unsigned b)
 static inline __attribute__((always_inline)) uint64_t
 cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out, uint64_t *stride)
 {
-    const struct ixl_dlist *l = c->p->list;
-    if (!(idx >= l->first[c->run] && idx < l->first[c->run + 1])) {
-        if (c->p->uniform)
-            c->run = (size_t)(idx / c->p->uniform);
-        else
-            c->run = ixl_dlist_find_run(l, idx);
-        c->seg = c->pb->seg_start[c->run];
+    const uint64_t *first = c->first;
+    size_t r = c->run, sgi = c->seg;
+    if (!(idx >= first[r] && idx < first[r + 1])) {
+        r = c->uniform ? (size_t)uniform_run(c, idx) : ixl_dlist_find_run(c->list, idx);
+        sgi = c->seg_start[r];
     }
-    const struct ixl_run *run = &l->runs[c->run];
-    uint64_t e = idx - l->first[c->run];
-    const struct prep_seg *segs = c->pb->segs;
-    size_t lo = c->pb->seg_start[c->run], hi = c->pb->seg_start[c->run + 1];
-    if (!(c->seg >= lo && c->seg < hi && e >= segs[c->seg].first &&
-          e - segs[c->seg].first < segs[c->seg].count)) {
-        uint64_t step = c->pb->seg_step[c->run];
+    const struct ixl_run *run = &c->runs[r];
+    uint64_t e = idx - first[r];
+    const struct prep_seg *segs = c->segs;
+    size_t lo = c->seg_start[r], hi = c->seg_start[r + 1];
+    if (!(sgi >= lo && sgi < hi && e >= segs[sgi].first && e - segs[sgi].first < segs[sgi].count)) {
+        uint64_t step = c->seg_step[r];
         if (step) {
             /* Equal segments: the segment is a division away. */
             uint64_t k = e / step;
@@ -367,9 +386,11 @@ cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out, uint64_t *
             else
                 hi = mid;
         }
-        c->seg = lo;
+        sgi = lo;
     }
-    const struct prep_seg *sg = &segs[c->seg];
+    c->run = r;
+    c->seg = sgi;
+    const struct prep_seg *sg = &segs[sgi];
     out->addr = run->addr + e * run->stride;
     out->len = run->len;
     out->dev = run->dev;
@@ -570,6 +591,9 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     cursor_init(&rc_, rp, b);
     size_t m = 0;
     uint64_t bytes = 0;
+    /* The output arrays in locals that alias nothing the loop reads (see struct cursor). */
+    struct ixl_xfer_desc *restrict lout = x->ldesc, *restrict rout = x->rdesc;
+    size_t out_cap = desc_cap(x->ldesc);
     for (size_t i = 0; i < n;) {
         int64_t a = li ? li[i] : (int64_t)i, c = ri ? ri[i] : (int64_t)i;
         if (a < 0 || (uint64_t)a >= lcount || c < 0 || (uint64_t)c >= rcount) {
@@ -614,7 +638,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
         }
         for (uint64_t j = 0; j < k; j++) {
             if (merge && m > 0) {
-                struct ixl_xfer_desc *pl = &x->ldesc[m - 1], *pr = &x->rdesc[m - 1];
+                struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
                 if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr &&
                     pl->md == ld.md && pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
                     pl->len += ld.len;
@@ -624,12 +648,17 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
                     continue;
                 }
             }
-            if (m == desc_cap(x->ldesc) && desc_grow(x, m, n) != IXL_OK) {
-                rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-                goto free_xfer;
+            if (m == out_cap) {
+                if (desc_grow(x, m, n) != IXL_OK) {
+                    rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+                    goto free_xfer;
+                }
+                lout = x->ldesc;
+                rout = x->rdesc;
+                out_cap = desc_cap(x->ldesc);
             }
-            x->ldesc[m] = ld;
-            x->rdesc[m] = rd;
+            lout[m] = ld;
+            rout[m] = rd;
             m++;
             ld.addr += lstride;
             rd.addr += rstride;

@@ -125,7 +125,8 @@ struct tm_region {
     void *bytes; /* copy of the descriptor's bytes (FILE: "mode:path" or a label) */
     size_t bytes_len;
     unsigned char pub[TM_PUB_LEN];
-    struct tm_region *next;
+    struct tm_engine *owner;
+    struct tm_region *prev, *next; /* the engine's regions: unlinked in O(1) */
 };
 
 /* Target-side metadata from load_remote_md or load_local_md. */
@@ -959,8 +960,12 @@ static int tm_register_mem(struct ixl_engine *base, enum ixl_mem type,
     memcpy(p + 16, &e->inst, 8);
     memcpy(p + 24, &g->addr, 8);
     memcpy(p + 32, &g->len, 8);
+    g->owner = e;
     pthread_mutex_lock(&e->reg_lock);
+    g->prev = NULL;
     g->next = e->regions;
+    if (e->regions)
+        e->regions->prev = g;
     e->regions = g;
     pthread_mutex_unlock(&e->reg_lock);
     *out = (struct ixl_md *)g;
@@ -971,19 +976,19 @@ static int tm_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
 {
     struct tm_engine *e = tm_eng(base);
     struct tm_region *g = (struct tm_region *)md;
-    int found = 0;
-    pthread_mutex_lock(&e->reg_lock);
-    for (struct tm_region **pp = &e->regions; g != NULL && *pp; pp = &(*pp)->next) {
-        if (*pp == g) {
-            *pp = g->next;
-            found = 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&e->reg_lock);
-    if (!found)
+    /* Not a registration of this engine: refused (a region of another engine, or loaded
+     * metadata, has another owner or magic). */
+    if (g == NULL || g->magic != TM_REGION_MAGIC || g->owner != e)
         return tm_error(e->host, IXL_ERR_NOT_FOUND, "%s: deregister_mem: unknown region",
                         TESTMEM_NAME);
+    pthread_mutex_lock(&e->reg_lock);
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        e->regions = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    pthread_mutex_unlock(&e->reg_lock);
     g->magic = 0;
     free(g->bytes);
     free(g);

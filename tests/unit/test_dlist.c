@@ -1,8 +1,52 @@
 /* Descriptor lists: plain descriptors and strided runs, indexing, bounds, overflow. */
 #include "check.h"
+#include "core/dlist.h"
+
+/* The division by multiplication that finds a random index's run (src/core/dlist.h): exact for
+ * every divisor and dividend, edges near 2^64 and powers of two included. */
+static void test_udiv(void)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    const uint64_t us[] = {2,
+                           3,
+                           7,
+                           64,
+                           156250,
+                           1ull << 32,
+                           (1ull << 32) + 1,
+                           1ull << 63,
+                           (1ull << 63) + 1,
+                           UINT64_MAX - 1,
+                           UINT64_MAX};
+    for (int t = 0; t < 400000; t++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        uint64_t u = t < 11 * 16 ? us[t / 16] : 2 + s % (t % 3 ? 1000000 : UINT64_MAX - 2);
+        uint64_t x = s * 0x2545f4914f6cdd1dull;
+        switch (t % 4) {
+        case 0:
+            x = UINT64_MAX - (x % 1000);
+            break; /* near 2^64 */
+        case 1:
+            x = u * (x % (UINT64_MAX / u)) - 1 + (x & 2);
+            break; /* next to a multiple */
+        case 2:
+            x %= 64 * u > u ? 64 * u : UINT64_MAX;
+            break;
+        default:
+            break;
+        }
+        uint64_t q = ixl_udiv_m(x, u, ixl_udiv_magic(u));
+        if (q != x / u)
+            check_fail(__FILE__, __LINE__, "%llu / %llu: %llu, want %llu", (unsigned long long)x,
+                       (unsigned long long)u, (unsigned long long)q, (unsigned long long)(x / u));
+    }
+}
 
 int main(void)
 {
+    test_udiv();
     struct ixl_dlist *l;
     CHECK_RC(ixl_dlist_create(IXL_MEM_COUNT, 0, &l), IXL_ERR_INVALID_ARG);
     CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 0, &l), IXL_OK);
