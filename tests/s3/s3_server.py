@@ -56,11 +56,15 @@ Control (unauthenticated, for tests; JSON in and out):
                       of the body: a server killed mid-transfer
       }
   POST /__ctl/reset   drops the rules and the log (not the data)
-  GET  /__ctl/log     [{"method","bucket","key","query","status","fault"}...] for each request
+  GET  /__ctl/log     [{"method","bucket","key","query","status","fault"}...] for each request,
+                      logged on arrival ("status": null until answered)
+                      (?method=GET&key=K...: only the entries whose fields equal these)
   GET  /__ctl/uploads outstanding multipart uploads [{"bucket","key","upload_id","parts"}...]
   GET  /__ctl/object?bucket=B&key=K   the stored bytes (404 if none)
   PUT  /__ctl/object?bucket=B&key=K   stores the body as the object (no checksum)
   POST /__ctl/bucket?name=B           creates a bucket;  DELETE /__ctl/bucket?name=B drops it
+  POST /__ctl/config  {"access_key", "secret_key", "session_token" (null: none), "region"}:
+                      what requests are checked against from now on
   POST /__ctl/exit    ends the server
 """
 
@@ -275,7 +279,10 @@ class Handler(BaseHTTPRequestHandler):
         if url.path.startswith("/__ctl/"):
             return self.control(st, url)
         bucket, key = self.locate(url)
-        entry = {"method": self.command, "bucket": bucket, "key": key, "query": url.query}
+        entry = {"method": self.command, "bucket": bucket, "key": key, "query": url.query,
+                 "status": None, "fault": None}
+        with st.lock:  # logged on arrival ("status": null until answered)
+            st.log.append(entry)
         status = 500
         fault = None
         try:
@@ -311,9 +318,8 @@ class Handler(BaseHTTPRequestHandler):
             status = -1
             self.close_connection = True
         finally:
-            entry["status"] = status
             with st.lock:
-                st.log.append(entry)
+                entry["status"] = status
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
 
@@ -697,7 +703,8 @@ class Handler(BaseHTTPRequestHandler):
             return js({})
         if path == "/__ctl/log" and m == "GET":
             with st.lock:
-                return js(list(st.log))
+                return js([dict(e) for e in st.log
+                           if all(str(e.get(k)) == v for k, v in q.items() if k in e)])
         if path == "/__ctl/uploads" and m == "GET":
             with st.lock:
                 ups = [{"bucket": u["bucket"], "key": u["key"], "upload_id": uid,
@@ -721,6 +728,13 @@ class Handler(BaseHTTPRequestHandler):
                     st.buckets.setdefault(q["name"], {})
                 elif m == "DELETE":
                     st.buckets.pop(q["name"], None)
+            return js({})
+        if path == "/__ctl/config" and m == "POST":
+            cfg = json.loads(body or b"{}")
+            with st.lock:
+                for k in ("access_key", "secret_key", "session_token", "region"):
+                    if k in cfg:
+                        setattr(st.args, k, cfg[k])
             return js({})
         if path == "/__ctl/exit" and m == "POST":
             js({})
