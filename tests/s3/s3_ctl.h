@@ -2,7 +2,8 @@
  * Tests' handle on tests/s3/s3_server.py (the SigV4-checking S3 test server): start it on
  * 127.0.0.1 with an ephemeral port, drive its /__ctl endpoints (fault rules, the request log,
  * outstanding multipart uploads, stored objects) over a plain socket, stop it.
- * The server's path comes from IXL_S3_SERVER (a compile definition); python3 is /usr/bin/python3.
+ * The server's path comes from IXL_S3T_SERVER_PY (a compile definition); python3 is
+ * /usr/bin/python3.
  */
 #ifndef IXL_TEST_S3_CTL_H
 #define IXL_TEST_S3_CTL_H
@@ -59,7 +60,7 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
     const char *argv[40];
     int n = 0;
     argv[n++] = "/usr/bin/python3";
-    argv[n++] = IXL_S3_SERVER;
+    argv[n++] = IXL_S3T_SERVER_PY;
     argv[n++] = "--port-file";
     argv[n++] = port_file;
     for (; extra && *extra && n < 38; extra++)

@@ -12,8 +12,11 @@ mid-body on demand.
         [--allow-missing-content-sha256]
 
 Listens on 127.0.0.1 with an ephemeral port (--port 0, the default); writes the port to
---port-file (written whole, then renamed into place) and prints "PORT <n>" on stdout. Exits 77
-with a message when botocore is missing. Data lives in memory. SIGTERM/SIGINT end it.
+--port-file (written whole, then renamed into place) and prints "PORT <n>" and "... listening
+on 127.0.0.1:<n>" on stdout. Exits 77 with a message when botocore is missing. Data lives in
+memory. SIGTERM/SIGINT end it. It takes s3rver's arguments as the OBJ tests' harness gives them
+(tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_server.py" runs those tests
+against this server): --address, --port, --directory (ignored), --bucket.
 
 S3 subset (path-style /BUCKET/KEY, or virtual-hosted BUCKET.<vhost-suffix>[:port]/KEY):
   PUT object (Content-MD5 and x-amz-checksum-{crc32,crc32c,crc64nvme,sha1,sha256} verified),
@@ -775,7 +778,8 @@ class Server(ThreadingHTTPServer):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", "--address", default="127.0.0.1")
+    p.add_argument("--directory", help="accepted for s3rver's command line; data stays in memory")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--port-file")
     p.add_argument("--access-key", default="ixltestkey")
@@ -797,7 +801,7 @@ def main():
         with open(tmp, "w") as f:
             f.write(f"{port}\n")
         os.rename(tmp, args.port_file)
-    print(f"PORT {port}", flush=True)
+    print(f"PORT {port}\nixl S3 test server listening on {args.host}:{port}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=srv.shutdown).start())
     try:
         srv.serve_forever(poll_interval=0.1)
