@@ -220,17 +220,17 @@ int obj_b64_crc(const char *v, size_t len, uint32_t *crc)
     }
     if (len != 8 || v[6] != '=' || v[7] != '=')
         return -1;
-    uint32_t bits = 0;
+    uint64_t bits = 0; /* 36 bits: a uint32_t would lose the checksum's top 4 */
     for (int i = 0; i < 6; i++) {
         int x = b64_val(v[i]);
         if (x < 0)
             return -1;
-        bits = (bits << 6) | (uint32_t)x;
+        bits = (bits << 6) | (uint64_t)x;
     }
     /* 6 characters carry 36 bits: 32 of the checksum and 4 zero bits. */
     if (bits & 0xf)
         return -1;
-    *crc = bits >> 4;
+    *crc = (uint32_t)(bits >> 4);
     return 0;
 }
 
