@@ -222,15 +222,50 @@ static inline size_t s3_count(const char *hay, const char *needle)
     return c;
 }
 
+/* s percent-encoded for a query string (all but unreserved characters), into out. */
+static inline void s3_qenc(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *s && o + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~')
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+    }
+    out[o] = '\0';
+}
+
 /* Requests the server saw with method on key (since the last reset). */
 static inline size_t s3_requests(const struct s3srv *s, const char *method, const char *key)
 {
     static char buf[1 << 20];
-    char path[1200];
-    snprintf(path, sizeof(path), "/__ctl/log?method=%s&key=%s", method, key);
+    char path[3300], ek[3200];
+    s3_qenc(key, ek, sizeof(ek));
+    snprintf(path, sizeof(path), "/__ctl/log?method=%s&key=%s", method, ek);
     CHECK(s3_ctl(s, "GET", path, NULL, 0, buf, sizeof(buf)) == 200);
-    return s3_count(buf, "\"status\"");
+    return s3_count(buf, "\"status\": ");
 }
+
+/* Prints the server's request log (after a failed check). */
+static inline void s3_dump_log(const struct s3srv *s)
+{
+    static char buf[1 << 20];
+    if (s3_ctl(s, "GET", "/__ctl/log", NULL, 0, buf, sizeof(buf)) == 200)
+        fprintf(stderr, "server log: %s\n", buf);
+}
+
+/* CHECK_REQS(srv, method, key, n): the server saw n such requests (else the log is printed). */
+#define CHECK_REQS(s, method, key, n)                                                              \
+    do {                                                                                           \
+        size_t got_ = s3_requests(s, method, key);                                                 \
+        if (got_ != (size_t)(n)) {                                                                 \
+            s3_dump_log(s);                                                                        \
+            check_fail(__FILE__, __LINE__, "%zu %s requests of '%s', want %zu", got_, method, key, \
+                       (size_t)(n));                                                               \
+        }                                                                                          \
+    } while (0)
 
 /* Multipart uploads begun and neither completed nor aborted. */
 static inline size_t s3_outstanding_uploads(const struct s3srv *s)
@@ -244,15 +279,16 @@ static inline size_t s3_outstanding_uploads(const struct s3srv *s)
 static inline long s3_object(const struct s3srv *s, const char *bucket, const char *key, void *out,
                              size_t cap)
 {
-    char path[1200];
-    snprintf(path, sizeof(path), "/__ctl/object?bucket=%s&key=%s", bucket, key);
+    char path[3300], ek[3200];
+    s3_qenc(key, ek, sizeof(ek));
+    snprintf(path, sizeof(path), "/__ctl/object?bucket=%s&key=%s", bucket, ek);
     /* The body is binary: fetch it raw. */
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(fd >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    char head[1400];
+    char head[3400];
     int hl = snprintf(head, sizeof(head), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
     CHECK(send(fd, head, (size_t)hl, MSG_NOSIGNAL) == hl);
     size_t rcap = cap + 4096, n = 0;

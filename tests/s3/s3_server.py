@@ -50,7 +50,9 @@ Control (unauthenticated, for tests; JSON in and out):
                       under a Content-Length of all of it, then close the connection
          "bad_checksum" serve the request with a wrong x-amz-checksum-"algo" header (default
                       crc32) and a wrong ETag (GET/HEAD)
-         "corrupt"    serve the request with one body byte flipped (headers as stored)
+         "corrupt"    serve the request with one body byte flipped (headers as stored; with
+                      "with_checksum": true, the stored checksum also on a ranged GET of the
+                      whole object, which S3 itself leaves out)
          "stall"      sleep "seconds" (default 30) before answering, or, with "after_bytes",
                       after sending that much of the body
          "close"      close the connection without answering (after reading the request), or
@@ -412,15 +414,19 @@ class Handler(BaseHTTPRequestHandler):
             )
         if a.session_token is not None and self.headers.get("X-Amz-Security-Token") != a.session_token:
             raise S3Error(403, "InvalidToken", "The provided token is malformed or otherwise invalid.")
-        bad = [h for h in signed if h in SIGNED_HEADERS_BLACKLIST]
-        if bad:
-            raise S3Error(403, "AccessDenied", f"headers that proxies may change were signed: {bad}")
         hdrs = {}
         for h in signed:
             vals = self.headers.get_all(h)
-            if vals is None:
-                raise S3Error(403, "AccessDenied", f"signed header '{h}' is not in the request")
+            if vals is None:  # AWS: IncompleteSignature (curl 7.88 signs a removed "Expect:")
+                raise S3Error(
+                    403,
+                    "SignatureDoesNotMatch",
+                    f"'{h}' is named as a SignedHeader, but it does not exist in the HTTP request",
+                )
             hdrs[h] = ",".join(vals)
+        bad = [h for h in signed if h in SIGNED_HEADERS_BLACKLIST]
+        if bad:  # hop-by-hop headers a proxy may change; botocore's signer leaves them out
+            raise S3Error(403, "AccessDenied", f"hop-by-hop headers were signed: {bad}")
         creds = Credentials(a.access_key, a.secret_key, a.session_token)
         signer = S3SigV4Auth(creds, "s3", a.region)
         req = AWSRequest(method=self.command, url="http://" + hdrs.get("host", "") + self.path,
@@ -666,6 +672,11 @@ class Handler(BaseHTTPRequestHandler):
         if status == 206:
             hs.append(("Content-Range", f"bytes {start}-{end}/{size}"))
         whole = status == 200
+        # S3 sends no checksum with a ranged GET; a "corrupt" rule with "with_checksum" sends
+        # the stored one whenever the range is the whole object (the right checksum over a
+        # corrupted body).
+        if fault and fault["action"] == "corrupt" and fault.get("with_checksum"):
+            whole = start == 0 and end == size - 1
         if (o.checksum_algo and whole and
                 (self.headers.get("x-amz-checksum-mode") or "").upper() == "ENABLED"):
             hs.append(("x-amz-checksum-" + o.checksum_algo, o.checksum_value))
