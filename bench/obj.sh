@@ -4,7 +4,7 @@
 #
 # One server for the whole run, started here on 127.0.0.1 with an ephemeral port: s3rver (npm,
 # installed by tests/s3/setup.sh into $IXL_S3RVER_DIR or ~/.cache/ixl/s3rver; SERVER=s3rver,
-# the default), or tests/s3/s3_server.py (SERVER=s3t: it checks every signature, in Python, so
+# the default), or tests/s3/s3_strict_server.py (SERVER=s3t: it checks every signature, in Python, so
 # it measures mostly itself). Its data directory is under /var/tmp (s3rver keeps objects in
 # files).
 #
@@ -105,7 +105,7 @@ s3rver)
     srv_pid=$!
     ;;
 s3t)
-    /usr/bin/python3 "$root/tests/s3/s3_server.py" --access-key "$ak" --secret-key "$sk" \
+    /usr/bin/python3 "$root/tests/s3/s3_strict_server.py" --access-key "$ak" --secret-key "$sk" \
         --region "$region" --bucket "$bucket" >"$work/server.log" 2>&1 &
     srv_pid=$!
     ;;

@@ -1,5 +1,5 @@
 /*
- * Tests' handle on tests/s3/s3_server.py (the SigV4-checking S3 test server): start it on
+ * Tests' handle on tests/s3/s3_strict_server.py (the SigV4-checking S3 test server): start it on
  * 127.0.0.1 with an ephemeral port, drive its /__ctl endpoints (fault rules, the request log,
  * outstanding multipart uploads, stored objects) over a plain socket, stop it.
  * The server's path comes from IXL_S3T_SERVER_PY (a compile definition); python3 is

@@ -1,19 +1,17 @@
 /*
- * The OBJ backend against tests/s3/s3_server.py, the S3 test server that checks every request's
- * SigV4 signature and answers faults on demand (issue 22). One binary, three groups (argv[1]),
- * each its own ctest entry with its own server:
- *   sig      signing: round trips path-style and virtual-hosted, a session token, a wrong
- *            secret / access key / region / missing token (403 with the server's code),
- *            multipart with part checksums, ranged and split reads, query_mem
- *   faults   every error answer: 503 SlowDown retried within max_retries (and failing after),
- *            500, 403, NoSuchKey, NoSuchBucket, malformed XML (multipart create and complete, an
- *            error body), truncated bodies, a wrong checksum header and a corrupted body on GET,
- *            a part refused mid-upload (no upload left behind); never a byte of an error body
- *            in the destination
- *   inflight a stalled server (timeout_ms bounds it, before and mid-body), release of a READ in
- *            flight (no late writes), release of a multipart WRITE in flight (the upload is
- *            aborted), a closed port, the server killed mid-transfer
- * Skips (77) when the OBJ plugin or python3-botocore is missing; under CI=true the latter fails.
+ * The OBJ backend against tests/s3/s3_strict_server.py, the S3 test server that checks every
+ * request's SigV4 signature and answers faults on demand (issue 22). One binary, three groups
+ * (argv[1]), each its own ctest entry with its own server: sig      signing: round trips path-style
+ * and virtual-hosted, a session token, a wrong secret / access key / region / missing token (403
+ * with the server's code), multipart with part checksums, ranged and split reads, query_mem faults
+ * every error answer: 503 SlowDown retried within max_retries (and failing after), 500, 403,
+ * NoSuchKey, NoSuchBucket, malformed XML (multipart create and complete, an error body), truncated
+ * bodies, a wrong checksum header and a corrupted body on GET, a part refused mid-upload (no upload
+ * left behind); never a byte of an error body in the destination inflight a stalled server
+ * (timeout_ms bounds it, before and mid-body), release of a READ in flight (no late writes),
+ * release of a multipart WRITE in flight (the upload is aborted), a closed port, the server killed
+ * mid-transfer Skips (77) when the OBJ plugin or python3-botocore is missing; under CI=true the
+ * latter fails.
  */
 
 #include <inttypes.h>
@@ -525,7 +523,7 @@ static void group_inflight(void)
     CHECK(took >= 250 && took < 2500);
     check_clean(dst, len, NULL, "stall before answering");
     s3_fault(&srv, "{\"method\": \"GET\", \"key\": \"big\", \"action\": \"stall\", "
-                   "\"seconds\": 5, \"after_bytes\": 70000}");
+                   "\"seconds\": 10, \"after_bytes\": 70000}");
     t0 = s3_now_ms();
     FAIL1(&c, IXL_OP_READ, dst, len, big, 0, "big", "stall mid-body");
     took = s3_now_ms() - t0;

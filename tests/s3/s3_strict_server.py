@@ -7,7 +7,7 @@ python3-botocore) and answers 403 when it differs, so a broken signer fails a te
 answer 403, 503 SlowDown, malformed XML, truncated bodies, wrong checksums, stalls and a death
 mid-body on demand.
 
-    /usr/bin/python3 tests/s3/s3_server.py --port-file F [--access-key AK --secret-key SK]
+    /usr/bin/python3 tests/s3/s3_strict_server.py --port-file F [--access-key AK --secret-key SK]
         [--session-token T] [--region R] [--bucket B ...] [--vhost-suffix localhost]
         [--allow-missing-content-sha256]
 
@@ -15,7 +15,7 @@ Listens on 127.0.0.1 with an ephemeral port (--port 0, the default); writes the 
 --port-file (written whole, then renamed into place) and prints "PORT <n>" and "... listening
 on 127.0.0.1:<n>" on stdout. Exits 77 with a message when botocore is missing. Data lives in
 memory. SIGTERM/SIGINT end it. It takes s3rver's arguments as the OBJ tests' harness gives them
-(tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_server.py" runs those tests
+(tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_strict_server.py" runs those tests
 against this server): --address, --port, --directory (ignored), --bucket.
 
 S3 subset (path-style /BUCKET/KEY, or virtual-hosted BUCKET.<vhost-suffix>[:port]/KEY):
