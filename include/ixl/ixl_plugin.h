@@ -296,7 +296,8 @@ struct ixl_devops {
  *
  * The table begins with its size and only grows at the end: a plugin reads a member only when
  * size covers it. Dynamic plugins and the built-in NET and POSIX plugins use it; the UCX plugin
- * (UCX allocates and calls the kernel itself) and etcd's libcurl do not.
+ * (UCX allocates and calls the kernel itself), etcd's libcurl and the OBJ plugin's libcurl (its
+ * sockets and buffers; OBJ's own allocations and thread go through the table) do not.
  */
 struct ixl_sys {
     uint32_t size; /* sizeof(struct ixl_sys) as the core built it */

@@ -109,12 +109,11 @@ int obj_xml_text(const char *body, size_t len, const char *tag, char *out, size_
         while (t < end && *t != '<') {
             char c = *t;
             size_t used = 1;
-            if (c == '&' && entity(t, end, &c, &used) != 0)
+            if ((c == '&' && entity(t, end, &c, &used) != 0) ||
+                ((unsigned char)c < 0x20 && !is_blank(c)) || n + 1 >= cap) {
+                out[0] = '\0';
                 return -1;
-            if ((unsigned char)c < 0x20 && !is_blank(c))
-                return -1;
-            if (n + 1 >= cap)
-                return -1;
+            }
             out[n++] = c;
             t += used;
         }
