@@ -81,6 +81,12 @@ struct obj_op {
     uint32_t part;            /* PART: its number (1..) */
     int tries;
     long long due_ms; /* DELAYED: when to retry */
+    /* ACTIVE, the loop's: bytes moved by this try when last seen, when they last changed, how
+     * long they may stay the same (timeout_ms), and whether that ran out. */
+    uint64_t moved;
+    long long moved_ms;
+    long stall_ms;
+    bool stalled;
     void *easy;       /* CURL *, ACTIVE: the loop's */
     void *hdrs;       /* struct curl_slist *, ACTIVE */
     const char *body; /* COMPLETE: the request body */

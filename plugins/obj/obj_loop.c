@@ -189,6 +189,28 @@ static int on_seek(void *ctx, curl_off_t off, int origin)
     return CURL_SEEKFUNC_OK;
 }
 
+/* libcurl calls this often while bytes move and about once a second while none do: a try
+ * that moved no byte (up or down) for timeout_ms is aborted as stalled (loop thread). */
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    struct obj_op *op = ctx;
+    (void)dltotal;
+    (void)ultotal;
+    uint64_t moved = (uint64_t)dlnow + (uint64_t)ulnow;
+    long long now = obj_now_ms();
+    if (moved != op->moved) {
+        op->moved = moved;
+        op->moved_ms = now;
+        return 0;
+    }
+    if (now - op->moved_ms >= op->stall_ms) {
+        op->stalled = true;
+        return 1; /* CURLE_ABORTED_BY_CALLBACK */
+    }
+    return 0;
+}
+
 static bool header_is(const char *p, size_t n, const char *name, const char **v, size_t *vlen)
 {
     size_t l = strlen(name);
@@ -347,6 +369,11 @@ static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, op);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, e->timeout_ms);
+    /* A stall mid-answer: no byte for timeout_ms (on_progress). CURLOPT_LOW_SPEED_TIME alone
+     * averages over seconds: a burst of bytes, then silence, held a 300 ms timeout for 7 s. */
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, op);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     /* A stall: less than 1 byte/s for timeout_ms (curl counts whole seconds). */
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (e->timeout_ms + 999) / 1000);
@@ -395,6 +422,10 @@ static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
     }
     op->hdrs = h;
     op->easy = c;
+    op->moved = 0;
+    op->moved_ms = obj_now_ms();
+    op->stall_ms = e->timeout_ms;
+    op->stalled = false;
     op->pos = 0;
     op->http = 0;
     op->bad_header = op->have_range = op->have_crc = false;
@@ -705,6 +736,12 @@ static void finish(struct obj_engine *e, struct obj_op *op, CURLcode res, const 
 {
     struct obj_req *r = op->r;
     bool canceled = r && r->canceled;
+    char stall[96];
+    if (res == CURLE_ABORTED_BY_CALLBACK && op->stalled) {
+        res = CURLE_OPERATION_TIMEDOUT;
+        snprintf(stall, sizeof(stall), "no byte moved for %ld ms", op->stall_ms);
+        errbuf = stall;
+    }
     char msg[768] = "";
     int status = IXL_OK;
     char code[128] = "", message[256] = "";
