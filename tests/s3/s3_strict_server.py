@@ -16,7 +16,8 @@ Listens on 127.0.0.1 with an ephemeral port (--port 0, the default); writes the 
 on 127.0.0.1:<n>" on stdout. Exits 77 with a message when botocore is missing. Data lives in
 memory. SIGTERM/SIGINT end it. It takes s3rver's arguments as the OBJ tests' harness gives them
 (tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_strict_server.py" runs those tests
-against this server): --address, --port, --directory (ignored), --bucket.
+against this server, given --access-key S3RVER --secret-key S3RVER --any-region): --address,
+--port, --directory (ignored), --bucket.
 
 S3 subset (path-style /BUCKET/KEY, or virtual-hosted BUCKET.<vhost-suffix>[:port]/KEY):
   PUT object (Content-MD5 and x-amz-checksum-{crc32,crc32c,crc64nvme,sha1,sha256} verified),
@@ -371,7 +372,7 @@ class Handler(BaseHTTPRequestHandler):
                 "The AWS Access Key Id you provided does not exist in our records.",
                 AWSAccessKeyId=ak,
             )
-        if region != a.region or service != "s3" or term != "aws4_request":
+        if (region != a.region and not a.any_region) or service != "s3" or term != "aws4_request":
             raise S3Error(
                 400,
                 "AuthorizationHeaderMalformed",
@@ -428,7 +429,7 @@ class Handler(BaseHTTPRequestHandler):
         if bad:  # hop-by-hop headers a proxy may change; botocore's signer leaves them out
             raise S3Error(403, "AccessDenied", f"hop-by-hop headers were signed: {bad}")
         creds = Credentials(a.access_key, a.secret_key, a.session_token)
-        signer = S3SigV4Auth(creds, "s3", a.region)
+        signer = S3SigV4Auth(creds, "s3", region)
         req = AWSRequest(method=self.command, url="http://" + hdrs.get("host", "") + self.path,
                          headers=hdrs)
         req.context["timestamp"] = amz_date
@@ -797,6 +798,8 @@ def main():
     p.add_argument("--secret-key", default="ixltestsecret")
     p.add_argument("--session-token")
     p.add_argument("--region", default="us-east-1")
+    p.add_argument("--any-region", action="store_true",
+                   help="accept requests signed for any region (s3rver does)")
     p.add_argument("--bucket", action="append", default=[])
     p.add_argument("--vhost-suffix", default="localhost")
     p.add_argument("--allow-missing-content-sha256", action="store_true",
