@@ -8,16 +8,16 @@ answer 403, 503 SlowDown, malformed XML, truncated bodies, wrong checksums, stal
 mid-body on demand.
 
     /usr/bin/python3 tests/s3/s3_strict_server.py --port-file F [--access-key AK --secret-key SK]
-        [--session-token T] [--region R] [--bucket B ...] [--vhost-suffix localhost]
-        [--allow-missing-content-sha256]
+        [--session-token T] [--region R | --any-region] [--bucket B ...]
+        [--vhost-suffix localhost] [--small-parts] [--allow-missing-content-sha256]
 
 Listens on 127.0.0.1 with an ephemeral port (--port 0, the default); writes the port to
 --port-file (written whole, then renamed into place) and prints "PORT <n>" and "... listening
 on 127.0.0.1:<n>" on stdout. Exits 77 with a message when botocore is missing. Data lives in
 memory. SIGTERM/SIGINT end it. It takes s3rver's arguments as the OBJ tests' harness gives them
-(tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_strict_server.py" runs those tests
-against this server, given --access-key S3RVER --secret-key S3RVER --any-region): --address,
---port, --directory (ignored), --bucket.
+(tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_strict_server.py
+--access-key S3RVER --secret-key S3RVER --any-region" runs those tests against this server):
+--address, --port, --directory (ignored), --bucket.
 
 S3 subset (path-style /BUCKET/KEY, or virtual-hosted BUCKET.<vhost-suffix>[:port]/KEY):
   PUT object (Content-MD5 and x-amz-checksum-{crc32,crc32c,crc64nvme,sha1,sha256} verified),
@@ -151,7 +151,8 @@ class S3Error(Exception):
 
 def xml_escape(s):
     return (
-        str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+        str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        .replace('"', "&quot;")
     )
 
 
@@ -363,7 +364,8 @@ class Handler(BaseHTTPRequestHandler):
             ak, day, region, service, term = cred
         except (KeyError, ValueError):
             raise S3Error(
-                400, "AuthorizationHeaderMalformed", f"The authorization header is malformed: {auth}"
+                400, "AuthorizationHeaderMalformed",
+                f"The authorization header is malformed: {auth}"
             )
         if ak != a.access_key:
             raise S3Error(
@@ -413,8 +415,10 @@ class Handler(BaseHTTPRequestHandler):
                 f"There were headers present in the request which were not signed: "
                 f"{', '.join(missing)}",
             )
-        if a.session_token is not None and self.headers.get("X-Amz-Security-Token") != a.session_token:
-            raise S3Error(403, "InvalidToken", "The provided token is malformed or otherwise invalid.")
+        token = self.headers.get("X-Amz-Security-Token")
+        if a.session_token is not None and token != a.session_token:
+            raise S3Error(403, "InvalidToken",
+                          "The provided token is malformed or otherwise invalid.")
         hdrs = {}
         for h in signed:
             vals = self.headers.get_all(h)
@@ -469,7 +473,8 @@ class Handler(BaseHTTPRequestHandler):
         """Checks Content-MD5 and x-amz-checksum-*; returns (algo, value) of the one sent."""
         md5 = self.headers.get("Content-MD5")
         if md5 is not None and base64.b64encode(hashlib.md5(body).digest()).decode() != md5:
-            raise S3Error(400, "BadDigest", "The Content-MD5 you specified did not match what we received.")
+            raise S3Error(400, "BadDigest",
+                          "The Content-MD5 you specified did not match what we received.")
         found = (None, None)
         for algo in CHECKSUM_ALGOS:
             v = self.headers.get("x-amz-checksum-" + algo)
@@ -543,7 +548,8 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 if bucket in st.buckets:
                     raise S3Error(409, "BucketAlreadyOwnedByYou", "Your previous request to create "
-                                  "the named bucket succeeded and you already own it.", BucketName=bucket)
+                                  "the named bucket succeeded and you already own it.",
+                                  BucketName=bucket)
                 st.buckets[bucket] = {}
             self.send(200, b"", [("Location", "/" + bucket)], fault)
             return 200
@@ -555,7 +561,8 @@ class Handler(BaseHTTPRequestHandler):
         if m == "DELETE":
             with st.lock:
                 if self.bucket_of(st, bucket):
-                    raise S3Error(409, "BucketNotEmpty", "The bucket you tried to delete is not empty")
+                    raise S3Error(409, "BucketNotEmpty",
+                                  "The bucket you tried to delete is not empty")
                 del st.buckets[bucket]
             self.send(204, b"", [], fault)
             return 204
@@ -572,7 +579,8 @@ class Handler(BaseHTTPRequestHandler):
                    f"</ListMultipartUploadsResult>").encode()
             self.send(200, xml, [], fault, content_type="application/xml")
             return 200
-        raise S3Error(501, "NotImplemented", "this bucket operation is not served by the test server")
+        raise S3Error(501, "NotImplemented",
+                      "this bucket operation is not served by the test server")
 
     def upload_part(self, st, bucket, key, q, body, fault):
         try:
@@ -580,7 +588,8 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             n = 0
         if not 1 <= n <= 10000:
-            raise S3Error(400, "InvalidArgument", "Part number must be an integer between 1 and 10000")
+            raise S3Error(400, "InvalidArgument",
+                          "Part number must be an integer between 1 and 10000")
         algo, value = self.verify_checksums(body)
         etag = '"' + hashlib.md5(body).hexdigest() + '"'
         with st.lock:
@@ -626,9 +635,11 @@ class Handler(BaseHTTPRequestHandler):
             for i, (n, etag) in enumerate(listed):
                 part = u["parts"].get(n)
                 if part is None or part[1].strip('"') != etag.strip('"'):
-                    raise S3Error(400, "InvalidPart", "One or more of the specified parts could not "
+                    raise S3Error(400, "InvalidPart",
+                                  "One or more of the specified parts could not "
                                   "be found.", PartNumber=n, ETag=etag)
-                if i + 1 < len(listed) and len(part[0]) < 5 * 1024 * 1024 and not st.args.small_parts:
+                small = len(part[0]) < 5 * 1024 * 1024 and not st.args.small_parts
+                if i + 1 < len(listed) and small:
                     raise S3Error(400, "EntityTooSmall", "Your proposed upload is smaller than the "
                                   "minimum allowed object size.", PartNumber=n)
                 datas.append(part[0])
