@@ -391,6 +391,11 @@ static void group_faults(void)
         {"{\"method\": \"GET\", \"key\": \"k\", \"action\": \"truncate\", \"bytes\": 1000, "
          "\"count\": -1}",
          "k", "truncated body every time"},
+        {"{\"method\": \"GET\", \"key\": \"k\", \"action\": \"close\", \"count\": -1}", "k",
+         "connection closed without an answer every time"},
+        {"{\"method\": \"GET\", \"key\": \"k\", \"action\": \"close\", \"after_bytes\": 3000, "
+         "\"count\": -1}",
+         "k", "connection closed mid-body every time"},
         {"{\"method\": \"GET\", \"key\": \"k\", \"action\": \"bad_checksum\", \"algo\": "
          "\"crc32c\", \"count\": -1}",
          "k", "wrong x-amz-checksum-crc32c on GET"},
