@@ -354,6 +354,9 @@ static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
+    /* HTTP/1.1: one request per connection at a time, so max_conns bounds both (S3 speaks
+     * HTTP/1.1; an HTTP/2 endpoint would multiplex past the pool's count). */
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     if (e->ca_bundle[0])
         curl_easy_setopt(c, CURLOPT_CAINFO, e->ca_bundle);
