@@ -384,6 +384,9 @@ static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
      * SigV4 signs that removed header (SignedHeaders=expect;..., curl issue 11664), and S3
      * refuses a signed header the request lacks; the test server does too. */
     curl_easy_setopt(c, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+    /* HTTP/1.1: one request per connection at a time, so max_conns bounds both (S3 speaks
+     * HTTP/1.1; an HTTP/2 endpoint would multiplex past the pool's count). */
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     if (e->ca_bundle[0])
         curl_easy_setopt(c, CURLOPT_CAINFO, e->ca_bundle);

@@ -471,16 +471,13 @@ int main(int argc, char **argv)
     long long t0 = now_ms();
     CHECK(s3_start(&srv, BUCKET) == 0);
     fprintf(stderr, "server %s up in %lld ms\n", srv.endpoint, now_ms() - t0);
-    if (big) {
-        case_big();
-    } else {
-        case_round_trips();
-        case_query_and_missing();
-        case_multipart();
-        case_many();
-        case_unreachable_and_stall();
-        case_release_in_flight();
-        case_env_defaults();
+    static void (*const cases[])(void) = {
+        case_round_trips,           case_query_and_missing, case_multipart,   case_many,
+        case_unreachable_and_stall, case_release_in_flight, case_env_defaults};
+    for (size_t i = 0; i < (big ? 1 : sizeof(cases) / sizeof(cases[0])); i++) {
+        long long t = now_ms();
+        (big ? case_big : cases[i])();
+        fprintf(stderr, "  (%lld ms)\n", now_ms() - t);
     }
     s3_stop(&srv);
     free(SRC);

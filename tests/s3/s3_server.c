@@ -203,7 +203,7 @@ int s3_start(struct s3_srv *s, const char *bucket)
                      bucket);
             execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         } else {
-            execlp("node", "node", prog, "-d", data, "-a", "127.0.0.1", "-p", "0",
+            execlp("node", "node", prog, "--silent", "-d", data, "-a", "127.0.0.1", "-p", "0",
                    "--configure-bucket", bucket, (char *)NULL);
         }
         _exit(127);

@@ -53,7 +53,7 @@ class S3Server:
             argv = argv + ["--port", "0", "--address", "127.0.0.1", "--directory", data,
                            "--bucket", self.bucket]
         else:
-            argv = argv + ["-d", data, "-a", "127.0.0.1", "-p", "0",
+            argv = argv + ["--silent", "-d", data, "-a", "127.0.0.1", "-p", "0",
                            "--configure-bucket", self.bucket]
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
