@@ -4,9 +4,9 @@
 #
 # One server for the whole run, started here on 127.0.0.1 with an ephemeral port: s3rver (npm,
 # installed by tests/s3/setup.sh into $IXL_S3RVER_DIR or ~/.cache/ixl/s3rver; SERVER=s3rver,
-# the default), or tests/s3/s3_strict_server.py (SERVER=s3t: it checks every signature, in Python, so
-# it measures mostly itself). Its data directory is under /var/tmp (s3rver keeps objects in
-# files).
+# the default), or tests/s3/s3_strict_server.py (SERVER=s3t: it checks every signature, in
+# Python, so it measures mostly itself). Its data directory is under /var/tmp (s3rver keeps
+# objects in files).
 #
 # Rows, each measured ROUNDS (5) times in interleaved rounds (the order of the tools alternates
 # from round to round), medians, GB/s = 10^9 B/s of object bytes over the wall time:
@@ -31,8 +31,10 @@
 # Environment: BUILD_DIR (default build-bench; configured Release when missing), ROUNDS (5),
 # SIZES ("1M 16M 64M"), BYTES (128M), COUNT (BYTES/size), MANY (1000), MANY_SIZE (64K), PAR
 # (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), QUICK=1 (ROUNDS=3,
-# SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only). Exit status: 0, or 1 when a
-# run failed; a FAIL of a target is reported, not an error.
+# SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
+# IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"), MANY=0
+# (no many-object rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
+# not an error.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -71,7 +73,8 @@ if [ "${IXL_SKIP:-0}" = 1 ]; then
 elif [ ! -f "$build/CMakeCache.txt" ] &&
     ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null; then
     exit 1
-elif ! cmake --build "$build" -j"$(nproc)" --target ixlbench ixl_plugin_OBJ >"$build/obj_build.log" 2>&1; then
+elif ! cmake --build "$build" -j"$(nproc)" --target ixlbench ixl_plugin_OBJ \
+    >"$build/obj_build.log" 2>&1; then
     if [ -x "$bench" ]; then
         echo "obj.sh: WARNING: the build failed (see $build/obj_build.log); using the ixlbench" \
             "built earlier" >&2
@@ -81,7 +84,10 @@ elif ! cmake --build "$build" -j"$(nproc)" --target ixlbench ixl_plugin_OBJ >"$b
         exit 1
     fi
 fi
-command -v curl >/dev/null 2>&1 || { echo "obj.sh: curl is needed (apt-get install curl)" >&2; exit 1; }
+if ! command -v curl >/dev/null 2>&1; then
+    echo "obj.sh: curl is needed (apt-get install curl)" >&2
+    exit 1
+fi
 
 work=$(mktemp -d /var/tmp/ixl-obj-bench.XXXXXX) || exit 1
 srv_pid=
@@ -101,7 +107,8 @@ s3rver)
     if [ ! -f "$js" ]; then
         sh "$root/tests/s3/setup.sh" "$s3dir" >&2 || exit 1
     fi
-    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" >"$work/server.log" 2>&1 &
+    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" \
+        >"$work/server.log" 2>&1 &
     srv_pid=$!
     ;;
 s3t)
@@ -113,7 +120,8 @@ s3t)
 esac
 port=
 for _ in $(seq 300); do
-    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$work/server.log" | head -n 1)
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$work/server.log" |
+        head -n 1)
     [ -n "$port" ] && break
     kill -0 "$srv_pid" 2>/dev/null || break
     sleep 0.1
@@ -166,6 +174,7 @@ curl_run() {
 [ -d "$build/lib/plugins" ] && export IXL_PLUGIN_DIR="$build/lib/plugins"
 ixl_opts=(--opt "endpoint_override=$endpoint" --opt "bucket=$bucket" --opt "access_key=$ak"
     --opt "secret_key=$sk" --opt "region=$region")
+for o in ${IXL_OPTS:-}; do ixl_opts+=(--opt "$o"); done
 
 # ixl_run OP SIZE N BATCH: prints the seconds ixlbench took to move N objects of SIZE (BATCH
 # per request, one request at a time; objects ixl-SIZE/0.., see docs/ixlbench.md), from its CSV
@@ -184,7 +193,10 @@ ixl_run() {
     echo "$out" | awk -f "$root/bench/csv2tsv.awk" |
         awk -F'\t' -v want=$(($(bytes "$size") * n)) '
             NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-            $col["bytes"] != want { printf "obj.sh: ixlbench moved %s bytes, not %s\n", $col["bytes"], want > "/dev/stderr"; exit 1 }
+            $col["bytes"] != want {
+                printf "obj.sh: ixlbench moved %s bytes, not %s\n", $col["bytes"], want > "/dev/stderr"
+                exit 1
+            }
             { printf "%.6f\n", $col["seconds"]; exit }'
 }
 
@@ -201,11 +213,19 @@ check_once() {
     if [ "${IXL_SKIP:-0}" != 1 ]; then
         timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" \
             --block 1M --block-max 4M --iters 2 --warmup 0 >"$work/ixl.check" 2>&1 ||
-            { tail -n 20 "$work/ixl.check" >&2; echo "obj.sh: ixlbench's data check failed" >&2; return 1; }
+            {
+                tail -n 20 "$work/ixl.check" >&2
+                echo "obj.sh: ixlbench's data check failed" >&2
+                return 1
+            }
     fi
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() {
+    sort -g | awk '{ v[NR] = $1 }
+        END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
+              else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 results=$work/results
 : >"$results"
@@ -223,7 +243,9 @@ for size in $sizes; do
     for op in $ops; do rows+=("$op:$size:$n:1"); done
 done
 head -c "$(bytes "$many_size")" /dev/urandom >"$work/src/many.dat"
-for op in $ops; do rows+=("$op:$many_size:$many:$many"); done
+if [ "$many" -gt 0 ]; then
+    for op in $ops; do rows+=("$op:$many_size:$many:$many"); done
+fi
 
 for ((r = 1; r <= rounds; r++)); do
     for row in "${rows[@]}"; do
@@ -252,14 +274,21 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 # --- Table ----------------------------------------------------------------------------------
-gbps() { awk -v s="$1" -v b="$2" 'BEGIN { if (s == "nan" || s <= 0) print "nan"; else printf "%.4f", b / s / 1e9 }'; }
+gbps() {
+    awk -v s="$1" -v b="$2" 'BEGIN { if (s == "nan" || s <= 0) print "nan"; else printf "%.4f", b / s / 1e9 }'
+}
 # ratio T_BASE T_IXL: ixl's throughput over the baseline's (same bytes: the inverse of the times)
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b <= 0) print "nan"; else printf "%.2f", a / b }'; }
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b <= 0) print "nan"; else printf "%.2f", a / b }'
+}
 verdict() { awk -v r="$1" -v t="$2" 'BEGIN { print (r != "nan" && r >= t) ? "pass" : "FAIL" }'; }
 
 echo
-echo "OBJ vs curl on $server, $rounds interleaved rounds, medians; GB/s = 10^9 B/s (load at the end: $(uptime | sed 's/.*load average: //'))"
-printf '%-6s %-14s %10s %10s %12s %8s %8s  %s\n' op objects curl curl-par ixl ixl/curl ixl/par targets
+echo "OBJ vs curl on $server, $rounds interleaved rounds, medians; GB/s = 10^9 B/s" \
+    "(load at the end: $(uptime | sed 's/.*load average: //'))"
+fmt='%-6s %-14s %10s %10s %12s %8s %8s  %s\n'
+# shellcheck disable=SC2059 # the format is this script's
+printf "$fmt" op objects curl curl-par ixl ixl/curl ixl/par targets
 for row in "${rows[@]}"; do
     IFS=: read -r op size n batch <<<"$row"
     total=$(($(bytes "$size") * n))
@@ -278,6 +307,7 @@ for row in "${rows[@]}"; do
         rp=-
         tg="ixl/curl >= 0.9: $(verdict "$rc" 0.9)"
     fi
-    printf '%-6s %-14s %10s %10s %12s %8s %8s  %s\n' "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$tg"
+    # shellcheck disable=SC2059
+    printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$tg"
 done
 exit $status
