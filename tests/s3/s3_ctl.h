@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,6 +46,16 @@ static inline void s3_sleep_ms(int ms)
         ;
 }
 
+static inline void s3srv_stop(struct s3srv *s);
+
+/* The server a failed check leaves running is stopped at exit (check_fail calls exit). */
+static struct s3srv *s3srv_live;
+static inline void s3srv_atexit(void)
+{
+    if (s3srv_live)
+        s3srv_stop(s3srv_live);
+}
+
 /* Starts the server with extra arguments (NULL-terminated list, may be NULL). Skips (77; under
  * CI=true fails) when python3 or botocore is missing. */
 static inline void s3srv_start(struct s3srv *s, const char *const *extra)
@@ -69,6 +80,7 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
     s->pid = fork();
     CHECK(s->pid >= 0);
     if (s->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test killed by ctest's timeout leaves none */
         int fd = open(log_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -77,6 +89,10 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    static int registered;
+    if (!registered && atexit(s3srv_atexit) == 0)
+        registered = 1;
+    s3srv_live = s;
     long long t0 = s3_now_ms();
     for (;;) {
         FILE *f = fopen(port_file, "r");
@@ -122,6 +138,8 @@ static inline int s3srv_alive(struct s3srv *s)
 
 static inline void s3srv_stop(struct s3srv *s)
 {
+    if (s3srv_live == s)
+        s3srv_live = NULL;
     if (s->pid > 0) {
         kill(s->pid, SIGTERM);
         int st;
