@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # make fuzz: seconds each libFuzzer target runs, and its build (clang, ASan+UBSan).
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
-FUZZ_TARGETS = md dlist net net_local ucx_wire mdx etcd
+FUZZ_TARGETS = md dlist net net_local ucx_wire mdx etcd obj_parse
 
 .PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-release \
         format-check format fuzz clean install install-nixl

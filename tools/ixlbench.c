@@ -65,6 +65,10 @@ static void usage(FILE *f)
             "                        through the whole file\n"
             "  --warm                read the whole file once (page cache) before measuring\n"
             "  --keep-file           keep a file that ixlbench created\n"
+            "object storage (--target-mem OBJ, backend OBJ; the server by --opt\n"
+            "  endpoint_override=URL --opt bucket=B, or AWS_ENDPOINT_URL, AWS_DEFAULT_BUCKET,\n"
+            "  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION):\n"
+            "  --obj-prefix PREFIX   the objects are PREFIX/0, PREFIX/1, ... (ixlbench)\n"
             "device mode (VRAM on a side; one agent moves between its own two pools):\n"
             "  --initiator-dev N, --target-dev N  GPU index of a VRAM side (0); device memory\n"
             "                        from ixl_device_alloc, filled and checked through\n"
@@ -130,6 +134,7 @@ enum {
     O_LAYOUT,
     O_WARM,
     O_KEEP_FILE,
+    O_OBJ_PREFIX,
     O_OP,
     O_BLOCK,
     O_BLOCK_MAX,
@@ -194,6 +199,7 @@ static const struct option long_opts[] = {
     {"layout", required_argument, NULL, O_LAYOUT},
     {"warm", no_argument, NULL, O_WARM},
     {"keep-file", no_argument, NULL, O_KEEP_FILE},
+    {"obj-prefix", required_argument, NULL, O_OBJ_PREFIX},
     {"op", required_argument, NULL, O_OP},
     {"block", required_argument, NULL, O_BLOCK},
     {"block-max", required_argument, NULL, O_BLOCK_MAX},
@@ -323,6 +329,7 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
     o->argc = argc;
     o->argv = argv;
     o->backend = "NET";
+    o->obj_prefix = "ixlbench";
     o->init_mem = o->target_mem = IXL_MEM_DRAM;
     o->op_read = o->op_write = true;
     o->block_min = 4096;
@@ -431,6 +438,11 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         case O_KEEP_FILE:
             o->keep_file = true;
             storage_opt = true;
+            break;
+        case O_OBJ_PREFIX:
+            o->obj_prefix = optarg;
+            if (*optarg == '\0' || strlen(optarg) > 64)
+                rc = bad("obj-prefix", optarg);
             break;
         case O_TALLOC:
             if (strcmp(optarg, "ixl") == 0 || strcmp(optarg, "heap") == 0)
@@ -697,8 +709,13 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             fprintf(stderr, "ixlbench: --target-dev: the target is a file\n");
             return 2;
         }
+        if (o->target_mem == IXL_MEM_OBJ && (storage_opt || o->file != NULL)) {
+            fprintf(stderr, "ixlbench: --target-mem OBJ takes none of --file, --file-size, "
+                            "--direct, --layout, --warm, --keep-file\n");
+            return 2;
+        }
         if (!o->backend_set)
-            o->backend = "POSIX";
+            o->backend = o->target_mem == IXL_MEM_OBJ ? "OBJ" : "POSIX";
     } else if (storage_opt || o->target_mem != IXL_MEM_DRAM || o->init_mem != IXL_MEM_DRAM) {
         fprintf(stderr, "ixlbench: --%s-mem %s: %s\n",
                 o->target_mem != IXL_MEM_DRAM ? "target" : "initiator",

@@ -59,12 +59,13 @@ struct ixb_opts {
     int init_dev, target_dev; /* GPU index of a VRAM side (--initiator-dev, --target-dev) */
     bool target_heap;         /* target memory from mmap instead of ixl_mem_alloc */
     /* Storage mode (--target-mem FILE or BLK): one agent, the file its own loopback target. */
-    const char *file;   /* FILE: the file (default: a temporary one); BLK: the volume */
-    uint64_t file_size; /* 0: the file's size, or as large as the largest row needs */
-    bool direct;        /* O_DIRECT registration ("rw,direct,create:PATH") */
-    bool scatter;       /* descriptors at shuffled 4 KiB-aligned offsets, not consecutive */
-    bool warm;          /* read the whole file once (into the page cache) before measuring */
-    bool keep_file;     /* keep a file ixlbench created */
+    const char *file;       /* FILE: the file (default: a temporary one); BLK: the volume */
+    uint64_t file_size;     /* 0: the file's size, or as large as the largest row needs */
+    bool direct;            /* O_DIRECT registration ("rw,direct,create:PATH") */
+    bool scatter;           /* descriptors at shuffled 4 KiB-aligned offsets, not consecutive */
+    bool warm;              /* read the whole file once (into the page cache) before measuring */
+    bool keep_file;         /* keep a file ixlbench created */
+    const char *obj_prefix; /* OBJ: objects are "PREFIX/0", "PREFIX/1", ... */
     bool op_read, op_write;
     uint64_t block_min, block_max, batch_min, batch_max;
     unsigned iters, warmup;
@@ -102,7 +103,8 @@ struct ixb_opts {
 /* Storage mode: the target is a file or a volume of this agent's own. */
 static inline bool ixb_storage(const struct ixb_opts *o)
 {
-    return o->target_mem == IXL_MEM_FILE || o->target_mem == IXL_MEM_BLK;
+    return o->target_mem == IXL_MEM_FILE || o->target_mem == IXL_MEM_BLK ||
+           o->target_mem == IXL_MEM_OBJ;
 }
 
 /* Device mode: VRAM on a side and no --role; one agent moves its own two pools
@@ -320,6 +322,11 @@ struct ixb_store {
     uint64_t n_reqs;  /* consecutive: requests of batch units before the walk wraps */
     uint32_t *perm;   /* scattered: a random permutation of the units */
     size_t perm_cap;
+    /* OBJ (--target-mem OBJ): unit u is the whole object "PREFIX/u" of dev obj_dev0 + u (a
+     * WRITE is a PUT of the whole object); n_objs objects are registered, enough for the
+     * sweep's largest row. Fills and checks move objects through the backend, untimed. */
+    bool obj;
+    uint64_t n_objs, obj_dev0;
 };
 /* Lays out a row: in_flight = descriptors one iteration uses (threads x depth x batch), which
  * must fit in the file without overlapping. 0, or -1 (printed). */

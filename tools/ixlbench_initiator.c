@@ -413,8 +413,13 @@ static int store_side(struct thr *th, unsigned s)
     }
     ixl_dlist_destroy(th->rl[s]);
     th->rl[s] = NULL;
-    st2 = ixl_dlist_create(st->type, st->scatter ? 0 : 1, &th->rl[s]);
-    if (st2 == IXL_OK && !st->scatter) {
+    st2 = ixl_dlist_create(st->type, st->scatter || st->obj ? 0 : 1, &th->rl[s]);
+    if (st2 == IXL_OK && st->obj) {
+        for (uint64_t k = 0; k < rc->batch; k++)
+            th->fdescs[k] =
+                (struct ixl_desc){0, rc->block, st->obj_dev0 + ixb_store_unit(st, r, k)};
+        st2 = ixl_dlist_add(th->rl[s], th->fdescs, (size_t)rc->batch);
+    } else if (st2 == IXL_OK && !st->scatter) {
         struct ixl_run run = {ixb_store_unit(st, r, 0) * st->stride, rc->block, rc->block,
                               rc->batch, st->dev};
         st2 = ixl_dlist_add_runs(th->rl[s], &run, 1);
@@ -542,13 +547,86 @@ static int finish_req(struct thr *th, unsigned s, int record)
     return 0;
 }
 
+/* OBJ, untimed: one request moving every slot of this thread between its DRAM and its
+ * objects (the requests of this iteration's slots), through the backend measured. */
+static int obj_move(struct thr *th, enum ixl_op op)
+{
+    struct row_ctx *rc = th->rc;
+    struct ixb_init *in = rc->in;
+    const struct ixb_store *st = in->store;
+    struct ixl_dlist *l = NULL, *r = NULL;
+    struct ixl_xfer *x = NULL;
+    size_t n = (size_t)(rc->depth * rc->batch);
+    ixl_status s2 = ixl_dlist_create(in->o->init_mem, n, &l);
+
+    if (s2 == IXL_OK)
+        s2 = ixl_dlist_create(IXL_MEM_OBJ, n, &r);
+    for (unsigned s = 0; s2 == IXL_OK && s < rc->depth; s++)
+        for (uint64_t k = 0; s2 == IXL_OK && k < rc->batch; k++) {
+            struct ixl_desc dl = {(uint64_t)(uintptr_t)rc->lp->base + slot_off(rc, th->t, s) +
+                                      k * rc->block,
+                                  rc->block, ixb_init_dev(in->o)};
+            struct ixl_desc dr = {0, rc->block,
+                                  st->obj_dev0 + ixb_store_unit(st, req_no(th, s), k)};
+            s2 = ixl_dlist_add(l, &dl, 1);
+            if (s2 == IXL_OK)
+                s2 = ixl_dlist_add(r, &dr, 1);
+        }
+    if (s2 == IXL_OK)
+        s2 = ixl_xfer_create(in->agent, op, l, r, in->ctl.target, &rc->params, &x);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    if (s2 == IXL_OK) {
+        s2 = ixl_xfer_post(x);
+        if (s2 == IXL_IN_PROGRESS)
+            s2 = ixl_xfer_wait(x, -1);
+    }
+    if (s2 != IXL_OK)
+        row_error(rc, "untimed %s of the objects: %s: %s", op == IXL_OP_READ ? "READ" : "WRITE",
+                  ixl_strerror(s2), ixl_agent_last_error(in->agent));
+    if (x != NULL && ixl_xfer_release(x) != IXL_OK && s2 == IXL_OK)
+        s2 = IXL_ERR_BUSY;
+    return s2 == IXL_OK ? 0 : -1;
+}
+
+/* Fills (poison false: the pattern) or poisons every slot's DRAM of this thread. */
+static int obj_mem_all(struct thr *th, uint64_t seed, bool poison)
+{
+    struct row_ctx *rc = th->rc;
+    for (unsigned s = 0; s < rc->depth; s++)
+        for (uint64_t k = 0; k < rc->batch; k++)
+            if (ixb_mem_put_at(rc->in->o->init_mem, rc->lp->base,
+                               slot_off(rc, th->t, s) + k * rc->block, rc->block, seed,
+                               file_off(th, s, k), poison, th->scratch, th->scratch_len) != 0) {
+                row_error(rc, "could not prepare the DRAM side");
+                return -1;
+            }
+    return 0;
+}
+
 /* Untimed, storage mode: READ writes the pattern into the file and poisons the DRAM
- * destination; WRITE fills the DRAM source and poisons the file. */
+ * destination; WRITE fills the DRAM source and poisons the file. OBJ: READ writes the pattern
+ * into the objects (through the backend) and poisons DRAM; WRITE fills DRAM (the pattern
+ * depends on the seed, which each round changes, so stale objects fail the check). */
 static int store_setup(struct thr *th, uint64_t seed, bool corrupt)
 {
     struct row_ctx *rc = th->rc;
     const struct ixb_store *st = rc->in->store;
     bool rd = rc->op == IXL_OP_READ;
+
+    if (st->obj) {
+        if (obj_mem_all(th, seed, false) != 0)
+            return -1;
+        if (rd && (obj_move(th, IXL_OP_WRITE) != 0 || obj_mem_all(th, seed, true) != 0))
+            return -1;
+        if (corrupt && !rd &&
+            ixb_mem_flip(rc->in->o->init_mem, rc->lp->base,
+                         slot_off(rc, th->t, 0) + rc->block / 2) != 0) {
+            row_error(rc, "could not corrupt the source");
+            return -1;
+        }
+        return 0;
+    }
 
     enum ixl_mem mt = rc->in->o->init_mem; /* DRAM, or VRAM through ixl_device_copy */
     for (unsigned s = 0; s < rc->depth; s++)
@@ -590,13 +668,17 @@ static void store_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
         row_error(rc, "could not corrupt the destination");
         return;
     }
+    /* OBJ WRITE: read the objects back into the poisoned DRAM, then check DRAM. */
+    bool obj_back = st->obj && !rd;
+    if (obj_back && (obj_mem_all(th, seed, true) != 0 || obj_move(th, IXL_OP_READ) != 0))
+        return;
     for (unsigned s = 0; s < rc->depth; s++)
         for (uint64_t k = 0; k < rc->batch; k++) {
             uint64_t off = file_off(th, s, k);
             uint64_t moff = slot_off(rc, th->t, s) + k * rc->block;
             uint8_t got = 0;
             int64_t bad;
-            if (rd) {
+            if (rd || obj_back) {
                 bad = ixb_mem_verify_at(mt, rc->lp->base, moff, rc->block, seed, off, th->scratch,
                                         th->scratch_len, &got);
             } else {
@@ -612,7 +694,9 @@ static void store_check(struct thr *th, uint64_t seed, bool corrupt, unsigned it
                              "%s iteration %u, thread %u, descriptor %" PRIu64 " of slot %u: the "
                              "byte at file offset %" PRIu64 " is 0x%02x %s, want 0x%02x",
                              rd ? "READ" : "WRITE", it, th->t, k, s, off + (uint64_t)bad, got,
-                             rd ? (mt == IXL_MEM_VRAM ? "in VRAM" : "in DRAM") : "in the file",
+                             rd         ? (mt == IXL_MEM_VRAM ? "in VRAM" : "in DRAM")
+                             : obj_back ? "in the object (read back)"
+                                        : "in the file",
                              ixb_pattern_byte(seed, off + (uint64_t)bad));
                 return;
             }
@@ -1046,7 +1130,7 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
             return -1;
     }
     if (rc->in->store != NULL) {
-        if (rc->in->store->scatter && o->api == IXB_API_PLAIN &&
+        if ((rc->in->store->scatter || rc->in->store->obj) && o->api == IXB_API_PLAIN &&
             (th->fdescs = calloc((size_t)rc->batch, sizeof(*th->fdescs))) == NULL)
             return -1;
     }
@@ -1105,7 +1189,12 @@ static int row_preps(struct row_ctx *rc, double *us)
     }
     /* Storage mode: the file side is every unit of the file, one strided run; requests index
      * it (store_side). */
-    if (st == IXL_OK && in->store != NULL) {
+    if (st == IXL_OK && in->store != NULL && in->store->obj) {
+        for (uint64_t u = 0; st == IXL_OK && u < in->store->n_units; u++) {
+            struct ixl_desc d = {0, rc->block, in->store->obj_dev0 + u};
+            st = ixl_dlist_add(r, &d, 1);
+        }
+    } else if (st == IXL_OK && in->store != NULL) {
         struct ixl_run rr = {0, rc->block, in->store->stride, in->store->n_units, in->store->dev};
         st = ixl_dlist_add_runs(r, &rr, 1);
     }
@@ -1276,6 +1365,21 @@ static void store_title(struct ixb_init *in, uint64_t local_bytes)
     const struct ixb_opts *o = in->o;
     const struct ixb_store *st = in->store;
     char title[512], b1[32], b2[32];
+
+    if (st->obj) {
+        snprintf(title, sizeof(title),
+                 "object storage: %s <-> OBJ objects %s/0..%" PRIu64
+                 " (one object per descriptor; WRITE: PUT of whole objects, READ: ranged GET), "
+                 "%u thread(s) x depth %u, %s API, data checks %s",
+                 ixl_mem_name(o->init_mem), st->path, st->n_objs - 1, o->threads, o->depth,
+                 o->api == IXB_API_PREP ? "prepared-list" : "descriptor-list",
+                 o->check ? "on" : "off");
+        (void)local_bytes;
+        (void)b1;
+        (void)b2;
+        ixb_out_section(title);
+        return;
+    }
 
     snprintf(title, sizeof(title),
              "storage: %s <-> %s %s (%s, %s, %s), %s descriptors, %u thread(s) x depth %u, "

@@ -72,6 +72,18 @@ int ixb_store_row(struct ixb_store *s, uint64_t block, uint64_t batch, uint64_t 
 
     s->block = block;
     s->batch = batch;
+    if (s->obj) {
+        /* One object per descriptor in flight: every iteration rewrites / rereads them. */
+        s->stride = block;
+        s->n_units = in_flight;
+        s->n_reqs = in_flight / batch;
+        if (in_flight > s->n_objs) {
+            fprintf(stderr, "ixlbench: %" PRIu64 " objects in flight, %" PRIu64 " registered\n",
+                    in_flight, s->n_objs);
+            return -1;
+        }
+        return 0;
+    }
     if (s->scatter) {
         s->stride = (block + IXB_SCATTER_ALIGN - 1) / IXB_SCATTER_ALIGN * IXB_SCATTER_ALIGN;
         s->n_units = s->size / s->stride;
@@ -338,6 +350,77 @@ static int store_open(const struct ixb_opts *o, struct ixb_store *s, bool *creat
     return 0;
 }
 
+/* --target-mem OBJ: register n_objs objects "PREFIX/i" (dev IXB_OBJ_DEV0 + i, whole objects),
+ * sweep, deregister. The endpoint, bucket and keys come from --opt (endpoint_override=...,
+ * bucket=...) or the AWS variables (plugins/obj/README.md). */
+#define IXB_OBJ_DEV0 1000
+static int obj_run(const struct ixb_opts *o, struct ixb_store *store, struct ixb_init *in)
+{
+    uint64_t n = 0;
+    for (uint64_t batch = o->batch_min; batch <= o->batch_max; batch *= 2)
+        if (batch * o->block_min <= o->max_request && batch > n)
+            n = batch;
+    n *= (uint64_t)o->threads * o->depth;
+    struct ixl_reg_desc *regs = calloc(n ? n : 1, sizeof(*regs));
+    char(*keys)[96] = calloc(n ? n : 1, sizeof(*keys));
+    int rc = 1;
+    bool registered = false;
+    ixl_status st;
+
+    store->obj = true;
+    store->n_objs = n;
+    store->obj_dev0 = IXB_OBJ_DEV0;
+    store->path = o->obj_prefix;
+    if (regs == NULL || keys == NULL) {
+        fprintf(stderr, "ixlbench: out of memory\n");
+        goto out;
+    }
+    in->o = o;
+    in->seed = o->seed;
+    in->store = store;
+    if (o->init_mem != IXL_MEM_DRAM) {
+        fprintf(stderr, "ixlbench: --target-mem OBJ moves DRAM only\n");
+        rc = 2;
+        goto out;
+    }
+    rc = ixb_agent_make(in->name, o->backend, o->opts, o->n_opts, &in->agent, &in->be);
+    if (rc != 0)
+        goto out;
+    rc = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s/%" PRIu64, o->obj_prefix, i);
+        regs[i] = (struct ixl_reg_desc){0, 0, IXB_OBJ_DEV0 + i, keys[i], strlen(keys[i])};
+    }
+    st = ixl_mem_register(in->agent, IXL_MEM_OBJ, regs, (size_t)n, NULL);
+    if (st != IXL_OK) {
+        fprintf(stderr, "ixlbench: registering %" PRIu64 " objects %s/0.. with %s: %s: %s\n", n,
+                o->obj_prefix, o->backend, ixl_strerror(st), ixl_agent_last_error(in->agent));
+        goto out;
+    }
+    registered = true;
+    in->ctl.agent = in->agent;
+    snprintf(in->ctl.target, sizeof(in->ctl.target), "%s", in->name);
+    pthread_mutex_init(&in->ctl.lock, NULL);
+    rc = ixb_sweep(in);
+    ixb_progress_clear();
+    if (rc == 0 && in->check_failures > 0) {
+        fprintf(stderr, "ixlbench: %d row(s) failed their data check\n", in->check_failures);
+        rc = 1;
+    }
+    pthread_mutex_destroy(&in->ctl.lock);
+out:
+    if (registered &&
+        (st = ixl_mem_deregister(in->agent, IXL_MEM_OBJ, regs, (size_t)n, NULL)) != IXL_OK) {
+        fprintf(stderr, "ixlbench: deregistering the objects: %s: %s\n", ixl_strerror(st),
+                ixl_agent_last_error(in->agent));
+        rc = 1;
+    }
+    ixl_agent_destroy(in->agent);
+    free(regs);
+    free(keys);
+    return rc;
+}
+
 int ixb_storage_run(const struct ixb_opts *o)
 {
     struct ixb_store store;
@@ -366,6 +449,8 @@ int ixb_storage_run(const struct ixb_opts *o)
     sigaction(SIGTERM, &sa, NULL);
     in.name = o->name ? o->name : "ixlbench";
     ixb_out_header(o->backend, in.name, in.name);
+    if (store.type == IXL_MEM_OBJ)
+        return obj_run(o, &store, &in);
     if (store_open(o, &store, &created) != 0)
         goto out;
     if (o->warm && warm(&store) != 0)

@@ -67,9 +67,10 @@ extern "C" {
 #endif
 
 /* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too.
- * 2.3: struct ixl_devops ends with ctx_enter/ctx_leave. */
+ * 2.3: struct ixl_devops ends with ctx_enter/ctx_leave.
+ * 2.4: struct ixl_host ends with env (a plugin's documented environment defaults). */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 3
+#define IXL_PLUGIN_ABI_MINOR 4
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
@@ -156,6 +157,16 @@ struct ixl_host {
      * (an older core) has no device memory. Whether a device is there is ops->count()'s answer.
      */
     const struct ixl_devops *dev;
+    /**
+     * ABI 2.4: the value of the environment variable name (a default the plugin documents in
+     * its README, such as OBJ's AWS_REGION), copied into buf (cap bytes, NUL-terminated):
+     * IXL_OK; IXL_ERR_NOT_FOUND when it is not set; IXL_ERR_TOO_LARGE when it does not fit in
+     * cap (buf then holds ""). ixl reads the environment in one place (its configuration
+     * layer), and a plugin reads it through this call, never getenv. Safe from any thread. A
+     * host without it (size does not cover it) has no environment for plugins: use the
+     * option's default.
+     */
+    int (*env)(void *ctx, const char *name, char *buf, size_t cap);
 };
 
 /* host->auth_mode() */
@@ -285,7 +296,8 @@ struct ixl_devops {
  *
  * The table begins with its size and only grows at the end: a plugin reads a member only when
  * size covers it. Dynamic plugins and the built-in NET and POSIX plugins use it; the UCX plugin
- * (UCX allocates and calls the kernel itself) and etcd's libcurl do not.
+ * (UCX allocates and calls the kernel itself), etcd's libcurl and the OBJ plugin's libcurl (its
+ * sockets and buffers; OBJ's own allocations and thread go through the table) do not.
  */
 struct ixl_sys {
     uint32_t size; /* sizeof(struct ixl_sys) as the core built it */

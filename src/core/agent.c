@@ -251,6 +251,12 @@ static void backend_free(struct ixl_backend *b)
     free(b);
 }
 
+static int host_env(void *ctx, const char *name, char *buf, size_t cap)
+{
+    (void)ctx;
+    return ixl_cfg_env(name, buf, cap);
+}
+
 static int backend_create_locked(struct ixl_agent *agent, const char *name,
                                  const struct ixl_kv *params, size_t n, struct ixl_backend **out)
 {
@@ -287,6 +293,7 @@ static int backend_create_locked(struct ixl_agent *agent, const char *name,
     b->host.auth_equal = ixl_auth_equal;
     b->host.peer_check = host_peer_check;
     b->host.dev = ixl_dev_ops();
+    b->host.env = host_env;
     char why[1024];
     int rc =
         ixl_pm_options_build(p, params, n, &b->params, &b->values, &b->n_params, why, sizeof(why));

@@ -149,3 +149,20 @@ const char *ixl_config_value(const char *name)
                        : ixl_cfg_get((enum ixl_cfg)i);
     return NULL;
 }
+
+int ixl_cfg_env(const char *name, char *buf, size_t cap)
+{
+    if (name == NULL || name[0] == '\0' || buf == NULL || cap == 0)
+        return IXL_ERR_INVALID_ARG;
+    buf[0] = '\0';
+    /* Read at each call (not cached like the table): plugins' variables are few and read at
+     * backend creation. getenv is safe beside other getenv calls; ixl never calls setenv. */
+    const char *v = getenv(name);
+    if (v == NULL)
+        return IXL_ERR_NOT_FOUND;
+    size_t n = strlen(v);
+    if (n >= cap)
+        return IXL_ERR_TOO_LARGE;
+    memcpy(buf, v, n + 1);
+    return IXL_OK;
+}

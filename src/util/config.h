@@ -30,4 +30,11 @@ const char *ixl_cfg_get(enum ixl_cfg which);
  */
 int ixl_cfg_num(enum ixl_cfg which, uint64_t *out, char *why, size_t cap);
 
+/*
+ * A plugin's environment variable (struct ixl_host.env, ABI 2.4): the value of name copied into
+ * buf (NUL-terminated). IXL_OK; IXL_ERR_NOT_FOUND when unset; IXL_ERR_TOO_LARGE when it does
+ * not fit (buf = ""); IXL_ERR_INVALID_ARG for a NULL or empty name or cap 0.
+ */
+int ixl_cfg_env(const char *name, char *buf, size_t cap);
+
 #endif

@@ -1,0 +1,313 @@
+#!/bin/bash
+# The OBJ backend (DRAM <-> S3 objects, libcurl) against the curl command line on the same S3
+# server, side by side (issue 22).
+#
+# One server for the whole run, started here on 127.0.0.1 with an ephemeral port: s3rver (npm,
+# installed by tests/s3/setup.sh into $IXL_S3RVER_DIR or ~/.cache/ixl/s3rver; SERVER=s3rver,
+# the default), or tests/s3/s3_strict_server.py (SERVER=s3t: it checks every signature, in
+# Python, so it measures mostly itself). Its data directory is under /var/tmp (s3rver keeps
+# objects in files).
+#
+# Rows, each measured ROUNDS (5) times in interleaved rounds (the order of the tools alternates
+# from round to round), medians, GB/s = 10^9 B/s of object bytes over the wall time:
+#   single objects of each size of SIZES (1M 16M 64M): COUNT objects of that size (default
+#     BYTES / size, BYTES = 128M, at least 2), WRITE then READ, one object after the other:
+#       curl:  one process given all the URLs (a --config file: keep-alive, one by one), PUT
+#              with upload-file, GET to /dev/null
+#       ixl:   ixlbench --backend OBJ --target-mem OBJ, one object per request, one request at a
+#              time (--batch 1 --depth 1); OBJ's own parallelism inside a request (READ ranges of
+#              read_split, multipart parts) is its to use
+#     target: ixl >= 0.9x curl
+#   many objects: MANY (1000) objects of MANY_SIZE (64K), WRITE then READ:
+#       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16)
+#       ixl:   one request of MANY descriptors, max_conns=PAR
+#     targets: ixl >= 2x curl one by one, and >= 0.9x curl --parallel
+# Every curl is signed like ixl's requests: --aws-sigv4 "aws:amz:REGION:s3" --user KEY:SECRET,
+# x-amz-content-sha256: UNSIGNED-PAYLOAD, no wait for "100 Continue" (--expect100-timeout 0, as
+# OBJ; not -H "Expect:", which curl 7.88 signs while leaving it out).
+# ixlbench checks the data it moves once before its timed rows (its own check); curl's objects
+# are compared with the source once (first round) by reading one back.
+#
+# Environment: BUILD_DIR (default build-bench; configured Release when missing), ROUNDS (5),
+# SIZES ("1M 16M 64M"), BYTES (128M), COUNT (BYTES/size), MANY (1000), MANY_SIZE (64K), PAR
+# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), QUICK=1 (ROUNDS=3,
+# SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
+# IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"), MANY=0
+# (no many-object rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
+# not an error.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-bench}
+case $build in /*) ;; *) build=$root/$build ;; esac
+if [ "${QUICK:-0}" = 1 ]; then
+    : "${ROUNDS:=3}" "${SIZES:=16M}" "${BYTES:=64M}" "${MANY:=300}"
+fi
+rounds=${ROUNDS:-5}
+sizes=${SIZES:-1M 16M 64M}
+bytes_run=${BYTES:-128M}
+many=${MANY:-1000}
+many_size=${MANY_SIZE:-64K}
+par=${PAR:-16}
+ops=${OPS:-write read}
+server=${SERVER:-s3rver}
+region=${REGION:-us-east-1}
+ak=${ACCESS_KEY:-S3RVER} # s3rver's built-in credentials
+sk=${SECRET_KEY:-S3RVER}
+bucket=ixlbench
+timeout_s=300 # per command: a hung run must not hang the benchmark
+
+bytes() { # 64M -> 67108864
+    case $1 in
+    *[kK]) echo $((${1%?} << 10)) ;;
+    *[mM]) echo $((${1%?} << 20)) ;;
+    *[gG]) echo $((${1%?} << 30)) ;;
+    *) echo "$1" ;;
+    esac
+}
+now() { date +%s.%N; }
+
+# --- Tools ----------------------------------------------------------------------------------
+bench=$build/tools/ixlbench
+if [ "${IXL_SKIP:-0}" = 1 ]; then
+    : # curl only (IXL_SKIP=1: the baseline's rows)
+elif [ ! -f "$build/CMakeCache.txt" ] &&
+    ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null; then
+    exit 1
+elif ! cmake --build "$build" -j"$(nproc)" --target ixlbench ixl_plugin_OBJ \
+    >"$build/obj_build.log" 2>&1; then
+    if [ -x "$bench" ]; then
+        echo "obj.sh: WARNING: the build failed (see $build/obj_build.log); using the ixlbench" \
+            "built earlier" >&2
+    else
+        tail -n 20 "$build/obj_build.log" >&2
+        echo "obj.sh: the build failed (cmake --build $build --target ixlbench)" >&2
+        exit 1
+    fi
+fi
+if ! command -v curl >/dev/null 2>&1; then
+    echo "obj.sh: curl is needed (apt-get install curl)" >&2
+    exit 1
+fi
+
+work=$(mktemp -d /var/tmp/ixl-obj-bench.XXXXXX) || exit 1
+srv_pid=
+# shellcheck disable=SC2317 # called by the trap
+cleanup() {
+    [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# --- The server -----------------------------------------------------------------------------
+mkdir -p "$work/data" "$work/src"
+case $server in
+s3rver)
+    s3dir=${IXL_S3RVER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ixl/s3rver}
+    js=$s3dir/node_modules/s3rver/bin/s3rver.js
+    if [ ! -f "$js" ]; then
+        sh "$root/tests/s3/setup.sh" "$s3dir" >&2 || exit 1
+    fi
+    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" \
+        >"$work/server.log" 2>&1 &
+    srv_pid=$!
+    ;;
+s3t)
+    /usr/bin/python3 "$root/tests/s3/s3_strict_server.py" --access-key "$ak" --secret-key "$sk" \
+        --region "$region" --bucket "$bucket" >"$work/server.log" 2>&1 &
+    srv_pid=$!
+    ;;
+*) echo "obj.sh: SERVER is s3rver or s3t, not '$server'" >&2; exit 1 ;;
+esac
+port=
+for _ in $(seq 300); do
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$work/server.log" |
+        head -n 1)
+    [ -n "$port" ] && break
+    kill -0 "$srv_pid" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$port" ]; then
+    cat "$work/server.log" >&2
+    echo "obj.sh: the $server server did not start" >&2
+    exit 1
+fi
+endpoint=http://127.0.0.1:$port
+echo "server:  $server at $endpoint (data in $work/data)"
+echo "load:    $(uptime)"
+
+# --- curl -----------------------------------------------------------------------------------
+curl_base=(curl -sS --fail --aws-sigv4 "aws:amz:$region:s3" --user "$ak:$sk"
+    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --expect100-timeout 0)
+
+# curl_cfg OP PREFIX N FILE: a --config file moving N objects PREFIX-0.. (PUT from FILE, or GET
+# to /dev/null).
+curl_cfg() {
+    local op=$1 prefix=$2 n=$3 file=$4 cfg=$work/$2.$1.cfg i
+    : >"$cfg"
+    for ((i = 0; i < n; i++)); do
+        echo "url = \"$endpoint/$bucket/$prefix-$i\"" >>"$cfg"
+        if [ "$op" = write ]; then
+            echo "upload-file = \"$file\"" >>"$cfg"
+        else
+            echo "output = \"/dev/null\"" >>"$cfg"
+        fi
+    done
+    echo "$cfg"
+}
+
+# curl_run OP PREFIX N FILE [--parallel]: prints the seconds the one curl process took.
+curl_run() {
+    local op=$1 prefix=$2 n=$3 file=$4 cfg t0 t1
+    shift 4
+    cfg=$(curl_cfg "$op" "$prefix" "$n" "$file")
+    t0=$(now)
+    if ! timeout "$timeout_s" "${curl_base[@]}" "$@" --config "$cfg" >"$work/curl.out" 2>&1; then
+        head -c 2000 "$work/curl.out" >&2
+        echo "obj.sh: curl $op $prefix failed" >&2
+        return 1
+    fi
+    t1=$(now)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f\n", b - a }'
+}
+
+# --- ixl ------------------------------------------------------------------------------------
+[ -d "$build/lib/plugins" ] && export IXL_PLUGIN_DIR="$build/lib/plugins"
+ixl_opts=(--opt "endpoint_override=$endpoint" --opt "bucket=$bucket" --opt "access_key=$ak"
+    --opt "secret_key=$sk" --opt "region=$region")
+for o in ${IXL_OPTS:-}; do ixl_opts+=(--opt "$o"); done
+
+# ixl_run OP SIZE N BATCH: prints the seconds ixlbench took to move N objects of SIZE (BATCH
+# per request, one request at a time; objects ixl-SIZE/0.., see docs/ixlbench.md), from its CSV
+# (the timed part: request creation, post, completion, release).
+ixl_run() {
+    local op=$1 size=$2 n=$3 batch=$4 out
+    out=$(timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" \
+        --opt "max_conns=$par" --obj-prefix "ixl-$size" --op "$op" --block "$size" \
+        --batch "$batch" --iters $((n / batch)) --warmup 0 --no-check --csv 2>"$work/ixl.err")
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        head -c 2000 "$work/ixl.err" >&2
+        echo "obj.sh: ixlbench $op $size x $n failed ($rc)" >&2
+        return 1
+    fi
+    echo "$out" | awk -f "$root/bench/csv2tsv.awk" |
+        awk -F'\t' -v want=$(($(bytes "$size") * n)) '
+            NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+            $col["bytes"] != want {
+                printf "obj.sh: ixlbench moved %s bytes, not %s\n", $col["bytes"], want > "/dev/stderr"
+                exit 1
+            }
+            { printf "%.6f\n", $col["seconds"]; exit }'
+}
+
+# Data check of the tools, once: ixlbench's own check (WRITE then READ, poisoned buffers), and a
+# curl round trip compared byte for byte.
+check_once() {
+    local f=$work/src/check.dat
+    head -c $((3 << 20)) /dev/urandom >"$f"
+    if ! "${curl_base[@]}" -T "$f" "$endpoint/$bucket/check" -o /dev/null ||
+        ! "${curl_base[@]}" "$endpoint/$bucket/check" -o "$f.back" || ! cmp -s "$f" "$f.back"; then
+        echo "obj.sh: the curl round trip through $server does not give the bytes back" >&2
+        return 1
+    fi
+    if [ "${IXL_SKIP:-0}" != 1 ]; then
+        timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" \
+            --block 1M --block-max 4M --iters 2 --warmup 0 >"$work/ixl.check" 2>&1 ||
+            {
+                tail -n 20 "$work/ixl.check" >&2
+                echo "obj.sh: ixlbench's data check failed" >&2
+                return 1
+            }
+    fi
+}
+
+median() {
+    sort -g | awk '{ v[NR] = $1 }
+        END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2];
+              else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+results=$work/results
+: >"$results"
+# record ROW TOOL SECONDS
+record() { echo "$1 $2 $3" >>"$results"; }
+
+check_once || exit 1
+status=0
+rows=()
+for size in $sizes; do
+    b=$(bytes "$size")
+    n=${COUNT:-$(($(bytes "$bytes_run") / b))}
+    [ "$n" -lt 2 ] && n=2
+    head -c "$b" /dev/urandom >"$work/src/$size.dat"
+    for op in $ops; do rows+=("$op:$size:$n:1"); done
+done
+head -c "$(bytes "$many_size")" /dev/urandom >"$work/src/many.dat"
+if [ "$many" -gt 0 ]; then
+    for op in $ops; do rows+=("$op:$many_size:$many:$many"); done
+fi
+
+for ((r = 1; r <= rounds; r++)); do
+    for row in "${rows[@]}"; do
+        IFS=: read -r op size n batch <<<"$row"
+        src=$work/src/$size.dat
+        [ "$batch" -gt 1 ] && src=$work/src/many.dat
+        tools=(curl ixl)
+        [ "$batch" -gt 1 ] && tools=(curl curlpar ixl)
+        if ((r % 2 == 0)); then # alternate the order
+            rev=()
+            for t in "${tools[@]}"; do rev=("$t" "${rev[@]}"); done
+            tools=("${rev[@]}")
+        fi
+        for tool in "${tools[@]}"; do
+            case $tool in
+            curl) s=$(curl_run "$op" "c-$size" "$n" "$src") ;;
+            curlpar) s=$(curl_run "$op" "c-$size" "$n" "$src" --parallel --parallel-max "$par") ;;
+            ixl)
+                if [ "${IXL_SKIP:-0}" = 1 ]; then continue; fi
+                s=$(ixl_run "$op" "$size" "$n" "$batch")
+                ;;
+            esac || { status=1; continue; }
+            record "$row" "$tool" "$s"
+        done
+    done
+done
+
+# --- Table ----------------------------------------------------------------------------------
+gbps() {
+    awk -v s="$1" -v b="$2" 'BEGIN { if (s == "nan" || s <= 0) print "nan"; else printf "%.4f", b / s / 1e9 }'
+}
+# ratio T_BASE T_IXL: ixl's throughput over the baseline's (same bytes: the inverse of the times)
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b <= 0) print "nan"; else printf "%.2f", a / b }'
+}
+verdict() { awk -v r="$1" -v t="$2" 'BEGIN { print (r != "nan" && r >= t) ? "pass" : "FAIL" }'; }
+
+echo
+echo "OBJ vs curl on $server, $rounds interleaved rounds, medians; GB/s = 10^9 B/s" \
+    "(load at the end: $(uptime | sed 's/.*load average: //'))"
+fmt='%-6s %-14s %10s %10s %12s %8s %8s  %s\n'
+# shellcheck disable=SC2059 # the format is this script's
+printf "$fmt" op objects curl curl-par ixl ixl/curl ixl/par targets
+for row in "${rows[@]}"; do
+    IFS=: read -r op size n batch <<<"$row"
+    total=$(($(bytes "$size") * n))
+    c=$(grep "^$row curl " "$results" | awk '{ print $3 }' | median)
+    p=$(grep "^$row curlpar " "$results" | awk '{ print $3 }' | median)
+    x=$(grep "^$row ixl " "$results" | awk '{ print $3 }' | median)
+    gc=$(gbps "$c" "$total")
+    gp=$(gbps "$p" "$total")
+    gx=$(gbps "$x" "$total")
+    rc=$(ratio "$c" "$x")
+    rp=$(ratio "$p" "$x")
+    if [ "$batch" -gt 1 ]; then
+        tg="ixl/curl >= 2: $(verdict "$rc" 2), ixl/par >= 0.9: $(verdict "$rp" 0.9)"
+    else
+        gp=-
+        rp=-
+        tg="ixl/curl >= 0.9: $(verdict "$rc" 0.9)"
+    fi
+    # shellcheck disable=SC2059
+    printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$tg"
+done
+exit $status
