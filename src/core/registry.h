@@ -50,6 +50,12 @@ struct ixl_registry {
     struct rnode *free_nodes;
     struct rnode *carve, *carve_end; /* the unused rest of the newest slab */
     void *slabs;                     /* the slabs, linked by their first word */
+    /* Region structs of ixl_registry_region_new (a remote's regions) come from slabs too, and
+     * go back to a free list: a remote's metadata, loaded again after each restart of its agent,
+     * reuses memory instead of faulting in what malloc gave back to the system. */
+    void *free_regions;        /* linked by their first word */
+    char *rcarve, *rcarve_end; /* the unused rest of the newest region slab */
+    int region_arena;          /* the regions are the registry's (not freed one by one) */
     /* Scratch for batches, kept between calls: freeing a batch's arrays each call made malloc
      * give the top of the heap back and fault it in again at the next. */
     void **scratch;
@@ -57,6 +63,11 @@ struct ixl_registry {
 };
 
 struct ixl_registry *ixl_registry_create(void);
+/* A zeroed region struct owned by r (freed with r, or earlier by ixl_registry_region_free), or
+ * NULL without memory. A registry holds only such regions or only malloc'd ones. */
+struct region *ixl_registry_region_new(struct ixl_registry *r);
+/* Gives back a region of ixl_registry_region_new that is in no index of r. */
+void ixl_registry_region_free(struct ixl_registry *r, struct region *g);
 /* Frees the index and the region structs (not the backends' metadata). */
 void ixl_registry_free(struct ixl_registry *r);
 

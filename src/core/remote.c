@@ -145,7 +145,7 @@ void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b)
                 g->backend_mask &= ~(1u << b);
                 if (g->backend_mask == 0) {
                     ixl_registry_remove(r->regs, g);
-                    free(g);
+                    ixl_registry_region_free(r->regs, g);
                 }
             }
         }
@@ -428,7 +428,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
             g = ixl_registry_exact(r->regs, e->type, e->addr, e->len, e->dev);
             g_fresh = g == NULL;
             if (g == NULL) {
-                g = sys_calloc(1, sizeof(*g));
+                g = ixl_registry_region_new(r->regs);
                 if (g == NULL) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                     break;
@@ -442,7 +442,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         }
         if (g->backend_mask & (1u << be->slot)) {
             if (g_fresh && g->backend_mask == 0)
-                free(g);
+                ixl_registry_region_free(r->regs, g);
             continue; /* already loaded (an incremental update may resend a region) */
         }
         struct ixl_reg_desc d = {e->addr, e->len, e->dev, NULL, 0};
@@ -452,7 +452,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         if (rc != IXL_OK) {
             g->md[be->slot] = NULL;
             if (g_fresh && g->backend_mask == 0)
-                free(g);
+                ixl_registry_region_free(r->regs, g);
             if (ixl_err_get(agent->id)[0] == '\0')
                 IXL_AGENT_ERR(agent, rc,
                               "backend %s refused region %zu of agent '%s' (0x%llx+%llu): %s",
@@ -488,7 +488,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
             t->g->md[t->slot] = NULL;
             t->g->backend_mask &= ~(1u << t->slot);
             if (t->fresh && t->g->backend_mask == 0)
-                free(t->g);
+                ixl_registry_region_free(r->regs, t->g);
         }
     }
     ixl_registry_commit(r->regs);
