@@ -44,10 +44,6 @@
 #define PULL_BYTES (8u << 20)  /* ... or this many bytes of them */
 #define SERVE_MAX_FRAME ((uint64_t)1 << 30)
 #define MAX_EVENTS 256
-/* Socket buffers asked for on every connection (the kernel caps them at net.core.wmem_max and
- * rmem_max): a 1 MiB frame goes in one sendmsg and is received without the window closing.
- * The kernel allocates buffer memory as bytes wait, so an idle connection costs nothing more. */
-#define SOCK_BUF_BYTES (4u << 20)
 /* A request of one frame up to this many bytes may be sent by the posting thread itself
  * (net_peer_submit) when a connection to the peer is idle: no hop to a loop thread. */
 #define INLINE_SEND_BYTES (1u << 20)
@@ -68,15 +64,6 @@ static void loop_wake(struct net_loop *l)
         if (net_sys()->write(l->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
             atomic_store(&l->woken, 0); /* the next wake tries again; the tick takes it anyway */
     }
-}
-
-/* Large socket buffers (SOCK_BUF_BYTES); on a listener before listen() (accepted sockets
- * inherit them) and on a dialing socket before connect(), so the window scale fits them. */
-static void sock_bufs(int fd)
-{
-    int v = (int)SOCK_BUF_BYTES;
-    net_sys()->setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
-    net_sys()->setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
 }
 
 static void set_cause(struct net_conn *c, const char *call, int err)
@@ -580,7 +567,6 @@ static void dial_next(struct net_loop *l, struct net_conn *c)
             setup_failed(l, c, IXL_ERR_REMOTE_DISCONNECT, "no socket");
             return;
         }
-        sock_bufs(fd);
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(c->port)};
         sa.sin_addr.s_addr = c->addrs[c->addr_at];
         int rc = net_sys()->connect(fd, (struct sockaddr *)&sa, sizeof(sa));
@@ -1517,8 +1503,9 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
     while (budget > 0 && c->reading && !c->closed && !c->held) {
         ssize_t got;
         uint64_t left = c->in_body ? c->h.len - c->body_off : 0;
-        /* A read shorter than asked drained the socket: the loop's (level-triggered) epoll
-         * says when more comes, without another recv that finds nothing. */
+        /* A read shorter than asked drained the socket: between frames the loop's
+         * (level-triggered) epoll says when more comes, without another recv that finds
+         * nothing. */
         size_t asked = SCRATCH_BYTES;
         if (c->in_body && c->body_mode != BODY_DISCARD && left >= DIRECT_MIN) {
             size_t want = left < budget ? (size_t)left : budget;
@@ -1566,8 +1553,8 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
         budget -= (size_t)got < budget ? (size_t)got : budget;
         if (c->kind == NC_IN && tx_pending(c) >= TX_SOFT)
             c->reading = false; /* the peer does not read its answers: neither do we */
-        if ((size_t)got < asked)
-            break;
+        if ((size_t)got < asked && !c->in_body && c->hgot == 0)
+            break; /* between frames; within a body more may have come meanwhile */
     }
     return c->closed ? -1 : 0;
 }
@@ -2022,7 +2009,6 @@ static int listen_start(struct net_engine *e)
         return net_error(e, IXL_ERR_SYSTEM, "NET: socket: %s", strerror(errno));
     int one = 1;
     net_sys()->setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sock_bufs(fd);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(e->port)};
     inet_pton(AF_INET, e->listen_addr, &sa.sin_addr);
     const char *call = "bind";
