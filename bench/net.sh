@@ -21,6 +21,18 @@
 # for a like-for-like comparison with the one-thread, one-stream baselines). Where others
 # rebuild build/ while this runs, give it a BUILD_DIR of its own: a libixl replaced mid-run
 # makes later runs measure other code.
+#
+# Then a latency section (LATENCY=0 skips it; SIZES="" runs only it): per round, the median
+# microseconds of LAT_ITERS (default 2000) round trips of LAT_SIZE (default 4K) bytes, depth 1:
+#   raw-pp       net_driver tcplat: a blocking TCP ping-pong (LAT_SIZE out, one byte back)
+#   raw-pp-poll  net_driver tcplat-poll: the same, non-blocking sockets spinning on recv
+#   ucx-lat-shm  ucx_perftest ucp_put_lat, UCX_TLS=shm (its median, one-way as UCX reports it)
+#   net-tcp      ixlbench WRITE over NET tcp, post->done median, the caller in ixl_xfer_wait
+#   net-tcp-poll the same with the caller polling ixl_xfer_status (ixlbench --poll, when this
+#                build's ixlbench has it; else the row says "polling mode unavailable")
+#   net-shm      ixlbench WRITE over NET shm (same node), post->done median
+# and the targets: net-tcp <= 1.1 x raw-pp; net-tcp-poll <= 1.1 x raw-pp-poll;
+# net-shm <= 2.7 x ucx-lat-shm.
 # Exit status: 0, or 1 when a run failed for any reason but NET's absence (a transfer error, a
 # failed ixlbench data check); a MISS of a target or a failed ucx_perftest (reported as
 # "failed") does not fail the run.
@@ -29,7 +41,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 rounds=${ROUNDS:-5}
-sizes=${SIZES:-1M 64M 256M}
+sizes=${SIZES-1M 64M 256M}
+latency=${LATENCY:-1}
+lat_size=${LAT_SIZE:-4K}
+lat_iters=${LAT_ITERS:-2000}
 net_opts=${NET_OPTS:-}
 timeout_s=120 # per command: a hung peer must not hang the benchmark
 
@@ -251,12 +266,12 @@ for s in $sizes; do
         done
     done
 done
-echo "($(($(date +%s) - start)) s of runs)" >&2
+[ -n "$sizes" ] && echo "($(($(date +%s) - start)) s of runs)" >&2
 echo
 
 # --- Report ---------------------------------------------------------------------------------
 # Medians (and the spread) of each (size, mode); the ratio table is built from the medians.
-awk -v modes="$modes" -v sizes_h="$sizes" -v rounds="$rounds" '
+[ -n "$sizes" ] && awk -v modes="$modes" -v sizes_h="$sizes" -v rounds="$rounds" '
 function median(key,    n, i, j, t, a) {
     n = cnt[key]
     for (i = 1; i <= n; i++) a[i] = val[key, i]
@@ -322,6 +337,153 @@ END {
         printf "\n"
     }
 }' "$results"
+
+# --- Latency ----------------------------------------------------------------------------------
+lat_results=$(mktemp)
+trap 'rm -f "$results" "$results".* "$lat_results"; [ -n "$tpid" ] && kill "$tpid" 2>/dev/null' EXIT
+lat_record() { # mode value [why]
+    echo "$1 $2 ${3:--}" >>"$lat_results"
+}
+
+run_lat_driver() { # label mode
+    local out rc v
+    out=$(timeout "$timeout_s" "$driver" "$2" "$lat_b" "$lat_iters" 2>"$results.err")
+    rc=$?
+    v=$(echo "$out" | sed -n 's/^RESULT .*p50_us=\([0-9.]*\).*/\1/p')
+    if [ $rc -eq 0 ] && [ -n "$v" ]; then
+        lat_record "$1" "$v"
+    else
+        lat_record "$1" NA failed
+        failures=$((failures + 1))
+        echo "  $1: failed (status $rc): $(tail -n 1 "$results.err")" >&2
+    fi
+}
+
+# ixlbench initiator against a target, depth 1, one LAT_SIZE block per request: the CSV's
+# lat_p50_us (field 16) is the median of post -> done.
+run_lat_ixlbench() { # label path iters [more initiator options]
+    local label=$1 path=$2 iters=$3 md=$results.md out rc trc v used
+    shift 3
+    rm -f "$md"
+    # shellcheck disable=SC2086
+    timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
+        --quiet $ixl_opts 2>"$results.terr" &
+    tpid=$!
+    # shellcheck disable=SC2086
+    out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
+        --block "$lat_b" --iters "$iters" --warmup $((iters / 10 < 100 ? iters / 10 : 100)) \
+        --depth 1 --reuse --path "$path" --csv --quiet --no-progress "$@" $ixl_opts \
+        2>"$results.err")
+    rc=$?
+    [ $rc -ne 0 ] && kill "$tpid" 2>/dev/null
+    wait "$tpid"
+    trc=$?
+    tpid=""
+    v=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" { print $16 }')
+    used=$(echo "$out" | awk -f "$root/bench/csv2tsv.awk" | awk -F'\t' '$1 == "sweep" { print $4 }')
+    if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$v" ]; then
+        lat_record "$label" "$v"
+        [ "$used" != "$path" ] && echo "  note: $label reported path $used" >&2
+    elif [ $rc -eq 77 ]; then
+        lat_record "$label" NA unavailable
+    else
+        lat_record "$label" NA failed
+        failures=$((failures + 1))
+        echo "  $label: failed (initiator $rc, target $trc):" \
+            "$(tail -n 1 "$results.err") $(tail -n 1 "$results.terr")" >&2
+    fi
+}
+
+# ucx_perftest ucp_put_lat: the client's final CSV line has the median latency (us) in field 2.
+run_ucx_lat() { # label tls iters
+    local label=$1 tls=$2 iters=$3 out v spid
+    local -a env=(UCX_TLS="$tls" UCX_WARN_UNUSED_ENV_VARS=n)
+    port=$((port + 1))
+    env "${env[@]}" timeout "$timeout_s" ucx_perftest -t ucp_put_lat -s "$lat_b" -n "$iters" \
+        -w $((iters / 10)) -p "$port" >/dev/null 2>&1 &
+    spid=$!
+    for _ in $(seq 50); do
+        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    out=$(env "${env[@]}" timeout "$timeout_s" ucx_perftest 127.0.0.1 -t ucp_put_lat -s "$lat_b" \
+        -n "$iters" -w $((iters / 10)) -p "$port" -f -v 2>"$results.err" | tail -n 1)
+    wait "$spid" 2>/dev/null
+    v=$(echo "$out" | awk -F, 'NF >= 3 && $2 + 0 > 0 { printf "%.3f", $2 }')
+    if [ -n "$v" ]; then
+        lat_record "$label" "$v"
+    else
+        lat_record "$label" NA failed
+        echo "  $label: ucx_perftest failed: $(tail -n 1 "$results.err")" >&2
+    fi
+}
+
+if [ "$latency" != 0 ]; then
+    lat_b=$(bytes "$lat_size")
+    if "$bench" --help 2>/dev/null | grep -q -- '--poll'; then
+        poll=yes
+    else
+        poll=no
+        echo "latency: polling mode unavailable in this build (ixlbench has no --poll)" >&2
+    fi
+    lat_modes="raw-pp raw-pp-poll ucx-lat-shm net-tcp net-tcp-poll net-shm"
+    echo "latency $lat_size: $rounds rounds of $lat_iters round trips (shm: $((lat_iters * 10)))" >&2
+    start=$(date +%s)
+    for _ in $(seq "$rounds"); do
+        run_lat_driver raw-pp tcplat
+        run_lat_driver raw-pp-poll tcplat-poll
+        if [ $ucx = yes ]; then
+            run_ucx_lat ucx-lat-shm shm $((lat_iters * 10))
+        else
+            lat_record ucx-lat-shm NA skipped
+        fi
+        if [ $net = yes ]; then
+            run_lat_ixlbench net-tcp tcp "$lat_iters"
+            if [ $poll = yes ]; then
+                run_lat_ixlbench net-tcp-poll tcp "$lat_iters" --poll
+            else
+                lat_record net-tcp-poll NA "polling mode unavailable in this build"
+            fi
+            run_lat_ixlbench net-shm shm $((lat_iters * 10))
+        else
+            for m in net-tcp net-tcp-poll net-shm; do lat_record $m NA unavailable; done
+        fi
+    done
+    echo "($(($(date +%s) - start)) s of latency runs)" >&2
+    echo
+    awk -v modes="$lat_modes" -v rounds="$rounds" -v size="$lat_size" '
+    function median(m,    n, i, j, t, a) {
+        n = cnt[m]
+        for (i = 1; i <= n; i++) a[i] = val[m, i]
+        for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+        lo[m] = a[1]; hi[m] = a[n]
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    {
+        if ($2 != "NA") { cnt[$1]++; val[$1, cnt[$1]] = $2 }
+        else { w = $3; for (i = 4; i <= NF; i++) w = w " " $i; why[$1] = w }
+    }
+    END {
+        printf "latency of %s, us: median over %d rounds of each round'"'"'s median [min-max]\n", size, rounds
+        nm = split(modes, m, " ")
+        for (k = 1; k <= nm; k++) {
+            med[m[k]] = cnt[m[k]] ? median(m[k]) : -1
+            if (med[m[k]] < 0) cell = (m[k] in why ? why[m[k]] : "-")
+            else cell = sprintf("%8.2f [%.2f-%.2f]%s", med[m[k]], lo[m[k]], hi[m[k]], cnt[m[k]] < rounds ? "*" : "")
+            printf "%-13s %s\n", m[k], cell
+        }
+        printf "\nratios of medians (lower is better)\n"
+        nr = split("net-tcp/raw-pp:1.1 net-tcp-poll/raw-pp-poll:1.1 net-shm/ucx-lat-shm:2.7", rs, " ")
+        printf "%-24s %-7s %s\n", "ratio", "target", "value"
+        for (r = 1; r <= nr; r++) {
+            split(rs[r], pt, ":"); split(pt[1], ab, "/")
+            a = med[ab[1]]; b = med[ab[2]]
+            if (a < 0 || b <= 0) { printf "%-24s <=%-5s n/a\n", pt[1], pt[2]; continue }
+            q = a / b
+            printf "%-24s <=%-5s %.2f %s\n", pt[1], pt[2], q, q <= pt[2] + 0 ? "PASS" : "MISS"
+        }
+    }' "$lat_results"
+fi
 
 if [ $failures -gt 0 ]; then
     echo

@@ -4,6 +4,10 @@
  *   net_driver memcpy SIZE ITERS       one thread copying between two buffers of SIZE bytes
  *   net_driver pvm SIZE ITERS          process_vm_writev of SIZE bytes into a child's buffer
  *   net_driver tcp SIZE ITERS          one TCP loopback stream into a child, acked per SIZE
+ *   net_driver tcplat SIZE ITERS       ping-pong: SIZE bytes to a child over TCP loopback, one
+ *                                      byte back, blocking sockets (both sides sleep in read)
+ *   net_driver tcplat-poll SIZE ITERS  the same with non-blocking sockets, both sides spinning
+ *                                      on recv (a busy-polling transport's floor)
  *   net_driver ixl PATH SIZE ITERS [KEY=VALUE...]
  *                                      NET backend WRITE of SIZE bytes into a target process,
  *                                      PATH (auto|shm|cma|tcp) forced on the initiator; the
@@ -13,6 +17,8 @@
  * line for the script to parse:
  *
  *   RESULT mode=ixl path=shm used=shm size=67108864 iters=20 gbps=8.910
+ *
+ * (the ping-pongs add p50_us=, the median microseconds of one round trip, and avg_us=)
  *
  * GB/s are 10^9 bytes per second. Exit status: 0 measured (and, for ixl, the data read back
  * matched), 77 when the NET backend is unavailable (a RESULT line with gbps=NA and the reason
@@ -451,6 +457,147 @@ out:
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Raw TCP ping-pong (latency)                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Spinning or sleeping I/O of exactly len bytes: 0, or -1 on error or EOF. */
+static int xfer_all(int fd, void *buf, size_t len, bool rd, bool spin)
+{
+    char *p = buf;
+    size_t done = 0;
+
+    while (done < len) {
+        ssize_t n = rd ? recv(fd, p + done, len - done, spin ? MSG_DONTWAIT : 0)
+                       : send(fd, p + done, len - done, MSG_NOSIGNAL | (spin ? MSG_DONTWAIT : 0));
+        if (n < 0) {
+            if (errno == EINTR || (spin && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+                continue;
+            }
+            return -1;
+        }
+        if (n == 0 && rd) {
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* The echoing side: per round, SIZE bytes in, one byte out. */
+static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin)
+{
+    struct sockaddr_in sa;
+    unsigned char *buf = alloc_buf(size);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    char ack = 'k';
+
+    if (buf == NULL || fd < 0) {
+        return 1;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        return 1;
+    }
+    for (unsigned i = 0; i < rounds; i++) {
+        if (xfer_all(fd, buf, size, true, spin) != 0 || xfer_all(fd, &ack, 1, false, spin) != 0) {
+            return 1;
+        }
+    }
+    close(fd);
+    free(buf);
+    return 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ITERS timed round trips after WARM untimed ones; prints their median and mean. */
+static int run_tcplat(size_t size, unsigned iters, bool spin)
+{
+    const unsigned warm = iters / 10 + 10;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    unsigned char *src = alloc_buf(size);
+    double *us = calloc(iters, sizeof(double)), sum = 0;
+    int lfd, fd = -1, rc = 1, child_rc, one = 1;
+    pid_t pid;
+    char ack;
+
+    if (src == NULL || us == NULL) {
+        fprintf(stderr, "net_driver: out of memory\n");
+        return 1;
+    }
+    fill_pattern(src, size, 5);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0) {
+        perror("net_driver: socket");
+        return 1;
+    }
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("net_driver: listen");
+        return 1;
+    }
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) {
+        perror("net_driver: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        close(lfd);
+        _exit(lat_child(ntohs(sa.sin_port), size, warm + iters, spin));
+    }
+    fd = accept(lfd, NULL, NULL);
+    close(lfd);
+    if (fd < 0) {
+        perror("net_driver: accept");
+        goto out;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    for (unsigned i = 0; i < warm + iters; i++) {
+        double t0 = now_s();
+        if (xfer_all(fd, src, size, false, spin) != 0 || xfer_all(fd, &ack, 1, true, spin) != 0) {
+            fprintf(stderr, "net_driver: ping-pong broke at round %u\n", i);
+            goto out;
+        }
+        if (i >= warm) {
+            us[i - warm] = (now_s() - t0) * 1e6;
+            sum += us[i - warm];
+        }
+    }
+    qsort(us, iters, sizeof(double), cmp_dbl);
+    printf("RESULT mode=%s size=%zu iters=%u p50_us=%.2f avg_us=%.2f\n",
+           spin ? "tcplat-poll" : "tcplat", size, iters,
+           iters % 2 ? us[iters / 2] : (us[iters / 2 - 1] + us[iters / 2]) / 2, sum / iters);
+    fflush(stdout);
+    rc = 0;
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    child_rc = reap(pid);
+    if (rc == 0 && child_rc != 0) {
+        fprintf(stderr, "net_driver: ping-pong echo failed (status %d)\n", child_rc);
+        rc = 1;
+    }
+    free(src);
+    free(us);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* ixl NET backend                                                                          */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -830,7 +977,7 @@ out:
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: net_driver memcpy|pvm|tcp SIZE ITERS\n"
+    fprintf(stderr, "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll SIZE ITERS\n"
                     "       net_driver ixl auto|shm|cma|tcp SIZE ITERS [KEY=VALUE...]\n"
                     "SIZE takes K/M/G suffixes (binary); KEY=VALUE are NET options given to\n"
                     "both processes' backends (at most 8); exit 77 when NET is unavailable\n");
@@ -879,6 +1026,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "tcp") == 0) {
         return run_tcp((size_t)size, (unsigned)iters);
+    }
+    if (strcmp(mode, "tcplat") == 0 || strcmp(mode, "tcplat-poll") == 0) {
+        return run_tcplat((size_t)size, (unsigned)iters, strcmp(mode, "tcplat-poll") == 0);
     }
     if (strcmp(mode, "ixl") == 0) {
         return run_ixl(path, (size_t)size, (unsigned)iters, extra, n_extra);

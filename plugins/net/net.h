@@ -238,6 +238,19 @@ struct net_conn {
     struct net_conn *dnext;         /* the loop's closed-in-this-batch list */
     struct net_conn *inext;         /* the loop's inbox */
     struct net_conn *next, *prev;   /* the loop's connections */
+    /* The socket's send side (NC_OUT): a posting thread may send a small request's single
+     * frame itself when the connection is idle (net_peer_submit), so every sendmsg on the
+     * socket, and closing it, happens under txlock. Under txlock: wire_partial (the loop's
+     * last sendmsg left a frame half sent), tx_closed (no more sends: the socket is closing),
+     * inl (a frame a poster sent in part: the rest is the loop's to send first) and inl_out
+     * (frames posters sent whose answers the loop has not counted in outstanding yet). */
+    pthread_mutex_t txlock;
+    bool wire_partial, tx_closed;
+    _Atomic uint32_t inl_out;
+    _Atomic int inl_handoff; /* inl holds a frame for the loop */
+    struct net_txf inl;
+    size_t inl_off;
+    _Atomic int tx_idle; /* a hint for posters: the loop's tx is empty, the target reads */
 };
 
 struct net_loop {
@@ -279,6 +292,7 @@ struct net_peer {
     size_t notif_max; /* the largest notification it accepts */
     int cma;          /* -1 unknown, 0 refused, 1 works (the pid proved by a challenge, once) */
     int pidfd; /* the verified peer process, for liveness of the same-node paths; -1 if none */
+    const void *life; /* its life page mapped read-only (net_local.c, LIFE_A), or NULL */
 
     pthread_mutex_t lock;
     pthread_cond_t cond; /* a connection came up or the attempt failed */
@@ -287,6 +301,7 @@ struct net_peer {
     struct net_conn *notif_conn;
     struct net_conn *conns[NET_MAX_CONNS]; /* of generation gen: dialing or up */
     int n_conns, n_up;
+    uint32_t inl_next;       /* the connection a poster tries first for its inline frame */
     uint64_t gen;            /* bumps when the connections are torn down */
     int loop_base;           /* its connections go to loops loop_base, loop_base + 1, ... */
     char why[NET_WHY];       /* why the last attempt failed */
@@ -534,6 +549,10 @@ void net_loops_stop(struct net_engine *e); /* closes every connection */
  * no connection: IXL_OK, IXL_ERR_BUSY (queue_max), IXL_ERR_NO_MEMORY or
  * IXL_ERR_REMOTE_DISCONNECT (the peer was unloaded). Never waits on the peer. */
 int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n);
+/* The life page of a verified peer (net_local.c): 1 its server thread lives, 0 it ended
+ * (read under p->lock); drop unmaps it (p->lock held). */
+int net_local_life_state(const void *life);
+void net_local_life_drop(struct net_peer *p);
 /* Queues the notification of request serial (sent once every frame before it is answered). */
 int net_peer_submit_notif(struct net_peer *p, uint64_t serial);
 /* Sends a notification with no request: waits until it is on the socket or failed (bounded

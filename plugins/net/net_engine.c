@@ -464,6 +464,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         p->local_ok = -1;
         p->local_why[0] = '\0';
         p->pid = 0;
+        net_local_life_drop(p);
         if (p->pidfd >= 0)
             net_sys()->close(p->pidfd);
         p->pidfd = -1;
@@ -837,6 +838,7 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(peers->nq.v);
         if (peers->pidfd >= 0)
             net_sys()->close(peers->pidfd);
+        net_local_life_drop(peers);
         net_spool_unref(peers->stage);
         pthread_mutex_destroy(&peers->lock);
         pthread_cond_destroy(&peers->cond);

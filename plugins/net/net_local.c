@@ -23,6 +23,14 @@
  *             64 bytes of IPC handle (kind 1) at 40, a reason (LS_NO_EXPORT) at 104; kind 2
  *             passes the fd as SCM_RIGHTS. Answered only for a VRAM region this engine
  *             registered, exactly as registered; nothing else of its memory is ever exported.
+ *   LIFE_Q    -
+ *   LIFE_A    status (LS_OK, LS_NO_EXPORT), with LS_OK the engine's life page as SCM_RIGHTS: a
+ *             sealed 4 KiB memfd "ixl-net-life" holding a robust process-shared mutex that the
+ *             server thread holds for the engine's life. When that thread exits (the process
+ *             dies, however) the kernel marks the lock word FUTEX_OWNER_DIED before the
+ *             process can be reaped, so an initiator that maps the page read-only tells the
+ *             peer alive by one load instead of a poll of its pidfd per request. An older
+ *             peer closes the connection at LIFE_Q: the pidfd is polled as before.
  * The server: one thread, poll over the listener and at most LOCAL_SLOTS connections, each
  * closed after timeout_ms without a frame and LIFE_TIMEOUTS x timeout_ms after it was
  * accepted; a connection of another user is closed at once.
@@ -34,7 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,8 +69,11 @@ enum lf_type {
     LF_REG_Q,
     LF_REG_A,
     LF_VREG_Q,
-    LF_VREG_A
+    LF_VREG_A,
+    LF_LIFE_Q,
+    LF_LIFE_A
 };
+#define LIFE_BYTES 4096u
 enum lf_status { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2, LS_NO_EXPORT = 3 };
 
 struct net_lslot {
@@ -72,6 +85,9 @@ struct net_lslot {
 
 struct net_local {
     int lfd, wake;
+    int life_fd;           /* the life page (LIFE_A), -1 when it could not be made */
+    pthread_mutex_t *life; /* its robust mutex, held by the server thread */
+    bool life_held;
     pthread_t thread;
     bool started;
     uint64_t last_log;
@@ -263,6 +279,11 @@ static int serve_frame(struct net_engine *e, struct net_lslot *s)
     }
     case LF_VREG_Q:
         return serve_vram(e, s, f);
+    case LF_LIFE_Q: {
+        int fd = e->local->life_held ? e->local->life_fd : -1;
+        lf_head(out, LF_LIFE_A, fd >= 0 ? LS_OK : LS_NO_EXPORT);
+        return lf_send(s->fd, out, fd);
+    }
     default:
         return -1;
     }
@@ -316,6 +337,9 @@ static void *local_main(void *arg)
 {
     struct net_engine *e = arg;
     struct net_local *l = e->local;
+    /* Held until this thread ends: its end (or the process's) is what LIFE_A's page shows. */
+    if (l->life != NULL && pthread_mutex_lock(l->life) == 0)
+        l->life_held = true;
     for (;;) {
         struct pollfd pf[2 + LOCAL_SLOTS];
         int at[2 + LOCAL_SLOTS];
@@ -361,7 +385,57 @@ static void *local_main(void *arg)
             if (l->slots[k].fd >= 0 && (l->slots[k].deadline <= now || l->slots[k].end <= now))
                 slot_close(&l->slots[k]);
     }
+    if (l->life_held)
+        pthread_mutex_unlock(l->life);
     return NULL;
+}
+
+/* The life page (LIFE_A): a sealed memfd holding a robust process-shared mutex; NULL (and
+ * peers poll the pidfd) when any step fails. */
+static void life_make(struct net_local *l)
+{
+    int fd = net_sys()->memfd_create("ixl-net-life", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return;
+    void *p = MAP_FAILED;
+    if (net_sys()->ftruncate(fd, LIFE_BYTES) == 0)
+        p = net_sys()->mmap(NULL, LIFE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    pthread_mutexattr_t a;
+    int ok = p != MAP_FAILED && pthread_mutexattr_init(&a) == 0;
+    if (ok) {
+        ok = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) == 0 &&
+             pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) == 0 &&
+             pthread_mutex_init((pthread_mutex_t *)p, &a) == 0;
+        pthread_mutexattr_destroy(&a);
+    }
+    /* Sealed: a peer that maps it can count on its size. */
+    if (ok && net_sys()->fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        ok = 0;
+    if (!ok) {
+        if (p != MAP_FAILED)
+            net_sys()->munmap(p, LIFE_BYTES);
+        net_sys()->close(fd);
+        return;
+    }
+    l->life_fd = fd;
+    l->life = p;
+}
+
+/* ---- liveness through the life page --------------------------------------------------------- */
+
+int net_local_life_state(const void *life)
+{
+    /* The first word of glibc's mutex is its futex word: the owner's tid, with
+     * FUTEX_OWNER_DIED set by the kernel when the owner ended without unlocking. */
+    uint32_t w = atomic_load((const _Atomic uint32_t *)life);
+    return (w & FUTEX_TID_MASK) != 0 && !(w & FUTEX_OWNER_DIED);
+}
+
+void net_local_life_drop(struct net_peer *p)
+{
+    if (p->life != NULL)
+        net_sys()->munmap((void *)p->life, LIFE_BYTES);
+    p->life = NULL;
 }
 
 int net_local_start(struct net_engine *e)
@@ -372,7 +446,7 @@ int net_local_start(struct net_engine *e)
     struct net_local *l = net_sys()->calloc(1, sizeof(*l));
     if (l == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
-    l->lfd = l->wake = -1;
+    l->lfd = l->wake = l->life_fd = -1;
     for (int k = 0; k < LOCAL_SLOTS; k++)
         l->slots[k].fd = -1;
     e->local = l;
@@ -401,6 +475,7 @@ int net_local_start(struct net_engine *e)
         ok = l->wake >= 0;
     }
     if (ok) {
+        life_make(l);
         what = "pthread_create";
         int te = net_sys()->pthread_create(&l->thread, NULL, local_main, e);
         ok = te == 0;
@@ -438,6 +513,12 @@ void net_local_stop(struct net_engine *e)
         net_sys()->close(l->lfd);
     if (l->wake >= 0)
         net_sys()->close(l->wake);
+    if (l->life != NULL) {
+        pthread_mutex_destroy(l->life);
+        net_sys()->munmap(l->life, LIFE_BYTES);
+    }
+    if (l->life_fd >= 0)
+        net_sys()->close(l->life_fd);
     free(l);
     e->local = NULL;
     e->local_id = 0;
@@ -659,6 +740,7 @@ static void verified(struct net_peer *p, uint64_t instance, struct lsess *s)
         if (p->local_ok != 1 || p->pid != (uint32_t)s->pid) {
             p->local_ok = 1;
             p->pid = (uint32_t)s->pid;
+            net_local_life_drop(p);
             if (p->pidfd >= 0)
                 net_sys()->close(p->pidfd);
             p->pidfd = s->pidfd;
@@ -666,6 +748,53 @@ static void verified(struct net_peer *p, uint64_t instance, struct lsess *s)
         }
     }
     pthread_mutex_unlock(&p->lock);
+}
+
+/* Asks verified session s's peer for its life page (LIFE_A) once per peer instance and pid;
+ * any failure leaves p without one (its pidfd is polled instead). Call last on s: an older
+ * peer closes the connection at the question. */
+static void ask_life(struct net_peer *p, uint64_t instance, struct lsess *s)
+{
+    pthread_mutex_lock(&p->lock);
+    bool have = p->life != NULL || p->instance != instance || p->pid != (uint32_t)s->pid;
+    pthread_mutex_unlock(&p->lock);
+    if (have)
+        return;
+    uint8_t f[LF_BYTES];
+    char why[160];
+    int fd = -1;
+    lf_head(f, LF_LIFE_Q, 0);
+    if (lf_send(s->fd, f, -1) != 0 || lf_recv(s, f, LF_LIFE_A, &fd, why, sizeof(why)) != 0 ||
+        f[5] != LS_OK || fd < 0) {
+        if (fd >= 0)
+            net_sys()->close(fd);
+        return;
+    }
+    /* A sealed memfd of NET's life page, of its size: mapped read-only, it cannot shrink
+     * under the loads (no SIGBUS) and this process never writes it. */
+    char path[64], link[128];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, link, sizeof(link) - 1);
+    if (n >= 0)
+        link[n] = '\0';
+    int seals = net_sys()->fcntl(fd, F_GET_SEALS, 0);
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (n >= 0 && strncmp(link, "/memfd:ixl-net-life", 19) == 0 &&
+        (link[19] == '\0' || link[19] == ' ') && seals >= 0 && (seals & F_SEAL_SHRINK) &&
+        net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size == LIFE_BYTES)
+        m = net_sys()->mmap(NULL, LIFE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    net_sys()->close(fd);
+    if (m == MAP_FAILED)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (p->life == NULL && p->instance == instance && p->pid == (uint32_t)s->pid) {
+        p->life = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (m != NULL)
+        net_sys()->munmap(m, LIFE_BYTES);
 }
 
 /* A peer refused for this instance stays refused (a forger gets one connection per load);
@@ -808,6 +937,7 @@ int net_local_memfd(struct net_engine *e, struct net_rmd *m, int *fd_out, uint64
         goto done;
     }
     verified(p, instance, &s);
+    ask_life(p, instance, &s);
     *fd_out = fd;
     *off_out = off;
     *size_out = size;
@@ -941,6 +1071,8 @@ int net_local_cma(struct net_engine *e, struct net_peer *p, struct net_rmd *cons
             ok = 0;
         }
     }
+    if (ok)
+        ask_life(p, instance, &s);
 done:
     sess_close(&s);
     return ok;

@@ -44,6 +44,9 @@
 #define PULL_BYTES (8u << 20)  /* ... or this many bytes of them */
 #define SERVE_MAX_FRAME ((uint64_t)1 << 30)
 #define MAX_EVENTS 256
+/* A request of one frame up to this many bytes may be sent by the posting thread itself
+ * (net_peer_submit) when a connection to the peer is idle: no hop to a loop thread. */
+#define INLINE_SEND_BYTES (1u << 20)
 #define ACCEPTS_PER_EVENT 64
 
 enum body_mode { BODY_DISCARD, BODY_PLACE_W, BODY_PLACE_R, BODY_BUF, BODY_AUTH, BODY_STAGE };
@@ -319,6 +322,24 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
     if (c->closed)
         return;
     c->closed = true;
+    /* No poster sends on the socket from now on; a frame one sent meanwhile is counted (its
+     * answer will not come: a close that would lose nothing otherwise fails it), and the
+     * rest of one a poster left half sent is dropped with the others. */
+    pthread_mutex_lock(&c->txlock);
+    c->tx_closed = true;
+    uint32_t late = atomic_exchange(&c->inl_out, 0);
+    bool handoff = atomic_exchange(&c->inl_handoff, 0) != 0;
+    struct net_txf inl = c->inl;
+    memset(&c->inl, 0, sizeof(c->inl));
+    pthread_mutex_unlock(&c->txlock);
+    c->outstanding += late;
+    if (late > 0 && !failed && c->kind == NC_OUT) {
+        failed = true;
+        status = IXL_ERR_REMOTE_DISCONNECT;
+        why = "NET: the connection closed as a frame was sent on it";
+    }
+    if (handoff)
+        txf_done(e, &inl, IXL_ERR_REMOTE_DISCONNECT, "NET: the connection closed");
     if (c->fd >= 0) {
         net_sys()->epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         net_sys()->close(c->fd);
@@ -408,6 +429,7 @@ static void conn_free(struct net_loop *l, struct net_conn *c)
     free(c->tx);
     free(c->buf);
     free(c->stash);
+    pthread_mutex_destroy(&c->txlock);
     free(c);
 }
 
@@ -679,6 +701,49 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
 
 static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n);
 
+/* A frame a poster sent in part (net_peer_submit): its rest goes first, ahead of c's tx
+ * (nothing of which is on the wire: a poster sends only between whole frames). */
+static int take_handoff(struct net_conn *c)
+{
+    pthread_mutex_lock(&c->txlock);
+    int rc = 0;
+    if (atomic_load(&c->inl_handoff)) {
+        if (c->tx_head == c->tx_n)
+            c->tx_head = c->tx_n = 0;
+        if (c->tx_head == 0 && tx_slot(c) == NULL) {
+            rc = -1; /* out of memory: the connection breaks (its requests fail) */
+        } else {
+            if (c->tx_head > 0) {
+                c->tx_head--;
+            } else { /* tx_slot made room at the end: shift the queue by one */
+                memmove(c->tx + 1, c->tx, c->tx_n * sizeof(*c->tx));
+                c->tx_n++;
+            }
+            if (tx_pending(c) == 1)
+                c->last_tx = net_now_ns();
+            c->tx[c->tx_head] = c->inl;
+            c->tx_off = c->inl_off;
+            memset(&c->inl, 0, sizeof(c->inl));
+            atomic_store(&c->inl_handoff, 0);
+        }
+    }
+    pthread_mutex_unlock(&c->txlock);
+    return rc;
+}
+
+/* Frames posters sent on c (net_peer_submit) join c's outstanding ones (loop thread). */
+static void fold_inline(struct net_conn *c)
+{
+    if (atomic_load(&c->inl_out) == 0)
+        return;
+    pthread_mutex_lock(&c->txlock);
+    uint32_t n = atomic_exchange(&c->inl_out, 0);
+    pthread_mutex_unlock(&c->txlock);
+    if (n > 0 && c->outstanding == 0)
+        c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
+    c->outstanding += n;
+}
+
 /* Whether frame f may go: an answer gated by a staged device copy goes once the copy ended;
  * one whose copy failed goes as an error with no data (its header rewritten). */
 static bool txf_ready(struct net_txf *f)
@@ -712,6 +777,10 @@ static bool txf_ready(struct net_txf *f)
 static int conn_flush(struct net_loop *l, struct net_conn *c)
 {
     struct net_engine *e = l->e;
+    if (atomic_load(&c->inl_handoff) && take_handoff(c) != 0) {
+        conn_broke(l, c, "realloc", ENOMEM);
+        return -1;
+    }
     for (int round = 0; round < 64; round++) {
         if (tx_pending(c) == 0 && c->kind == NC_OUT && c->state == NCS_UP && pull(l, c) == 0)
             break;
@@ -738,17 +807,12 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
         if (n_iov == 0)
             break;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
+        /* Under txlock: a poster sends only between whole frames (wire_partial). */
+        pthread_mutex_lock(&c->txlock);
         ssize_t w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            conn_broke(l, c, "sendmsg", errno);
-            return -1;
-        }
-        c->last_tx = net_now_ns();
-        size_t left = (size_t)w;
+        int err = errno;
+        uint32_t from = c->tx_head;
+        size_t left = w > 0 ? (size_t)w : 0;
         while (left > 0 && c->tx_head < c->tx_n) {
             struct net_txf *f = &c->tx[c->tx_head];
             size_t whole = NET_HDR_BYTES + f->len - c->tx_off;
@@ -759,8 +823,20 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
             left -= whole;
             c->tx_off = 0;
             c->tx_head++;
-            txf_done(e, f, IXL_OK, NULL);
         }
+        c->wire_partial = c->tx_off != 0;
+        pthread_mutex_unlock(&c->txlock);
+        for (uint32_t i = from; i < c->tx_head; i++)
+            txf_done(e, &c->tx[i], IXL_OK, NULL);
+        if (w < 0) {
+            if (err == EINTR)
+                continue;
+            if (err == EAGAIN || err == EWOULDBLOCK)
+                break;
+            conn_broke(l, c, "sendmsg", err);
+            return -1;
+        }
+        c->last_tx = net_now_ns();
     }
     if (c->held && !overlaps_answers(c, c->h.addr, c->h.len)) {
         /* The READ answers before the held WRITE are out: place it and go on. */
@@ -786,6 +862,8 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
         conn_close(l, c, false, 0, NULL);
         return -1;
     }
+    if (c->kind == NC_OUT)
+        atomic_store(&c->tx_idle, c->state == NCS_UP && tx_pending(c) == 0 && !c->peer_hold);
     uint32_t ev = (c->reading ? EPOLLIN : 0) | (more ? EPOLLOUT : 0);
     if (set_events(c, ev) != 0) {
         conn_close(l, c, true, IXL_ERR_SYSTEM, "NET: epoll_ctl failed");
@@ -1174,10 +1252,13 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
             return 0;
         if (h->op == NET_HOLD) { /* the target stops (1) or starts again (0) reading us */
             c->peer_hold = h->status != 0;
+            if (c->peer_hold)
+                atomic_store(&c->tx_idle, 0); /* posters queue their frames */
             return 0;
         }
         if (h->op != NET_WRITE_ACK && h->op != NET_READ_DATA)
             return protocol_error(l, c, "a frame a target never sends");
+        fold_inline(c);
         if (c->outstanding == 0)
             return protocol_error(l, c, "an answer nobody asked for");
         c->outstanding--;
@@ -1422,8 +1503,14 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
     while (budget > 0 && c->reading && !c->closed && !c->held) {
         ssize_t got;
         uint64_t left = c->in_body ? c->h.len - c->body_off : 0;
+        /* A read shorter than asked drained the socket: between frames the loop's
+         * (level-triggered) epoll says when more comes, without another recv that finds
+         * nothing. */
+        size_t asked = SCRATCH_BYTES;
         if (c->in_body && c->body_mode != BODY_DISCARD && left >= DIRECT_MIN) {
-            got = body_move(l, c, NULL, left < budget ? (size_t)left : budget);
+            size_t want = left < budget ? (size_t)left : budget;
+            asked = want < SCRATCH_BYTES ? want : SCRATCH_BYTES; /* at least this was asked */
+            got = body_move(l, c, NULL, want);
             if (got > 0) {
                 c->body_off += (uint64_t)got;
                 if (c->body_off == c->h.len) {
@@ -1446,6 +1533,8 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
             char why[NET_WHY];
             snprintf(why, sizeof(why), "NET: '%s' closed the connection",
                      c->kind == NC_OUT ? c->peer->name : c->name);
+            if (c->kind == NC_OUT)
+                fold_inline(c);
             /* A target closing an idle connection (its idle_ms) loses nothing. */
             bool idle = c->kind == NC_OUT && c->state == NCS_UP && c->outstanding == 0 &&
                         tx_pending(c) == 0 && !c->in_body && c->hgot == 0;
@@ -1464,6 +1553,8 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
         budget -= (size_t)got < budget ? (size_t)got : budget;
         if (c->kind == NC_IN && tx_pending(c) >= TX_SOFT)
             c->reading = false; /* the peer does not read its answers: neither do we */
+        if ((size_t)got < asked && !c->in_body && c->hgot == 0)
+            break; /* between frames; within a body more may have come meanwhile */
     }
     return c->closed ? -1 : 0;
 }
@@ -1568,6 +1659,7 @@ static void accept_some(struct net_loop *l)
         }
         int one = 1;
         net_sys()->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        pthread_mutex_init(&c->txlock, NULL);
         c->e = e;
         c->kind = NC_IN;
         c->state = NCS_HELLO;
@@ -1676,6 +1768,18 @@ static uint64_t since(uint64_t now, uint64_t t)
     return now > t ? now - t : 0;
 }
 
+/* Whether idle c may close: no poster sent on it since the last fold, and none will (the
+ * socket is closed to them from now on). */
+static bool shut_idle(struct net_conn *c)
+{
+    pthread_mutex_lock(&c->txlock);
+    bool idle = atomic_load(&c->inl_out) == 0 && !atomic_load(&c->inl_handoff);
+    if (idle)
+        c->tx_closed = true;
+    pthread_mutex_unlock(&c->txlock);
+    return idle;
+}
+
 static void tick(struct net_loop *l, uint64_t now)
 {
     struct net_engine *e = l->e;
@@ -1710,6 +1814,7 @@ static void tick(struct net_loop *l, uint64_t now)
                 }
                 continue;
             }
+            fold_inline(c);
             if (c->peer_hold) {
                 /* The target stopped reading at our notification (its application does not
                  * drain): it says HOLD every heartbeat, and only its silence counts. */
@@ -1739,7 +1844,7 @@ static void tick(struct net_loop *l, uint64_t now)
             }
             uint64_t act = c->last_rx > c->last_tx ? c->last_rx : c->last_tx;
             if (e->idle_ns && c->outstanding == 0 && tx_pending(c) == 0 &&
-                since(now, act) > e->idle_ns / 2)
+                since(now, act) > e->idle_ns / 2 && shut_idle(c))
                 conn_close(l, c, false, 0, NULL); /* before the target's idle_ms closes it */
             continue;
         }
@@ -1820,7 +1925,8 @@ static void take_lists(struct net_loop *l)
         pthread_mutex_unlock(&l->lock);
         if (c == NULL)
             break;
-        if (!c->closed && c->state == NCS_UP && tx_pending(c) == 0)
+        if (!c->closed && c->state == NCS_UP &&
+            (tx_pending(c) == 0 || atomic_load(&c->inl_handoff)))
             conn_flush(l, c);
     }
     if (atomic_exchange(&l->resume, 0) != 0)
@@ -2074,6 +2180,7 @@ static int serve_queue(struct net_peer *p, struct net_loop **wake, int *n_wake)
         struct net_conn *c = net_sys()->calloc(1, sizeof(*c));
         if (c == NULL)
             break;
+        pthread_mutex_init(&c->txlock, NULL);
         c->e = e;
         c->peer = p;
         c->kind = NC_OUT;
@@ -2111,6 +2218,71 @@ static void wake_all(struct net_loop **wake, int n)
         loop_wake(wake[i]);
 }
 
+/* Sends request r's one frame from the posting thread (p->lock held): when nothing waits in
+ * p's queues (no frame overtakes another), a connection is up and idle, and the frame goes
+ * out whole or in part without waiting. A part sent goes to the connection's loop, which sends
+ * the rest before anything else. 1: sent (or handed on), 0: queue it as usual. The loop's
+ * bookkeeping stays its own: the frame counts as outstanding through c->inl_out. */
+static int inline_send(struct net_peer *p, struct net_req *r, uint64_t serial,
+                       struct net_loop **wake, int *n_wake)
+{
+    struct net_engine *e = p->e;
+    if (p->q.len > 0 || p->nq.len > 0 || r->stage_local || r->n_chunks != 1 || p->n_conns == 0)
+        return 0;
+    const struct net_chunk *ch = &r->chunks[0];
+    size_t dlen = r->op == IXL_OP_WRITE ? (size_t)ch->len : 0;
+    if (dlen > INLINE_SEND_BYTES)
+        return 0;
+    struct net_conn *c = NULL;
+    for (int i = 0; i < p->n_conns && c == NULL; i++) {
+        struct net_conn *x = p->conns[(p->inl_next + (uint32_t)i) % (uint32_t)p->n_conns];
+        if (x->up && !atomic_load(&x->doomed) && x->gen == p->gen && atomic_load(&x->tx_idle))
+            c = x;
+    }
+    if (c == NULL)
+        return 0;
+    p->inl_next++; /* spread posters over the connections */
+    struct net_hdr h = {.op = r->op == IXL_OP_WRITE ? NET_WRITE : NET_READ,
+                        .chunk = 0,
+                        .req = serial,
+                        .addr = ch->raddr,
+                        .len = ch->len,
+                        .key = ch->key};
+    struct net_txf f = {.data = (const void *)(uintptr_t)ch->laddr, .len = dlen, .busy = r};
+    net_hdr_encode(&h, f.hdr);
+    pthread_mutex_lock(&e->reqs_lock);
+    r->busy++; /* the user's buffer is read until the frame is out: release waits for it */
+    pthread_mutex_unlock(&e->reqs_lock);
+    int sent = 0;
+    pthread_mutex_lock(&c->txlock);
+    if (!c->tx_closed && !c->wire_partial && !atomic_load(&c->inl_handoff)) {
+        atomic_fetch_add(&c->inl_out, 1); /* before the answer can come */
+        struct iovec iov[2] = {{f.hdr, NET_HDR_BYTES}, {(void *)(uintptr_t)f.data, dlen}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = dlen > 0 ? 2 : 1};
+        ssize_t w;
+        do
+            w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (w < 0 && errno == EINTR);
+        if (w == (ssize_t)(NET_HDR_BYTES + dlen)) {
+            sent = 1;
+        } else if (w > 0) {
+            c->inl = f; /* the rest is the loop's, with the busy reference */
+            c->inl_off = (size_t)w;
+            c->wire_partial = true;
+            atomic_store(&c->inl_handoff, 1);
+            sent = 2;
+        } else {
+            atomic_fetch_sub(&c->inl_out, 1); /* nothing went: queued below, as usual */
+        }
+    }
+    pthread_mutex_unlock(&c->txlock);
+    if (sent == 2)
+        mark_ready(c, wake, n_wake);
+    else
+        net_req_unbusy(e, r);
+    return sent != 0;
+}
+
 int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n)
 {
     struct net_engine *e = p->e;
@@ -2130,11 +2302,15 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
         pthread_mutex_lock(&e->reqs_lock);
         r->gen = p->gen;
         pthread_mutex_unlock(&e->reqs_lock);
-        for (uint32_t i = 0; i < n; i++)
-            ring_push(&p->q, (struct net_item){.serial = serial, .chunk = i, .kind = NI_FRAME});
-        rc = serve_queue(p, wake, &n_wake);
-        if (rc != IXL_OK)
-            p->q.len -= n; /* nothing can serve them: the post fails */
+        if (n == 1 && inline_send(p, r, serial, wake, &n_wake)) {
+            /* sent from this thread */
+        } else {
+            for (uint32_t i = 0; i < n; i++)
+                ring_push(&p->q, (struct net_item){.serial = serial, .chunk = i, .kind = NI_FRAME});
+            rc = serve_queue(p, wake, &n_wake);
+            if (rc != IXL_OK)
+                p->q.len -= n; /* nothing can serve them: the post fails */
+        }
     }
     size_t queued = p->q.len + p->nq.len;
     pthread_mutex_unlock(&p->lock);

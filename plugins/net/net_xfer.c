@@ -333,7 +333,11 @@ int net_peer_alive(struct net_peer *p)
     alive_err = 0;
     pthread_mutex_lock(&p->lock);
     int fd = p->pidfd;
+    /* The life page answers without a system call; read under the lock (a reload unmaps it). */
+    int life = p->life != NULL ? net_local_life_state(p->life) : -1;
     pthread_mutex_unlock(&p->lock);
+    if (life >= 0)
+        return life;
     if (fd < 0)
         return 1; /* no pidfd (old kernel): the connection check stands alone */
     struct pollfd pfd = {.fd = fd, .events = POLLIN};

@@ -17,8 +17,11 @@
  *
  * The oracle, a model written from net_local.c's header comment (not its code):
  *  - a message of another length than 280, or without the magic, or of a type other than
- *    HELLO_Q, CHAL_Q, REG_Q and VREG_Q ends the connection: no answer, the socket reads
- *    end-of-file;
+ *    HELLO_Q, CHAL_Q, REG_Q, VREG_Q and LIFE_Q ends the connection: no answer, the socket
+ *    reads end-of-file;
+ *  - LIFE_Q (issue 18) by LIFE_A LS_OK, zeros after the head, and one descriptor passed: a
+ *    sealed (F_SEAL_SHRINK) memfd of 4096 bytes whose first word (the robust lock the agent's
+ *    same-node thread holds) names a live owner: tid bits set, FUTEX_OWNER_DIED clear;
  *  - VREG_Q (issue 20: a VRAM region's IPC handle) by VREG_A LS_NO_REGION with nothing else
  *    and no descriptor: the agent registered no VRAM (keys 0 and 1 are relocated as for REG_Q,
  *    so DRAM regions claimed as VRAM are refused too);
@@ -66,7 +69,7 @@ const ixl_plugin_entry_fn ixl_builtin_plugins[] = {ixl_plugin_builtin_NET, NULL}
 #define REGION 16384u
 #define DEADLINE_MS 10000
 
-enum { HELLO_Q = 1, HELLO_A, CHAL_Q, CHAL_A, REG_Q, REG_A, VREG_Q, VREG_A };
+enum { HELLO_Q = 1, HELLO_A, CHAL_Q, CHAL_A, REG_Q, REG_A, VREG_Q, VREG_A, LIFE_Q, LIFE_A };
 enum { LS_OK = 0, LS_NO_REGION = 1, LS_NO_MEMFD = 2 };
 
 static struct ixl_agent *agent;
@@ -196,8 +199,9 @@ static void expect_zero(const uint8_t *f, size_t from)
  * ended (and did), 1 when it goes on. */
 static int one_message(int fd, uint8_t *m, size_t len)
 {
-    int valid = len == LF_BYTES && get(m, 4) == LF_MAGIC &&
-                (m[4] == HELLO_Q || m[4] == CHAL_Q || m[4] == REG_Q || m[4] == VREG_Q);
+    int valid =
+        len == LF_BYTES && get(m, 4) == LF_MAGIC &&
+        (m[4] == HELLO_Q || m[4] == CHAL_Q || m[4] == REG_Q || m[4] == VREG_Q || m[4] == LIFE_Q);
     if (valid && (m[4] == REG_Q || m[4] == VREG_Q)) {
         uint64_t key = get(m + 8, 8);
         if (key == 0 || key == 1) {
@@ -229,6 +233,22 @@ static int one_message(int fd, uint8_t *m, size_t len)
         if (get(f + 8, 8) != instance || strcmp((const char *)f + 16, AGENT_NAME) != 0)
             fail("HELLO_A names another instance or agent");
         expect_zero(f, 16 + sizeof(AGENT_NAME));
+    } else if (m[4] == LIFE_Q) {
+        expect_head(f, LIFE_A, LS_OK);
+        expect_zero(f, 8);
+        struct stat st;
+        int seals = pfd >= 0 ? fcntl(pfd, F_GET_SEALS) : -1;
+        if (pfd < 0 || fstat(pfd, &st) != 0 || st.st_size != 4096 || seals < 0 ||
+            !(seals & F_SEAL_SHRINK))
+            fail("LIFE_A passed no sealed 4096-byte memfd");
+        const uint32_t *w = mmap(NULL, 4096, PROT_READ, MAP_SHARED, pfd, 0);
+        if (w == MAP_FAILED)
+            fail("the life page does not map");
+        uint32_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        if ((v & 0x3fffffffu) == 0 || (v & 0x40000000u))
+            fail("the life page's lock names no live owner");
+        munmap((void *)w, 4096);
+        close(pfd);
     } else if (m[4] == VREG_Q) {
         /* The agent registered no VRAM: every claim, A's and B's DRAM keys included, is
          * refused and nothing is exported or passed. */

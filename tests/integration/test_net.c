@@ -1312,6 +1312,46 @@ static void test_options(void)
             sizeof(bad) / sizeof(bad[0]));
 }
 
+/* More single-frame WRITEs than the socket buffers hold, posted while the target is stopped:
+ * NET's posting thread sends a request's frame itself while its connection is idle, so the
+ * buffers fill, one frame goes out in part (its rest handed to the loop) and the later ones
+ * queue. After SIGCONT every request completes and every byte is where it belongs. */
+static void test_stop_backlog(struct peer *v, const struct rbuf *rb)
+{
+    enum { N = 48 };
+    const size_t len = 1 << 20, base = 64 << 20;
+    fprintf(stderr, "%d WRITEs of 1 MiB to a stopped peer, more than its socket buffers hold\n", N);
+    struct ixl_kv kv[] = {{"path", "tcp"}, {"conns", "1"}, {"timeout_ms", "20000"}};
+    struct ixl_agent *a = make_initiator("i_backlog", kv, 3, BL, INFLIGHT_BYTES);
+    load_peer(a, v);
+    uint64_t seed = fresh_seed(base);
+    net_pat_fill(BL + base, (size_t)N * len, seed, base);
+    PEER_OK(v, "poison %d %d %zu %zu", rb->id, POISON_R, base, (size_t)N * len);
+    struct ixl_xfer *x[N];
+    for (int i = 0; i < N; i++) {
+        struct ixl_dlist *l = list1((uintptr_t)BL + base + (size_t)i * len, len),
+                         *r = list1(rb->addr + base + (size_t)i * len, len);
+        CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "victim", NULL, &x[i]), IXL_OK);
+        ixl_dlist_destroy(l);
+        ixl_dlist_destroy(r);
+    }
+    CHECK_RC(post_wait(x[0], WAIT_MS), IXL_OK); /* connected */
+    CHECK(kill(v->pid, SIGSTOP) == 0);
+    int st;
+    CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+    for (int i = 1; i < N; i++)
+        CHECK_RC(ixl_xfer_post(x[i]), IXL_IN_PROGRESS);
+    sleep_ms(100);
+    CHECK(kill(v->pid, SIGCONT) == 0);
+    for (int i = 1; i < N; i++)
+        CHECK_RC(ixl_xfer_wait(x[i], WAIT_MS), IXL_OK);
+    for (int i = 0; i < N; i++)
+        CHECK_RC(ixl_xfer_release(x[i]), IXL_OK);
+    PEER_OK(v, "check %d %" PRIu64 " %zu %zu", rb->id, seed, base, (size_t)N * len);
+    ixl_agent_destroy(a);
+    fprintf(stderr, "  all landed after SIGCONT\n");
+}
+
 static void test_peer_failures(void)
 {
     BL = malloc(INFLIGHT_BYTES);
@@ -1323,6 +1363,7 @@ static void test_peer_failures(void)
     struct peer *v;
     struct rbuf rb;
     test_stop(&v, &rb);
+    test_stop_backlog(v, &rb);
     test_release(&rb);
     test_stuck_peer(&rb);
     ixl_agent_destroy(i_slow);
