@@ -1235,7 +1235,8 @@ static void test_stuck_peer(const struct rbuf *rb)
                      *r = list1(rb->addr, INFLIGHT_BYTES);
     struct ixl_xfer *x;
     CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "victim", NULL, &x), IXL_OK);
-    CHECK_RC(post_wait(x, 5000), IXL_OK); /* connected */
+    CHECK_RC(post_wait(x, 60000),
+             IXL_OK); /* connected (a hang guard: 256 MiB takes 4-5 s on a loaded machine) */
     CHECK(kill(v->pid, SIGSTOP) == 0);
     CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
     CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
