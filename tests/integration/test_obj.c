@@ -96,7 +96,8 @@ static struct ixl_agent *agent_new(const char *name)
 /* Registers OBJ regions keys[0..n) (len 0: whole objects), dev = index + base. */
 static void reg_objs(struct ixl_agent *a, const char *const *keys, size_t n, uint64_t base)
 {
-    struct ixl_reg_desc *d = calloc(n, sizeof(*d));
+    struct ixl_reg_desc *d = calloc(n > 0 ? n : 1, sizeof(*d));
+    CHECK(d != NULL);
     for (size_t i = 0; i < n; i++) {
         d[i].dev = base + i;
         d[i].bytes = keys[i];
