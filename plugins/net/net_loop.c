@@ -151,6 +151,15 @@ static int hello_mac(struct net_engine *e, const char *dir, const uint8_t *ni, c
     return e->host->auth_mac(e->host->ctx, AUTH_LABEL, parts, lens, 2, out);
 }
 
+/* c reads its socket again after a pause (a drain, a staging slot, answers owed first): the
+ * peer's silence counts from now, not from the last byte read before the pause. */
+static void read_again(struct net_conn *c)
+{
+    if (!c->reading)
+        c->last_rx = net_now_ns();
+    c->reading = true;
+}
+
 static size_t tx_pending(const struct net_conn *c)
 {
     return c->tx_n - c->tx_head;
@@ -850,14 +859,14 @@ static int conn_flush(struct net_loop *l, struct net_conn *c)
         if (c->closed)
             return -1;
         if (rc == 0 && !c->held && !c->paused && !c->stage_wait && !c->linger)
-            c->reading = true;
+            read_again(c);
         if (tx_pending(c) > 0)
             return conn_flush(l, c);
     }
     bool more = tx_pending(c) > 0 && txf_ready(&c->tx[c->tx_head]);
     if (c->kind == NC_IN && !c->reading && !c->linger && !c->held && !c->paused && !c->stage_wait &&
         tx_pending(c) < TX_SOFT / 2)
-        c->reading = true; /* the peer reads its answers again */
+        read_again(c); /* the peer reads its answers again */
     if (c->linger && tx_pending(c) == 0) {
         conn_close(l, c, false, 0, NULL);
         return -1;
@@ -1713,7 +1722,7 @@ static bool frame_resume(struct net_loop *l, struct net_conn *c)
     if (c->closed)
         return true;
     if (rc == 0 && !c->held && !c->paused && !c->stage_wait && !c->linger) {
-        c->reading = true;
+        read_again(c);
         if (c->peer_hold && send_hold(l, c, 0) != 0)
             return true;
     }
@@ -1870,8 +1879,10 @@ static void tick(struct net_loop *l, uint64_t now)
             }
             continue;
         }
+        /* Silence mid-frame counts only while c reads (not while it holds a WRITE until the
+         * READ answers before it are out, or reads no more until its answers are taken). */
         bool mid_frame = c->in_body || c->hgot > 0;
-        if ((mid_frame && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
+        if ((mid_frame && c->reading && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
             conn_close(l, c, false, 0, NULL); /* stalls a frame, or does not read answers */
             continue;
         }
