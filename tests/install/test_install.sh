@@ -95,7 +95,7 @@ for f in $(cd "$root" && find . -type f | sort); do
     [ -z "$rp" ] && continue
     case "$rp" in
     *"$build"* | *"$src"*) fail "$f: RPATH/RUNPATH $rp points into the build tree" ;;
-    '$ORIGIN'*) echo "$f: RUNPATH $rp" ;;
+    \$ORIGIN*) echo "$f: RUNPATH $rp" ;;
     *) fail "$f: RPATH/RUNPATH $rp is not \$ORIGIN-relative" ;;
     esac
 done
