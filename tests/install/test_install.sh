@@ -189,4 +189,16 @@ for tool in ixl-info ixlbench; do
     done
 done
 echo "man pages: ixl-info(1), ixlbench(1), ixl(3) render without warnings"
+
+# --- the tree moved elsewhere: the tools (RUNPATH $ORIGIN/...) and libixl (ixl/plugins next to
+# itself) follow it ------------------------------------------------------------------------------
+mv "$root" "$tmp/moved"
+lib=$tmp/moved$libdir
+out=$(cd "$tmp" && clean "$tmp/moved$bindir/ixl-info" --plugins) || fail "moved ixl-info exited $?"
+for p in "$tmp/moved$plugindir"/libixl_plugin_*.so; do
+    [ -e "$p" ] || continue
+    echo "$out" | grep -q "ABI [0-9.]*, $p\$" || fail "ixl-info of the moved tree does not list $p"
+done
+echo "$out" | grep -q "^refused" && fail "ixl-info of the moved tree refuses a plugin"
+echo "the tree moved to $tmp/moved: ixl-info lists its plugins from there"
 echo "PASS"
