@@ -69,8 +69,14 @@ format-check:
 format:
 	@sh scripts/format.sh fix
 
-install: build
-	cmake --install $(BUILD)
+# make install [PREFIX=/usr/local] [DESTDIR=]: libixl (SONAME libixl.so.0), headers, ixl.pc,
+# the CMake package (find_package(ixl)), the plugins into $libdir/ixl/plugins, ixl-info,
+# ixlbench and man pages (cmake/IxlInstall.cmake lists them). Builds only what it installs.
+PREFIX ?= /usr/local
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target ixl_install_targets
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
 # The Python binding and, on request only, the `nixl` compatibility package (NIXL's import
 # name: it would hide a real NIXL in the same environment), into PYTHON's environment, offline:

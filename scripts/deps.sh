@@ -15,6 +15,10 @@ esac
 case "$goal" in
 test) pkgs="$pkgs python3 python3-numpy python3-pytest python3-torch python3-venv python3-setuptools python3-wheel python3-pip" ;;
 esac
+# tests/install (make install into a scratch root): the man pages rendered (groff -ww, man -l).
+case "$goal" in
+test) pkgs="$pkgs groff-base man-db" ;;
+esac
 
 missing=""
 # The OBJ tests' S3 server (s3rver, tests/s3/setup.sh) runs on Node: Debian's nodejs and npm,

@@ -10,12 +10,14 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ixl-info [--plugins] [--cuda] [--config] [--strerror N] [--help]\n"
-               "  with no option: the version, every plugin with its options (type, range or\n"
-               "  choices, default; sizes take K, M, G, T suffixes, durations us, ms, s), the\n"
-               "  memory types an engine of it offers here (and why others are not), each\n"
-               "  refused one with its reason, the CUDA driver and devices (or why there are\n"
-               "  none), and the configuration variables with their values\n");
+    fprintf(f, "usage: ixl-info [--plugins] [--cuda] [--config] [--strerror N] [--version]\n"
+               "                [--help]\n"
+               "  with no option: the version (what --version prints), every plugin with its\n"
+               "  options (type, range or choices, default; sizes take K, M, G, T suffixes,\n"
+               "  durations us, ms, s), the memory types an engine of it offers here (and why\n"
+               "  others are not), each refused one with its reason, the CUDA driver and\n"
+               "  devices (or why there are none), and the configuration variables with their\n"
+               "  values\n");
 }
 
 static void print_caps(uint32_t caps)
@@ -185,6 +187,9 @@ int main(int argc, char **argv)
             config = 1;
         } else if (strcmp(argv[i], "--cuda") == 0) {
             cuda = 1;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("ixl %s\n", ixl_version()); /* the library's: the file VERSION */
+            return 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;

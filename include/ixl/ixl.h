@@ -248,9 +248,9 @@ struct ixl_plugin_info {
 };
 
 /**
- * Plugins found on the search path: IXL_PLUGIN_DIR (colon-separated), the installed plugin
- * directory, then plugins/ next to libixl.so; built-in plugins first. The first call scans
- * and opens every candidate; later calls reuse the result. Thread-safe.
+ * Plugins found on the search path: IXL_PLUGIN_DIR (colon-separated), ixl/plugins and then
+ * plugins/ next to libixl.so, then the installed plugin directory; built-in plugins first. The
+ * first call scans and opens every candidate; later calls reuse the result. Thread-safe.
  */
 IXL_API size_t ixl_plugin_count(void);
 IXL_API ixl_status ixl_plugin_get(size_t index, struct ixl_plugin_info *out);

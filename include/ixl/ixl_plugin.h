@@ -447,9 +447,9 @@ typedef void (*ixl_notif_sink_fn)(void *sink_ctx, const char *agent, const void 
 /*
  * Files. A dynamic plugin is a shared object named libixl_plugin_<name>.so, where <name> is
  * its descriptor's name (ixl_backend_create("X") opens libixl_plugin_X.so first; a listing
- * opens every libixl_plugin_*.so), in a directory of IXL_PLUGIN_DIR, the installed plugin
- * directory, or plugins/ next to libixl.so. It is opened with RTLD_NOW | RTLD_LOCAL and never
- * closed once accepted. It includes only this header (and its own) and reaches the core only
+ * opens every libixl_plugin_*.so), in a directory of IXL_PLUGIN_DIR, ixl/plugins or plugins/
+ * next to libixl.so, or the installed plugin directory. It is opened with RTLD_NOW | RTLD_LOCAL and
+ * never closed once accepted. It includes only this header (and its own) and reaches the core only
  * through struct ixl_host.
  *
  * Validation. The manager checks a descriptor once, when it loads the plugin, and refuses it

@@ -642,16 +642,23 @@ static size_t search_dirs(char dirs[][PATH_MAX], size_t max)
         }
         env = colon ? colon + 1 : NULL;
     }
-    if (n < max)
-        snprintf(dirs[n++], PATH_MAX, "%s", IXL_PLUGIN_INSTALL_DIR);
+    /* Next to this libixl: ixl/plugins where it is installed (found even when the tree was
+     * moved: a DESTDIR staging root, a package being built, a wheel), plugins/ in a build
+     * tree. The compiled-in installed directory comes last: a libixl elsewhere prefers the
+     * plugins that came with it. */
     Dl_info info;
-    if (n < max && dladdr((void *)ixl_plugin_count, &info) && info.dli_fname) {
+    if (dladdr((void *)ixl_plugin_count, &info) && info.dli_fname) {
         const char *slash = strrchr(info.dli_fname, '/');
         if (slash) {
             int len = (int)(slash - info.dli_fname);
-            snprintf(dirs[n++], PATH_MAX, "%.*s/plugins", len, info.dli_fname);
+            if (n < max)
+                snprintf(dirs[n++], PATH_MAX, "%.*s/ixl/plugins", len, info.dli_fname);
+            if (n < max)
+                snprintf(dirs[n++], PATH_MAX, "%.*s/plugins", len, info.dli_fname);
         }
     }
+    if (n < max)
+        snprintf(dirs[n++], PATH_MAX, "%s", IXL_PLUGIN_INSTALL_DIR);
     return n;
 }
 

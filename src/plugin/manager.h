@@ -1,8 +1,8 @@
 /*
- * The plugin manager: finds plugins (built in first, then IXL_PLUGIN_DIR, the installed plugin
- * directory, and plugins/ next to libixl.so), opens them lazily, checks their descriptor and
- * ABI, and keeps the accepted ones for the life of the process. Refused candidates are kept
- * with their reason for ixl-info.
+ * The plugin manager: finds plugins (built in first, then IXL_PLUGIN_DIR, ixl/plugins and
+ * plugins/ next to libixl.so, and the installed plugin directory), opens them lazily, checks their
+ * descriptor and ABI, and keeps the accepted ones for the life of the process. Refused candidates
+ * are kept with their reason for ixl-info.
  */
 #ifndef IXL_PLUGIN_MANAGER_H
 #define IXL_PLUGIN_MANAGER_H

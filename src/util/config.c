@@ -22,8 +22,8 @@ static const struct ixl_option table[IXL_CFG_COUNT] = {
                             .default_value = "",
                             .type = IXL_OPT_STRING,
                             .description = "colon-separated directories searched for plugins "
-                                           "before the installed plugin directory and plugins/ "
-                                           "next to libixl.so"},
+                                           "before ixl/plugins and plugins/ next to libixl.so "
+                                           "and the installed plugin directory"},
     [IXL_CFG_BACKENDS] = {.name = "IXL_BACKENDS",
                           .default_value = "NET,POSIX",
                           .type = IXL_OPT_STRING,

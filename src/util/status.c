@@ -90,11 +90,12 @@ const char *ixl_strerror(int status)
     return s ? s : "unknown status";
 }
 
-/* The header's version is the project's (CMakeLists.txt project()): one place to bump, checked. */
+/* The header's version is the project's (the file VERSION, read by CMakeLists.txt): bumping
+ * VERSION without the header stops here. */
 _Static_assert(IXL_VERSION_MAJOR == IXL_PROJECT_VERSION_MAJOR &&
                    IXL_VERSION_MINOR == IXL_PROJECT_VERSION_MINOR &&
                    IXL_VERSION_PATCH == IXL_PROJECT_VERSION_PATCH,
-               "include/ixl/ixl.h's IXL_VERSION_* differ from CMakeLists.txt's project version");
+               "include/ixl/ixl.h's IXL_VERSION_* differ from the file VERSION");
 
 const char *ixl_version(void)
 {
