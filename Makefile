@@ -10,7 +10,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_TARGETS = md dlist net net_local ucx_wire mdx etcd obj_parse
 
 .PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-release \
-        format-check format fuzz clean install install-nixl
+        format-check format fuzz clean install install-nixl wheel
 
 all: build
 
@@ -85,6 +85,18 @@ PYTHON ?= python3
 install-nixl:
 	rm -rf bindings/python/build bindings/python-nixl/build  # no stale modules in the wheels
 	$(PYTHON) -m pip install --no-build-isolation --no-index bindings/python bindings/python-nixl
+
+# The Python wheels, offline (bindings/python/wheels.py, docs/python.md) into $(DIST): ixl,
+# carrying libixl.so.0 and the dynamic plugins of a Release build ($(WHEEL_BUILD), the build
+# test-release makes), and ixl-nixl-compat (import nixl), which requires ixl of the same version.
+DIST ?= dist
+WHEEL_BUILD ?= build-release
+wheel:
+	@sh scripts/deps.sh wheel
+	cmake -S . -B $(WHEEL_BUILD) -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
+		$(CMAKE_FLAGS) >/dev/null
+	cmake --build $(WHEEL_BUILD) -j $(JOBS)
+	/usr/bin/python3 bindings/python/wheels.py $(WHEEL_BUILD) $(DIST)
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz $(FUZZ_BUILD)

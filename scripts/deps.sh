@@ -14,6 +14,7 @@ esac
 # (python3-pip builds the wheels of bindings/python and bindings/python-nixl for an isolated venv).
 case "$goal" in
 test) pkgs="$pkgs python3 python3-numpy python3-pytest python3-torch python3-venv python3-setuptools python3-wheel python3-pip" ;;
+wheel) pkgs="$pkgs python3 python3-setuptools python3-wheel python3-pip" ;; # make wheel
 esac
 # tests/install (make install into a scratch root): the man pages rendered (groff -ww, man -l).
 case "$goal" in

@@ -63,6 +63,8 @@ def venv(tmp_path_factory):
     ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
     shutil.copytree(IXL_PKG, tmp / "ixl", ignore=ignore)
     shutil.copytree(NIXL_PKG, tmp / "nixl", ignore=ignore)
+    for d in ("ixl", "nixl"):  # setup.py's version: VERSION beside it in a copy
+        shutil.copyfile(os.path.join(REPO, "VERSION"), tmp / d / "VERSION")
     env = clean_env(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     run([PY, "-m", "venv", "--without-pip", str(tmp / "venv")])
     run([PY, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-index", "--no-deps",

@@ -45,6 +45,7 @@ def venv(tmp_path_factory):
     # A copy, so that the build leaves nothing in the source tree.
     shutil.copytree(PKG, src, ignore=shutil.ignore_patterns("build", "*.egg-info",
                                                            "__pycache__"))
+    shutil.copyfile(os.path.join(REPO, "VERSION"), src / "VERSION")  # setup.py's version
     env_dir = tmp / "venv"
     run([sys.executable, "-m", "venv", "--system-site-packages", str(env_dir)])
     py = str(env_dir / "bin" / "python")

@@ -20,7 +20,29 @@ __all__ = ["Agent", "AgentConfig", "Backend", "XferHandle", "PrepHandle", "XferT
            "buffer_info", "plugin_list", "version", "strerror", "config", "set_log_level",
            "library_path"] + errors.__all__
 
-__version__ = _text(_clib.ixl_version())
+
+
+def _package_version():
+    """The repository's VERSION: written into _version.py when the package is built
+    (setup.py); read from the source tree when the package is used from there."""
+    try:
+        from ._version import version as v
+        return v
+    except ImportError:
+        pass
+    import os
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    try:
+        with open(os.path.join(repo, "VERSION")) as f:
+            return f.read().strip()
+    except OSError:
+        return _text(_clib.ixl_version())  # neither: the library's
+
+
+# The package's version; version() is the loaded library's (equal for a wheel, which carries
+# its library, and for the source tree with its own build).
+__version__ = _package_version()
 library_path = _clib.path
 
 

@@ -1,18 +1,21 @@
 """Loading libixl.so and declaring the C API of include/ixl/ixl.h for ctypes.
 
 Where the library comes from, first match wins:
+  0. The package's own directory: the libixl.so.0 a wheel built by wheels.py carries (always
+     that one when it is there: its plugins and its version are the package's).
   1. IXL_LIBRARY: the path of libixl.so itself.
   2. IXL_BUILD_DIR: a build tree; its lib/libixl.so.
   3. The source tree this package sits in (bindings/python/ixl): <repo>/build/lib/libixl.so.
   4. The installed prefix, through the system's loader (ctypes.util.find_library("ixl")).
 libixl finds its plugins by itself: IXL_PLUGIN_DIR, the installed plugin directory, then
-plugins/ next to libixl.so (so a build tree's plugins come with its library).
+plugins/ next to libixl.so (so a build tree's plugins come with its library, and a wheel's
+ixl/plugins with the wheel's).
 """
 import ctypes
 import ctypes.util
 import os
-from ctypes import (POINTER, Structure, c_bool, c_char_p, c_int, c_int64, c_size_t, c_uint,
-                    c_uint16, c_uint32, c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_bool, c_char_p, c_int, c_int32, c_int64, c_size_t,
+                    c_uint, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import errors
 
@@ -121,6 +124,12 @@ class ConfigVar(_Sized):
                 ("description", c_char_p)]
 
 
+class DeviceInfo(_Sized):
+    _fields_ = [("size", c_uint32), ("ordinal", c_int32), ("name", ctypes.c_char * 128),
+                ("total_mem", c_uint64), ("cc_major", c_int32), ("cc_minor", c_int32),
+                ("pci_bus", c_int32)]
+
+
 class AgentParams(Structure):
     _fields_ = [("field_mask", c_uint64), ("progress_thread", c_bool),
                 ("progress_period_us", c_uint32), ("listen_port", c_uint16),
@@ -218,6 +227,11 @@ _PROTOTYPES = {
     "ixl_plugin_count": (c_size_t, []),
     "ixl_plugin_get": (_st, [c_size_t, POINTER(PluginInfo)]),
     "ixl_plugin_find": (_st, [c_char_p, POINTER(PluginInfo)]),
+    "ixl_plugin_refused_count": (c_size_t, []),
+    "ixl_plugin_refused_get": (_st, [c_size_t, POINTER(c_char_p), POINTER(c_char_p)]),
+    "ixl_device_count": (c_int, [c_char_p, c_size_t]),
+    "ixl_device_driver_version": (_st, [POINTER(c_int)]),
+    "ixl_device_info": (_st, [c_int, POINTER(DeviceInfo)]),
     "ixl_option_describe": (_st, [POINTER(Option), c_char_p, c_size_t]),
     "ixl_option_parse": (_st, [POINTER(Option), c_char_p, POINTER(OptValue), c_char_p, c_size_t]),
     "ixl_agent_create": (_st, [c_char_p, POINTER(AgentParams), _pp]),
@@ -232,6 +246,7 @@ _PROTOTYPES = {
     "ixl_backend_name": (c_char_p, [_p]),
     "ixl_backend_caps": (c_uint32, [_p]),
     "ixl_backend_mem_mask": (c_uint32, [_p]),
+    "ixl_backend_mem_why": (c_char_p, [_p]),
     "ixl_backend_params": (_st, [_p, POINTER(POINTER(KV)), POINTER(c_size_t)]),
     "ixl_mem_register": (_st, [_p, c_int, _p, c_size_t, POINTER(RegParams)]),
     "ixl_mem_deregister": (_st, [_p, c_int, _p, c_size_t, POINTER(RegParams)]),
@@ -270,7 +285,13 @@ _PROTOTYPES = {
 }
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUNDLED = os.path.join(HERE, "libixl.so.0")
+
+
 def _candidates():
+    if os.path.exists(BUNDLED):
+        return [BUNDLED]
     env = os.environ.get("IXL_LIBRARY")
     if env:
         return [env]
@@ -278,8 +299,7 @@ def _candidates():
     build = os.environ.get("IXL_BUILD_DIR")
     if build:
         paths.append(os.path.join(build, "lib", "libixl.so"))
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
     paths.append(os.path.join(repo, "build", "lib", "libixl.so"))
     paths = [p for p in paths if os.path.exists(p)]
     found = ctypes.util.find_library("ixl")
@@ -303,6 +323,9 @@ def _load():
             fn.argtypes = argtypes
         lib.path = path
         return lib
+    if os.path.exists(BUNDLED):
+        raise ImportError("ixl: cannot load the libixl.so.0 this package carries (a system "
+                          "library it links is missing? see docs/python.md): " + tried[0])
     raise ImportError("ixl: cannot load libixl.so (set IXL_LIBRARY to its path, or "
                       "IXL_BUILD_DIR to a build tree); tried: " + "; ".join(tried))
 
