@@ -7,9 +7,9 @@ Where the library comes from, first match wins:
   2. IXL_BUILD_DIR: a build tree; its lib/libixl.so.
   3. The source tree this package sits in (bindings/python/ixl): <repo>/build/lib/libixl.so.
   4. The installed prefix, through the system's loader (ctypes.util.find_library("ixl")).
-libixl finds its plugins by itself: IXL_PLUGIN_DIR, the installed plugin directory, then
-plugins/ next to libixl.so (so a build tree's plugins come with its library, and a wheel's
-ixl/plugins with the wheel's).
+libixl finds its plugins by itself: IXL_PLUGIN_DIR, ixl/plugins and plugins/ next to
+libixl.so, then the installed plugin directory (so a build tree's plugins come with its
+library, and a wheel's ixl/plugins with the wheel's).
 """
 import ctypes
 import ctypes.util
