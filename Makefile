@@ -86,5 +86,13 @@ install-nixl:
 	rm -rf bindings/python/build bindings/python-nixl/build  # no stale modules in the wheels
 	$(PYTHON) -m pip install --no-build-isolation --no-index bindings/python bindings/python-nixl
 
+# Debian packages built from this tree (debian/; README.md, "Debian packages"): libixl0,
+# libixl-dev, ixl-tools, python3-ixl, ixl-plugin-ucx, ixl-plugin-obj, into DEB_DIR, then lintian.
+DEB_DIR ?= build-deb
+.PHONY: deb
+deb:
+	@sh scripts/deps.sh deb
+	sh scripts/deb.sh $(DEB_DIR) $(JOBS)
+
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz $(FUZZ_BUILD)
