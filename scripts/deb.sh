@@ -50,10 +50,11 @@ if [ "${top%-*}" != "$version" ]; then
     mv "$src/debian/changelog.new" "$src/debian/changelog"
 fi
 
+# The copy is fresh: nothing to clean before the build (--no-pre-clean).
 log="$out/build.log"
 start=$(date +%s)
 if ! (cd "$src" && DEB_BUILD_OPTIONS="nocheck parallel=$jobs${DEB_BUILD_OPTIONS_EXTRA:+ $DEB_BUILD_OPTIONS_EXTRA}" \
-    dpkg-buildpackage -b -us -uc) >"$log" 2>&1; then
+    dpkg-buildpackage -b -us -uc --no-pre-clean) >"$log" 2>&1; then
     tail -n 60 "$log" >&2
     echo "scripts/deb.sh: dpkg-buildpackage failed; the whole log: $log" >&2
     exit 1
@@ -75,11 +76,17 @@ if [ "${LINTIAN:-1}" = 1 ]; then
     fi
     changes=$(ls "$out"/*.changes)
     echo "lintian $(basename "$changes"):"
-    # Errors fail (lintian's default --fail-on error); warnings are printed.
+    # Errors fail (lintian's default --fail-on error); warnings and notes are printed (with
+    # their explanations in lintian.txt).
     lintian --info --display-info "$changes" >"$out/lintian.txt" 2>&1 || {
         cat "$out/lintian.txt" >&2
         echo "scripts/deb.sh: lintian found errors" >&2
         exit 1
     }
-    if [ -s "$out/lintian.txt" ]; then sed 's/^/  /' "$out/lintian.txt"; else echo "  clean"; fi
+    if grep -q '^[EWI]:' "$out/lintian.txt"; then
+        grep '^[EWI]:' "$out/lintian.txt" | sed 's/^/  /'
+        echo "  (explanations: $out/lintian.txt)"
+    else
+        echo "  clean"
+    fi
 fi

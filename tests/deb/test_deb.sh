@@ -13,8 +13,9 @@
 #
 #   sh test_deb.sh <source dir> [JOBS]
 #
-# The packages are built here (scripts/deb.sh: dpkg-buildpackage, nocheck, no lintian) unless
-# IXL_DEB_DIR names a directory with packages built by `make deb` from the same tree.
+# The packages are built here (scripts/deb.sh: dpkg-buildpackage, nocheck, noddebs, no lintian;
+# JOBS jobs, 2 by default) unless IXL_DEB_DIR names a directory with packages built by
+# `make deb` from the same tree.
 # Exits 77 (skip) without dpkg-buildpackage/debhelper; under CI=true that is a failure
 # (scripts/deps.sh test installs them).
 set -eu
@@ -48,7 +49,9 @@ if [ -n "${IXL_DEB_DIR:-}" ]; then
     echo "packages from $debs (IXL_DEB_DIR)"
 else
     debs=$tmp/debs
-    LINTIAN=0 nice sh "$src/scripts/deb.sh" "$debs" "$jobs" || fail "scripts/deb.sh failed"
+    # No -dbgsym packages (nothing here looks at them) and no lintian (make deb runs it).
+    DEB_BUILD_OPTIONS_EXTRA=noddebs LINTIAN=0 sh "$src/scripts/deb.sh" "$debs" "$jobs" ||
+        fail "scripts/deb.sh failed"
 fi
 t1=$(date +%s)
 
@@ -89,8 +92,9 @@ plugins=$lib/ixl/plugins
 [ -f "$plugins/libixl_plugin_UCX.so" ] || fail "no $plugins/libixl_plugin_UCX.so"
 [ -f "$plugins/libixl_plugin_OBJ.so" ] || fail "no $plugins/libixl_plugin_OBJ.so"
 
-# ixl-info from the root: the root's libixl (LD_LIBRARY_PATH) and plugins (IXL_PLUGIN_DIR).
-info=$(env LD_LIBRARY_PATH="$lib" IXL_PLUGIN_DIR="$plugins" "$root/usr/bin/ixl-info" 2>&1) ||
+# ixl-info from the root: the root's libixl (LD_LIBRARY_PATH), which finds the plugins in
+# ixl/plugins next to itself (no IXL_PLUGIN_DIR).
+info=$(env -u IXL_PLUGIN_DIR LD_LIBRARY_PATH="$lib" "$root/usr/bin/ixl-info" 2>&1) ||
     fail "ixl-info from the root failed: $info"
 echo "$info" | grep -q "^ixl $version" || fail "ixl-info does not print 'ixl $version': $info"
 for p in UCX OBJ; do
@@ -125,16 +129,16 @@ for exe in "$tmp/copy_pc" "$tmp/b/copy_cmake"; do
     ldd_out=$(LD_LIBRARY_PATH="$lib" ldd "$exe")
     echo "$ldd_out" | grep -q "libixl.so.0 => $lib/libixl.so.0" ||
         fail "$exe does not load $lib/libixl.so.0: $ldd_out"
-    out=$(env LD_LIBRARY_PATH="$lib" IXL_PLUGIN_DIR="$plugins" IXL_BACKENDS=NET "$exe" 2>&1) ||
+    out=$(env -u IXL_PLUGIN_DIR LD_LIBRARY_PATH="$lib" IXL_BACKENDS=NET "$exe" 2>&1) ||
         fail "$exe failed: $out"
 done
 echo "the example builds against the root with pkg-config and with CMake, and runs"
 
 # Python: python3-ixl finds libixl.so.0 through the loader (here LD_LIBRARY_PATH, installed:
 # ld.so.cache); the version is the library's.
-py=$(env -u PYTHONPATH -u IXL_LIBRARY -u IXL_BUILD_DIR \
+py=$(env -u PYTHONPATH -u IXL_LIBRARY -u IXL_BUILD_DIR -u IXL_PLUGIN_DIR \
     PYTHONPATH="$root/usr/lib/python3/dist-packages" LD_LIBRARY_PATH="$lib" \
-    IXL_PLUGIN_DIR="$plugins" /usr/bin/python3 -c '
+    /usr/bin/python3 -c '
 import importlib.metadata, ixl
 maps = [l.split()[-1] for l in open("/proc/self/maps") if "/libixl.so" in l]
 print(ixl.__file__, maps[0], ixl.version(), importlib.metadata.version("ixl"),
