@@ -9,7 +9,8 @@
 set -eu
 v=${1:-}
 if ! echo "$v" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+$'; then
-    echo "usage: scripts/set_version.sh MAJOR.MINOR.PATCH (now: $(cat "$(dirname "$0")/../VERSION"))" >&2
+    now=$(cat "$(dirname "$0")/../VERSION")
+    echo "usage: scripts/set_version.sh MAJOR.MINOR.PATCH (now: $now)" >&2
     exit 2
 fi
 cd "$(dirname "$0")/.."
