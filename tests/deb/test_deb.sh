@@ -49,9 +49,13 @@ if [ -n "${IXL_DEB_DIR:-}" ]; then
     echo "packages from $debs (IXL_DEB_DIR)"
 else
     debs=$tmp/debs
-    # No -dbgsym packages (nothing here looks at them) and no lintian (make deb runs it).
-    DEB_BUILD_OPTIONS_EXTRA=noddebs LINTIAN=0 sh "$src/scripts/deb.sh" "$debs" "$jobs" ||
-        fail "scripts/deb.sh failed"
+    # No -dbgsym packages (nothing here looks at them) and no lintian (make deb runs it). The
+    # build gets 100 s of ctest's 120, so that a slow one fails here and leaves no scratch dir.
+    rc=0
+    DEB_BUILD_OPTIONS_EXTRA=noddebs LINTIAN=0 timeout -k 5 "${IXL_DEB_BUILD_S:-100}" \
+        sh "$src/scripts/deb.sh" "$debs" "$jobs" || rc=$?
+    [ "$rc" -ne 124 ] || fail "the package build took over ${IXL_DEB_BUILD_S:-100} s"
+    [ "$rc" -eq 0 ] || fail "scripts/deb.sh failed"
 fi
 t1=$(date +%s)
 
