@@ -14,7 +14,7 @@ jobs=${2:-$(nproc)}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 version=$(tr -d ' \n' <"$repo/VERSION")
 
-for tool in dpkg-buildpackage dh dh_python3 fakeroot; do
+for tool in dpkg-buildpackage dh dh_python3; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         echo "scripts/deb.sh: $tool is missing (sh scripts/deps.sh deb installs it)" >&2
         exit 2
