@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD ?= build-fuzz
 FUZZ_TARGETS = md dlist net net_local ucx_wire mdx etcd obj_parse
 
-.PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-release \
+.PHONY: all deps deps-test build run test test-plain test-asan test-tsan test-release test-deb \
         format-check format fuzz clean install install-nixl wheel
 
 all: build
@@ -27,13 +27,13 @@ build: deps
 run: build
 	sh scripts/run.sh $(BUILD)
 
-test: deps-test format-check test-plain test-asan test-tsan test-release
+test: deps-test format-check test-plain test-asan test-tsan test-release test-deb
 	@echo "== all test suites passed"
 
 test-plain:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 120
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 120 -LE deb
 	PYTHONPATH=bindings/python IXL_LIBRARY=$(BUILD)/lib/libixl.so /usr/bin/python3 tests/python/bench_prep.py
 
 test-asan:
@@ -98,5 +98,21 @@ wheel:
 	cmake --build $(WHEEL_BUILD) -j $(JOBS)
 	/usr/bin/python3 bindings/python/wheels.py $(WHEEL_BUILD) $(DIST)
 
+# Debian packages built from this tree (debian/; README.md, "Debian packages"): libixl0,
+# libixl-dev, ixl-tools, python3-ixl, ixl-plugin-ucx, ixl-plugin-obj, into DEB_DIR, then lintian.
+DEB_DIR ?= build-deb
+.PHONY: deb
+deb:
+	@sh scripts/deps.sh deb
+	sh scripts/deb.sh $(DEB_DIR) $(JOBS)
+
+# The package tests of `make test`: the packages are built here (no lintian, no -dbgsym; about
+# a minute on 2 cores, outside ctest's per-test limit), then test_deb unpacks and uses them.
+test-deb:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	DEB_BUILD_OPTIONS_EXTRA=noddebs LINTIAN=0 sh scripts/deb.sh build-deb-test $(JOBS)
+	cd $(BUILD) && IXL_DEB_DIR=$(CURDIR)/build-deb-test ctest --output-on-failure --timeout 120 -L deb
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz $(FUZZ_BUILD) build-deb \
+		build-deb-test

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the Debian packages ixl needs for a goal ("build", "test", "run") when missing.
+# Installs the Debian packages ixl needs for a goal ("build", "test", "run", "deb") when missing.
 # As root it runs apt-get; otherwise it says what to install and fails.
 set -eu
 goal=${1:-build}
@@ -19,6 +19,12 @@ esac
 # tests/install (make install into a scratch root): the man pages rendered (groff -ww, man -l).
 case "$goal" in
 test) pkgs="$pkgs groff-base man-db" ;;
+esac
+
+# Debian packages (make deb; the package test tests/deb in make test): debhelper, lintian.
+case "$goal" in
+test) pkgs="$pkgs debhelper dpkg-dev fakeroot dh-python python3-setuptools python3-wheel" ;;
+deb) pkgs="$pkgs debhelper dpkg-dev fakeroot dh-python python3 python3-setuptools python3-wheel lintian" ;;
 esac
 
 missing=""
