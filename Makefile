@@ -1,6 +1,6 @@
 # ixl: `make run` builds and runs the main job; `make test` builds and runs every test
 # (plain, then AddressSanitizer+UBSan, then ThreadSanitizer on the threaded tests, then a
-# Release build of everything but the tests).
+# Release build of everything but the tests, then the Debian packages and test_deb on them).
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
