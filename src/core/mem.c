@@ -383,6 +383,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
         goto free_tmp;
     }
+    ixl_registry_expect(agent->registry, n);
     size_t i;
     for (i = 0; i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
@@ -400,7 +401,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
             goto undo;
         }
         if (g == NULL) {
-            g = sys_calloc(1, sizeof(*g));
+            g = ixl_registry_region_new(agent->registry);
             if (g == NULL) {
                 rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                 goto undo;
@@ -467,10 +468,11 @@ undo:
             if (added[j] & (1u << b))
                 unregister_one(agent, regs[j], b);
         if (fresh[j])
-            free(regs[j]);
+            ixl_registry_region_free(agent->registry, regs[j]);
     }
     ixl_registry_commit(agent->registry);
 free_tmp:
+    ixl_registry_expect(agent->registry, 0);
     free(regs);
     free(added);
     free(fresh);
@@ -603,16 +605,21 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
             if (drop & (1u << b))
                 unregister_one(agent, g, b);
         if (whole)
-            free(g);
+            ixl_registry_region_free(agent->registry, g);
     }
     ixl_registry_commit(agent->registry);
     unsigned n_backends = agent->n_backends;
     pthread_rwlock_unlock(&agent->lock);
-    for (size_t i = 0; i < n_gone; i++) {
+    for (size_t i = 0; i < n_gone; i++)
         for (unsigned b = 0; b < n_backends; b++)
             if (gone[i].mask & (1u << b))
                 unregister_one(agent, gone[i].g, b);
-        free(gone[i].g);
+    /* The region structs go back to the registry's free list, under its lock again. */
+    if (n_gone > 0) {
+        pthread_rwlock_wrlock(&agent->lock);
+        for (size_t i = 0; i < n_gone; i++)
+            ixl_registry_region_free(agent->registry, gone[i].g);
+        pthread_rwlock_unlock(&agent->lock);
     }
     pthread_rwlock_unlock(&agent->calls_lock);
     free(gone);
@@ -649,7 +656,7 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
             unregister_one(agent, g, b);
             if (g->backend_mask == 0) {
                 ixl_registry_remove(agent->registry, g);
-                free(g);
+                ixl_registry_region_free(agent->registry, g);
             }
         }
     }

@@ -417,6 +417,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
             order[n_order++] = i;
     }
     qsort_r(order, n_order, sizeof(*order), cmp_entry, (void *)md->regions);
+    ixl_registry_expect(r->regs, n_order);
     int rc = IXL_OK;
     struct region *g = NULL;
     int g_fresh = 0;
@@ -492,6 +493,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         }
     }
     ixl_registry_commit(r->regs);
+    ixl_registry_expect(r->regs, 0);
     free(order);
     free(done);
     return rc;
