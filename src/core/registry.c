@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/scratch.h"
 #include "util/sys.h"
 
 /*
@@ -241,7 +242,7 @@ void ixl_registry_free(struct ixl_registry *r)
         return;
     for (int t = 0; t < IXL_MEM_COUNT && !r->region_arena; t++)
         free_regions(r->all[t].root);
-    free(r->scratch);
+    ixl_scratch_give(r->scratch);
     while (r->slabs != NULL) {
         struct slab *s = r->slabs;
         r->slabs = s->next;
@@ -546,12 +547,14 @@ static void **scratch(struct ixl_registry *r, size_t n)
 {
     if (n > r->scratch_cap) {
         size_t cap = n < 1024 ? 1024 : n + n / 2;
-        void **v = sys_malloc(cap * sizeof(*v));
+        if (cap > SIZE_MAX / sizeof(void *))
+            return NULL;
+        void **v = ixl_scratch_take(cap * sizeof(*v));
         if (v == NULL)
             return NULL;
-        free(r->scratch);
+        ixl_scratch_give(r->scratch);
         r->scratch = v;
-        r->scratch_cap = cap;
+        r->scratch_cap = ixl_scratch_cap(v) / sizeof(*v);
     }
     return r->scratch;
 }

@@ -61,7 +61,7 @@ struct ixl_registry {
     int region_arena;          /* the regions are the registry's (not freed one by one) */
     /* Scratch for batches, kept between calls: freeing a batch's arrays each call made malloc
      * give the top of the heap back and fault it in again at the next. */
-    void **scratch;
+    void **scratch; /* a block of ixl_scratch_take (util/scratch.h) */
     size_t scratch_cap;
 };
 
