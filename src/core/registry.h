@@ -53,9 +53,9 @@ struct ixl_registry {
     struct slab *slabs;              /* every slab of the registry (registry.c) */
     size_t slab_bytes;               /* their size in all */
     size_t expect;                   /* bytes a caller announced (ixl_registry_expect) */
-    /* Region structs of ixl_registry_region_new (a remote's regions) come from slabs too, and
-     * go back to a free list: a remote's metadata, loaded again after each restart of its agent,
-     * reuses memory instead of faulting in what malloc gave back to the system. */
+    /* Region structs of ixl_registry_region_new (local and remote regions) come from slabs
+     * too, and go back to a free list: a remote's metadata, loaded again after each restart of
+     * its agent, reuses memory instead of faulting in what malloc gave back to the system. */
     void *free_regions;        /* linked by their first word */
     char *rcarve, *rcarve_end; /* the unused rest of the newest region slab */
     int region_arena;          /* the regions are the registry's (not freed one by one) */
