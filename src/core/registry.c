@@ -542,6 +542,15 @@ static int cmp_regions(const void *a, const void *b)
     return x == y ? 0 : ((uintptr_t)x < (uintptr_t)y ? -1 : 1);
 }
 
+/* Whether v[0..k) is in order already (a caller's batch often is): then no sort. */
+static int sorted(void *const *v, size_t k, int (*cmp)(const void *, const void *))
+{
+    for (size_t i = 1; i < k; i++)
+        if (cmp(&v[i - 1], &v[i]) > 0)
+            return 0;
+    return 1;
+}
+
 /* r's scratch with room for n pointers, or NULL without memory. */
 static void **scratch(struct ixl_registry *r, size_t n)
 {
@@ -604,7 +613,8 @@ int ixl_registry_add_many(struct ixl_registry *r, enum ixl_mem type, int b, stru
     } else {
         /* Merge the sorted batch into the index's order, then build the tree again. */
         struct rnode **all = nodes + k;
-        qsort(nodes, k, sizeof(*nodes), cmp_nodes);
+        if (!sorted((void **)nodes, k, cmp_nodes))
+            qsort(nodes, k, sizeof(*nodes), cmp_nodes);
         struct rnode **old = all + k; /* the old nodes, moved down as the merge fills all */
         size_t n_old = collect(x->root, old);
         size_t i = 0, j = 0, o = 0;
@@ -634,7 +644,8 @@ void ixl_registry_remove_many(struct ixl_registry *r, enum ixl_mem type, int b,
     struct rnode **all = (struct rnode **)sc;
     struct region **gone = (struct region **)(sc + x->n);
     memcpy(gone, v, k * sizeof(*gone));
-    qsort(gone, k, sizeof(*gone), cmp_regions);
+    if (!sorted((void **)gone, k, cmp_regions))
+        qsort(gone, k, sizeof(*gone), cmp_regions);
     size_t n = collect(x->root, all), kept = 0, j = 0;
     for (size_t i = 0; i < n; i++) {
         struct rnode *t = all[i];
