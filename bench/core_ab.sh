@@ -48,19 +48,21 @@ for p in $(seq 1 "$passes"); do
 done
 echo "end   $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-# Rows: the name is the first 64 columns of bench_core's table, then value and unit.
-printf '%-64s %12s %12s %8s %s\n' measurement "A (median)" "B (median)" "B/A" unit
+printf '%-72s %12s %12s %8s %s\n' measurement "A (median)" "B (median)" "B/A" unit
 for part in $parts; do
     for which in A B; do
         # A name that comes again in one output (the sub-rows of each layout) gets its count.
         for f in "$out/$part.$which".*; do
+            # From the right: result, target ("-" or "< N"), unit, value; the rest is the name.
             awk -v w=$which '
                 /^measurement/ { t = 1; next }
-                t && length($0) > 64 {
-                    name = substr($0, 1, 64); sub(/[ \t]+$/, "", name)
+                t && NF >= 5 {
+                    k = $(NF - 2) == "<" ? NF - 3 : NF - 2
+                    name = $1
+                    for (i = 2; i < k - 1; i++) name = name " " $i
+                    if (substr($0, 1, 2) == "  ") name = "  " name
                     if (++cnt[name] > 1) name = name " (" cnt[name] ")"
-                    split(substr($0, 65), f, " ")
-                    print w "\t" name "\t" f[1] "\t" f[2]
+                    print w "\t" name "\t" $(k - 1) "\t" $k
                 }' "$f"
         done
     done
@@ -77,6 +79,6 @@ done | awk -F'\t' '
         for (i = 1; i <= n; i++) {
             key = order[i]; ma = med("A", key); mb = med("B", key)
             r = (ma != "" && mb != "" && ma + 0 != 0) ? sprintf("%.3f", mb / ma) : "-"
-            printf "%-64s %12s %12s %8s %s\n", key, ma, mb, r, unit[key]
+            printf "%-72s %12s %12s %8s %s\n", key, ma, mb, r, unit[key]
         }
     }'
