@@ -63,9 +63,11 @@ struct prep_seg {
 };
 
 struct prep_backend {
-    size_t *seg_start;  /* n_runs + 1 offsets into segs */
-    uint64_t *seg_step; /* per run: the count of each of its segments when all but the last
-                           have the same (a run across equal regions), else 0 */
+    size_t *seg_start;    /* n_runs + 1 offsets into segs */
+    uint64_t *seg_step;   /* per run: the count of each of its segments when all but the last
+                             have the same (a run across equal regions), else 0 */
+    uint64_t *seg_step_m; /* per run: ixl_udiv_magic of seg_step when > 1; NULL when every
+                             seg_step is 0 */
     struct prep_seg *segs;
     size_t n_segs;
 };

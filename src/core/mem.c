@@ -239,31 +239,36 @@ static int path_mode(enum ixl_mem type, const struct ixl_reg_desc *d)
     return type == IXL_MEM_FILE && d->dev == IXL_DEV_NONE;
 }
 
-/* Finds two descriptors of one call that name the same region, by sorting (O(n log n)).
- * Path-mode descriptors always make new regions: they never clash. */
-static int find_dup(enum ixl_mem type, const struct ixl_reg_desc *d, size_t n, size_t *first,
-                    size_t *second)
+/* Finds two descriptors of one call that name the same region, by sorting (O(n log n)), into
+ * ord[0..n): the descriptors in (dev, addr, len) order, path-mode ones last in call order
+ * (they always make new regions: they never clash). The calls then look regions up and index
+ * them in that order: neighbours in key order share most of their path down a tree, and a
+ * batch that comes sorted is not sorted again. */
+static int find_dup(enum ixl_mem type, const struct ixl_reg_desc *d, size_t n, size_t *ord,
+                    size_t *first, size_t *second)
 {
-    if (n < 2)
-        return 0;
-    size_t *idx = sys_malloc(n * sizeof(*idx));
-    if (idx == NULL)
-        return -1;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
+    size_t m = 0, p = n;
+    for (size_t i = 0; i < n; i++) /* path-mode ones filled in from the end, then reversed */
         if (!path_mode(type, &d[i]))
-            idx[m++] = i;
-    qsort_r(idx, m, sizeof(*idx), cmp_desc_idx, (void *)d);
-    int found = 0;
-    for (size_t i = 1; i < m && !found; i++) {
-        if (cmp_desc_idx(&idx[i - 1], &idx[i], (void *)d) == 0) {
-            *first = idx[i - 1] < idx[i] ? idx[i - 1] : idx[i];
-            *second = idx[i - 1] < idx[i] ? idx[i] : idx[i - 1];
-            found = 1;
+            ord[m++] = i;
+        else
+            ord[--p] = i;
+    for (size_t a = m, b = n; a + 1 < b; a++, b--) {
+        size_t t = ord[a];
+        ord[a] = ord[b - 1];
+        ord[b - 1] = t;
+    }
+    if (m < 2)
+        return 0;
+    qsort_r(ord, m, sizeof(*ord), cmp_desc_idx, (void *)d);
+    for (size_t i = 1; i < m; i++) {
+        if (cmp_desc_idx(&ord[i - 1], &ord[i], (void *)d) == 0) {
+            *first = ord[i - 1] < ord[i] ? ord[i - 1] : ord[i];
+            *second = ord[i - 1] < ord[i] ? ord[i] : ord[i - 1];
+            return 1;
         }
     }
-    free(idx);
-    return found;
+    return 0;
 }
 
 static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const struct ixl_reg_desc *d,
@@ -297,7 +302,7 @@ static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const stru
  * memory is not needed: a scratch array, or one region at a time without memory for it).
  * IXL_ERR_NO_MEMORY leaves some added: the caller takes them all out again. */
 static int publish(struct ixl_registry *reg, enum ixl_mem type, struct region **regs,
-                   const uint32_t *added, const uint8_t *fresh, size_t n)
+                   const uint32_t *added, const uint8_t *fresh, size_t n, const size_t *ord)
 {
     struct region **v = sys_malloc((n ? n : 1) * sizeof(*v));
     int rc = IXL_OK;
@@ -313,9 +318,11 @@ static int publish(struct ixl_registry *reg, enum ixl_mem type, struct region **
     }
     for (int b = -1; b < IXL_MAX_BACKENDS && rc == IXL_OK; b++) {
         size_t k = 0;
-        for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            size_t i = ord[j];
             if (b < 0 ? fresh[i] != 0 : (added[i] & (1u << b)) != 0)
                 v[k++] = regs[i];
+        }
         rc = ixl_registry_add_many(reg, type, b, v, k);
     }
     free(v);
@@ -360,12 +367,14 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
                                  i);
     }
     size_t d1, d2;
-    int dup = find_dup(type, descs, n, &d1, &d2);
-    if (dup < 0)
+    size_t *ord = sys_malloc((n ? n : 1) * sizeof(*ord));
+    if (ord == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    if (dup)
+    if (find_dup(type, descs, n, ord, &d1, &d2)) {
+        free(ord);
         return IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS,
                                "registration descriptors %zu and %zu name the same region", d1, d2);
+    }
     int use_list = params && (params->field_mask & IXL_REG_F_BACKENDS);
     pthread_rwlock_wrlock(&agent->lock);
     uint32_t mask;
@@ -383,12 +392,19 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
         goto free_tmp;
     }
+    ixl_registry_expect(agent->registry, n);
+    /* The regions already there, looked up in key order (no two descriptors name the same
+     * region, so what this call adds changes none of the answers). */
+    for (size_t j = 0; j < n; j++) {
+        const struct ixl_reg_desc *d = &descs[ord[j]];
+        if (!path_mode(type, d))
+            regs[ord[j]] = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+    }
     size_t i;
     for (i = 0; i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
         int by_path = path_mode(type, d);
-        struct region *g =
-            by_path ? NULL : ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        struct region *g = regs[i];
         if (g != NULL && (g->backend_mask & mask)) {
             rc = IXL_AGENT_QUIET(
                 agent, IXL_ERR_EXISTS,
@@ -400,7 +416,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
             goto undo;
         }
         if (g == NULL) {
-            g = sys_calloc(1, sizeof(*g));
+            g = ixl_registry_region_new(agent->registry);
             if (g == NULL) {
                 rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
                 goto undo;
@@ -439,7 +455,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         rc = IXL_OK;
     }
     /* Everything registered: publish in the indexes, each index's regions in one batch. */
-    rc = publish(agent->registry, type, regs, added, fresh, n);
+    rc = publish(agent->registry, type, regs, added, fresh, n, ord);
     if (rc != IXL_OK) {
         /* Out of memory while indexing: take every region of this call out again. */
         for (size_t j = 0; j < n; j++) {
@@ -467,15 +483,17 @@ undo:
             if (added[j] & (1u << b))
                 unregister_one(agent, regs[j], b);
         if (fresh[j])
-            free(regs[j]);
+            ixl_registry_region_free(agent->registry, regs[j]);
     }
     ixl_registry_commit(agent->registry);
 free_tmp:
+    ixl_registry_expect(agent->registry, 0);
     free(regs);
     free(added);
     free(fresh);
 unlock:
     pthread_rwlock_unlock(&agent->lock);
+    free(ord);
     return rc;
 }
 
@@ -488,7 +506,8 @@ struct gone {
 /* Takes the regions of e[0..n) out of the indexes of the backends they lose, and out of "all"
  * when they lose every backend: one batch per index (one region at a time without memory for
  * the scratch list). */
-static void unindex(struct ixl_registry *reg, enum ixl_mem type, const struct gone *e, size_t n)
+static void unindex(struct ixl_registry *reg, enum ixl_mem type, const struct gone *e, size_t n,
+                    const size_t *ord)
 {
     struct region **v = sys_malloc((n ? n : 1) * sizeof(*v));
     if (v == NULL) {
@@ -503,9 +522,11 @@ static void unindex(struct ixl_registry *reg, enum ixl_mem type, const struct go
     }
     for (int b = -1; b < IXL_MAX_BACKENDS; b++) {
         size_t k = 0;
-        for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) { /* in key order: the batches come sorted */
+            size_t i = ord[j];
             if (b < 0 ? (e[i].g->backend_mask & ~e[i].mask) == 0 : (e[i].mask & (1u << b)) != 0)
                 v[k++] = e[i].g;
+        }
         if (k > 0)
             ixl_registry_remove_many(reg, type, b, v, k);
     }
@@ -527,7 +548,13 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
      * their request timeout): it runs after agent->lock is dropped, under calls_lock (read),
      * which keeps the backends alive. Other calls of the agent go on meanwhile. */
     struct gone *gone = n > 0 ? sys_malloc(n * sizeof(*gone)) : NULL;
-    size_t n_gone = 0;
+    size_t *ord = sys_malloc((n ? n : 1) * sizeof(*ord));
+    size_t n_gone = 0, d1 = 0, d2 = 0;
+    int dup = ord ? find_dup(type, descs, n, ord, &d1, &d2) : -1;
+    if (ord == NULL) { /* (the call fails below: find_dup needs it) */
+        free(gone);
+        gone = NULL;
+    }
     pthread_rwlock_rdlock(&agent->calls_lock);
     pthread_rwlock_wrlock(&agent->lock);
     uint32_t mask = 0;
@@ -536,10 +563,17 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         rc = pick_backends(agent, type, params->backends, params->n_backends, &mask);
     else
         mask = (1u << agent->n_backends) - 1;
-    /* All or nothing: check every descriptor before changing anything. */
+    /* All or nothing: check every descriptor before changing anything. The regions are looked
+     * up in key order first (neighbours share most of their path down the tree). */
+    for (size_t j = 0; rc == IXL_OK && gone != NULL && j < n; j++) {
+        const struct ixl_reg_desc *d = &descs[ord[j]];
+        gone[ord[j]].g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+    }
     for (size_t i = 0; rc == IXL_OK && i < n; i++) {
         const struct ixl_reg_desc *d = &descs[i];
-        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
+        struct region *g = gone != NULL
+                               ? gone[i].g
+                               : ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
         if (g == NULL || !(g->backend_mask & mask)) {
             rc = IXL_AGENT_QUIET(
                 agent, IXL_ERR_NOT_FOUND, "%s region 0x%llx+%llu (dev %llu) is not registered%s%s",
@@ -555,15 +589,11 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
                                ixl_mem_name(type), (unsigned long long)d->addr,
                                (unsigned long long)d->len,
                                (unsigned long long)atomic_load(&g->users));
-        } else if (gone != NULL) {
-            gone[i].g = g; /* found once: the loop below takes it from here */
         }
     }
-    size_t d1, d2;
-    int dup = rc == IXL_OK ? find_dup(type, descs, n, &d1, &d2) : 0;
-    if (dup < 0)
+    if (rc == IXL_OK && dup < 0)
         rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    else if (dup)
+    else if (rc == IXL_OK && dup)
         rc = IXL_AGENT_ERR(agent, IXL_ERR_INVALID_ARG,
                            "descriptors %zu and %zu name the same region", d1, d2);
     if (rc == IXL_OK && gone != NULL) {
@@ -572,7 +602,7 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
          * the regions no backend holds any more. */
         for (size_t i = 0; i < n; i++)
             gone[i].mask = gone[i].g->backend_mask & mask & ((1u << agent->n_backends) - 1);
-        unindex(agent->registry, type, gone, n);
+        unindex(agent->registry, type, gone, n, ord);
         for (size_t i = 0; i < n; i++) {
             struct gone e = gone[i];
             if ((e.g->backend_mask & ~e.mask) == 0) {
@@ -603,19 +633,25 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
             if (drop & (1u << b))
                 unregister_one(agent, g, b);
         if (whole)
-            free(g);
+            ixl_registry_region_free(agent->registry, g);
     }
     ixl_registry_commit(agent->registry);
     unsigned n_backends = agent->n_backends;
     pthread_rwlock_unlock(&agent->lock);
-    for (size_t i = 0; i < n_gone; i++) {
+    for (size_t i = 0; i < n_gone; i++)
         for (unsigned b = 0; b < n_backends; b++)
             if (gone[i].mask & (1u << b))
                 unregister_one(agent, gone[i].g, b);
-        free(gone[i].g);
+    /* The region structs go back to the registry's free list, under its lock again. */
+    if (n_gone > 0) {
+        pthread_rwlock_wrlock(&agent->lock);
+        for (size_t i = 0; i < n_gone; i++)
+            ixl_registry_region_free(agent->registry, gone[i].g);
+        pthread_rwlock_unlock(&agent->lock);
     }
     pthread_rwlock_unlock(&agent->calls_lock);
     free(gone);
+    free(ord);
     return rc;
 }
 
@@ -649,7 +685,7 @@ int ixl_mem_drop_backend(struct ixl_agent *agent, unsigned b)
             unregister_one(agent, g, b);
             if (g->backend_mask == 0) {
                 ixl_registry_remove(agent->registry, g);
-                free(g);
+                ixl_registry_region_free(agent->registry, g);
             }
         }
     }

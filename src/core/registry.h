@@ -36,6 +36,7 @@ struct region {
 };
 
 struct rnode; /* registry.c */
+struct slab;  /* registry.c */
 
 struct rindex {
     struct rnode *root;
@@ -49,16 +50,18 @@ struct ixl_registry {
      * freeing 10^4 small blocks per call at malloc made malloc walk its bins. */
     struct rnode *free_nodes;
     struct rnode *carve, *carve_end; /* the unused rest of the newest slab */
-    void *slabs;                     /* the slabs, linked by their first word */
-    /* Region structs of ixl_registry_region_new (a remote's regions) come from slabs too, and
-     * go back to a free list: a remote's metadata, loaded again after each restart of its agent,
-     * reuses memory instead of faulting in what malloc gave back to the system. */
+    struct slab *slabs;              /* every slab of the registry (registry.c) */
+    size_t slab_bytes;               /* their size in all */
+    size_t expect;                   /* bytes a caller announced (ixl_registry_expect) */
+    /* Region structs of ixl_registry_region_new (local and remote regions) come from slabs
+     * too, and go back to a free list: a remote's metadata, loaded again after each restart of
+     * its agent, reuses memory instead of faulting in what malloc gave back to the system. */
     void *free_regions;        /* linked by their first word */
     char *rcarve, *rcarve_end; /* the unused rest of the newest region slab */
     int region_arena;          /* the regions are the registry's (not freed one by one) */
     /* Scratch for batches, kept between calls: freeing a batch's arrays each call made malloc
      * give the top of the heap back and fault it in again at the next. */
-    void **scratch;
+    void **scratch; /* a block of ixl_scratch_take (util/scratch.h) */
     size_t scratch_cap;
 };
 
@@ -66,6 +69,10 @@ struct ixl_registry *ixl_registry_create(void);
 /* A zeroed region struct owned by r (freed with r, or earlier by ixl_registry_region_free), or
  * NULL without memory. A registry holds only such regions or only malloc'd ones. */
 struct region *ixl_registry_region_new(struct ixl_registry *r);
+/* Announces that about this many regions are to be added (0: the batch is over): their memory
+ * is then taken in large pieces (huge pages where the system has them) rather than grown
+ * page by page. Only a hint. */
+void ixl_registry_expect(struct ixl_registry *r, size_t regions);
 /* Gives back a region of ixl_registry_region_new that is in no index of r. */
 void ixl_registry_region_free(struct ixl_registry *r, struct region *g);
 /* Frees the index and the region structs (not the backends' metadata). */

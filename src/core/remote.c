@@ -10,6 +10,7 @@
 _Static_assert(IXL_MD_MAX_BACKENDS >= IXL_MAX_BACKENDS, "blobs must fit every backend");
 #include "util/auth.h"
 #include "util/log.h"
+#include "util/scratch.h"
 #include "util/sys.h"
 
 /* ---- the remote table ---------------------------------------------------------------------- */
@@ -211,7 +212,8 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
     if (label && strlen(label) > UINT16_MAX)
         return IXL_AGENT_ERR(agent, IXL_ERR_TOO_LARGE, "label longer than 65535 bytes");
 
-    struct ixl_wbuf w = {0};
+    /* Encoded in a kept block, then copied out at its exact size (see util/scratch.h). */
+    struct ixl_wbuf w = {.scratch = 1};
     pthread_rwlock_rdlock(&agent->lock);
     int keyed = agent->auth.mode == IXL_AUTH_KEY;
     uint16_t flags = (uint16_t)((conn ? IXL_MDF_CONN : 0) | (partial ? IXL_MDF_PARTIAL : 0) |
@@ -306,11 +308,16 @@ ixl_status ixl_md_get(struct ixl_agent *agent, const struct ixl_md_params *param
         if (rc == IXL_OK && w.failed)
             rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     }
+    void *blob = rc == IXL_OK ? sys_malloc(w.len ? w.len : 1) : NULL;
+    if (rc == IXL_OK && blob == NULL)
+        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     if (rc != IXL_OK) {
-        free(w.data);
+        ixl_scratch_give(w.data);
         return rc;
     }
-    *out = w.data;
+    memcpy(blob, w.data, w.len);
+    ixl_scratch_give(w.data);
+    *out = blob;
     *out_len = w.len;
     return IXL_OK;
 }
@@ -399,11 +406,11 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
                         struct ixl_backend *const *map, size_t *skipped)
 {
     size_t n = md->n_regions;
-    size_t *order = sys_malloc((n ? n : 1) * sizeof(*order));
-    struct attach *done = sys_malloc((n ? n : 1) * sizeof(*done));
+    size_t *order = ixl_scratch_take((n ? n : 1) * sizeof(*order));
+    struct attach *done = ixl_scratch_take((n ? n : 1) * sizeof(*done));
     if (order == NULL || done == NULL) {
-        free(order);
-        free(done);
+        ixl_scratch_give(order);
+        ixl_scratch_give(done);
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
     }
     size_t n_order = 0, n_done = 0;
@@ -417,6 +424,7 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
             order[n_order++] = i;
     }
     qsort_r(order, n_order, sizeof(*order), cmp_entry, (void *)md->regions);
+    ixl_registry_expect(r->regs, n_order);
     int rc = IXL_OK;
     struct region *g = NULL;
     int g_fresh = 0;
@@ -492,8 +500,9 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         }
     }
     ixl_registry_commit(r->regs);
-    free(order);
-    free(done);
+    ixl_registry_expect(r->regs, 0);
+    ixl_scratch_give(order);
+    ixl_scratch_give(done);
     return rc;
 }
 

@@ -22,6 +22,7 @@ static void prep_free(struct ixl_prep *p)
     for (int b = 0; b < IXL_MAX_BACKENDS; b++) {
         free(p->per[b].seg_start);
         free(p->per[b].seg_step);
+        free(p->per[b].seg_step_m);
         free(p->per[b].segs);
     }
     if (p->remote)
@@ -97,6 +98,18 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
             if (pb->segs[k].count != step)
                 step = 0;
         pb->seg_step[r] = hi - lo > 1 ? step : 0;
+    }
+    /* The steps' divisors, for lists that have any (no memory for the others). */
+    for (size_t r = 0; r < l->n_runs; r++) {
+        if (pb->seg_step[r] == 0)
+            continue;
+        if (pb->seg_step_m == NULL) {
+            pb->seg_step_m = sys_calloc(l->n_runs, sizeof(*pb->seg_step_m));
+            if (pb->seg_step_m == NULL)
+                return IXL_ERR_NO_MEMORY;
+        }
+        if (pb->seg_step[r] > 1)
+            pb->seg_step_m[r] = ixl_udiv_magic(pb->seg_step[r]);
     }
     return IXL_OK;
 }
@@ -236,6 +249,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
         }
         free(p->per[b].seg_start);
         free(p->per[b].seg_step);
+        free(p->per[b].seg_step_m);
         free(p->per[b].segs);
         memset(&p->per[b], 0, sizeof(p->per[b]));
         p->n_regions = keep_regions;
@@ -327,7 +341,7 @@ struct cursor {
     const uint64_t *first;
     const struct ixl_run *runs;
     const size_t *seg_start;
-    const uint64_t *seg_step;
+    const uint64_t *seg_step, *seg_step_m;
     const struct prep_seg *segs;
     const struct ixl_dlist *list;
     uint64_t uniform, uniform_m;
@@ -342,6 +356,7 @@ static void cursor_init(struct cursor *c, const struct ixl_prep *p, unsigned b)
                          p->list->runs,
                          pb->seg_start,
                          pb->seg_step,
+                         pb->seg_step_m,
                          pb->segs,
                          p->list,
                          p->uniform,
@@ -354,6 +369,12 @@ static void cursor_init(struct cursor *c, const struct ixl_prep *p, unsigned b)
 static inline uint64_t uniform_run(const struct cursor *c, uint64_t idx)
 {
     return c->uniform == 1 ? idx : ixl_udiv_m(idx, c->uniform, c->uniform_m);
+}
+
+/* e / step for a run's equal segments (magic: its seg_step_m entry). */
+static inline uint64_t step_div(uint64_t e, uint64_t step, uint64_t magic)
+{
+    return step == 1 ? e : ixl_udiv_m(e, step, magic);
 }
 
 /* Fills out for descriptor idx and returns how many descriptors from idx on lie in the same
@@ -375,7 +396,7 @@ cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out, uint64_t *
         uint64_t step = c->seg_step[r];
         if (step) {
             /* Equal segments: the segment is a division away. */
-            uint64_t k = e / step;
+            uint64_t k = step_div(e, step, c->seg_step_m[r]);
             lo = lo + k < hi ? lo + (size_t)k : hi - 1;
             hi = lo + 1;
         }
@@ -397,6 +418,126 @@ cursor_get(struct cursor *c, uint64_t idx, struct ixl_xfer_desc *out, uint64_t *
     out->md = sg->md;
     *stride = run->stride;
     return sg->first + sg->count - e;
+}
+
+/*
+ * The pairs of a request that no general rule applies to: from pair i on, as long as neither
+ * index continues into the next pair on both sides (consecutive blocks: the general loop takes
+ * those many at a time), both indices are inside their lists, the lengths agree and the output
+ * has room. Each pair costs one lookup per side straight from the list's tables, without the
+ * cursor's bookkeeping for consecutive indices: random indices (a serving engine's scattered
+ * KV blocks) found the cursor's cached run and segment almost never right, and paid for its
+ * checks, its state and the general loop's cases on every pair. The descriptors and merges
+ * are those of the general loop (a pair adjacent to the previous one on both sides extends
+ * it). Returns the first pair it did not take; the general loop takes that one (and reports
+ * what is wrong with it, if anything).
+ */
+struct side {
+    const uint64_t *first;
+    const struct ixl_run *runs;
+    const size_t *seg_start;
+    const uint64_t *seg_step, *seg_step_m;
+    const struct prep_seg *segs;
+    const struct ixl_dlist *list;
+    uint64_t uniform, uniform_m, count;
+    int one_run;
+};
+
+static void side_init(struct side *s, const struct ixl_prep *p, unsigned b)
+{
+    const struct prep_backend *pb = &p->per[b];
+    *s = (struct side){p->list->first,
+                       p->list->runs,
+                       pb->seg_start,
+                       pb->seg_step,
+                       pb->seg_step_m,
+                       pb->segs,
+                       p->list,
+                       p->uniform,
+                       p->uniform_m,
+                       ixl_dlist_count(p->list),
+                       p->list->n_runs == 1};
+}
+
+/* The descriptor of idx (< s->count) into *d. */
+static inline __attribute__((always_inline)) void side_get(const struct side *s, uint64_t idx,
+                                                           struct ixl_xfer_desc *d)
+{
+    size_t r;
+    uint64_t e;
+    if (s->uniform > 1) {
+        r = (size_t)ixl_udiv_m(idx, s->uniform, s->uniform_m);
+        e = idx - (uint64_t)r * s->uniform;
+    } else if (s->uniform == 1) {
+        r = (size_t)idx;
+        e = 0;
+    } else if (s->one_run) {
+        r = 0;
+        e = idx;
+    } else {
+        r = ixl_dlist_find_run(s->list, idx);
+        e = idx - s->first[r];
+    }
+    size_t lo = s->seg_start[r], hi = s->seg_start[r + 1];
+    if (__builtin_expect(hi - lo > 1, 0)) {
+        const struct prep_seg *segs = s->segs;
+        uint64_t step = s->seg_step[r];
+        if (step) {
+            uint64_t k = step_div(e, step, s->seg_step_m[r]);
+            lo = lo + k < hi ? lo + (size_t)k : hi - 1;
+            hi = lo + 1;
+        }
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (segs[mid].first <= e)
+                lo = mid;
+            else
+                hi = mid;
+        }
+    }
+    const struct ixl_run *run = &s->runs[r];
+    d->addr = run->addr + e * run->stride;
+    d->len = run->len;
+    d->dev = run->dev;
+    d->md = s->segs[lo].md;
+}
+
+static __attribute__((noinline)) size_t
+scattered_pairs(const struct side *L, const struct side *R, const int64_t *li, const int64_t *ri,
+                size_t i, size_t n, struct ixl_xfer_desc *restrict lout,
+                struct ixl_xfer_desc *restrict rout, size_t out_cap, int merge, size_t *m_io,
+                uint64_t *bytes_io)
+{
+    size_t m = *m_io;
+    uint64_t bytes = *bytes_io;
+    for (; i < n && m < out_cap; i++) {
+        uint64_t a = (uint64_t)li[i], c = (uint64_t)ri[i]; /* a negative index is huge */
+        if (a >= L->count || c >= R->count)
+            break;
+        if (i + 1 < n && (uint64_t)li[i + 1] == a + 1 && (uint64_t)ri[i + 1] == c + 1)
+            break;
+        struct ixl_xfer_desc ld, rd;
+        side_get(L, a, &ld);
+        side_get(R, c, &rd);
+        if (ld.len != rd.len)
+            break;
+        bytes += ld.len;
+        if (merge && m > 0) {
+            struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
+            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
+                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
+                pl->len += ld.len;
+                pr->len += rd.len;
+                continue;
+            }
+        }
+        lout[m] = ld;
+        rout[m] = rd;
+        m++;
+    }
+    *m_io = m;
+    *bytes_io = bytes;
+    return i;
 }
 
 /* Descriptor arrays of finished requests, kept for the next ones: a 10^5-descriptor request
@@ -589,12 +730,20 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     struct cursor lc, rc_;
     cursor_init(&lc, lp, b);
     cursor_init(&rc_, rp, b);
+    struct side ls, rs;
+    side_init(&ls, lp, b);
+    side_init(&rs, rp, b);
     size_t m = 0;
     uint64_t bytes = 0;
     /* The output arrays in locals that alias nothing the loop reads (see struct cursor). */
     struct ixl_xfer_desc *restrict lout = x->ldesc, *restrict rout = x->rdesc;
     size_t out_cap = desc_cap(x->ldesc);
     for (size_t i = 0; i < n;) {
+        if (li && ri) {
+            i = scattered_pairs(&ls, &rs, li, ri, i, n, lout, rout, out_cap, merge, &m, &bytes);
+            if (i == n)
+                break;
+        }
         int64_t a = li ? li[i] : (int64_t)i, c = ri ? ri[i] : (int64_t)i;
         if (a < 0 || (uint64_t)a >= lcount || c < 0 || (uint64_t)c >= rcount) {
             rc = IXL_AGENT_ERR(agent, IXL_ERR_INDEX,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/dlist.h"
+#include "util/scratch.h"
 #include "util/sys.h"
 
 /* ---- writer ---------------------------------------------------------------------------- */
@@ -17,7 +18,18 @@ static uint8_t *wb_room(struct ixl_wbuf *w, size_t n)
         size_t cap = w->cap ? w->cap : 256;
         while (cap < w->len + n)
             cap *= 2;
-        uint8_t *d = sys_realloc(w->data, cap);
+        uint8_t *d;
+        if (w->scratch) { /* a kept block: a larger one, then the old one back */
+            d = ixl_scratch_take(cap);
+            if (d != NULL) {
+                if (w->len > 0)
+                    memcpy(d, w->data, w->len);
+                ixl_scratch_give(w->data);
+                cap = ixl_scratch_cap(d);
+            }
+        } else {
+            d = sys_realloc(w->data, cap);
+        }
         if (d == NULL) {
             w->failed = 1;
             return NULL;
@@ -193,7 +205,7 @@ void ixl_md_decoded_free(struct ixl_md_decoded *md)
     if (md == NULL)
         return;
     free(md->backends);
-    free(md->regions);
+    ixl_scratch_give(md->regions);
     md->backends = NULL;
     md->regions = NULL;
 }
@@ -278,7 +290,9 @@ int ixl_md_decode(const void *buf, size_t len, struct ixl_md_decoded *out, char 
         ixl_md_decoded_free(out);
         return malformed(why, cap, "region count exceeds the bytes left");
     }
-    out->regions = sys_calloc(nr ? nr : 1, sizeof(*out->regions));
+    /* A kept block (every field of every entry is set below): a load of 10^4 regions no longer
+     * faults half a megabyte in again each time. */
+    out->regions = ixl_scratch_take((nr ? nr : 1) * sizeof(*out->regions));
     if (out->regions == NULL) {
         ixl_md_decoded_free(out);
         return IXL_ERR_NO_MEMORY;

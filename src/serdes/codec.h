@@ -46,7 +46,8 @@ enum ixl_md_flags {
 struct ixl_wbuf {
     uint8_t *data;
     size_t len, cap;
-    int failed; /* an allocation failed: the buffer is unusable */
+    int failed;  /* an allocation failed: the buffer is unusable */
+    int scratch; /* data is a block of ixl_scratch_take (util/scratch.h), not malloc's */
 };
 
 void ixl_wb_u8(struct ixl_wbuf *w, uint8_t v);

@@ -587,6 +587,105 @@ static void test_run_across_regions(void)
     ixl_agent_destroy(a);
 }
 
+/* Scattered indices (no pair continues the previous one on both sides) over runs that cross
+ * several equal regions: each block lands where its indices say, and pairs that happen to be
+ * adjacent on both sides merge even though their indices are not consecutive. */
+static void test_scattered(void)
+{
+    struct ixl_agent *a = make_agent("R", "TEST");
+    enum { PARTS = 4, BL = 256, NB = SZ / BL };
+    /* Both buffers as PARTS equal regions: a run over a whole buffer has equal segments. */
+    for (int i = 0; i < PARTS; i++) {
+        struct ixl_reg_desc d[2] = {
+            {(uintptr_t)src + (size_t)i * (SZ / PARTS), SZ / PARTS, 0, NULL, 0},
+            {(uintptr_t)dst + (size_t)i * (SZ / PARTS), SZ / PARTS, 0, NULL, 0}};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, d, 2, NULL), IXL_OK);
+    }
+    /* Local: even blocks then odd blocks (two runs of stride 2 x BL); remote: one run. */
+    struct ixl_run lr[2] = {{(uintptr_t)src, BL, 2 * BL, NB / 2, 0},
+                            {(uintptr_t)src + BL, BL, 2 * BL, NB / 2, 0}};
+    struct ixl_run rr = {(uintptr_t)dst, BL, BL, NB, 0};
+    struct ixl_dlist *ll, *rl;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 2, &ll), IXL_OK);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &rl), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(ll, lr, 2), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(rl, &rr, 1), IXL_OK);
+    struct ixl_prep *lp, *rp;
+    CHECK_RC(ixl_prep_create(a, NULL, ll, NULL, &lp), IXL_OK);
+    CHECK_RC(ixl_prep_create(a, "R", rl, NULL, &rp), IXL_OK);
+    /* Block k of src is local index k / 2 (even k) or NB / 2 + k / 2 (odd k). Remote blocks
+     * are distinct (pairs of slots in random order); every fifth slot takes two consecutive
+     * pairs (consecutive on both sides: the general loop's case, between scattered ones). */
+    enum { N = 2000 };
+    static int64_t li[N], ri[N], slot[NB / 2];
+    srand(13);
+    for (int i = 0; i < NB / 2; i++)
+        slot[i] = i;
+    for (int i = NB / 2 - 1; i > 0; i--) {
+        int j = rand() % (i + 1);
+        int64_t t = slot[i];
+        slot[i] = slot[j];
+        slot[j] = t;
+    }
+    for (int n = 0, k = 0; n < N; k++) {
+        int64_t l = rand() % (NB - 1);
+        li[n] = l;
+        ri[n++] = 2 * slot[k];
+        if (k % 5 == 2 && n < N) {
+            li[n] = l + 1;
+            ri[n++] = 2 * slot[k] + 1;
+        }
+    }
+    fill(src, SZ);
+    memset(dst, 0, SZ);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, N, NULL, &x), IXL_OK);
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.bytes == (uint64_t)N * BL);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    for (int i = 0; i < N; i++) {
+        int64_t l = li[i];
+        size_t blk = l < NB / 2 ? (size_t)(2 * l) : (size_t)(2 * (l - NB / 2) + 1);
+        CHECK(memcmp(dst + (size_t)ri[i] * BL, src + blk * BL, BL) == 0);
+    }
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* Blocks 0, 1, 2, 3 of src are local indices 0, NB / 2, 1, NB / 2 + 1: no two consecutive,
+     * yet adjacent in memory, as are remote blocks 8..11: one descriptor. */
+    int64_t ml[4] = {0, NB / 2, 1, NB / 2 + 1}, mr[4] = {8, 9, 10, 11};
+    memset(dst, 0, SZ);
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, ml, rp, mr, 4, NULL, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.desc_count == 1 && info.bytes == 4 * BL);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(dst + 8 * BL, src, 4 * BL) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    /* Adjacent blocks across a region boundary (src and dst block NB / PARTS - 1 and the
+     * next) do not merge. */
+    int64_t bl[2] = {NB / 2 + NB / PARTS / 2 - 1, NB / PARTS / 2};
+    int64_t br[2] = {NB / PARTS - 1, NB / PARTS};
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, bl, rp, br, 2, NULL, &x), IXL_OK);
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.desc_count == 2);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    CHECK(memcmp(dst + (size_t)(NB / PARTS - 1) * BL, src + (size_t)(NB / PARTS - 1) * BL,
+                 2 * BL) == 0);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    /* A bad index after scattered pairs is still named. */
+    li[N - 1] = NB;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, N, NULL, &x), IXL_ERR_INDEX);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "index pair 1999");
+    ixl_prep_destroy(lp);
+    ixl_prep_destroy(rp);
+    ixl_dlist_destroy(ll);
+    ixl_dlist_destroy(rl);
+    ixl_agent_destroy(a);
+}
+
 int main(void)
 {
     if (getenv("IXL_TEST_PLUGIN_DIR") == NULL)
@@ -602,6 +701,7 @@ int main(void)
     test_prepped();
     test_backend_choice();
     test_run_across_regions();
+    test_scattered();
     free(src);
     free(dst);
     free(other);

@@ -1,0 +1,90 @@
+#include "util/scratch.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "util/sys.h"
+
+/* Blocks kept: at most SCRATCH_KEEP, SCRATCH_BYTES in all (what the process holds at most when
+ * no call runs); smaller requests than SCRATCH_MIN are not worth keeping. */
+#define SCRATCH_KEEP 6
+#define SCRATCH_BYTES ((size_t)24 << 20)
+#define SCRATCH_MIN ((size_t)16 << 10)
+
+struct scratch {
+    size_t cap;
+    size_t pad; /* keeps the block 16-byte aligned */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct scratch *kept[SCRATCH_KEEP];
+    size_t bytes;
+} pool = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0};
+
+static struct scratch *head(const void *p)
+{
+    return (struct scratch *)((char *)(uintptr_t)p - sizeof(struct scratch));
+}
+
+void *ixl_scratch_take(size_t bytes)
+{
+    struct scratch *s = NULL;
+    int at = -1;
+    pthread_mutex_lock(&pool.lock);
+    for (int i = 0; i < SCRATCH_KEEP; i++) /* the smallest that fits */
+        if (pool.kept[i] && pool.kept[i]->cap >= bytes && (at < 0 || pool.kept[i]->cap < s->cap))
+            s = pool.kept[at = i];
+    if (at >= 0) {
+        pool.kept[at] = NULL;
+        pool.bytes -= s->cap;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    if (s != NULL)
+        return s + 1;
+    /* Room to grow a little: the next call's arrays are often slightly larger. */
+    size_t cap = bytes < SCRATCH_MIN ? SCRATCH_MIN : bytes + bytes / 8;
+    cap = (cap + 4095) & ~(size_t)4095;
+    if (cap < bytes || cap > SIZE_MAX - sizeof(*s))
+        return NULL;
+    s = sys_malloc(sizeof(*s) + cap);
+    if (s == NULL)
+        return NULL;
+    s->cap = cap;
+    return s + 1;
+}
+
+size_t ixl_scratch_cap(const void *p)
+{
+    return head(p)->cap;
+}
+
+void ixl_scratch_give(void *p)
+{
+    if (p == NULL)
+        return;
+    struct scratch *s = head(p);
+    pthread_mutex_lock(&pool.lock);
+    /* An empty slot, else the smallest kept block if this one is larger. */
+    int at = -1;
+    for (int i = 0; i < SCRATCH_KEEP; i++) {
+        if (pool.kept[i] == NULL) {
+            at = i;
+            break;
+        }
+        if (pool.kept[i]->cap < s->cap && (at < 0 || pool.kept[i]->cap < pool.kept[at]->cap))
+            at = i;
+    }
+    if (at >= 0) {
+        size_t out = pool.kept[at] ? pool.kept[at]->cap : 0;
+        if (pool.bytes - out + s->cap <= SCRATCH_BYTES) {
+            struct scratch *old = pool.kept[at];
+            pool.kept[at] = s;
+            pool.bytes = pool.bytes - out + s->cap;
+            s = old;
+        }
+    }
+    pthread_mutex_unlock(&pool.lock);
+    free(s);
+}
