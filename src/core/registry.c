@@ -8,6 +8,24 @@
 #include "util/scratch.h"
 #include "util/sys.h"
 
+/* Under AddressSanitizer, what the slabs hold while it is free (a region on the free list, a
+ * kept slab) is poisoned, so that a use after free of a region is still caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define IXL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IXL_ASAN 1
+#endif
+#endif
+#ifdef IXL_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /*
  * A node of an index. Each node keeps, for each child, the child's height and reach (the
  * furthest-reaching region of the child's subtree), so that rebalancing on the way up reads
@@ -98,6 +116,8 @@ static struct slab *slab_get(int huge)
         slab_pool.bytes -= s->bytes;
     }
     pthread_mutex_unlock(&slab_pool.lock);
+    if (s != NULL)
+        UNPOISON(s + 1, s->bytes - sizeof(*s));
     if (s == NULL && huge && (s = huge_map()) != NULL)
         s->bytes = HUGE_BYTES;
     if (s == NULL && (s = sys_malloc(SLAB_BYTES)) != NULL)
@@ -113,6 +133,7 @@ static void slab_put(struct slab *s)
         s->next = *list;
         *list = s;
         slab_pool.bytes += s->bytes;
+        POISON(s + 1, s->bytes - sizeof(*s));
         s = NULL;
     }
     pthread_mutex_unlock(&slab_pool.lock);
@@ -199,11 +220,12 @@ struct ixl_registry *ixl_registry_create(void)
 struct region *ixl_registry_region_new(struct ixl_registry *r)
 {
     r->region_arena = 1;
+    const size_t size = (sizeof(struct region) + 63) & ~(size_t)63;
     void **g = r->free_regions;
     if (g != NULL) {
+        UNPOISON((char *)g + sizeof(void *), size - sizeof(void *));
         r->free_regions = *g;
     } else {
-        const size_t size = (sizeof(struct region) + 63) & ~(size_t)63;
         if ((size_t)(r->rcarve_end - r->rcarve) < size &&
             slab_add(r, &r->rcarve, &r->rcarve_end) != IXL_OK)
             return NULL;
@@ -225,6 +247,8 @@ void ixl_registry_region_free(struct ixl_registry *r, struct region *g)
     void **link = (void **)g;
     *link = r->free_regions;
     r->free_regions = link;
+    POISON((char *)g + sizeof(void *),
+           ((sizeof(struct region) + 63) & ~(size_t)63) - sizeof(void *));
 }
 
 static void free_regions(struct rnode *t)
