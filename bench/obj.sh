@@ -33,7 +33,9 @@
 #     targets: ixl >= 2x curl one by one, and >= 0.9x curl --parallel
 # Columns srv:ixl and srv:par: the server's CPU time (user + system, /proc/PID/stat) over the
 # wall time of ixl's and curl --parallel's runs (medians): near 1.00 for a one-thread server
-# (s3rver: one Node process, its I/O threads included) means the server is the limit.
+# (s3rver: one Node process, its I/O threads included) means the server is the limit; ms/obj:
+# the server's CPU milliseconds per object during ixl's run (1000 / ms/obj objects a second is
+# what the server can serve on one core, whoever asks).
 # Every curl is signed like ixl's requests: --aws-sigv4 "aws:amz:REGION:s3" --user KEY:SECRET,
 # x-amz-content-sha256: UNSIGNED-PAYLOAD, no wait for "100 Continue" (--expect100-timeout 0, as
 # OBJ; not -H "Expect:", which curl 7.88 signs while leaving it out).
@@ -211,20 +213,18 @@ curl_mpu() {
             p=$((p + 1))
             { echo "url = \"$url?partNumber=$p&uploadId=$id\""
               echo "upload-file = \"$f\""
-              echo "output = \"/dev/null\""
-              echo "dump-header = \"$work/mpu.h$p\""; } >>"$cfg"
+              echo "output = \"/dev/null\""; } >>"$cfg"
         done
+        # Each part's number and ETag, one line per part as it completes.
         if ! timeout "$timeout_s" "${curl_base[@]}" --parallel --parallel-max "$par" \
-            --config "$cfg" >"$work/curl.out" 2>&1; then
+            -w '%{url} %header{etag}\n' --config "$cfg" >"$work/mpu.etags" 2>"$work/curl.out"; then
             head -c 2000 "$work/curl.out" >&2
             echo "obj.sh: curl UploadPart $url failed" >&2
             return 1
         fi
-        xml="<CompleteMultipartUpload>"
-        for ((k = 1; k <= p; k++)); do
-            xml+="<Part><PartNumber>$k</PartNumber><ETag>$(tr -d '\r' <"$work/mpu.h$k" |
-                sed -n 's/^[Ee][Tt][Aa][Gg]: *//p')</ETag></Part>"
-        done
+        xml="<CompleteMultipartUpload>$(sed 's/.*partNumber=\([0-9]*\)&[^ ]* \(.*\)/\1 \2/' \
+            "$work/mpu.etags" | sort -n | tr -d '\r' |
+            awk '{ printf "<Part><PartNumber>%s</PartNumber><ETag>%s</ETag></Part>", $1, $2 }')"
         xml+="</CompleteMultipartUpload>"
         if ! timeout "$timeout_s" "${curl_base[@]}" -X POST --data-binary "$xml" \
             -H "Content-Type: application/xml" "$url?uploadId=$id" -o "$work/mpu.done" ||
@@ -352,7 +352,9 @@ for ((r = 1; r <= rounds; r++)); do
             c1=$(srv_ticks)
             record "$row" "$tool" "$s"
             record "$row" "$tool-srv" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v s="$s" \
-                'BEGIN { printf "%.3f\n", s > 0 ? (b - a) / hz / s : 0 }')"
+                'BEGIN { printf "%.3f\n", (s > 0 ? (b - a) / hz / s : 0) }')"
+            record "$row" "$tool-cpu" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" \
+                'BEGIN { printf "%.3f\n", (b - a) / hz }')"
         done
     done
 done
@@ -370,9 +372,9 @@ verdict() { awk -v r="$1" -v t="$2" 'BEGIN { print (r != "nan" && r >= t) ? "pas
 echo
 echo "OBJ vs curl on $server, $rounds interleaved rounds, medians; GB/s = 10^9 B/s" \
     "(load at the end: $(uptime | sed 's/.*load average: //'))"
-fmt='%-9s %-12s %9s %9s %9s %8s %8s %7s %7s  %s\n'
+fmt='%-9s %-12s %9s %9s %9s %8s %8s %7s %7s %6s  %s\n'
 # shellcheck disable=SC2059 # the format is this script's
-printf "$fmt" op objects curl curl-par ixl ixl/curl ixl/par srv:ixl srv:par targets
+printf "$fmt" op objects curl curl-par ixl ixl/curl ixl/par srv:ixl srv:par ms/obj targets
 for row in "${rows[@]}"; do
     IFS=: read -r op size n batch <<<"$row"
     total=$(($(bytes "$size") * n))
@@ -382,6 +384,8 @@ for row in "${rows[@]}"; do
     sx=$(grep "^$row ixl-srv " "$results" | awk '{ print $3 }' | median)
     sp=$(grep "^$row curlpar-srv " "$results" | awk '{ print $3 }' | median)
     [ "$sp" = nan ] && sp=-
+    mo=$(grep "^$row ixl-cpu " "$results" | awk '{ print $3 }' | median |
+        awk -v n="$n" '{ if ($1 == "nan") print "nan"; else printf "%.2f", $1 * 1000 / n }')
     gc=$(gbps "$c" "$total")
     gp=$(gbps "$p" "$total")
     gx=$(gbps "$x" "$total")
@@ -403,6 +407,6 @@ for row in "${rows[@]}"; do
         tg="ixl/curl >= 0.9: $(verdict "$rc" 0.9)"
     fi
     # shellcheck disable=SC2059
-    printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$sx" "$sp" "$tg"
+    printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$sx" "$sp" "$mo" "$tg"
 done
 exit $status
