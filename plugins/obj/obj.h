@@ -1,6 +1,6 @@
 /*
- * OBJ: the object-store backend (DRAM <-> OBJ over the S3 protocol, libcurl). See README.md for
- * the contract: options, descriptors, errors.
+ * OBJ: the object-store backend (DRAM or VRAM <-> OBJ over the S3 protocol, libcurl). See
+ * README.md for the contract: options, descriptors, errors.
  *
  * obj_engine.c: options, registration, query_mem, requests (prep/post/check/release).
  * obj_loop.c:   the engine's one event-loop thread driving a curl multi handle: every HTTP
