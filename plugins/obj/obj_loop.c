@@ -277,10 +277,12 @@ static void copy_end(struct obj_engine *e, struct obj_op *op, int rc, const char
         char msg[400];
         snprintf(msg, sizeof(msg),
                  "OBJ %s '%s': the copy of %" PRIu64 " bytes %s GPU %d (0x%" PRIxPTR ") %s failed "
-                 "%s (status %d; the device layer logged the driver's error)",
+                 "%s (%s; the device layer logged the driver's error)",
                  op->to_dev ? "READ" : "WRITE", op->obj->key, op->len, op->to_dev ? "to" : "from",
                  op->ord, (uintptr_t)op->dev_buf,
-                 op->to_dev ? "from the bounce buffer" : "into the bounce buffer", when, rc);
+                 op->to_dev ? "from the bounce buffer" : "into the bounce buffer", when,
+                 rc == IXL_ERR_NO_MEMORY ? "out of memory for the bounce buffer"
+                                         : "the GPU or its driver failed");
         op_end(e, op, rc == IXL_ERR_NO_MEMORY ? rc : IXL_ERR_BACKEND, msg);
         return;
     }

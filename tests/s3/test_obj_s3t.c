@@ -18,7 +18,8 @@
  * release while CreateMultipartUpload's answer stalls (the upload it creates is aborted, also
  * when the engine is destroyed at once), a closed port, the server killed mid-transfer.
  *
- * vram: VRAM on the simulated device (IXL_CUDA_LIBRARY, copies slowed to 50 ms): WRITE from
+ * vram: VRAM on the simulated device (IXL_CUDA_LIBRARY, copies slowed to 50 ms): a failed
+ * device copy (IXL_CUDASIM_FAIL_COPY) fails the WRITE, which succeeds when posted again; WRITE from
  * VRAM (multipart and single PUT) and READ into poisoned VRAM (whole, ranges at offsets), the
  * READ completing only after its device copies, release of a READ and of a multipart WRITE in
  * flight (no late writes, no upload left).
@@ -786,6 +787,16 @@ static void group_vram(void)
     local_mem = IXL_MEM_VRAM;
     uint64_t mp = obj_reg(&c, "vram/mp"), one = obj_reg(&c, "vram/put");
 
+    fprintf(stderr, "vram: a failed device copy fails the WRITE; posted again it succeeds\n");
+    /* IXL_CUDASIM_FAIL_COPY=3: the sim's copies 1 and 2 filled v1 and v2, the WRITE's own is 3
+     * (and the stream stays failed: OBJ replaces it). */
+    int frc = run1(&c, IXL_OP_WRITE, v1 + 1000, 50000, one, 0);
+    if (frc != IXL_ERR_BACKEND || strstr(last_msg, "copy") == NULL)
+        check_fail(__FILE__, __LINE__, "WRITE with a failed copy: %s (%s), want IXL_ERR_BACKEND",
+                   ixl_strerror(frc), last_msg);
+    fprintf(stderr, "  ok %s\n", last_msg);
+    CHECK(s3_object(&srv, BUCKET, "vram/put", back, len) == -1); /* nothing sent */
+
     fprintf(stderr, "vram: WRITE VRAM -> a multipart object and a single PUT\n");
     s3_reset(&srv);
     OK1(&c, IXL_OP_WRITE, v1, len, mp, 0, "VRAM -> multipart object");
@@ -887,6 +898,7 @@ int main(int argc, char **argv)
         char delay[32];
         snprintf(delay, sizeof(delay), "%d", VRAM_DELAY_MS * 1000);
         setenv("IXL_CUDASIM_DELAY_US", delay, 1); /* read when the sim loads, later */
+        setenv("IXL_CUDASIM_FAIL_COPY", "3", 1);  /* group_vram's first WRITE */
     }
     struct ixl_plugin_info pi = {.size = sizeof(pi)};
     if (ixl_plugin_find("OBJ", &pi) != IXL_OK)
