@@ -18,10 +18,24 @@
 #              time (--batch 1 --depth 1); OBJ's own parallelism inside a request (READ ranges of
 #              read_split, multipart parts) is its to use
 #     target: ixl >= 0.9x curl
+#   multipart, for each size of SIZES of at least MPU_MIN (64M, OBJ's mpu_threshold): the same
+#     WRITE compared like for like (MPU_ROWS=0 leaves these rows out):
+#       write-mpu: ixl's default (a multipart upload in parts of PART (8M), sent in parallel)
+#              against curl doing the same by hand: one curl for CreateMultipartUpload, one
+#              curl --parallel for the parts (dump-header for their ETags), one curl for
+#              CompleteMultipartUpload, per object (3 processes per object: their start-up is in
+#              curl's time)
+#       write-put: ixl with mpu_threshold above the size (one PUT, as curl's row does)
+#     no target: these rows show where the time of the "write" row goes on this server
 #   many objects: MANY (1000) objects of MANY_SIZE (64K), WRITE then READ:
 #       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16)
 #       ixl:   one request of MANY descriptors, max_conns=PAR
 #     targets: ixl >= 2x curl one by one, and >= 0.9x curl --parallel
+# Columns srv:ixl and srv:par: the server's CPU time (user + system, /proc/PID/stat) over the
+# wall time of ixl's and curl --parallel's runs (medians): near 1.00 for a one-thread server
+# (s3rver: one Node process, its I/O threads included) means the server is the limit; ms/obj:
+# the server's CPU milliseconds per object during ixl's run (1000 / ms/obj objects a second is
+# what the server can serve on one core, whoever asks).
 # Every curl is signed like ixl's requests: --aws-sigv4 "aws:amz:REGION:s3" --user KEY:SECRET,
 # x-amz-content-sha256: UNSIGNED-PAYLOAD, no wait for "100 Continue" (--expect100-timeout 0, as
 # OBJ; not -H "Expect:", which curl 7.88 signs while leaving it out).
@@ -30,7 +44,8 @@
 #
 # Environment: BUILD_DIR (default build-bench; configured Release when missing), ROUNDS (5),
 # SIZES ("1M 16M 64M"), BYTES (128M), COUNT (BYTES/size), MANY (1000), MANY_SIZE (64K), PAR
-# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), QUICK=1 (ROUNDS=3,
+# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), MPU_ROWS (1), MPU_MIN
+# (64M), PART (8M), QUICK=1 (ROUNDS=3,
 # SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
 # IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"), MANY=0
 # (no many-object rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
@@ -54,6 +69,9 @@ region=${REGION:-us-east-1}
 ak=${ACCESS_KEY:-S3RVER} # s3rver's built-in credentials
 sk=${SECRET_KEY:-S3RVER}
 bucket=ixlbench
+mpu_rows=${MPU_ROWS:-1}
+mpu_min=${MPU_MIN:-64M}
+part=${PART:-8M}
 timeout_s=300 # per command: a hung run must not hang the benchmark
 
 bytes() { # 64M -> 67108864
@@ -170,18 +188,69 @@ curl_run() {
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f\n", b - a }'
 }
 
+# curl_mpu PREFIX N FILE SIZE: a multipart upload of FILE to each of N objects by hand, one
+# object after the other, parts of PART sent by one curl --parallel; prints the seconds.
+curl_mpu() {
+    local prefix=$1 n=$2 file=$3 size=$4 t0 t1 i p id url cfg xml parts
+    parts=$work/src/$size.parts
+    if [ ! -d "$parts" ]; then
+        mkdir -p "$parts"
+        split -b "$(bytes "$part")" -d -a 5 "$file" "$parts/p"
+    fi
+    t0=$(now)
+    for ((i = 0; i < n; i++)); do
+        url=$endpoint/$bucket/$prefix-$i
+        id=$(timeout "$timeout_s" "${curl_base[@]}" -X POST "$url?uploads=" |
+            sed -n 's:.*<UploadId>\([^<]*\)</UploadId>.*:\1:p')
+        if [ -z "$id" ]; then
+            echo "obj.sh: curl CreateMultipartUpload $url failed" >&2
+            return 1
+        fi
+        cfg=$work/mpu.cfg
+        : >"$cfg"
+        p=0
+        for f in "$parts"/p*; do
+            p=$((p + 1))
+            { echo "url = \"$url?partNumber=$p&uploadId=$id\""
+              echo "upload-file = \"$f\""
+              echo "output = \"/dev/null\""; } >>"$cfg"
+        done
+        # Each part's number and ETag, one line per part as it completes.
+        if ! timeout "$timeout_s" "${curl_base[@]}" --parallel --parallel-max "$par" \
+            -w '%{url} %header{etag}\n' --config "$cfg" >"$work/mpu.etags" 2>"$work/curl.out"; then
+            head -c 2000 "$work/curl.out" >&2
+            echo "obj.sh: curl UploadPart $url failed" >&2
+            return 1
+        fi
+        xml="<CompleteMultipartUpload>$(sed 's/.*partNumber=\([0-9]*\)&[^ ]* \(.*\)/\1 \2/' \
+            "$work/mpu.etags" | sort -n | tr -d '\r' |
+            awk '{ printf "<Part><PartNumber>%s</PartNumber><ETag>%s</ETag></Part>", $1, $2 }')"
+        xml+="</CompleteMultipartUpload>"
+        if ! timeout "$timeout_s" "${curl_base[@]}" -X POST --data-binary "$xml" \
+            -H "Content-Type: application/xml" "$url?uploadId=$id" -o "$work/mpu.done" ||
+            ! grep -q "CompleteMultipartUploadResult" "$work/mpu.done"; then
+            echo "obj.sh: curl CompleteMultipartUpload $url failed" >&2
+            return 1
+        fi
+    done
+    t1=$(now)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f\n", b - a }'
+}
+
 # --- ixl ------------------------------------------------------------------------------------
 [ -d "$build/lib/plugins" ] && export IXL_PLUGIN_DIR="$build/lib/plugins"
 ixl_opts=(--opt "endpoint_override=$endpoint" --opt "bucket=$bucket" --opt "access_key=$ak"
     --opt "secret_key=$sk" --opt "region=$region")
 for o in ${IXL_OPTS:-}; do ixl_opts+=(--opt "$o"); done
 
-# ixl_run OP SIZE N BATCH: prints the seconds ixlbench took to move N objects of SIZE (BATCH
+# ixl_run OP SIZE N BATCH [OPTION...]: prints the seconds ixlbench took to move N objects of SIZE (BATCH
 # per request, one request at a time; objects ixl-SIZE/0.., see docs/ixlbench.md), from its CSV
 # (the timed part: request creation, post, completion, release).
 ixl_run() {
-    local op=$1 size=$2 n=$3 batch=$4 out
-    out=$(timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" \
+    local op=$1 size=$2 n=$3 batch=$4 out o more=()
+    shift 4
+    for o in "$@"; do more+=(--opt "$o"); done
+    out=$(timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" "${more[@]}" \
         --opt "max_conns=$par" --obj-prefix "ixl-$size" --op "$op" --block "$size" \
         --batch "$batch" --iters $((n / batch)) --warmup 0 --no-check --csv 2>"$work/ixl.err")
     local rc=$?
@@ -229,6 +298,8 @@ median() {
 
 results=$work/results
 : >"$results"
+hz=$(getconf CLK_TCK)
+srv_ticks() { awk '{ print $14 + $15 }' "/proc/$srv_pid/stat" 2>/dev/null || echo 0; }
 # record ROW TOOL SECONDS
 record() { echo "$1 $2 $3" >>"$results"; }
 
@@ -241,6 +312,10 @@ for size in $sizes; do
     [ "$n" -lt 2 ] && n=2
     head -c "$b" /dev/urandom >"$work/src/$size.dat"
     for op in $ops; do rows+=("$op:$size:$n:1"); done
+    if [ "$mpu_rows" = 1 ] && [ "$b" -ge "$(bytes "$mpu_min")" ] &&
+        [[ " $ops " == *" write "* ]]; then
+        rows+=("write-mpu:$size:$n:1" "write-put:$size:$n:1")
+    fi
 done
 head -c "$(bytes "$many_size")" /dev/urandom >"$work/src/many.dat"
 if [ "$many" -gt 0 ]; then
@@ -254,21 +329,32 @@ for ((r = 1; r <= rounds; r++)); do
         [ "$batch" -gt 1 ] && src=$work/src/many.dat
         tools=(curl ixl)
         [ "$batch" -gt 1 ] && tools=(curl curlpar ixl)
+        [ "$op" = write-mpu ] && tools=(curlmpu ixl)
+        xop=${op%-*} # write-mpu, write-put: WRITE
+        xopts=()
+        [ "$op" = write-put ] && xopts=("mpu_threshold=$(($(bytes "$size") + 1))")
         if ((r % 2 == 0)); then # alternate the order
             rev=()
             for t in "${tools[@]}"; do rev=("$t" "${rev[@]}"); done
             tools=("${rev[@]}")
         fi
         for tool in "${tools[@]}"; do
+            c0=$(srv_ticks)
             case $tool in
-            curl) s=$(curl_run "$op" "c-$size" "$n" "$src") ;;
-            curlpar) s=$(curl_run "$op" "c-$size" "$n" "$src" --parallel --parallel-max "$par") ;;
+            curl) s=$(curl_run "$xop" "c-$size" "$n" "$src") ;;
+            curlpar) s=$(curl_run "$xop" "c-$size" "$n" "$src" --parallel --parallel-max "$par") ;;
+            curlmpu) s=$(curl_mpu "cm-$size" "$n" "$src" "$size") ;;
             ixl)
                 if [ "${IXL_SKIP:-0}" = 1 ]; then continue; fi
-                s=$(ixl_run "$op" "$size" "$n" "$batch")
+                s=$(ixl_run "$xop" "$size" "$n" "$batch" "${xopts[@]}")
                 ;;
             esac || { status=1; continue; }
+            c1=$(srv_ticks)
             record "$row" "$tool" "$s"
+            record "$row" "$tool-srv" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v s="$s" \
+                'BEGIN { printf "%.3f\n", (s > 0 ? (b - a) / hz / s : 0) }')"
+            record "$row" "$tool-cpu" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" \
+                'BEGIN { printf "%.3f\n", (b - a) / hz }')"
         done
     done
 done
@@ -286,15 +372,20 @@ verdict() { awk -v r="$1" -v t="$2" 'BEGIN { print (r != "nan" && r >= t) ? "pas
 echo
 echo "OBJ vs curl on $server, $rounds interleaved rounds, medians; GB/s = 10^9 B/s" \
     "(load at the end: $(uptime | sed 's/.*load average: //'))"
-fmt='%-6s %-14s %10s %10s %12s %8s %8s  %s\n'
+fmt='%-9s %-12s %9s %9s %9s %8s %8s %7s %7s %6s  %s\n'
 # shellcheck disable=SC2059 # the format is this script's
-printf "$fmt" op objects curl curl-par ixl ixl/curl ixl/par targets
+printf "$fmt" op objects curl curl-par ixl ixl/curl ixl/par srv:ixl srv:par ms/obj targets
 for row in "${rows[@]}"; do
     IFS=: read -r op size n batch <<<"$row"
     total=$(($(bytes "$size") * n))
-    c=$(grep "^$row curl " "$results" | awk '{ print $3 }' | median)
+    c=$(grep -E "^$row curl(mpu)? " "$results" | awk '{ print $3 }' | median)
     p=$(grep "^$row curlpar " "$results" | awk '{ print $3 }' | median)
     x=$(grep "^$row ixl " "$results" | awk '{ print $3 }' | median)
+    sx=$(grep "^$row ixl-srv " "$results" | awk '{ print $3 }' | median)
+    sp=$(grep "^$row curlpar-srv " "$results" | awk '{ print $3 }' | median)
+    [ "$sp" = nan ] && sp=-
+    mo=$(grep "^$row ixl-cpu " "$results" | awk '{ print $3 }' | median |
+        awk -v n="$n" '{ if ($1 == "nan") print "nan"; else printf "%.2f", $1 * 1000 / n }')
     gc=$(gbps "$c" "$total")
     gp=$(gbps "$p" "$total")
     gx=$(gbps "$x" "$total")
@@ -302,12 +393,20 @@ for row in "${rows[@]}"; do
     rp=$(ratio "$p" "$x")
     if [ "$batch" -gt 1 ]; then
         tg="ixl/curl >= 2: $(verdict "$rc" 2), ixl/par >= 0.9: $(verdict "$rp" 0.9)"
+    elif [ "$op" = write-mpu ]; then
+        gp=-
+        rp=-
+        tg="(no target: curl multipart by hand, parts of $part in parallel)"
+    elif [ "$op" = write-put ]; then
+        gp=-
+        rp=-
+        tg="(no target: ixl with mpu_threshold above the size: one PUT)"
     else
         gp=-
         rp=-
         tg="ixl/curl >= 0.9: $(verdict "$rc" 0.9)"
     fi
     # shellcheck disable=SC2059
-    printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$tg"
+    printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$sx" "$sp" "$mo" "$tg"
 done
 exit $status

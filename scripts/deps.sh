@@ -6,7 +6,7 @@ goal=${1:-build}
 
 pkgs="cmake make gcc libc6-dev pkg-config liburing-dev libucx-dev ucx-utils libcurl4-openssl-dev zlib1g-dev libjansson-dev libssl-dev"
 case "$goal" in
-test) pkgs="$pkgs g++ clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox e2fsprogs util-linux etcd-server curl abigail-tools python3-botocore" ;;
+test) pkgs="$pkgs g++ clang clang-format libclang-rt-14-dev iproute2 gnuplot-nox e2fsprogs util-linux etcd-server curl abigail-tools python3-botocore openssl" ;;
 run) ;;
 plot) pkgs="$pkgs gnuplot-nox" ;; # ixlbench --plot
 esac

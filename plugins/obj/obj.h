@@ -1,6 +1,6 @@
 /*
- * OBJ: the object-store backend (DRAM <-> OBJ over the S3 protocol, libcurl). See README.md for
- * the contract: options, descriptors, errors.
+ * OBJ: the object-store backend (DRAM or VRAM <-> OBJ over the S3 protocol, libcurl). See
+ * README.md for the contract: options, descriptors, errors.
  *
  * obj_engine.c: options, registration, query_mem, requests (prep/post/check/release).
  * obj_loop.c:   the engine's one event-loop thread driving a curl multi handle: every HTTP
@@ -8,6 +8,20 @@
  *               that the loop starts when a connection slot is free (max_conns), retries with
  *               backoff, and finishes.
  * obj_parse.c:  the bounded parsers of what the server sends (fuzzed).
+ *
+ * VRAM (GPU memory, through the core's device layer, host->dev): an op of a VRAM descriptor
+ * moves its bytes through a host bounce buffer of its own (op->bounce, op->len bytes, held from
+ * its start to its end). A PUT or part first copies device -> bounce (the op waits on e->to_copy,
+ * then e->copies, then goes back to the queue's head, staged); a GET lands in the bounce buffer
+ * and then copies bounce -> device before the op ends. The loop thread makes every device call
+ * (one stream per GPU, an event per copy, polled without blocking). Ops copying count against
+ * max_conns with those in the multi (n_active + n_copies), so at most max_conns bounce buffers
+ * are in use, and in r->active, so release waits for their copies (no late writes into VRAM).
+ *
+ * A CreateMultipartUpload in flight at release stays in the multi: the request becomes a
+ * zombie (r->zombie), freed by the loop when its last create ends; a create that answers with an
+ * UploadId is then aborted, so no orphaned upload remains (bounded by timeout_ms; the engine's
+ * destruction waits for it).
  *
  * Locking: one mutex per engine (e->lock) guards the queue of ops waiting to start, the
  * retry list, every op's and request's progress fields (status, counters) and the flags
@@ -44,8 +58,9 @@ struct obj_md {
     enum ixl_mem type;
     uint64_t addr, len; /* the region as registered (OBJ len 0: the whole object) */
     char bucket[OBJ_BUCKET_MAX];
-    char *key; /* OBJ: the object key (malloc'd) */
-    char *url; /* OBJ: the object's URL, key encoded (malloc'd) */
+    char *key;   /* OBJ: the object key (malloc'd) */
+    char *url;   /* OBJ: the object's URL, key encoded (malloc'd) */
+    int ordinal; /* VRAM: the GPU */
 };
 
 enum obj_op_kind {
@@ -58,7 +73,8 @@ enum obj_op_kind {
     OP_MPU_ABORT
 };
 
-enum obj_op_state { OPS_IDLE, OPS_QUEUED, OPS_DELAYED, OPS_ACTIVE, OPS_DONE };
+/* OPS_COPY: a VRAM op's device copy waits to start (e->to_copy) or runs (e->copies). */
+enum obj_op_state { OPS_IDLE, OPS_QUEUED, OPS_DELAYED, OPS_ACTIVE, OPS_COPY, OPS_DONE };
 
 struct obj_upload;
 struct obj_req;
@@ -102,6 +118,14 @@ struct obj_op {
     char *resp; /* a bounded copy of a body that is not data (XML), malloc'd */
     size_t resp_len;
     uint64_t content_length; /* HEAD */
+    /* VRAM descriptors (the loop's, e->lock): the device address, its GPU, the bounce buffer
+     * (buf points at it while held), whether it holds the bytes to send (PUT, PART), the
+     * direction and event of the copy in flight. */
+    bool vram, staged, to_dev;
+    int ord;
+    uint8_t *dev_buf;
+    uint8_t *bounce;
+    struct ixl_dev_event *ev;
 };
 
 /* A multipart upload of one WRITE descriptor. */
@@ -133,6 +157,7 @@ struct obj_req {
     _Atomic int state;
     int status;
     bool reported, canceled;
+    bool zombie; /* released with a CreateMultipartUpload in flight: the loop frees it */
     char msg[768];
     uint64_t bytes;
 };
@@ -178,6 +203,16 @@ struct obj_engine {
     bool cancel_pending; /* a release waits for the loop */
     uint32_t orphans;    /* engine-owned aborts in flight */
     uint64_t rng;
+    /* VRAM (obj_loop.c): the device layer (NULL: no VRAM, mem_why says why), a stream per GPU
+     * (the loop's), VRAM ops waiting for their copy to start and those copying. */
+    const struct ixl_devops *dev;
+    int n_devs;
+    char mem_why[256];
+    struct ixl_dev_stream **streams;
+    bool *stream_broken;      /* a copy on it failed: replaced once its copies are done */
+    uint32_t *stream_pending; /* copies in flight on it */
+    struct obj_op *to_copy, *copies;
+    uint32_t n_copies;
 };
 
 /* ---- obj_engine.c -------------------------------------------------------------------------- */
@@ -199,7 +234,13 @@ void obj_req_fail(struct obj_req *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* An op of r ended (e->lock held): finishes r when nothing is left. */
 void obj_req_op_ended(struct obj_engine *e, struct obj_req *r);
-/* Queues an AbortMultipartUpload for up owned by the engine (e->lock held). */
-void obj_abort_upload(struct obj_engine *e, const struct obj_md *obj, const char *upload_id);
+/* Queues an AbortMultipartUpload of upload_id of the object at url (named key in logs), owned
+ * by the engine (e->lock held). */
+void obj_abort_upload(struct obj_engine *e, const char *url, const char *key,
+                      const char *upload_id);
+/* Frees a request (its ops' bounce buffers and URLs too). */
+void obj_req_free(struct obj_req *r);
+/* VRAM: finds the device layer (creation): sets e->dev or e->mem_why. */
+void obj_dev_init(struct obj_engine *e);
 
 #endif

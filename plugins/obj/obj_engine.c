@@ -1,5 +1,7 @@
 /* OBJ: options, registration, query_mem and requests. */
 #include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include "obj.h"
 
 #define OBJ_MEMS (IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_OBJ))
+#define OBJ_MEMS_ALL (OBJ_MEMS | IXL_MEM_BIT(IXL_MEM_VRAM)) /* VRAM where there is a GPU */
 
 enum obj_opt {
     OO_ACCESS_KEY,
@@ -254,6 +257,16 @@ static int parse_options(struct obj_engine *e, const struct ixl_engine_init *ini
         strchr(e->session_token, '\r'))
         return obj_error(e, IXL_ERR_INVALID_ARG,
                          "OBJ: access_key must not hold ':', session_token no line break");
+    if (e->ca_bundle[0]) {
+        /* Said at creation, not as a TLS error at the first request. */
+        int fd = obj_sys()->open(e->ca_bundle, O_RDONLY | O_CLOEXEC, 0);
+        if (fd < 0)
+            return obj_error(e, IXL_ERR_INVALID_ARG,
+                             "OBJ: ca_bundle '%s' cannot be read (%s): give a PEM file of the CA "
+                             "certificates that sign the endpoint's certificate",
+                             e->ca_bundle, strerror(errno));
+        obj_sys()->close(fd);
+    }
     snprintf(e->sigv4, sizeof(e->sigv4), "aws:amz:%s:s3", e->region);
     /* The endpoint: scheme://host[:port], no path. */
     snprintf(e->scheme, sizeof(e->scheme), "%s", o[OO_SCHEME].i == 1 ? "http" : "https");
@@ -342,6 +355,7 @@ static int obj_create(const struct ixl_engine_init *init, struct ixl_engine **ou
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&e->cond, &ca);
     pthread_condattr_destroy(&ca);
+    obj_dev_init(e);
     char why[256];
     rc = obj_loop_start(e, why, sizeof(why));
     if (rc != IXL_OK) {
@@ -355,13 +369,17 @@ static int obj_create(const struct ixl_engine_init *init, struct ixl_engine **ou
            e->endpoint, e->region, e->bucket, e->virtual_addressing ? "virtual-hosted" : "path");
     e->base.size = sizeof(struct ixl_engine);
     e->base.caps = IXL_CAP_LOCAL;
-    e->base.mem_mask = OBJ_MEMS;
+    e->base.mem_mask = e->dev ? OBJ_MEMS_ALL : OBJ_MEMS;
+    e->base.mem_why = e->mem_why; /* "" with a device */
     *out = &e->base;
     return IXL_OK;
 destroy_lock:
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
 free_engine:
+    free(e->streams);
+    free(e->stream_broken);
+    free(e->stream_pending);
     free(e);
     return rc;
 }
@@ -372,6 +390,9 @@ static void obj_destroy(struct ixl_engine *base)
     obj_loop_stop(e);
     pthread_cond_destroy(&e->cond);
     pthread_mutex_destroy(&e->lock);
+    free(e->streams);
+    free(e->stream_broken);
+    free(e->stream_pending);
     free(e);
 }
 
@@ -477,14 +498,33 @@ static int obj_register(struct ixl_engine *base, enum ixl_mem type, const struct
                         struct ixl_md **out)
 {
     struct obj_engine *e = (struct obj_engine *)base;
-    if (!(OBJ_MEMS & IXL_MEM_BIT(type)))
-        return obj_error(e, IXL_ERR_BAD_MEM_TYPE, "OBJ registers DRAM and OBJ only");
+    if (type == IXL_MEM_VRAM && e->dev == NULL)
+        return obj_error(e, IXL_ERR_BAD_MEM_TYPE, "OBJ cannot register VRAM here: %s", e->mem_why);
+    if (!(OBJ_MEMS_ALL & IXL_MEM_BIT(type)))
+        return obj_error(e, IXL_ERR_BAD_MEM_TYPE, "OBJ registers DRAM, VRAM and OBJ only");
+    int ordinal = -1;
+    if (type == IXL_MEM_VRAM) {
+        struct ixl_dev_ptr p = {.size = sizeof(p)};
+        char why[256] = "";
+        int rc = e->dev->classify(e->dev->ctx, (const void *)(uintptr_t)d->addr, (size_t)d->len, &p,
+                                  why, sizeof(why));
+        if (rc != IXL_OK)
+            return obj_error(e, rc, "OBJ: VRAM region 0x%" PRIx64 "+%" PRIu64 ": %s", d->addr,
+                             d->len, why[0] ? why : "the device layer cannot classify it");
+        if (p.ordinal < 0)
+            return obj_error(e, IXL_ERR_INVALID_ARG,
+                             "OBJ: VRAM region 0x%" PRIx64 "+%" PRIu64
+                             " is not device memory (register host memory as DRAM)",
+                             d->addr, d->len);
+        ordinal = p.ordinal;
+    }
     struct obj_md *m = obj_sys()->calloc(1, sizeof(*m));
     if (m == NULL)
         return IXL_ERR_NO_MEMORY;
     m->type = type;
     m->addr = d->addr;
     m->len = d->len;
+    m->ordinal = ordinal;
     if (type == IXL_MEM_OBJ) {
         int rc = make_obj_md(e, d, m);
         if (rc != IXL_OK) {
@@ -582,6 +622,17 @@ free_mds:
 /* ---- requests -----------------------------------------------------------------------------------
  */
 
+/* A VRAM descriptor's op: buf is a device address, moved through a bounce buffer. */
+static void obj_op_vram(struct obj_op *o, const struct obj_md *mem)
+{
+    if (o->kind != OP_GET && o->kind != OP_PUT && o->kind != OP_MPU_PART)
+        return;
+    o->vram = true;
+    o->ord = mem ? mem->ordinal : 0;
+    o->dev_buf = o->buf;
+    o->buf = NULL;
+}
+
 static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,
                     const struct ixl_xfer_side *remote, const char *remote_agent,
                     const struct ixl_xfer_opts *opts, struct ixl_req **out)
@@ -593,13 +644,16 @@ static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xf
                          "storage backends do not support notifications: omit the notification");
     bool lobj = local->type == IXL_MEM_OBJ, robj = remote->type == IXL_MEM_OBJ;
     enum ixl_mem mem_type = lobj ? remote->type : local->type;
-    if (lobj == robj || mem_type != IXL_MEM_DRAM)
+    if (lobj == robj || (mem_type != IXL_MEM_DRAM && mem_type != IXL_MEM_VRAM))
         return obj_error(e, IXL_ERR_BAD_MEM_TYPE,
-                         "OBJ moves data between DRAM and OBJ, not %s to %s",
+                         "OBJ moves data between DRAM or VRAM and OBJ, not %s to %s",
                          lobj                       ? "OBJ"
                          : mem_type == IXL_MEM_DRAM ? "DRAM"
                                                     : "this memory",
                          robj ? "OBJ" : "memory");
+    bool vram = mem_type == IXL_MEM_VRAM;
+    if (vram && e->dev == NULL)
+        return obj_error(e, IXL_ERR_BAD_MEM_TYPE, "OBJ cannot move VRAM here: %s", e->mem_why);
     const struct ixl_xfer_desc *mem = lobj ? remote->descs : local->descs;
     const struct ixl_xfer_desc *obj = lobj ? local->descs : remote->descs;
     bool to_obj = (op == IXL_OP_WRITE) == robj;
@@ -666,6 +720,7 @@ static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xf
         const struct obj_md *m = (const struct obj_md *)obj[i].md;
         uint8_t *buf = (uint8_t *)(uintptr_t)mem[i].addr;
         uint64_t len = obj[i].len;
+        size_t k_first = k;
         if (!to_obj) {
             for (uint64_t off = 0; off < len; off += e->read_split) {
                 struct obj_op *o = &r->ops[k++];
@@ -696,6 +751,10 @@ static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xf
             k += parts;
             up->complete = &r->ops[k++];
             up->create->kind = OP_MPU_CREATE;
+            /* Its own URL: a create released in flight outlives the registration. */
+            up->create->own_url = obj_sys()->strdup(m->url);
+            if (up->create->own_url == NULL)
+                goto no_memory;
             up->complete->kind = OP_MPU_COMPLETE;
             for (uint32_t p = 0; p < parts; p++) {
                 struct obj_op *o = &up->parts[p];
@@ -711,17 +770,17 @@ static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xf
                 o->up = up;
             }
         }
+        for (size_t j = k_first; vram && j < k; j++) /* device addresses: staged */
+            obj_op_vram(&r->ops[j], (const struct obj_md *)mem[i].md);
     }
     *out = (struct ixl_req *)r;
     return IXL_OK;
 no_memory:
-    for (size_t i = 0; r->ups && i < n_ups; i++) {
-        free(r->ups[i].etags);
-        free(r->ups[i].crcs);
-    }
-    free(r->ups);
-    free(r->ops);
-    free(r);
+    if (r->ops == NULL)
+        r->n_ops = 0;
+    if (r->ups == NULL)
+        r->n_ups = 0;
+    obj_req_free(r);
     return IXL_ERR_NO_MEMORY;
 }
 
@@ -749,6 +808,12 @@ static int obj_post(struct ixl_engine *base, struct ixl_req *req, const struct i
         struct obj_op *o = &r->ops[i];
         o->state = OPS_IDLE;
         o->tries = 0;
+        if (o->vram) { /* the VRAM may hold other bytes now */
+            free(o->bounce);
+            o->bounce = NULL;
+            o->buf = NULL;
+            o->staged = false;
+        }
         /* Multipart parts and completions start when their upload exists / parts are in. */
         if (o->kind == OP_MPU_PART || o->kind == OP_MPU_COMPLETE)
             continue;
@@ -784,6 +849,15 @@ static int obj_check(struct ixl_engine *base, struct ixl_req *req)
     }
 }
 
+/* r's CreateMultipartUploads in the multi (e->lock held). */
+static uint32_t active_creates(const struct obj_req *r)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < r->n_ups; i++)
+        n += r->ups[i].create->state == OPS_ACTIVE;
+    return n;
+}
+
 static int obj_release(struct ixl_engine *base, struct ixl_req *req)
 {
     struct obj_engine *e = (struct obj_engine *)base;
@@ -791,7 +865,7 @@ static int obj_release(struct ixl_engine *base, struct ixl_req *req)
     pthread_mutex_lock(&e->lock);
     r->canceled = true;
     r->pending -= obj_dequeue_req(e, r);
-    if (r->active > 0) {
+    if (r->active > active_creates(r)) {
         /* The loop takes the request's easy handles out of the multi and says so: after that
          * no callback writes into the request's buffers. Bounded: the loop never blocks. */
         e->cancel_pending = true;
@@ -799,8 +873,9 @@ static int obj_release(struct ixl_engine *base, struct ixl_req *req)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += 5;
-        while (r->active > 0) {
-            if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) != 0 && r->active > 0) {
+        while (r->active > active_creates(r)) {
+            if (pthread_cond_timedwait(&e->cond, &e->lock, &ts) != 0 &&
+                r->active > active_creates(r)) {
                 if (r->status == IXL_OK) {
                     r->status = IXL_ERR_CANCELED;
                     snprintf(r->msg, sizeof(r->msg), "the request was canceled");
@@ -817,17 +892,24 @@ static int obj_release(struct ixl_engine *base, struct ixl_req *req)
     for (size_t i = 0; i < r->n_ups; i++) {
         struct obj_upload *up = &r->ups[i];
         if (up->started && !up->finished)
-            obj_abort_upload(e, up->create->obj, up->upload_id);
+            obj_abort_upload(e, up->create->obj->url, up->create->obj->key, up->upload_id);
+    }
+    /* A CreateMultipartUpload still in flight may create an upload: the loop keeps the
+     * request (a zombie, touching none of the caller's buffers or registrations) until its
+     * answer, and aborts the upload it names (obj_loop.c, zombie_create_end). */
+    bool zombie = false;
+    for (size_t i = 0; i < r->n_ups; i++) {
+        /* Such a create reads only its own URL (own_url), none of the registration. */
+        zombie |= r->ups[i].create->state == OPS_ACTIVE;
+    }
+    if (zombie) {
+        r->zombie = true;
+        r->mem = r->obj = NULL;
+        pthread_mutex_unlock(&e->lock);
+        return IXL_OK;
     }
     pthread_mutex_unlock(&e->lock);
-    for (size_t i = 0; i < r->n_ups; i++) {
-        free(r->ups[i].etags);
-        free(r->ups[i].crcs);
-        free(r->ups[i].complete_body);
-    }
-    free(r->ups);
-    free(r->ops);
-    free(r);
+    obj_req_free(r);
     return IXL_OK;
 }
 
@@ -861,7 +943,7 @@ static const struct ixl_plugin_desc obj_desc = {
     .name = "OBJ",
     .version = "1.0",
     .caps = IXL_CAP_LOCAL,
-    .mem_mask = OBJ_MEMS,
+    .mem_mask = OBJ_MEMS_ALL,
     .options = obj_options,
     .n_options = OO_COUNT,
     .create_engine = obj_create,

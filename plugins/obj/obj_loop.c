@@ -38,7 +38,7 @@ void obj_req_op_ended(struct obj_engine *e, struct obj_req *r)
         for (size_t i = 0; i < r->n_ups; i++) {
             struct obj_upload *up = &r->ups[i];
             if (up->started && !up->finished) {
-                obj_abort_upload(e, up->create->obj, up->upload_id);
+                obj_abort_upload(e, up->create->obj->url, up->create->obj->key, up->upload_id);
                 up->started = false;
             }
         }
@@ -95,20 +95,21 @@ void obj_wake(struct obj_engine *e)
         curl_multi_wakeup(e->multi);
 }
 
-void obj_abort_upload(struct obj_engine *e, const struct obj_md *obj, const char *upload_id)
+void obj_abort_upload(struct obj_engine *e, const char *obj_url, const char *key,
+                      const char *upload_id)
 {
     struct obj_op *op = obj_sys()->calloc(1, sizeof(*op));
-    size_t ul = strlen(obj->url), il = strlen(upload_id);
+    size_t ul = strlen(obj_url), il = strlen(upload_id);
     char *url = op ? obj_sys()->malloc(ul + 3 * il + 16) : NULL;
     if (url == NULL) {
         free(op);
         e->host->log(e->host->ctx, IXL_LOG_WARN,
                      "OBJ: out of memory: multipart upload %s of '%s' left to the bucket's "
                      "lifecycle rules",
-                     upload_id, obj->key);
+                     upload_id, key);
         return;
     }
-    memcpy(url, obj->url, ul);
+    memcpy(url, obj_url, ul);
     size_t o = ul;
     memcpy(url + o, "?uploadId=", 10);
     o += 10;
@@ -128,6 +129,250 @@ void obj_abort_upload(struct obj_engine *e, const struct obj_md *obj, const char
     e->orphans++;
     obj_enqueue(e, op);
     obj_wake(e);
+}
+
+void obj_req_free(struct obj_req *r)
+{
+    for (size_t i = 0; i < r->n_ups; i++) {
+        free(r->ups[i].etags);
+        free(r->ups[i].crcs);
+        free(r->ups[i].complete_body);
+    }
+    for (size_t i = 0; i < r->n_ops; i++) {
+        free(r->ops[i].bounce);
+        free(r->ops[i].own_url);
+    }
+    free(r->ups);
+    free(r->ops);
+    free(r);
+}
+
+/* ---- VRAM: device copies through bounce buffers (loop thread, e->lock held) ------------------ */
+
+#define DEVOPS_COVERS(d, f) ((d)->size >= offsetof(struct ixl_devops, f) + sizeof((d)->f))
+
+void obj_dev_init(struct obj_engine *e)
+{
+    const struct ixl_host *h = e->host;
+    e->dev = NULL;
+    if (h->size < offsetof(struct ixl_host, dev) + sizeof(h->dev) || h->dev == NULL ||
+        !DEVOPS_COVERS(h->dev, host_unpin)) {
+        snprintf(e->mem_why, sizeof(e->mem_why), "VRAM: the core has no device layer");
+        return;
+    }
+    char why[200] = "";
+    int n = h->dev->count(h->dev->ctx, why, sizeof(why));
+    if (n <= 0) {
+        snprintf(e->mem_why, sizeof(e->mem_why), "VRAM: %s",
+                 n == 0   ? "no GPU: the driver reports 0 devices"
+                 : why[0] ? why
+                          : "the device layer cannot say whether there is a GPU");
+        return;
+    }
+    e->streams = obj_sys()->calloc((size_t)n, sizeof(*e->streams));
+    e->stream_broken = obj_sys()->calloc((size_t)n, sizeof(*e->stream_broken));
+    e->stream_pending = obj_sys()->calloc((size_t)n, sizeof(*e->stream_pending));
+    if (e->streams == NULL || e->stream_broken == NULL || e->stream_pending == NULL) {
+        free(e->streams);
+        free(e->stream_broken);
+        free(e->stream_pending);
+        e->streams = NULL;
+        e->stream_broken = NULL;
+        e->stream_pending = NULL;
+        snprintf(e->mem_why, sizeof(e->mem_why), "VRAM: out of memory");
+        return;
+    }
+    e->n_devs = n;
+    e->dev = h->dev;
+}
+
+static void bounce_free(struct obj_op *op)
+{
+    if (op->vram) {
+        free(op->bounce);
+        op->bounce = NULL;
+        op->buf = NULL;
+    }
+}
+
+/* Queues op's device copy: to_dev, bounce -> VRAM (after a GET); else VRAM -> bounce (before a
+ * PUT or part). It counts in r->active and against max_conns until it ends. */
+static void copy_queue(struct obj_engine *e, struct obj_op *op, bool to_dev)
+{
+    op->to_dev = to_dev;
+    op->state = OPS_COPY;
+    op->next = e->to_copy;
+    e->to_copy = op;
+    e->n_copies++;
+    op->r->active++;
+}
+
+/* Enqueues op's copy and records its event; the device calls run without e->lock. IXL_OK (op
+ * joins e->copies), IXL_ERR_BUSY (its GPU's stream failed earlier and still has copies in
+ * flight: try later), or the error. */
+static int copy_start(struct obj_engine *e, struct obj_op *op)
+{
+    int ord = op->ord;
+    if (ord < 0 || ord >= e->n_devs)
+        return IXL_ERR_INVALID_ARG;
+    if (e->stream_broken[ord]) {
+        if (e->stream_pending[ord] > 0)
+            return IXL_ERR_BUSY;
+        if (e->streams[ord])
+            e->dev->stream_destroy(e->dev->ctx, e->streams[ord]);
+        e->streams[ord] = NULL;
+        e->stream_broken[ord] = false;
+    }
+    if (op->bounce == NULL) {
+        op->bounce = obj_sys()->malloc(op->len ? op->len : 1);
+        if (op->bounce == NULL)
+            return IXL_ERR_NO_MEMORY;
+        op->buf = op->bounce;
+    }
+    struct ixl_dev_stream *st = e->streams[ord];
+    struct ixl_dev_event *ev = NULL;
+    pthread_mutex_unlock(&e->lock);
+    int rc = IXL_OK;
+    if (st == NULL)
+        rc = e->dev->stream_create(e->dev->ctx, ord, &st);
+    if (rc == IXL_OK)
+        rc = op->to_dev ? e->dev->copy(e->dev->ctx, st, op->dev_buf, op->bounce, op->len)
+                        : e->dev->copy(e->dev->ctx, st, op->bounce, op->dev_buf, op->len);
+    if (rc == IXL_OK)
+        rc = e->dev->record(e->dev->ctx, st, &ev);
+    pthread_mutex_lock(&e->lock);
+    if (st != NULL)
+        e->streams[ord] = st;
+    if (rc != IXL_OK) {
+        e->stream_broken[ord] = st != NULL;
+        return rc;
+    }
+    op->ev = ev;
+    e->stream_pending[ord]++;
+    op->next = e->copies;
+    e->copies = op;
+    return IXL_OK;
+}
+
+static void op_end(struct obj_engine *e, struct obj_op *op, int status, const char *msg);
+
+/* op's copy ended (or never started: rc the reason): its next step. */
+static void copy_end(struct obj_engine *e, struct obj_op *op, int rc, const char *when)
+{
+    struct obj_req *r = op->r;
+    e->n_copies--;
+    r->active--;
+    if (r->canceled || (rc == IXL_OK && !op->to_dev && r->status != IXL_OK)) {
+        /* Released (release waits on r->active), or failed meanwhile: nothing more to do. */
+        op->state = OPS_IDLE;
+        r->pending--;
+        bounce_free(op);
+        if (r->canceled)
+            pthread_cond_broadcast(&e->cond);
+        else
+            obj_req_op_ended(e, r);
+        return;
+    }
+    if (rc != IXL_OK) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "OBJ %s '%s': the copy of %" PRIu64 " bytes %s GPU %d (0x%" PRIxPTR ") %s failed "
+                 "%s (%s; the device layer logged the driver's error)",
+                 op->to_dev ? "READ" : "WRITE", op->obj->key, op->len, op->to_dev ? "to" : "from",
+                 op->ord, (uintptr_t)op->dev_buf,
+                 op->to_dev ? "from the bounce buffer" : "into the bounce buffer", when,
+                 rc == IXL_ERR_NO_MEMORY ? "out of memory for the bounce buffer"
+                                         : "the GPU or its driver failed");
+        op_end(e, op, rc == IXL_ERR_NO_MEMORY ? rc : IXL_ERR_BACKEND, msg);
+        return;
+    }
+    if (op->to_dev) { /* the GET's bytes are in the VRAM: done */
+        op_end(e, op, IXL_OK, "");
+        return;
+    }
+    /* The bytes to send are in the bounce buffer: to the queue's head. */
+    op->staged = true;
+    op->state = OPS_QUEUED;
+    op->next = e->qhead;
+    e->qhead = op;
+    if (e->qtail == NULL)
+        e->qtail = op;
+}
+
+/* Starts the copies waiting to start and reaps those done (never blocks). */
+static void copies_step(struct obj_engine *e)
+{
+    struct obj_op *wait = e->to_copy, *later = NULL;
+    e->to_copy = NULL;
+    while (wait) {
+        struct obj_op *op = wait;
+        wait = op->next;
+        op->next = NULL;
+        struct obj_req *r = op->r;
+        if (r->canceled || (!op->to_dev && r->status != IXL_OK)) {
+            copy_end(e, op, IXL_OK, "");
+            continue;
+        }
+        int rc = copy_start(e, op);
+        if (rc == IXL_ERR_BUSY) {
+            op->next = later;
+            later = op;
+        } else if (rc != IXL_OK) {
+            copy_end(e, op, rc, "at enqueue");
+        }
+    }
+    /* Those that wait for a broken stream to drain go back (new arrivals stay first). */
+    while (later) {
+        struct obj_op *op = later;
+        later = op->next;
+        op->next = e->to_copy;
+        e->to_copy = op;
+    }
+    for (struct obj_op **pp = &e->copies; *pp;) {
+        struct obj_op *op = *pp;
+        int rc = e->dev->query(e->dev->ctx, op->ev);
+        if (rc == IXL_IN_PROGRESS) {
+            pp = &op->next;
+            continue;
+        }
+        *pp = op->next;
+        op->next = NULL;
+        e->dev->event_destroy(e->dev->ctx, op->ev);
+        op->ev = NULL;
+        e->stream_pending[op->ord]--;
+        if (rc != IXL_OK)
+            e->stream_broken[op->ord] = true;
+        copy_end(e, op, rc, "on the device");
+    }
+}
+
+/* Stopping: waits for the copies in flight, drops those not started, frees the streams. */
+static void copies_stop(struct obj_engine *e)
+{
+    while (e->copies) {
+        struct obj_op *op = e->copies;
+        e->copies = op->next;
+        op->next = NULL;
+        e->dev->wait(e->dev->ctx, op->ev);
+        e->dev->event_destroy(e->dev->ctx, op->ev);
+        op->ev = NULL;
+        e->stream_pending[op->ord]--;
+        op->next = e->to_copy;
+        e->to_copy = op;
+    }
+    while (e->to_copy) {
+        struct obj_op *op = e->to_copy;
+        e->to_copy = op->next;
+        op->next = NULL;
+        op->state = OPS_IDLE;
+        op->r->active--;
+        op->r->pending--;
+        e->n_copies--;
+        bounce_free(op);
+    }
+    for (int i = 0; e->streams && i < e->n_devs; i++)
+        if (e->streams[i])
+            e->dev->stream_destroy(e->dev->ctx, e->streams[i]);
 }
 
 /* ---- callbacks (loop thread, without e->lock) ---------------------------------------------- */
@@ -290,6 +535,12 @@ static void crc_b64(uint32_t crc, char *out, size_t cap)
 /* Sets the easy handle up for op: 0, or -1 (out of memory). Loop thread, without the lock. */
 static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
 {
+    if (op->vram && op->bounce == NULL) { /* a GET of VRAM lands here first */
+        op->bounce = obj_sys()->malloc(op->len ? op->len : 1);
+        if (op->bounce == NULL)
+            return -1;
+        op->buf = op->bounce;
+    }
     const char *base = op->own_url ? op->own_url : op->obj->url;
     size_t bl = strlen(base);
     char *url = obj_sys()->malloc(bl + 3 * sizeof(((struct obj_upload *)0)->upload_id) + 64);
@@ -735,9 +986,37 @@ static void orphan_done(struct obj_engine *e, struct obj_op *op)
 }
 
 /* An op's transfer ended with res (e->lock held, op detached). */
+/* A CreateMultipartUpload of a released request ended: an upload it created is aborted. */
+static void zombie_create_end(struct obj_engine *e, struct obj_op *op, CURLcode res)
+{
+    struct obj_req *r = op->r;
+    char id[sizeof(((struct obj_upload *)0)->upload_id)];
+    if (res == CURLE_OK && op->http >= 200 && op->http < 300 && op->resp &&
+        obj_xml_text(op->resp, op->resp_len, "UploadId", id, sizeof(id)) == 1 && id[0]) {
+        obj_abort_upload(e, op->own_url, op->own_url, id);
+    } else if (res != CURLE_OK) {
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "OBJ: CreateMultipartUpload of %s, released in flight, got no answer (%s): "
+                     "an upload the server may have created is left to the bucket's lifecycle "
+                     "rule for incomplete uploads",
+                     op->own_url, curl_easy_strerror(res));
+    }
+    free(op->resp);
+    op->resp = NULL;
+    op->resp_len = 0;
+    op->state = OPS_DONE;
+    if (r->active == 0)
+        obj_req_free(r);
+    pthread_cond_broadcast(&e->cond);
+}
+
 static void finish(struct obj_engine *e, struct obj_op *op, CURLcode res, const char *errbuf)
 {
     struct obj_req *r = op->r;
+    if (r && r->zombie) {
+        zombie_create_end(e, op, res);
+        return;
+    }
     bool canceled = r && r->canceled;
     char stall[96];
     if (res == CURLE_ABORTED_BY_CALLBACK && op->stalled) {
@@ -833,8 +1112,22 @@ static void finish(struct obj_engine *e, struct obj_op *op, CURLcode res, const 
         pthread_cond_broadcast(&e->cond);
         return;
     }
+    if (status == IXL_OK && !canceled && r->status == IXL_OK && op->vram && op->kind == OP_GET &&
+        op->len > 0) {
+        copy_queue(e, op, true); /* the bytes are in the bounce buffer: now to the VRAM */
+        return;
+    }
+    op_end(e, op, status, msg);
+}
+
+/* op ended with status (e->lock held): its request's bookkeeping and next steps. */
+static void op_end(struct obj_engine *e, struct obj_op *op, int status, const char *msg)
+{
+    struct obj_req *r = op->r;
+    bool canceled = r->canceled;
     op->state = OPS_DONE;
     r->pending--;
+    bounce_free(op);
     if (status != IXL_OK) {
         if (!canceled)
             obj_req_fail(r, status, "%s", msg);
@@ -877,14 +1170,15 @@ static void *loop_main(void *arg)
         if (e->stop) {
             if (stop_by == 0)
                 stop_by = obj_now_ms() + e->timeout_ms;
-            if ((e->orphans == 0 && e->n_active == 0) || obj_now_ms() > stop_by)
+            if ((e->orphans == 0 && e->n_active == 0 && e->n_copies == 0) || obj_now_ms() > stop_by)
                 break;
         }
         /* Cancels: take canceled requests' easy handles out of the multi, then say so. */
         if (e->cancel_pending) {
             for (uint32_t i = 0; i < e->max_conns; i++) {
                 struct obj_op *op = active[i];
-                if (op && op->r && op->r->canceled) {
+                /* A CreateMultipartUpload stays: its answer names an upload to abort. */
+                if (op && op->r && op->r->canceled && op->kind != OP_MPU_CREATE) {
                     detach(e, op);
                     op->state = OPS_IDLE;
                     op->r->pending--;
@@ -895,6 +1189,8 @@ static void *loop_main(void *arg)
             e->cancel_pending = false;
             pthread_cond_broadcast(&e->cond);
         }
+        if (e->dev && (e->to_copy || e->copies))
+            copies_step(e);
         /* Retries that are due go back to the queue's head. */
         long long now = obj_now_ms(), next_due = now + 1000;
         for (struct obj_op **pp = &e->delayed; *pp;) {
@@ -913,12 +1209,17 @@ static void *loop_main(void *arg)
             }
         }
         /* Start what fits. */
-        while (e->qhead && e->n_active < e->max_conns) {
+        while (e->qhead && e->n_active + e->n_copies < e->max_conns) {
             struct obj_op *op = e->qhead;
             e->qhead = op->next;
             if (e->qhead == NULL)
                 e->qtail = NULL;
             op->next = NULL;
+            if (op->vram && !op->staged && op->len > 0 &&
+                (op->kind == OP_PUT || op->kind == OP_MPU_PART)) {
+                copy_queue(e, op, false); /* VRAM -> bounce buffer first */
+                continue;
+            }
             uint32_t slot = 0;
             while (active[slot])
                 slot++;
@@ -950,7 +1251,12 @@ static void *loop_main(void *arg)
                     op->r->active--;
                 /* Out of memory: fail the op as a transfer error. */
                 op->easy = NULL;
-                if (op->r) {
+                if (op->r && op->r->zombie) { /* a released create: nothing was sent */
+                    op->state = OPS_DONE;
+                    if (op->r->active == 0)
+                        obj_req_free(op->r);
+                    pthread_cond_broadcast(&e->cond);
+                } else if (op->r) {
                     op->state = OPS_DONE;
                     op->r->pending--;
                     obj_req_fail(op->r, IXL_ERR_NO_MEMORY, "OBJ: out of memory starting a %s",
@@ -1003,7 +1309,11 @@ static void *loop_main(void *arg)
             pthread_mutex_unlock(&e->lock);
         }
         pthread_mutex_lock(&e->lock);
-        bool work = e->cancel_pending || (e->qhead && e->n_active < e->max_conns);
+        /* Copies waiting to start: at once, unless they wait for a stream to drain. */
+        bool work = e->cancel_pending || (e->to_copy && !e->copies) ||
+                    (e->qhead && e->n_active + e->n_copies < e->max_conns);
+        if (e->copies) /* device events have no descriptor to poll: look again soon */
+            next_due = obj_now_ms() + 1;
         long long wait = next_due - obj_now_ms();
         for (struct obj_op *op = e->delayed; op; op = op->next)
             if (op->due_ms - obj_now_ms() < wait)
@@ -1024,10 +1334,14 @@ static void *loop_main(void *arg)
         if (op->r) {
             op->r->active--;
             op->r->pending--;
+            if (op->r->zombie && op->r->active == 0)
+                obj_req_free(op->r);
         } else if (!op->w) {
             orphan_done(e, op);
         }
     }
+    if (e->dev)
+        copies_stop(e);
     while (e->qhead) { /* aborts never started */
         struct obj_op *op = e->qhead;
         e->qhead = op->next;

@@ -30,6 +30,8 @@ struct s3srv {
     int port;
     char dir[64];
     char endpoint[64]; /* http://127.0.0.1:PORT */
+    int tls_port;      /* with TLS (s3srv_start_tls): the HTTPS port, else 0 */
+    char tls_dir[96];  /* its certificates: ca.pem (the test CA), other-ca.pem, server.* */
 };
 
 static inline long long s3_now_ms(void)
@@ -56,9 +58,10 @@ static inline void s3srv_atexit(void)
         s3srv_stop(s3srv_live);
 }
 
-/* Starts the server with extra arguments (NULL-terminated list, may be NULL). Skips (77; under
- * CI=true fails) when python3 or botocore is missing. */
-static inline void s3srv_start(struct s3srv *s, const char *const *extra)
+/* Starts the server with extra arguments (NULL-terminated list, may be NULL); with tls, also
+ * HTTPS on s->tls_port with a test CA made at start (s->tls_dir/ca.pem). Skips (77; under
+ * CI=true fails) when python3, botocore or (tls) openssl is missing. */
+static inline void s3srv_start_tls(struct s3srv *s, const char *const *extra, int tls)
 {
     memset(s, 0, sizeof(*s));
     if (access("/usr/bin/python3", X_OK) != 0)
@@ -74,6 +77,11 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
     argv[n++] = IXL_S3T_SERVER_PY;
     argv[n++] = "--port-file";
     argv[n++] = port_file;
+    if (tls) {
+        snprintf(s->tls_dir, sizeof(s->tls_dir), "%s/tls", s->dir);
+        argv[n++] = "--tls-dir";
+        argv[n++] = s->tls_dir;
+    }
     for (; extra && *extra && n < 38; extra++)
         argv[n++] = *extra;
     argv[n] = NULL;
@@ -98,6 +106,8 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
         FILE *f = fopen(port_file, "r");
         if (f) {
             int ok = fscanf(f, "%d", &s->port) == 1;
+            if (ok && tls)
+                ok = fscanf(f, "%d", &s->tls_port) == 1 && s->tls_port > 0;
             fclose(f);
             if (ok && s->port > 0)
                 break;
@@ -112,8 +122,13 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
                 fclose(f);
             }
             s->pid = 0;
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
-                skip(1, "the S3 test server needs python3-botocore (scripts/deps.sh test)");
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+                char msg[700];
+                snprintf(msg, sizeof(msg),
+                         "the S3 test server needs python3-botocore%s (scripts/deps.sh test): %s",
+                         tls ? " and openssl" : "", why);
+                skip(1, msg);
+            }
             check_fail(__FILE__, __LINE__, "the S3 test server exited at start: %s", why);
         }
         if (s3_now_ms() - t0 > 20000)
@@ -121,6 +136,11 @@ static inline void s3srv_start(struct s3srv *s, const char *const *extra)
         s3_sleep_ms(20);
     }
     snprintf(s->endpoint, sizeof(s->endpoint), "http://127.0.0.1:%d", s->port);
+}
+
+static inline void s3srv_start(struct s3srv *s, const char *const *extra)
+{
+    s3srv_start_tls(s, extra, 0);
 }
 
 /* Whether the server process still runs (it exits on a "die" fault). */
@@ -161,6 +181,14 @@ static inline void s3srv_stop(struct s3srv *s)
     unlink(p);
     snprintf(p, sizeof(p), "%s/log", s->dir);
     unlink(p);
+    if (s->tls_dir[0]) {
+        static const char *const certs[] = {"ca.pem", "other-ca.pem", "server.pem", "server.key"};
+        for (size_t i = 0; i < sizeof(certs) / sizeof(certs[0]); i++) {
+            snprintf(p, sizeof(p), "%s/%s", s->tls_dir, certs[i]);
+            unlink(p);
+        }
+        rmdir(s->tls_dir);
+    }
     rmdir(s->dir);
 }
 

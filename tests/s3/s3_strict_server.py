@@ -10,6 +10,7 @@ mid-body on demand.
     /usr/bin/python3 tests/s3/s3_strict_server.py --port-file F [--access-key AK --secret-key SK]
         [--session-token T] [--region R | --any-region] [--bucket B ...]
         [--vhost-suffix localhost] [--small-parts] [--allow-missing-content-sha256]
+        [--tls-dir DIR]
 
 Listens on 127.0.0.1 with an ephemeral port (--port 0, the default); writes the port to
 --port-file (written whole, then renamed into place) and prints "PORT <n>" and "... listening
@@ -18,6 +19,14 @@ memory. SIGTERM/SIGINT end it. It takes s3rver's arguments as the OBJ tests' har
 (tests/s3/s3_server.h: IXL_S3_SERVER="/usr/bin/python3 tests/s3/s3_strict_server.py
 --access-key S3RVER --secret-key S3RVER --any-region" runs those tests against this server):
 --address, --port, --directory (ignored), --bucket.
+
+HTTPS (--tls-dir DIR): the server makes, with the openssl command line, a test CA (DIR/ca.pem),
+a server certificate it signs (DIR/server.pem, DIR/server.key: names localhost, 127.0.0.1 and
+BUCKET.<vhost-suffix> for each --bucket, for virtual-hosted addressing) and a second, unrelated
+CA (DIR/other-ca.pem, for "a wrong CA" cases), all valid for two days; then serves the same
+S3 over TLS on a second ephemeral port, written as the port file's second line (and printed
+"TLS <n>"). The first port stays plain HTTP (the control endpoint and plain requests). Exits 77
+with a message when openssl is missing.
 
 S3 subset (path-style /BUCKET/KEY, or virtual-hosted BUCKET.<vhost-suffix>[:port]/KEY):
   PUT object (Content-MD5 and x-amz-checksum-{crc32,crc32c,crc64nvme,sha1,sha256} verified),
@@ -82,7 +91,10 @@ import hmac
 import json
 import os
 import signal
+import shutil
 import socket
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -798,6 +810,57 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = False
     request_queue_size = 128
 
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError)):
+            return  # a client that refused the certificate (the TLS tests do, on purpose)
+        super().handle_error(request, client_address)
+
+
+def make_certs(d, names):
+    """A test CA, a server certificate for names (DNS names and IPs) signed by it, and an
+    unrelated CA, into directory d (openssl's command line; EC P-256 keys, quick to make)."""
+    if shutil.which("openssl") is None:
+        print("SKIP: the openssl command is missing (apt-get install openssl)", file=sys.stderr)
+        sys.exit(77)
+    os.makedirs(d, exist_ok=True)
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, cwd=d, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ca_ext = ["-addext", "basicConstraints=critical,CA:TRUE",
+              "-addext", "keyUsage=critical,keyCertSign,cRLSign"]
+    for ca in ("ca", "other-ca"):
+        run("req", "-x509", *key, "-keyout", ca + ".key", "-out", ca + ".pem", "-days", "2",
+            "-subj", "/CN=ixl S3 test " + ca, *ca_ext)
+    san = ",".join(("IP:" if n.replace(".", "").isdigit() else "DNS:") + n for n in names)
+    with open(os.path.join(d, "server.ext"), "w") as f:
+        f.write(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
+                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
+    run("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "server.ext")
+    for f in ("server.csr", "server.ext", "ca.srl", "ca.key", "other-ca.key"):
+        try:
+            os.unlink(os.path.join(d, f))
+        except OSError:
+            pass
+
+
+def tls_server(args, state):
+    """The same S3 over TLS on another ephemeral port (the handshake runs in the request's
+    thread, so a client that never finishes it blocks nobody)."""
+    d = args.tls_dir
+    names = ["localhost", "127.0.0.1"] + [b + "." + args.vhost_suffix for b in args.bucket]
+    make_certs(d, names)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(d, "server.pem"), os.path.join(d, "server.key"))
+    srv = Server((args.host, 0), Handler)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
+    srv.state = state
+    return srv
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -817,17 +880,30 @@ def main():
                    help="sign-check requests without x-amz-content-sha256 with the body's hash")
     p.add_argument("--small-parts", action="store_true",
                    help="accept multipart parts under S3's 5 MiB minimum")
+    p.add_argument("--tls-dir", help="also serve HTTPS: certificates made into this directory")
     args = p.parse_args()
     srv = Server((args.host, args.port), Handler)
     srv.state = State(args)
     port = srv.server_address[1]
+    tls = tls_server(args, srv.state) if args.tls_dir else None
+    lines = f"{port}\n" + (f"{tls.server_address[1]}\n" if tls else "")
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:
-            f.write(f"{port}\n")
+            f.write(lines)
         os.rename(tmp, args.port_file)
+    if tls:
+        print(f"TLS {tls.server_address[1]}", flush=True)
+        threading.Thread(target=tls.serve_forever, kwargs={"poll_interval": 0.1},
+                         daemon=True).start()
     print(f"PORT {port}\nixl S3 test server listening on {args.host}:{port}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=srv.shutdown).start())
+
+    def stop(*_):
+        threading.Thread(target=srv.shutdown).start()
+        if tls:
+            threading.Thread(target=tls.shutdown).start()
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         srv.serve_forever(poll_interval=0.1)
     except KeyboardInterrupt:

@@ -1,17 +1,31 @@
 /*
  * The OBJ backend against tests/s3/s3_strict_server.py, the S3 test server that checks every
- * request's SigV4 signature and answers faults on demand (issue 22). One binary, three groups
- * (argv[1]), each its own ctest entry with its own server: sig      signing: round trips path-style
- * and virtual-hosted, a session token, a wrong secret / access key / region / missing token (403
- * with the server's code), multipart with part checksums, ranged and split reads, query_mem faults
- * every error answer: 503 SlowDown retried within max_retries (and failing after), 500, 403,
- * NoSuchKey, NoSuchBucket, malformed XML (multipart create and complete, an error body), truncated
- * bodies, a wrong checksum header and a corrupted body on GET, a part refused mid-upload (no upload
- * left behind); never a byte of an error body in the destination inflight a stalled server
- * (timeout_ms bounds it, before and mid-body), release of a READ in flight (no late writes),
- * release of a multipart WRITE in flight (the upload is aborted), a closed port, the server killed
- * mid-transfer Skips (77) when the OBJ plugin or python3-botocore is missing; under CI=true the
- * latter fails.
+ * request's SigV4 signature and answers faults on demand (issue 22). One binary, four groups
+ * (argv[1]), each its own ctest entry with its own server.
+ *
+ * sig: round trips path-style and virtual-hosted, over HTTP and HTTPS (a test CA made at the
+ * server's start, given as ca_bundle; without it or with another CA: a certificate error, not a
+ * hang), a session token, a wrong secret / access key / region / missing token (403 with the
+ * server's code), multipart with part checksums, ranged and split reads, query_mem.
+ *
+ * faults: every error answer: 503 SlowDown retried within max_retries (and failing after), 500,
+ * 403, NoSuchKey, NoSuchBucket, malformed XML (multipart create and complete, an error body),
+ * truncated bodies, a wrong checksum header and a corrupted body on GET, a part refused
+ * mid-upload (no upload left behind); never a byte of an error body in the destination.
+ *
+ * inflight: a stalled server (timeout_ms bounds it, before and mid-body), release of a READ in
+ * flight (no late writes), release of a multipart WRITE in flight (the upload is aborted),
+ * release while CreateMultipartUpload's answer stalls (the upload it creates is aborted, also
+ * when the engine is destroyed at once), a closed port, the server killed mid-transfer.
+ *
+ * vram: VRAM on the simulated device (IXL_CUDA_LIBRARY, copies slowed to 50 ms): a failed
+ * device copy (IXL_CUDASIM_FAIL_COPY) fails the WRITE, which succeeds when posted again; WRITE from
+ * VRAM (multipart and single PUT) and READ into poisoned VRAM (whole, ranges at offsets), the
+ * READ completing only after its device copies, release of a READ and of a multipart WRITE in
+ * flight (no late writes, no upload left).
+ *
+ * Skips (77) when the OBJ plugin, python3-botocore or openssl (sig) is missing; under CI=true
+ * the latter two fail.
  */
 
 #include <inttypes.h>
@@ -123,13 +137,16 @@ static void fill(uint8_t *p, size_t len, unsigned seed)
     }
 }
 
-/* Creates a request moving n descriptors between DRAM (bufs[i], lens[i]) and objects
+/* The memory type of the initiator's side of requests (the vram group: VRAM). */
+static enum ixl_mem local_mem = IXL_MEM_DRAM;
+
+/* Creates a request moving n descriptors between DRAM or VRAM (bufs[i], lens[i]) and objects
  * (devs[i] at offs[i]). */
 static int xfer_make(struct ctx *c, enum ixl_op op, size_t n, void *const *bufs, const size_t *lens,
                      const uint64_t *devs, const uint64_t *offs, struct ixl_xfer **out)
 {
     struct ixl_dlist *l, *r;
-    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, n, &l), IXL_OK);
+    CHECK_RC(ixl_dlist_create(local_mem, n, &l), IXL_OK);
     CHECK_RC(ixl_dlist_create(IXL_MEM_OBJ, n, &r), IXL_OK);
     for (size_t i = 0; i < n; i++) {
         struct ixl_desc ld = {(uint64_t)(uintptr_t)bufs[i], lens[i], 0};
@@ -300,6 +317,63 @@ static void group_sig(void)
     const char *vh[] = {"endpoint_override", vhost, "use_virtual_addressing", "true", NULL};
     ctx_open(&c, vh);
     roundtrip(&c, "vhosted", 5000, 5, "virtual-hosted");
+    ctx_close(&c);
+
+    fprintf(stderr, "sig: HTTPS with the test CA (ca_bundle), path-style and virtual-hosted\n");
+    char https[64], https_vh[64], ca[128], other_ca[128];
+    snprintf(https, sizeof(https), "https://127.0.0.1:%d", srv.tls_port);
+    snprintf(https_vh, sizeof(https_vh), "https://localhost:%d", srv.tls_port);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", srv.tls_dir);
+    snprintf(other_ca, sizeof(other_ca), "%s/other-ca.pem", srv.tls_dir);
+    const char *tls[] = {"endpoint_override", https, "ca_bundle", ca, NULL};
+    ctx_open(&c, tls);
+    s3_reset(&srv);
+    roundtrip(&c, "tls/path", 200000, 8, "HTTPS path-style");
+    ctx_close(&c);
+    CHECK_REQS(&srv, "PUT", "tls/path", 1); /* one PUT, through the TLS port */
+    const char *tls_mp[] = {"endpoint_override", https, "ca_bundle", ca,
+                            "mpu_threshold",     "64K", "part_size", "32K",
+                            "read_split",        "32K", NULL};
+    ctx_open(&c, tls_mp);
+    roundtrip(&c, "tls/multipart", 200000, 9, "HTTPS multipart and split READ");
+    ctx_close(&c);
+    const char *tls_vh[] = {"endpoint_override",      https_vh, "ca_bundle", ca,
+                            "use_virtual_addressing", "true",   NULL};
+    ctx_open(&c, tls_vh);
+    roundtrip(&c, "tls/vhosted", 5000, 10, "HTTPS virtual-hosted (" BUCKET ".localhost)");
+    ctx_close(&c);
+
+    fprintf(stderr, "sig: HTTPS without the test CA, or with another CA: a certificate error\n");
+    struct {
+        const char *ca, *what;
+    } untrusted[] = {{NULL, "the system's CAs"}, {other_ca, "another CA"}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *o[] = {"endpoint_override", https, "ca_bundle", untrusted[i].ca, NULL};
+        if (untrusted[i].ca == NULL)
+            o[2] = NULL;
+        ctx_open(&c, o);
+        uint8_t *buf = dram(&c, 4096);
+        fill(buf, 4096, 12);
+        s3_reset(&srv);
+        long long t0 = s3_now_ms();
+        FAIL1(&c, IXL_OP_WRITE, buf, 4096, obj_reg(&c, "tls/untrusted"), 0, "TLS failed",
+              untrusted[i].what);
+        CHECK(strstr(last_msg, "certificate") != NULL && strstr(last_msg, "ca_bundle") != NULL);
+        memset(buf, POISON, 4096);
+        FAIL1(&c, IXL_OP_READ, buf, 4096, obj_reg(&c, "tls/path"), 0, "TLS failed",
+              untrusted[i].what);
+        check_clean(buf, 4096, NULL, untrusted[i].what);
+        /* Not retried (a certificate does not get better), not a hang: well within timeout_ms. */
+        CHECK(s3_now_ms() - t0 < 2500);
+        CHECK(s3_object(&srv, BUCKET, "tls/untrusted", buf, 4096) == -1);
+        CHECK_REQS(&srv, "PUT", "tls/untrusted", 0);
+        dram_free(&c, buf, 4096);
+        ctx_close(&c);
+    }
+    const char *bad_ca[] = {"endpoint_override", https, "ca_bundle", "/nonexistent/ca.pem", NULL};
+    CHECK(open_ctx(&c, bad_ca) == IXL_ERR_INVALID_ARG);
+    CHECK(strstr(ixl_agent_last_error(c.a), "ca_bundle") != NULL);
+    fprintf(stderr, "  ok a missing ca_bundle: %s\n", ixl_agent_last_error(c.a));
     ctx_close(&c);
 
     fprintf(stderr, "sig: session token\n");
@@ -601,6 +675,57 @@ static void group_inflight(void)
     dram_free(&c, src, len);
     ctx_close(&c);
 
+    fprintf(stderr, "inflight: release while CreateMultipartUpload is in flight: the upload it "
+                    "makes is aborted when it answers\n");
+    for (int destroy = 0; destroy < 2; destroy++) {
+        const char *key = destroy ? "mp-create-destroyed" : "mp-create-released";
+        ctx_open(&c, mp);
+        src = dram(&c, len);
+        memcpy(src, obj, len);
+        w = obj_reg(&c, key);
+        s3_reset(&srv);
+        char rule[256];
+        snprintf(rule, sizeof(rule),
+                 "{\"method\": \"POST\", \"key\": \"%s\", \"query\": \"uploads\", "
+                 "\"action\": \"stall\", \"seconds\": 0.6}",
+                 key);
+        s3_fault(&srv, rule);
+        bp = src;
+        CHECK_RC(xfer_make(&c, IXL_OP_WRITE, 1, &bp, &len, &w, &off0, &x), IXL_OK);
+        CHECK(ixl_xfer_post(x) == IXL_IN_PROGRESS);
+        t0 = s3_now_ms();
+        while (s3_requests(&srv, "POST", key) == 0 && s3_now_ms() - t0 < 3000)
+            s3_sleep_ms(5);
+        CHECK_REQS(&srv, "POST", key, 1); /* the create arrived; its answer stalls */
+        CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+        t0 = s3_now_ms();
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        long long rel = s3_now_ms() - t0;
+        CHECK(s3_outstanding_uploads(&srv) == 0); /* not created yet */
+        dram_free(&c, src, len);
+        if (destroy) {
+            /* The engine's destruction waits (at most timeout_ms) for the answer and the
+             * abort. */
+            t0 = s3_now_ms();
+            ctx_close(&c);
+            fprintf(stderr, "  released in %lld ms, destroyed in %lld ms\n", rel, s3_now_ms() - t0);
+        } else {
+            fprintf(stderr, "  released in %lld ms\n", rel);
+            t0 = s3_now_ms();
+            while (s3_requests(&srv, "DELETE", key) == 0 && s3_now_ms() - t0 < 3000)
+                s3_sleep_ms(10);
+        }
+        t0 = s3_now_ms();
+        while (s3_outstanding_uploads(&srv) != 0 && s3_now_ms() - t0 < 2000)
+            s3_sleep_ms(10);
+        CHECK(rel < 400);                   /* release did not wait for the stalled answer */
+        CHECK_REQS(&srv, "DELETE", key, 1); /* AbortMultipartUpload of the upload created */
+        CHECK_REQS(&srv, "PUT", key, 0);    /* no part sent */
+        CHECK(s3_outstanding_uploads(&srv) == 0);
+        if (!destroy)
+            ctx_close(&c);
+    }
+
     fprintf(stderr, "inflight: the server killed mid-transfer\n");
     ctx_open(&c, t);
     dst = dram(&c, len);
@@ -623,14 +748,163 @@ static void group_inflight(void)
     free(obj);
 }
 
+/* ---- vram: GPU memory through bounce buffers, on the simulated device ------------------------ */
+
+#define VRAM_DELAY_MS 50 /* IXL_CUDASIM_DELAY_US: each device copy takes this long */
+
+static void *vram_new(size_t len, const void *from)
+{
+    void *v = NULL;
+    CHECK_RC(ixl_device_alloc(0, len, &v), IXL_OK);
+    CHECK_RC(ixl_device_copy(v, from, len), IXL_OK);
+    return v;
+}
+
+static void vram_reg(struct ctx *c, void *v, size_t len, int reg)
+{
+    struct ixl_reg_desc d = {(uint64_t)(uintptr_t)v, len, 0, NULL, 0};
+    if (reg)
+        CHECK_RC(ixl_mem_register(c->a, IXL_MEM_VRAM, &d, 1, NULL), IXL_OK);
+    else
+        CHECK_RC(ixl_mem_deregister(c->a, IXL_MEM_VRAM, &d, 1, NULL), IXL_OK);
+}
+
+static void group_vram(void)
+{
+    struct ctx c;
+    size_t len = 300000;
+    uint8_t *pat = malloc(len), *poison = malloc(len), *back = malloc(len);
+    CHECK(pat && poison && back);
+    fill(pat, len, 41);
+    memset(poison, POISON, len);
+    /* Ranges and parts of 64 KiB: 5 per 300000-byte object, so 5 device copies. */
+    const char *o[] = {"mpu_threshold", "64K",       "part_size", "64K", "read_split",
+                       "64K",           "max_conns", "4",         NULL};
+    ctx_open(&c, o);
+    uint8_t *v1 = vram_new(len, pat), *v2 = vram_new(len, poison);
+    vram_reg(&c, v1, len, 1);
+    vram_reg(&c, v2, len, 1);
+    local_mem = IXL_MEM_VRAM;
+    uint64_t mp = obj_reg(&c, "vram/mp"), one = obj_reg(&c, "vram/put");
+
+    fprintf(stderr, "vram: a failed device copy fails the WRITE; posted again it succeeds\n");
+    /* IXL_CUDASIM_FAIL_COPY=3: the sim's copies 1 and 2 filled v1 and v2, the WRITE's own is 3
+     * (and the stream stays failed: OBJ replaces it). */
+    int frc = run1(&c, IXL_OP_WRITE, v1 + 1000, 50000, one, 0);
+    if (frc != IXL_ERR_BACKEND || strstr(last_msg, "copy") == NULL)
+        check_fail(__FILE__, __LINE__, "WRITE with a failed copy: %s (%s), want IXL_ERR_BACKEND",
+                   ixl_strerror(frc), last_msg);
+    fprintf(stderr, "  ok %s\n", last_msg);
+    CHECK(s3_object(&srv, BUCKET, "vram/put", back, len) == -1); /* nothing sent */
+
+    fprintf(stderr, "vram: WRITE VRAM -> a multipart object and a single PUT\n");
+    s3_reset(&srv);
+    OK1(&c, IXL_OP_WRITE, v1, len, mp, 0, "VRAM -> multipart object");
+    CHECK_REQS(&srv, "PUT", "vram/mp", 5);
+    OK1(&c, IXL_OP_WRITE, v1 + 1000, 50000, one, 0, "VRAM -> PUT");
+    CHECK(s3_object(&srv, BUCKET, "vram/mp", back, len) == (long)len);
+    CHECK(memcmp(back, pat, len) == 0);
+    CHECK(s3_object(&srv, BUCKET, "vram/put", back, len) == 50000);
+    CHECK(memcmp(back, pat + 1000, 50000) == 0);
+
+    fprintf(stderr, "vram: READ into poisoned VRAM: ends after its device copies\n");
+    long long t0 = s3_now_ms();
+    OK1(&c, IXL_OP_READ, v2, len, mp, 0, "multipart object -> VRAM");
+    long long took = s3_now_ms() - t0;
+    fprintf(stderr, "  READ of 5 ranges took %lld ms (5 copies of %d ms)\n", took, VRAM_DELAY_MS);
+    CHECK(took >= 5 * VRAM_DELAY_MS - 10); /* completion waited for every copy into the VRAM */
+    CHECK_RC(ixl_device_copy(back, v2, len), IXL_OK);
+    CHECK(memcmp(back, pat, len) == 0);
+    /* Ranges at offsets, gaps stay poisoned. */
+    CHECK_RC(ixl_device_copy(v2, poison, len), IXL_OK);
+    void *bufs[2] = {v2 + 7, v2 + 5000};
+    size_t lens[2] = {1000, 50000};
+    uint64_t devs[2] = {mp, one}, offs[2] = {100, 0};
+    int rc = xfer_run(&c, IXL_OP_READ, 2, bufs, lens, devs, offs);
+    if (rc != IXL_OK)
+        check_fail(__FILE__, __LINE__, "ranged READ to VRAM: %s: %s", ixl_strerror(rc), last_msg);
+    CHECK_RC(ixl_device_copy(back, v2, len), IXL_OK);
+    CHECK(memcmp(back + 7, pat + 100, 1000) == 0);
+    CHECK(memcmp(back + 5000, pat + 1000, 50000) == 0);
+    check_clean(back, 7, NULL, "VRAM before the first range");
+    check_clean(back + 1007, 5000 - 1007, NULL, "VRAM between the ranges");
+    check_clean(back + 55000, len - 55000, NULL, "VRAM after the ranges");
+
+    fprintf(stderr, "vram: release of a READ into VRAM in flight: no late writes\n");
+    CHECK_RC(ixl_device_copy(v2, poison, len), IXL_OK);
+    struct ixl_xfer *x;
+    void *bp = v2;
+    uint64_t off0 = 0;
+    CHECK_RC(xfer_make(&c, IXL_OP_READ, 1, &bp, &len, &mp, &off0, &x), IXL_OK);
+    s3_reset(&srv);
+    CHECK(ixl_xfer_post(x) == IXL_IN_PROGRESS);
+    t0 = s3_now_ms();
+    while (s3_requests(&srv, "GET", "vram/mp") < 5 && s3_now_ms() - t0 < 3000)
+        s3_sleep_ms(2);
+    /* Every range has arrived at the server; their copies (50 ms each, one after another on
+     * the GPU's stream) cannot all be done. */
+    CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+    t0 = s3_now_ms();
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    fprintf(stderr, "  released in %lld ms\n", s3_now_ms() - t0);
+    uint8_t *snap = malloc(len);
+    CHECK(snap != NULL);
+    CHECK_RC(ixl_device_copy(snap, v2, len), IXL_OK);
+    check_clean(snap, len, pat, "released READ into VRAM");
+    s3_sleep_ms(3 * VRAM_DELAY_MS);
+    CHECK_RC(ixl_device_copy(back, v2, len), IXL_OK);
+    CHECK(memcmp(snap, back, len) == 0); /* nothing landed after release returned */
+    free(snap);
+
+    fprintf(stderr, "vram: release of a multipart WRITE from VRAM in flight\n");
+    uint64_t mp2 = obj_reg(&c, "vram/mp-released");
+    s3_reset(&srv);
+    bp = v1;
+    CHECK_RC(xfer_make(&c, IXL_OP_WRITE, 1, &bp, &len, &mp2, &off0, &x), IXL_OK);
+    CHECK(ixl_xfer_post(x) == IXL_IN_PROGRESS);
+    s3_sleep_ms(VRAM_DELAY_MS); /* the create answered, the parts' copies under way */
+    CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    t0 = s3_now_ms();
+    while (s3_outstanding_uploads(&srv) != 0 && s3_now_ms() - t0 < 3000)
+        s3_sleep_ms(10);
+    CHECK(s3_outstanding_uploads(&srv) == 0);
+    CHECK(s3_object(&srv, BUCKET, "vram/mp-released", back, len) == -1);
+    /* The engine goes on: a WRITE then READ round trip after the releases. */
+    OK1(&c, IXL_OP_WRITE, v1, len, mp2, 0, "VRAM -> object after the releases");
+    CHECK_RC(ixl_device_copy(v2, poison, len), IXL_OK);
+    OK1(&c, IXL_OP_READ, v2, len, mp2, 0, "object -> VRAM after the releases");
+    CHECK_RC(ixl_device_copy(back, v2, len), IXL_OK);
+    CHECK(memcmp(back, pat, len) == 0);
+
+    local_mem = IXL_MEM_DRAM;
+    vram_reg(&c, v1, len, 0);
+    vram_reg(&c, v2, len, 0);
+    ctx_close(&c);
+    CHECK_RC(ixl_device_free(v1), IXL_OK);
+    CHECK_RC(ixl_device_free(v2), IXL_OK);
+    free(pat);
+    free(poison);
+    free(back);
+}
+
 int main(int argc, char **argv)
 {
     const char *group = argc > 1 ? argv[1] : "sig";
+    if (strcmp(group, "vram") == 0) {
+        const char *lib = getenv("IXL_CUDA_LIBRARY");
+        if (lib == NULL || access(lib, R_OK) != 0)
+            skip(1, "IXL_CUDA_LIBRARY does not name the simulated device (ctest sets it)");
+        char delay[32];
+        snprintf(delay, sizeof(delay), "%d", VRAM_DELAY_MS * 1000);
+        setenv("IXL_CUDASIM_DELAY_US", delay, 1); /* read when the sim loads, later */
+        setenv("IXL_CUDASIM_FAIL_COPY", "3", 1);  /* group_vram's first WRITE */
+    }
     struct ixl_plugin_info pi = {.size = sizeof(pi)};
     if (ixl_plugin_find("OBJ", &pi) != IXL_OK)
         skip(0, "no OBJ plugin in this build");
     const char *const args[] = {"--bucket", BUCKET, "--small-parts", NULL};
-    s3srv_start(&srv, args);
+    s3srv_start_tls(&srv, args, strcmp(group, "sig") == 0); /* sig covers HTTPS */
     long long t0 = s3_now_ms();
     if (strcmp(group, "sig") == 0)
         group_sig();
@@ -638,8 +912,10 @@ int main(int argc, char **argv)
         group_faults();
     else if (strcmp(group, "inflight") == 0)
         group_inflight();
+    else if (strcmp(group, "vram") == 0)
+        group_vram();
     else
-        check_fail(__FILE__, __LINE__, "unknown group '%s' (sig, faults, inflight)", group);
+        check_fail(__FILE__, __LINE__, "unknown group '%s' (sig, faults, inflight, vram)", group);
     s3srv_stop(&srv);
     fprintf(stderr, "%s: ok in %lld ms\n", group, s3_now_ms() - t0);
     return 0;
