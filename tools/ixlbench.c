@@ -264,19 +264,19 @@ enum {
     N_NET = 1u << 10,              /* needs --backend NET */
 };
 
+#define B_MEASURE "the process that measures (the initiator, or one process), not the target"
+#define B_STORE "storage mode (--target-mem FILE or BLK, or --file alone)"
+#define B_SWEEP "the sweep (--scenario sweep, the default, or all)"
+#define B_KV "the KV scenario (--scenario kv or all) between two agents"
+
 static const char *const kind_names[] = {
     "the target (--role target)",
     "the initiator (--role initiator)",
     "a one-process run (--role both, the default)",
     "device mode (VRAM in one process)",
-    "storage mode (--target-mem FILE or BLK)",
+    B_STORE,
     "object storage (--target-mem OBJ)",
 };
-
-#define B_MEASURE "the process that measures (the initiator, or one process), not the target"
-#define B_STORE "storage mode (--target-mem FILE or BLK, or --file alone)"
-#define B_SWEEP "the sweep (--scenario sweep, the default, or all)"
-#define B_KV "the KV scenario (--scenario kv or all) between two agents"
 
 static const struct {
     int code;
