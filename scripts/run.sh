@@ -17,7 +17,8 @@
 #     plot of the NET sweep (ixlbench --plot, gnuplot) and of the log with the full tables.
 #
 # A step prints one line; a failed one prints the tail of its log. While ixlbench runs, its
-# step's line counts the rows measured (live on a terminal; completed at the end otherwise).
+# step's line shows its progress (ixlbench's own, in percent, live when stdout and stderr are a
+# terminal; otherwise the line is completed at the end), then the rows measured and the time.
 # Everything is kept in BUILD_DIR/run: run.log (the tables, ixlbench's messages),
 # packages.log, build.log, net.csv, posix-buffered.csv, posix-direct.csv, net.png.
 #
@@ -38,9 +39,13 @@ start=$(date +%s)
 sh "$root/scripts/deps.sh" run --log "$out/packages.log" || exit 1
 printf 'build: libixl and ixlbench (NET, POSIX built in) in %s ... ' "$build"
 t0=$(date +%s)
+# Configured once (cmake --build configures again when a CMakeLists.txt changed), or again
+# when CMAKE_FLAGS says something.
+configure=1
+[ -f "$build/CMakeCache.txt" ] && [ -z "${CMAKE_FLAGS:-}" ] && configure=0
 # shellcheck disable=SC2086 # CMAKE_FLAGS is a list of words
-if { cmake -S "$root" -B "$build" ${CMAKE_FLAGS:-} &&
-    cmake --build "$build" -j "${JOBS:-$(nproc)}" --target ixl ixlbench; } >"$out/build.log" 2>&1; then
+if { [ "$configure" = 0 ] || cmake -S "$root" -B "$build" ${CMAKE_FLAGS:-}; } >"$out/build.log" 2>&1 &&
+    { cmake --build "$build" -j "${JOBS:-$(nproc)}" --target ixl ixlbench; } >>"$out/build.log" 2>&1; then
     echo "done, $(($(date +%s) - t0)) s"
 else
     echo "FAILED"
@@ -76,27 +81,37 @@ rows() {
     echo "$r"
 }
 
-# step N TOTAL_ROWS CSV TITLE -- COMMAND...: runs COMMAND (an ixlbench that writes CSV) in the
-# background, its tables and messages into the log, and counts CSV's rows on stderr while it
-# runs (a terminal) or prints the line at the end (otherwise). Sets step_rc.
+# ixlbench's progress bar goes to a file (its stderr) when the counter is live: the percentage
+# shown is its last one ("\r[####....]  63% label").
+progress=--no-progress
+[ "$live" = 1 ] && progress=--progress
+
+# step N CSV TITLE -- COMMAND...: runs COMMAND (an ixlbench that writes CSV, with $progress) in
+# the background, its tables into the log and its messages after them, and shows its progress
+# on stderr while it runs (a terminal), or prints the line at the end (otherwise). The line
+# ends with the rows measured and the seconds. Sets step_rc.
 step() {
-    n=$1 total=$2 csv=$3 title=$4
-    shift 5
+    n=$1 csv=$2 title=$3
+    shift 4
     printf '\n== [%s/%s] %s\n' "$n" "$nsteps" "$title" >>"$log"
     [ "$live" = 1 ] || printf '[%s/%s] %s ... ' "$n" "$nsteps" "$title"
     t0=$(date +%s)
-    "$@" >>"$log" 2>&1 &
+    "$@" >>"$log" 2>"$tmp/err" &
     spid=$!
     pids="$pids $spid"
     while kill -0 "$spid" 2>/dev/null; do
         if [ "$live" = 1 ]; then
-            printf '\r[%s/%s] %s ... %s%s rows, %s s\033[K' "$n" "$nsteps" "$title" "$(rows "$csv")" \
-                "${total:+/$total}" "$(($(date +%s) - t0))" >&2
+            pct=$(tail -c 300 "$tmp/err" | tr '\r' '\n' | sed -n 's/^\[[#.]*\] *\([0-9]*\)%.*/\1/p' |
+                tail -n 1)
+            printf '\r[%s/%s] %s ... %s%%, %s s\033[K' "$n" "$nsteps" "$title" "${pct:-0}" \
+                "$(($(date +%s) - t0))" >&2
         fi
         sleep 0.5
     done
     wait "$spid"
     step_rc=$?
+    # Its messages, without the bar.
+    tr '\r' '\n' <"$tmp/err" | sed 's/\x1b\[K//g' | grep -v '^\[[#.]*\] ' | grep . >>"$log"
     nrows=$(rows "$csv")
     [ "$live" = 1 ] && printf '\r\033[K[%s/%s] %s ... ' "$n" "$nsteps" "$title"
     if [ "$step_rc" -eq 0 ]; then
@@ -107,16 +122,13 @@ step() {
 }
 
 # 3. NET, two processes. The target exits when the initiator says "done", or after 5 idle
-# minutes if it never does. Rows: 15 sizes x READ, WRITE + 6 KV variants (IXLBENCH_ARGS may
-# change the count).
+# minutes if it never does.
 "$bench" --role target --md-file "$tmp/md" --idle-timeout 300 --quiet >>"$log" 2>&1 &
 tpid=$!
 pids="$tpid"
-total=36
-[ -n "${IXLBENCH_ARGS:-}" ] && total=""
 # shellcheck disable=SC2086 # IXLBENCH_ARGS is a list of words
-step 1 "$total" "$out/net.csv" "NET, two processes: sweep 4 KiB-64 MiB, KV scenario" -- \
-    "$bench" --role initiator --md-file "$tmp/md" --scenario all --no-progress \
+step 1 "$out/net.csv" "NET, two processes: sweep 4 KiB-64 MiB, KV scenario" -- \
+    "$bench" --role initiator --md-file "$tmp/md" --scenario all $progress \
     --csv="$out/net.csv" --plot "$out/net.png" ${IXLBENCH_ARGS:-}
 rc=$step_rc
 [ "$rc" -eq 0 ] || kill "$tpid" 2>/dev/null # it may wait for an initiator that never came
@@ -128,9 +140,9 @@ if [ "$trc" -ne 0 ]; then
 fi
 
 # 4. POSIX: DRAM -> FILE -> DRAM in one process (the agent's own file; WRITE rows, then READ).
-storage="--block 4K --block-max 64M --op both --no-progress"
+storage="--block 4K --block-max 64M --op both $progress"
 # shellcheck disable=SC2086 # a list of options
-step 2 30 "$out/posix-buffered.csv" "POSIX, DRAM <-> FILE, buffered" -- \
+step 2 "$out/posix-buffered.csv" "POSIX, DRAM <-> FILE, buffered" -- \
     "$bench" --backend POSIX --target-mem FILE --file "$tmp/posix.dat" $storage --iters 200 \
     --max-bytes 128M --csv="$out/posix-buffered.csv"
 src=$step_rc
@@ -140,7 +152,7 @@ if [ "$fs" = tmpfs ] || [ "$fs" = ramfs ]; then
     echo "[3/3] POSIX, DRAM <-> FILE, O_DIRECT: skipped (/var/tmp is $fs: no O_DIRECT)"
 else
     # shellcheck disable=SC2086
-    step 3 30 "$out/posix-direct.csv" "POSIX, DRAM <-> FILE, O_DIRECT (/var/tmp)" -- \
+    step 3 "$out/posix-direct.csv" "POSIX, DRAM <-> FILE, O_DIRECT (/var/tmp)" -- \
         "$bench" --backend POSIX --target-mem FILE --direct $storage --iters 100 \
         --max-bytes 64M --csv="$out/posix-direct.csv"
     drc=$step_rc
