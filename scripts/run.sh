@@ -135,9 +135,8 @@ rc=$step_rc
 wait "$tpid"
 trc=$?
 pids=""
-if [ "$trc" -ne 0 ]; then
-    echo "      the target exited $trc"
-fi
+[ "$rc" -eq 0 ] || trc=0 # stopped here: the initiator's failure is the one to report
+[ "$trc" -eq 0 ] || echo "      the target exited $trc"
 
 # 4. POSIX: DRAM -> FILE -> DRAM in one process (the agent's own file; WRITE rows, then READ).
 storage="--block 4K --block-max 64M --op both $progress"
@@ -234,7 +233,7 @@ if [ -n "$failed" ]; then
     # ixlbench's messages (they start with its name) and failed checks, else the log's end.
     echo
     echo "from $log:"
-    grep -E '^ixlbench|FAIL' "$log" | tail -n 12 | grep . || tail -n 12 "$log"
+    grep -E '^ixlbench( target)?: |FAIL' "$log" | tail -n 12 | grep . || tail -n 12 "$log"
     exit 1
 fi
 exit 0
