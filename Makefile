@@ -24,8 +24,10 @@ build: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
-	sh scripts/run.sh $(BUILD)
+# make run: the packages it needs, a build of only what it runs (libixl, ixlbench), ixlbench
+# over NET and POSIX, and a summary; one line per step, the tables in $(BUILD)/run/run.log.
+run:
+	@CMAKE_FLAGS="$(CMAKE_FLAGS)" JOBS="$(JOBS)" sh scripts/run.sh $(BUILD)
 
 test: deps-test format-check test-plain test-asan test-tsan test-release test-deb
 	@echo "== all test suites passed"

@@ -110,7 +110,9 @@ static void usage(FILE *f)
             "  --quiet               no header, no section titles\n"
             "  --seed N              first pattern seed (1)\n"
             "  --corrupt-for-test    flip one byte per row before its check (tests only)\n"
-            "  --help, --version\n");
+            "  --help, --version\n"
+            "An option given where it does not apply (to the target, a mode, a scenario or a\n"
+            "backend it is not for) is refused with where it belongs (exit 2).\n");
 }
 
 enum {
@@ -176,6 +178,7 @@ enum {
     O_TNAME,
     O_HELP,
     O_VERSION,
+    O_END
 };
 
 static const struct option long_opts[] = {
@@ -243,6 +246,167 @@ static const struct option long_opts[] = {
     {"version", no_argument, NULL, O_VERSION},
     {NULL, 0, NULL, 0},
 };
+
+/* Where each option applies (docs/ixlbench.md, "Where an option applies"). After parsing, the
+ * run is of one kind; an option given to a kind it does not apply to, or without the scenario
+ * or backend it needs, is refused with where it belongs (exit 2), never silently ignored. */
+enum {
+    K_TARGET = 1u << 0, /* --role target: serves memory, measures nothing */
+    K_INIT = 1u << 1,   /* --role initiator (DRAM, or VRAM between two processes) */
+    K_BOTH = 1u << 2,   /* one process, two agents (the default) */
+    K_DEV = 1u << 3,    /* device mode: VRAM on a side, one process, one agent */
+    K_STORE = 1u << 4,  /* storage mode: --target-mem FILE or BLK (or --file) */
+    K_OBJ = 1u << 5,    /* object storage: --target-mem OBJ */
+    K_ALL = (1u << 6) - 1,
+    K_MEASURE = K_ALL & ~K_TARGET, /* every process that measures */
+    N_SWEEP = 1u << 8,             /* needs the sweep (--scenario sweep or all) */
+    N_KV = 1u << 9,                /* needs the KV scenario (--scenario kv or all) */
+    N_NET = 1u << 10,              /* needs --backend NET */
+};
+
+#define B_MEASURE "the process that measures (the initiator, or one process), not the target"
+#define B_STORE "storage mode (--target-mem FILE or BLK, or --file alone)"
+#define B_SWEEP "the sweep (--scenario sweep, the default, or all)"
+#define B_KV "the KV scenario (--scenario kv or all) between two agents"
+
+static const char *const kind_names[] = {
+    "the target (--role target)",
+    "the initiator (--role initiator)",
+    "a one-process run (--role both, the default)",
+    "device mode (VRAM in one process)",
+    B_STORE,
+    "object storage (--target-mem OBJ)",
+};
+
+static const struct {
+    int code;
+    unsigned where;      /* K_* kinds, N_* needs */
+    const char *belongs; /* where it belongs, for the message */
+} placement[] = {
+    {O_ROLE, K_ALL, NULL},
+    {O_MD, K_TARGET | K_INIT | K_BOTH,
+     "the two roles (--role target and --role initiator, or both in one process)"},
+    {O_NAME, K_ALL, NULL},
+    {O_WAIT, K_INIT, "the initiator (--role initiator): how long it waits for the target"},
+    {O_IDLE, K_TARGET, "the target (--role target)"},
+    {O_BACKEND, K_ALL, NULL},
+    {O_OPT, K_ALL, NULL},
+    {O_TOPT, K_BOTH,
+     "a one-process run of two agents (--role both); give --role target its options with --opt"},
+    {O_PATH, K_INIT | K_BOTH | N_NET,
+     "the NET backend's initiator (--role initiator, or one "
+     "process with two agents); other backends: --opt"},
+    {O_IMEM, K_MEASURE, "the initiator (the target allocates what --target-mem says)"},
+    {O_TMEM, K_ALL, NULL},
+    {O_IDEV, K_INIT | K_DEV | K_STORE,
+     "a VRAM initiator (--initiator-mem VRAM: device or storage mode, or --role initiator)"},
+    {O_TDEV, K_TARGET | K_INIT | K_DEV,
+     "a VRAM target (--target-mem VRAM: device mode, or --role target and initiator)"},
+    {O_TALLOC, K_INIT | K_BOTH,
+     "the initiator, which asks the target for its memory (--role initiator, or one process "
+     "with two agents)"},
+    {O_FILE, K_STORE, B_STORE},
+    {O_FILE_SIZE, K_STORE, B_STORE},
+    {O_DIRECT, K_STORE, B_STORE},
+    {O_LAYOUT, K_STORE, B_STORE},
+    {O_WARM, K_STORE, B_STORE},
+    {O_KEEP_FILE, K_STORE, B_STORE},
+    {O_OBJ_PREFIX, K_OBJ, "object storage (--target-mem OBJ)"},
+    {O_OP, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_BLOCK, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_BLOCK_MAX, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_BATCH, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_BATCH_MAX, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_ITERS, K_MEASURE | N_SWEEP, B_SWEEP " (the KV scenario: --kv-iters)"},
+    {O_WARMUP, K_MEASURE | N_SWEEP, B_SWEEP " (the KV scenario: --kv-warmup)"},
+    {O_MAX_BYTES, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_MAX_REQ, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_RUNTIME, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_THREADS, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_DEPTH, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_API, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_NO_CHECK, K_MEASURE, B_MEASURE},
+    {O_CHECK, K_MEASURE, B_MEASURE},
+    {O_REUSE, K_MEASURE | N_SWEEP, B_SWEEP},
+    {O_POLL, K_MEASURE, B_MEASURE},
+    {O_MERGE, K_MEASURE | N_SWEEP, B_SWEEP " (the KV scenario has its merged variant)"},
+    {O_COLD, K_INIT | K_BOTH | K_STORE | K_OBJ | N_SWEEP,
+     "the sweep of DRAM on the measuring side (not the target, not device mode)"},
+    {O_SCENARIO, K_MEASURE, B_MEASURE},
+    {O_KV_REGIONS, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_KV_BLOCKS, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_KV_BSIZE, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_KV_REQ, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_KV_ITERS, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_KV_WARMUP, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_KV_VARIANTS, K_INIT | K_BOTH | N_KV, B_KV},
+    {O_CSV, K_MEASURE, B_MEASURE},
+    {O_JSON, K_MEASURE, B_MEASURE},
+    {O_PLOT, K_MEASURE | N_SWEEP, "the sweep of the process that measures (not the target)"},
+    {O_PROGRESS, K_MEASURE, B_MEASURE},
+    {O_NO_PROGRESS, K_MEASURE, B_MEASURE},
+    {O_QUIET, K_ALL, NULL},
+    {O_SEED, K_MEASURE, B_MEASURE},
+    {O_CORRUPT, K_MEASURE, B_MEASURE},
+    {O_LISTEN, K_TARGET, "the target (--role target); the initiator finds it with --peer"},
+    {O_PEER, K_INIT, "the initiator (--role initiator); the target listens with --listen"},
+    {O_ETCD, K_TARGET | K_INIT, "two processes (--role target and --role initiator)"},
+    {O_TNAME, K_INIT, "the initiator (--role initiator) with --peer or --etcd"},
+    {O_HELP, K_ALL, NULL},
+    {O_VERSION, K_ALL, NULL},
+};
+
+_Static_assert(sizeof(placement) / sizeof(placement[0]) == O_END - O_ROLE,
+               "every option has its place in the table");
+
+/* The kind of run the options make (K_*); storage and --role were checked together before. */
+static unsigned run_kind(const struct ixb_opts *o)
+{
+    if (ixb_storage(o))
+        return o->target_mem == IXL_MEM_OBJ ? K_OBJ : K_STORE;
+    if (o->role == IXB_ROLE_TARGET)
+        return K_TARGET;
+    if (o->role == IXB_ROLE_INITIATOR)
+        return K_INIT;
+    return ixb_devmode(o) ? K_DEV : K_BOTH;
+}
+
+/* 0, or 2 after a message for the first option given (seen) where it does not apply. */
+static int check_placement(const struct ixb_opts *o, const bool *seen)
+{
+    unsigned kind = run_kind(o);
+    const char *name = "";
+    int k = 0;
+
+    while ((1u << k) != kind)
+        k++;
+    for (size_t i = 0; i < sizeof(placement) / sizeof(placement[0]); i++) {
+        unsigned w = placement[i].where;
+        if (!seen[placement[i].code - O_ROLE])
+            continue;
+        for (size_t j = 0; long_opts[j].name != NULL; j++)
+            if (long_opts[j].val == placement[i].code)
+                name = long_opts[j].name;
+        if ((w & kind) == 0) {
+            fprintf(stderr, "ixlbench: --%s does not apply to %s; it belongs to %s\n", name,
+                    kind_names[k], placement[i].belongs);
+            return 2;
+        }
+        if (((w & N_SWEEP) && !o->sweep) || ((w & N_KV) && !o->kv)) {
+            fprintf(stderr, "ixlbench: --%s does not apply to %s; it belongs to %s\n", name,
+                    o->sweep ? "the sweep alone (--scenario sweep, the default)"
+                             : "the KV scenario alone (--scenario kv)",
+                    placement[i].belongs);
+            return 2;
+        }
+        if ((w & N_NET) && strcmp(o->backend, "NET") != 0) {
+            fprintf(stderr, "ixlbench: --%s does not apply to backend %s; it belongs to %s\n", name,
+                    o->backend, placement[i].belongs);
+            return 2;
+        }
+    }
+    return 0;
+}
 
 static int bad(const char *opt, const char *arg)
 {
@@ -320,7 +484,7 @@ static int kv_variants(const char *arg, unsigned *out)
 static int parse(int argc, char **argv, struct ixb_opts *o)
 {
     bool block_set = false, block_max_set = false, batch_max_set = false, tmem_set = false;
-    bool storage_opt = false, role_set = false, dev_opt = false;
+    bool role_set = false, seen[O_END - O_ROLE] = {false};
     const char *path = NULL;
     int c, rc = 0;
     uint64_t v;
@@ -357,6 +521,8 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
     o->idle_timeout_s = 600;
 
     while (rc == 0 && (c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (c >= O_ROLE && c < O_END)
+            seen[c - O_ROLE] = true;
         switch (c) {
         case O_ROLE:
             role_set = true;
@@ -409,7 +575,6 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             rc = num(c == O_IDEV ? "initiator-dev" : "target-dev", optarg, 0, 1023, &v);
             if (rc == 0)
                 *(c == O_IDEV ? &o->init_dev : &o->target_dev) = (int)v;
-            dev_opt = true;
             break;
         case O_FILE:
             o->file = optarg;
@@ -418,26 +583,21 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
             break;
         case O_FILE_SIZE:
             rc = num("file-size", optarg, 1, INT64_MAX, &o->file_size);
-            storage_opt = true;
             break;
         case O_DIRECT:
             o->direct = true;
-            storage_opt = true;
             break;
         case O_LAYOUT:
             if (strcmp(optarg, "consecutive") == 0 || strcmp(optarg, "scattered") == 0)
                 o->scatter = strcmp(optarg, "scattered") == 0;
             else
                 rc = bad("layout", optarg);
-            storage_opt = true;
             break;
         case O_WARM:
             o->warm = true;
-            storage_opt = true;
             break;
         case O_KEEP_FILE:
             o->keep_file = true;
-            storage_opt = true;
             break;
         case O_OBJ_PREFIX:
             o->obj_prefix = optarg;
@@ -630,6 +790,32 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         fprintf(stderr, "ixlbench: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
+    /* Storage mode: --target-mem FILE|BLK, or --file alone (FILE). */
+    if (o->file != NULL && !tmem_set)
+        o->target_mem = IXL_MEM_FILE;
+    if (ixb_storage(o) && role_set && o->role != IXB_ROLE_BOTH) {
+        fprintf(stderr, "ixlbench: --target-mem %s runs in one process (no --role)\n",
+                ixl_mem_name(o->target_mem));
+        return 2;
+    }
+    if (ixb_storage(o) && !o->backend_set)
+        o->backend = o->target_mem == IXL_MEM_OBJ ? "OBJ" : "POSIX";
+    rc = check_placement(o, seen);
+    if (rc != 0)
+        return rc;
+    if (seen[O_TNAME - O_ROLE] && o->peer_host == NULL && o->etcd == NULL) {
+        fprintf(stderr, "ixlbench: --target-name says whose metadata --peer or --etcd fetches "
+                        "(with --md-file the file says it)\n");
+        return 2;
+    }
+    if ((seen[O_IDEV - O_ROLE] && o->init_mem != IXL_MEM_VRAM) ||
+        (seen[O_TDEV - O_ROLE] && o->target_mem != IXL_MEM_VRAM)) {
+        fprintf(
+            stderr, "ixlbench: --%s is the GPU of a VRAM side: it needs --%s VRAM\n",
+            seen[O_IDEV - O_ROLE] && o->init_mem != IXL_MEM_VRAM ? "initiator-dev" : "target-dev",
+            seen[O_IDEV - O_ROLE] && o->init_mem != IXL_MEM_VRAM ? "initiator-mem" : "target-mem");
+        return 2;
+    }
     if (block_set && !block_max_set)
         o->block_max = o->block_min;
     if (!batch_max_set && o->batch_max < o->batch_min)
@@ -643,50 +829,26 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                 o->kv_req_blocks, o->kv_blocks);
         return 2;
     }
-    /* Storage mode: --target-mem FILE|BLK, or --file alone (FILE). */
-    if (o->file != NULL && !tmem_set)
-        o->target_mem = IXL_MEM_FILE;
-    if (dev_opt && !ixb_vram(o)) {
-        fprintf(stderr, "ixlbench: --initiator-dev/--target-dev need VRAM on a side "
-                        "(--initiator-mem VRAM or --target-mem VRAM)\n");
-        return 2;
-    }
-    if (ixb_devmode(o) && !ixb_storage(o)) {
-        /* Device mode: VRAM on a side, DRAM or VRAM on the other, one agent. */
+    if (ixb_vram(o) && !ixb_storage(o)) {
+        /* Device mode (one agent), or two processes (--role; NET: CUDA IPC between them when
+         * they share the node): VRAM on a side, DRAM or VRAM on the other. */
         enum ixl_mem other = o->init_mem == IXL_MEM_VRAM ? o->target_mem : o->init_mem;
         if (other != IXL_MEM_DRAM && other != IXL_MEM_VRAM) {
             fprintf(stderr, "ixlbench: VRAM moves to and from DRAM or VRAM only (not %s)\n",
                     ixl_mem_name(other));
             return 2;
         }
-        if (o->kv || storage_opt || o->file != NULL || o->n_topts > 0 || o->target_heap ||
-            o->md_file != NULL || o->cold_buffers || o->listen_port >= 0 || o->peer_host != NULL ||
-            o->etcd != NULL) {
-            fprintf(stderr, "ixlbench: device mode (VRAM) takes none of --scenario kv, the "
-                            "storage options, --target-opt, --target-alloc, --md-file, "
-                            "--cold-buffers, --listen, --peer, --etcd\n");
+        if (o->kv || o->cold_buffers) {
+            fprintf(stderr, "ixlbench: with VRAM neither --scenario kv nor --cold-buffers "
+                            "applies (the KV scenario and --cold-buffers are DRAM's)\n");
             return 2;
         }
-    } else if (ixb_vram(o) && !ixb_storage(o)) {
-        /* Two processes (--role): VRAM on a side, DRAM or VRAM on the other (NET: CUDA IPC
-         * between the processes when they share the node). */
-        enum ixl_mem other = o->init_mem == IXL_MEM_VRAM ? o->target_mem : o->init_mem;
-        if (other != IXL_MEM_DRAM && other != IXL_MEM_VRAM) {
-            fprintf(stderr, "ixlbench: VRAM moves to and from DRAM or VRAM only (not %s)\n",
-                    ixl_mem_name(other));
-            return 2;
-        }
-        if (o->kv || storage_opt || o->file != NULL || o->cold_buffers) {
-            fprintf(stderr, "ixlbench: VRAM between two processes takes none of --scenario kv, "
-                            "the storage options, --cold-buffers\n");
+        if (o->target_heap && o->target_mem == IXL_MEM_VRAM) {
+            fprintf(stderr, "ixlbench: --target-alloc heap is for DRAM at the target (not "
+                            "--target-mem VRAM)\n");
             return 2;
         }
     } else if (ixb_storage(o)) {
-        if (role_set && o->role != IXB_ROLE_BOTH) {
-            fprintf(stderr, "ixlbench: --target-mem %s runs in one process (no --role)\n",
-                    ixl_mem_name(o->target_mem));
-            return 2;
-        }
         if (o->kv) {
             fprintf(stderr,
                     "ixlbench: the KV scenario is DRAM to DRAM (not with --target-mem "
@@ -699,29 +861,19 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                             "a file)\n");
             return 2;
         }
-        if ((o->init_mem != IXL_MEM_DRAM && o->init_mem != IXL_MEM_VRAM) || path != NULL ||
-            o->n_topts > 0 || o->target_heap || o->md_file != NULL) {
-            fprintf(stderr, "ixlbench: storage mode takes none of --initiator-mem other than "
-                            "DRAM or VRAM, --path, --target-opt, --target-alloc, --md-file\n");
+        if (o->init_mem != IXL_MEM_DRAM && o->init_mem != IXL_MEM_VRAM) {
+            fprintf(stderr,
+                    "ixlbench: storage mode moves DRAM or VRAM (not --initiator-mem "
+                    "%s)\n",
+                    ixl_mem_name(o->init_mem));
             return 2;
         }
-        if (o->target_dev != 0) {
-            fprintf(stderr, "ixlbench: --target-dev: the target is a file\n");
-            return 2;
-        }
-        if (o->target_mem == IXL_MEM_OBJ && (storage_opt || o->file != NULL)) {
-            fprintf(stderr, "ixlbench: --target-mem OBJ takes none of --file, --file-size, "
-                            "--direct, --layout, --warm, --keep-file\n");
-            return 2;
-        }
-        if (!o->backend_set)
-            o->backend = o->target_mem == IXL_MEM_OBJ ? "OBJ" : "POSIX";
-    } else if (storage_opt || o->target_mem != IXL_MEM_DRAM || o->init_mem != IXL_MEM_DRAM) {
-        fprintf(stderr, "ixlbench: --%s-mem %s: %s\n",
+    } else if (o->target_mem != IXL_MEM_DRAM || o->init_mem != IXL_MEM_DRAM) {
+        fprintf(stderr,
+                "ixlbench: --%s-mem %s: ixlbench moves DRAM, VRAM, FILE, BLK or OBJ "
+                "only\n",
                 o->target_mem != IXL_MEM_DRAM ? "target" : "initiator",
-                ixl_mem_name(o->target_mem != IXL_MEM_DRAM ? o->target_mem : o->init_mem),
-                storage_opt ? "the storage options need --target-mem FILE or BLK"
-                            : "ixlbench moves DRAM, VRAM, FILE or BLK only");
+                ixl_mem_name(o->target_mem != IXL_MEM_DRAM ? o->target_mem : o->init_mem));
         return 2;
     }
     bool found = o->role == IXB_ROLE_TARGET ? o->listen_port >= 0 || o->etcd != NULL
@@ -732,17 +884,6 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                 o->role == IXB_ROLE_TARGET ? "--listen PORT" : "--peer HOST:PORT");
         return 2;
     }
-    if (o->role == IXB_ROLE_BOTH &&
-        (o->listen_port >= 0 || o->peer_host != NULL || o->etcd != NULL)) {
-        fprintf(stderr, "ixlbench: --listen, --peer and --etcd need separate --role target and "
-                        "--role initiator processes\n");
-        return 2;
-    }
-    if ((o->role == IXB_ROLE_TARGET && o->peer_host != NULL) ||
-        (o->role == IXB_ROLE_INITIATOR && o->listen_port >= 0)) {
-        fprintf(stderr, "ixlbench: --listen is the target's, --peer the initiator's\n");
-        return 2;
-    }
     ixb_listen_port = o->role == IXB_ROLE_TARGET ? o->listen_port : -1;
     ixb_etcd = o->etcd;
     if (o->csv_file && o->json_file && strcmp(o->csv_file, "-") == 0 &&
@@ -751,10 +892,6 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
         return 2;
     }
     if (path != NULL) {
-        if (o->role == IXB_ROLE_TARGET) {
-            fprintf(stderr, "ixlbench: --path applies to the initiator\n");
-            return 2;
-        }
         if (o->n_opts == IXB_MAX_OPTS) {
             fprintf(stderr, "ixlbench: too many options\n");
             return 2;

@@ -377,6 +377,8 @@ int64_t ixb_mem_verify_at(enum ixl_mem type, const uint8_t *base, uint64_t off, 
 
 /* The KV-cache scenario (see the comment at the top of ixlbench_kv.c). 0, or 1 on an error. */
 int ixb_kv_run(struct ixb_init *in);
+/* The rows it measures (its variants): the initiator counts them in its progress up front. */
+unsigned ixb_kv_rows(const struct ixb_opts *o);
 
 /* ---- ixlbench_out.c ------------------------------------------------------------------------- */
 

@@ -1592,6 +1592,8 @@ int ixb_initiator_run(const struct ixb_opts *o, const char *md_file)
     ixb_ctl_ans_free(&a);
     ixb_out_header(o->backend, in.name, in.ctl.target);
     rc = 0;
+    if (o->kv) /* the sweep's rows come first, then these: the progress bar never goes back */
+        in.rows_total += ixb_kv_rows(o);
     if (o->sweep && ixb_sweep(&in) != 0)
         rc = 1;
     if (rc == 0 && o->kv && ixb_kv_run(&in) != 0)

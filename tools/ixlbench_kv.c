@@ -487,6 +487,15 @@ static unsigned backend_copy_threads(struct ixb_init *in)
     return t < 1 ? 1 : t > 8 ? 8 : t;
 }
 
+unsigned ixb_kv_rows(const struct ixb_opts *o)
+{
+    unsigned n = 0;
+
+    for (int v = 0; v < IXB_KV_N; v++)
+        n += v == IXB_KV_SINGLE || (o->kv_variants & (1u << v));
+    return n;
+}
+
 int ixb_kv_run(struct ixb_init *in)
 {
     const struct ixb_opts *o = in->o;
@@ -510,7 +519,6 @@ int ixb_kv_run(struct ixb_init *in)
         if (k.var[v].on && var_init(&k.var[v], n, total) != 0)
             goto oom;
     }
-    in->rows_total += n_on;
     k.li = calloc((size_t)(k.regions * k.req), sizeof(int64_t));
     k.ri = calloc((size_t)(k.regions * k.req), sizeof(int64_t));
     k.perm = calloc((size_t)k.blocks, sizeof(uint32_t));

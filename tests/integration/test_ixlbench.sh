@@ -2,7 +2,8 @@
 # ixlbench smoke test (small sizes, data checks on): the two roles in two processes, both in
 # one process (threads, depth, prepared lists), forced TCP, CSV and JSON that parse, the
 # corrupt flag making READ, WRITE and KV checks fail, --plot with and without gnuplot, bad
-# usage. Exit 0 pass, 1 fail, 77 skip (no NET backend in this build).
+# usage, options where they do not apply (refused with where they belong). Exit 0 pass, 1
+# fail, 77 skip (no NET backend in this build).
 #
 #   test_ixlbench.sh IXLBENCH [two-process]
 #
@@ -149,9 +150,9 @@ grep -q "^READ .* off$" "$tmp/d.out" || fail "no unchecked row: $(cat "$tmp/d.ou
 grep -q " shm " "$tmp/d.out" && fail "memory from mmap went through the mapped path"
 
 # --- the checks can fail ------------------------------------------------------------------
-for args in "--op read" "--op write" "--scenario kv $kv"; do
+for args in "$small --op read" "$small --op write" "--no-progress --scenario kv $kv"; do
     # shellcheck disable=SC2086
-    "$bench" $small $args --corrupt-for-test >"$tmp/e.out" 2>"$tmp/e.err"
+    "$bench" $args --corrupt-for-test >"$tmp/e.out" 2>"$tmp/e.err"
     rc=$?
     [ $rc -eq 1 ] || fail "--corrupt-for-test $args exited $rc"
     grep -q "DATA CHECK FAILED" "$tmp/e.err" || fail "--corrupt-for-test $args: no failure named"
@@ -182,4 +183,47 @@ listener_case
 grep -q "no target metadata" "$tmp/h.err" || fail "missing target: $(cat "$tmp/h.err")"
 "$bench" --backend NO_SUCH_PLUGIN --block 4K --iters 1 >/dev/null 2>&1
 [ $? -eq 77 ] || fail "a missing backend must exit 77"
+
+# --- options where they do not apply: refused (exit 2) with where they belong ---------------
+misplaced() { # expected message, then ixlbench's arguments
+    want=$1
+    shift
+    "$bench" "$@" >"$tmp/u.out" 2>"$tmp/u.err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "ixlbench $*: exit $rc, want 2 (usage): $(cat "$tmp/u.err")"
+    [ "$(cat "$tmp/u.err")" = "ixlbench: $want" ] ||
+        fail "ixlbench $*: message '$(cat "$tmp/u.err")', want 'ixlbench: $want'"
+}
+t="does not apply to the target (--role target); it belongs to"
+i="does not apply to the initiator (--role initiator); it belongs to"
+b="does not apply to a one-process run (--role both, the default); it belongs to"
+st="storage mode (--target-mem FILE or BLK, or --file alone)"
+misplaced "--target-alloc $t the initiator, which asks the target for its memory (--role initiator, or one process with two agents)" \
+    --role target --md-file "$tmp/md" --target-alloc heap
+misplaced "--seed $t the process that measures (the initiator, or one process), not the target" \
+    --role target --md-file "$tmp/md" --seed 3
+misplaced "--initiator-mem $t the initiator (the target allocates what --target-mem says)" \
+    --role target --md-file "$tmp/md" --initiator-mem DRAM
+misplaced "--listen $i the target (--role target); the initiator finds it with --peer" \
+    --role initiator --md-file "$tmp/md" --listen 0
+misplaced "--target-opt $i a one-process run of two agents (--role both); give --role target its options with --opt" \
+    --role initiator --md-file "$tmp/md" --target-opt conns=1
+misplaced "--idle-timeout $b the target (--role target)" --idle-timeout 5
+misplaced "--direct $b $st" --direct --block 4K
+misplaced "--path does not apply to $st; it belongs to the NET backend's initiator (--role initiator, or one process with two agents); other backends: --opt" \
+    --file "$tmp/f" --path shm
+misplaced "--file does not apply to object storage (--target-mem OBJ); it belongs to $st" \
+    --target-mem OBJ --file "$tmp/f"
+misplaced "--kv-iters does not apply to the sweep alone (--scenario sweep, the default); it belongs to the KV scenario (--scenario kv or all) between two agents" \
+    --kv-iters 2
+misplaced "--block does not apply to the KV scenario alone (--scenario kv); it belongs to the sweep (--scenario sweep, the default, or all)" \
+    --scenario kv --block 8K
+misplaced "--path does not apply to backend UCX; it belongs to the NET backend's initiator (--role initiator, or one process with two agents); other backends: --opt" \
+    --backend UCX --path tcp
+misplaced "--target-name says whose metadata --peer or --etcd fetches (with --md-file the file says it)" \
+    --role initiator --md-file "$tmp/md" --target-name other
+misplaced "--target-dev $b a VRAM target (--target-mem VRAM: device mode, or --role target and initiator)" \
+    --target-dev 1
+misplaced "--target-dev is the GPU of a VRAM side: it needs --target-mem VRAM" \
+    --role initiator --md-file "$tmp/md" --target-dev 1
 echo ok
