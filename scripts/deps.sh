@@ -26,8 +26,9 @@ esac
 
 # Debian packages (make deb; the package test tests/deb in make test): debhelper, lintian.
 case "$goal" in
-test) pkgs="$pkgs debhelper dpkg-dev fakeroot dh-python python3-setuptools python3-wheel" ;;
-deb) pkgs="$pkgs debhelper dpkg-dev fakeroot dh-python python3 python3-setuptools python3-wheel lintian" ;;
+# build-essential: dpkg-buildpackage checks it as an implicit build dependency.
+test) pkgs="$pkgs build-essential debhelper dpkg-dev fakeroot dh-python python3-setuptools python3-wheel" ;;
+deb) pkgs="$pkgs build-essential debhelper dpkg-dev fakeroot dh-python python3 python3-setuptools python3-wheel lintian" ;;
 esac
 
 missing=""

@@ -5,26 +5,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/asan.h"
 #include "util/scratch.h"
 #include "util/sys.h"
-
-/* Under AddressSanitizer, what the slabs hold while it is free (a region on the free list, a
- * kept slab) is poisoned, so that a use after free of a region is still caught. */
-#if defined(__SANITIZE_ADDRESS__)
-#define IXL_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define IXL_ASAN 1
-#endif
-#endif
-#ifdef IXL_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define POISON(p, n) ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
 
 /*
  * A node of an index. Each node keeps, for each child, the child's height and reach (the
@@ -117,7 +100,7 @@ static struct slab *slab_get(int huge)
     }
     pthread_mutex_unlock(&slab_pool.lock);
     if (s != NULL)
-        UNPOISON(s + 1, s->bytes - sizeof(*s));
+        IXL_UNPOISON(s + 1, s->bytes - sizeof(*s));
     if (s == NULL && huge && (s = huge_map()) != NULL)
         s->bytes = HUGE_BYTES;
     if (s == NULL && (s = sys_malloc(SLAB_BYTES)) != NULL)
@@ -133,7 +116,7 @@ static void slab_put(struct slab *s)
         s->next = *list;
         *list = s;
         slab_pool.bytes += s->bytes;
-        POISON(s + 1, s->bytes - sizeof(*s));
+        IXL_POISON(s + 1, s->bytes - sizeof(*s));
         s = NULL;
     }
     pthread_mutex_unlock(&slab_pool.lock);
@@ -223,7 +206,7 @@ struct region *ixl_registry_region_new(struct ixl_registry *r)
     const size_t size = (sizeof(struct region) + 63) & ~(size_t)63;
     void **g = r->free_regions;
     if (g != NULL) {
-        UNPOISON((char *)g + sizeof(void *), size - sizeof(void *));
+        IXL_UNPOISON((char *)g + sizeof(void *), size - sizeof(void *));
         r->free_regions = *g;
     } else {
         if ((size_t)(r->rcarve_end - r->rcarve) < size &&
@@ -247,8 +230,8 @@ void ixl_registry_region_free(struct ixl_registry *r, struct region *g)
     void **link = (void **)g;
     *link = r->free_regions;
     r->free_regions = link;
-    POISON((char *)g + sizeof(void *),
-           ((sizeof(struct region) + 63) & ~(size_t)63) - sizeof(void *));
+    IXL_POISON((char *)g + sizeof(void *),
+               ((sizeof(struct region) + 63) & ~(size_t)63) - sizeof(void *));
 }
 
 static void free_regions(struct rnode *t)

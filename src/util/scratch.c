@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "util/asan.h"
 #include "util/sys.h"
 
 /* Blocks kept: at most SCRATCH_KEEP, SCRATCH_BYTES in all (what the process holds at most when
@@ -41,8 +42,10 @@ void *ixl_scratch_take(size_t bytes)
         pool.bytes -= s->cap;
     }
     pthread_mutex_unlock(&pool.lock);
-    if (s != NULL)
+    if (s != NULL) {
+        IXL_UNPOISON(s + 1, s->cap);
         return s + 1;
+    }
     /* Room to grow a little: the next call's arrays are often slightly larger. */
     size_t cap = bytes < SCRATCH_MIN ? SCRATCH_MIN : bytes + bytes / 8;
     cap = (cap + 4095) & ~(size_t)4095;
@@ -80,6 +83,7 @@ void ixl_scratch_give(void *p)
         size_t out = pool.kept[at] ? pool.kept[at]->cap : 0;
         if (pool.bytes - out + s->cap <= SCRATCH_BYTES) {
             struct scratch *old = pool.kept[at];
+            IXL_POISON(s + 1, s->cap);
             pool.kept[at] = s;
             pool.bytes = pool.bytes - out + s->cap;
             s = old;
