@@ -71,6 +71,7 @@ static struct {
     bool no_device;
     bool stub;
     unsigned delay_us;
+    unsigned sync_late_us; /* cuEventSynchronize returns this long after the event is done */
     long fail_copy[SIM_MAX_FAILS]; /* which copies fail (1-based; 0 ends the list) */
     bool fail_sticky;              /* a failed stream stays failed */
     size_t mem_bytes;
@@ -127,6 +128,7 @@ static void cfg_load(void)
     g_cfg.no_device = env_flag("IXL_CUDASIM_NO_DEVICE") || g_cfg.devices == 0;
     g_cfg.stub = env_flag("IXL_CUDASIM_STUB");
     g_cfg.delay_us = (unsigned)env_long("IXL_CUDASIM_DELAY_US", 200, 0, 10 * 1000 * 1000);
+    g_cfg.sync_late_us = (unsigned)env_long("IXL_CUDASIM_SYNC_LATE_US", 0, 0, 10 * 1000 * 1000);
     fail_list_load();
     const char *sticky = getenv("IXL_CUDASIM_FAIL_STICKY");
     g_cfg.fail_sticky = sticky == NULL || *sticky == '\0' || strcmp(sticky, "0") != 0;
@@ -1201,7 +1203,10 @@ struct CUstream_st {
     struct sim_op *head, *tail; /* mu */
     bool busy, stop;            /* mu */
     CUresult err;               /* mu: sticky once a copy failed */
+    struct CUstream_st *next;   /* g_lock: every live stream (cuCtxSynchronize) */
 };
+
+static struct CUstream_st *g_streams; /* g_lock */
 
 static void event_put_locked(struct CUevent_st *e)
 {
@@ -1280,6 +1285,7 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/* Called with g_lock held (the stream joins the list of live streams). */
 static CUresult stream_new(struct CUctx_st *c, struct CUstream_st **out)
 {
     struct CUstream_st *s = calloc(1, sizeof(*s));
@@ -1297,6 +1303,8 @@ static CUresult stream_new(struct CUctx_st *c, struct CUstream_st **out)
         free(s);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    s->next = g_streams;
+    g_streams = s;
     *out = s;
     return CUDA_SUCCESS;
 }
@@ -1457,7 +1465,10 @@ CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
         return rc;
     if (stream == NULL || (flags & ~CU_STREAM_NON_BLOCKING) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return stream_new(c, stream);
+    pthread_mutex_lock(&g_lock);
+    rc = stream_new(c, stream);
+    pthread_mutex_unlock(&g_lock);
+    return rc;
 }
 
 CUresult cuStreamDestroy_v2(CUstream stream)
@@ -1474,12 +1485,49 @@ CUresult cuStreamDestroy_v2(CUstream stream)
     pthread_cond_signal(&stream->work_cv);
     pthread_mutex_unlock(&stream->mu);
     pthread_join(stream->thread, NULL);
+    pthread_mutex_lock(&g_lock);
+    for (struct CUstream_st **pp = &g_streams; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == stream) {
+            *pp = stream->next;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
     stream->magic = 0;
     pthread_cond_destroy(&stream->idle_cv);
     pthread_cond_destroy(&stream->work_cv);
     pthread_mutex_destroy(&stream->mu);
     free(stream);
     return CUDA_SUCCESS;
+}
+
+/* Waits until every stream of the current context (the legacy default one included) is idle:
+ * what CUDA waits for, and possibly work queued meanwhile too, which the caller cannot tell
+ * apart. The first sticky error of those streams is the answer. */
+__attribute__((visibility("default"))) CUresult cuCtxSynchronize(void);
+CUresult cuCtxSynchronize(void)
+{
+    struct CUctx_st *c;
+    CUresult rc = current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (;;) {
+        bool busy = false;
+        CUresult err = CUDA_SUCCESS;
+        pthread_mutex_lock(&g_lock);
+        for (struct CUstream_st *s = g_streams; s != NULL; s = s->next) {
+            if (s->ctx != c)
+                continue;
+            pthread_mutex_lock(&s->mu);
+            busy |= s->head != NULL || s->busy;
+            if (err == CUDA_SUCCESS)
+                err = s->err;
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_unlock(&g_lock);
+        if (!busy)
+            return err;
+        usleep(50);
+    }
 }
 
 CUresult cuStreamSynchronize(CUstream stream)
@@ -1585,6 +1633,9 @@ CUresult cuEventSynchronize(CUevent event)
         pthread_cond_wait(&g_ev_cv, &g_ev_lock);
     rc = event->status;
     pthread_mutex_unlock(&g_ev_lock);
+    cfg_get();
+    if (g_cfg.sync_late_us > 0) /* a waiting thread slow to learn it (cuEventQuery is not) */
+        usleep(g_cfg.sync_late_us);
     return rc;
 }
 
