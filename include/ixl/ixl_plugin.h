@@ -68,9 +68,10 @@ extern "C" {
 
 /* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too.
  * 2.3: struct ixl_devops ends with ctx_enter/ctx_leave.
- * 2.4: struct ixl_host ends with env (a plugin's documented environment defaults). */
+ * 2.4: struct ixl_host ends with env (a plugin's documented environment defaults).
+ * 2.5: struct ixl_engine_ops ends with wait_xfer (a waiting caller watches the request's end). */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 4
+#define IXL_PLUGIN_ABI_MINOR 5
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
@@ -709,6 +710,14 @@ struct ixl_engine_ops {
      *  prep_xfer and when the request completes. Optional. Fallback (NULL): ixl_xfer_info()'s
      *  path is ""; an error leaves the path as it was. */
     int (*req_info)(struct ixl_engine *e, struct ixl_req *req, struct ixl_req_info *out);
+    /** Watches, on the calling thread and for at most budget_ns, for the end of a request
+     *  whose remaining work no CPU of the engine's does (a device's copies, whose event the
+     *  caller can poll), completing it there when it ends; then answers as check_xfer does.
+     *  A request with nothing to watch that way answers at once, as check_xfer. Asked by
+     *  ixl_xfer_wait, once per wait before it sleeps, under check_xfer's rules (never
+     *  concurrent with another call on the request). Optional (2.5). Fallback (NULL): the
+     *  core spins on its wake sequence for short requests, then sleeps until signaled. */
+    int (*wait_xfer)(struct ixl_engine *e, struct ixl_req *req, uint64_t budget_ns);
 };
 
 /** The smallest ops table the core accepts: everything up to progress. A table of exactly

@@ -114,6 +114,7 @@ struct net_engine;
 struct net_req;
 struct net_loop;
 struct net_item;
+struct net_dwait;
 
 /* A ring of queued items (a peer's queues). */
 struct net_ring {
@@ -352,6 +353,9 @@ struct net_req {
     struct net_ipc **ipc;
     bool ipc_held; /* an in-flight hold on ipc[] (net_ipc_hold), under net_ipc's lock */
     const char *dev_path;
+    /* The device event of the post in flight, while its completion is still to be claimed
+     * (net_dev.c; under e->reqs_lock): a waiting caller polls it (net_wait_xfer). */
+    struct net_dwait *dw;
     uint64_t gen; /* TCP: the peer's connection generation this post went to */
     /* tcp-staged (net_stage.c): VRAM on a side of a request to another agent. stage_local:
      * the local side is VRAM, so its chunks pass through the peer's pinned slots here;
@@ -606,6 +610,10 @@ int net_dev_region(struct net_engine *e, const struct ixl_reg_desc *d, struct ne
  * (the caller reports it: net_error on the posting thread, the request's status on a worker). */
 int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char *why,
                  size_t why_len);
+/* Polls, on the caller's thread and for at most budget_ns, the device event of r's post in
+ * flight; when the event is done first here, completes r here (as the stream's completion
+ * thread would). IXL_OK if r had such an event (done or not), IXL_ERR_NOT_SUPPORTED if not. */
+int net_dev_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns);
 
 /* net_ipc.c: VRAM between agents of one node (issue 20). */
 /* The route of request r (remote peer p, VRAM on a side as lv/rv): CUDA IPC into the peer's
@@ -701,6 +709,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                   const struct ixl_xfer_opts *opts, struct ixl_req **out);
 int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl_xfer_opts *opts);
 int net_check_xfer(struct ixl_engine *base, struct ixl_req *req);
+int net_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_ns);
 int net_release_req(struct ixl_engine *base, struct ixl_req *req);
 int net_estimate(struct ixl_engine *base, struct ixl_req *req, struct ixl_cost *out);
 int net_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out);

@@ -38,7 +38,10 @@ struct net_dstream {
     pthread_t thread;
 };
 
-/* An event the completion thread waits for: request serial's device work. */
+/* An event the completion thread waits for: request serial's device work. A request's event
+ * may also be polled by a caller waiting for the request (net_dev_watch): whichever sees it
+ * done first claims the completion (under e->reqs_lock, clearing r->dw), and the event goes
+ * with the last reference. */
 struct net_dwait {
     uint64_t serial;
     struct net_req *r; /* busy held until the event is done */
@@ -47,6 +50,8 @@ struct net_dwait {
     /* A staged copy (net_stage.c): done(arg, status) is called instead of completing r. */
     void (*done)(void *arg, int status);
     void *arg;
+    int refs;     /* e->reqs_lock: the completion thread's, and a watching caller's */
+    bool claimed; /* e->reqs_lock: the request's completion was taken */
     struct net_dwait *next;
 };
 
@@ -209,8 +214,12 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
         }
     }
     if (rc == IXL_OK && copy_rc == IXL_OK && rec_rc == IXL_OK) {
-        /* Queued in record order (under the stream's lock): the thread waits for it. */
-        *w = (struct net_dwait){.serial = serial, .r = r, .ev = ev, .s = s};
+        /* Queued in record order (under the stream's lock): the thread waits for it; a
+         * caller waiting for the request may poll it meanwhile (r->dw). */
+        *w = (struct net_dwait){.serial = serial, .r = r, .ev = ev, .s = s, .refs = 1};
+        pthread_mutex_lock(&e->reqs_lock);
+        r->dw = w;
+        pthread_mutex_unlock(&e->reqs_lock);
         pthread_mutex_lock(&ds->qlock);
         if (ds->tail)
             ds->tail->next = w;
@@ -249,9 +258,88 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
     return rec_rc;
 }
 
+/* Takes the completion of w's request (its event is done): true for the first caller only. */
+static bool dwait_claim(struct net_engine *e, struct net_dwait *w)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    bool mine = !w->claimed;
+    if (mine) {
+        w->claimed = true;
+        if (w->r->dw == w)
+            w->r->dw = NULL;
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    return mine;
+}
+
+/* Drops a reference to w; the last one destroys its event and frees it. */
+static void dwait_put(struct net_engine *e, struct net_dwait *w)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    bool last = --w->refs == 0;
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (last) {
+        e->dev->event_destroy(e->dev->ctx, w->ev);
+        free(w);
+    }
+}
+
+/* Completes w's request, whose device work ended with rc (the claimant's call): its hold on a
+ * peer's memory ends, a peer that went meanwhile fails it, and the notification goes now,
+ * after the copies. */
+static void dwait_complete(struct net_engine *e, struct net_dwait *w, int rc)
+{
+    struct net_peer *peer = w->r->peer;
+    char why[NET_WHY];
+    int st = peer           ? net_ipc_done(e, w->r, rc, why, sizeof(why))
+             : rc == IXL_OK ? IXL_OK
+                            : IXL_ERR_BACKEND;
+    if (!peer && rc != IXL_OK)
+        snprintf(why, sizeof(why),
+                 "NET: a device copy of the request failed (the device "
+                 "layer logged the driver's error)");
+    /* busy dropped first (a release waiting for it may now free the request: it took the
+     * request out of the table, so part_done below finds nothing and sends nothing). */
+    net_req_unbusy(e, w->r);
+    if (net_req_part_done(e, w->serial, st, st == IXL_OK ? NULL : why) == 1 && peer)
+        net_peer_submit_notif(peer, w->serial);
+}
+
+int net_dev_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
+{
+    const struct ixl_devops *d = e->dev;
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_dwait *w = r->dw;
+    if (w != NULL)
+        w->refs++;
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (w == NULL)
+        return IXL_ERR_NOT_SUPPORTED;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int q = d->query(d->ctx, w->ev);
+        if (q == IXL_OK) {
+            if (dwait_claim(e, w))
+                dwait_complete(e, w, IXL_OK);
+            break;
+        }
+        /* A failure is the completion thread's to handle (it replaces the stream). */
+        if (q != IXL_IN_PROGRESS)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        uint64_t spent =
+            (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t.tv_nsec - t0.tv_nsec);
+        if (spent >= budget_ns)
+            break;
+    }
+    dwait_put(e, w);
+    return IXL_OK;
+}
+
 /* A stream's completion thread: waits for each of its events in record order, then completes
  * the request (the notification of a request within the agent is queued only now, after the
- * copies). */
+ * copies) unless a waiting caller saw the event done first and completed it. */
 static void *dstream_main(void *arg)
 {
     struct net_dstream *ds = arg;
@@ -271,7 +359,8 @@ static void *dstream_main(void *arg)
         if (w == NULL)
             break; /* stopping, and every event was waited for */
         int rc = d->wait(d->ctx, w->ev);
-        d->event_destroy(d->ctx, w->ev);
+        if (w->done != NULL) /* a staged copy's event is this thread's alone */
+            d->event_destroy(d->ctx, w->ev);
         if (rc != IXL_OK) {
             /* A failed copy may leave its stream failed for good (CUDA's errors are sticky):
              * the next request gets a new one. The stream's own teardown waits for what is
@@ -288,24 +377,9 @@ static void *dstream_main(void *arg)
             free(w);
             continue;
         }
-        /* A request to a peer (net_ipc.c): its hold on the peer's memory ends, and a peer
-         * that went meanwhile fails it; the notification goes to the peer now, after the
-         * copies. */
-        struct net_peer *peer = w->r->peer;
-        char why[NET_WHY];
-        int st = peer           ? net_ipc_done(e, w->r, rc, why, sizeof(why))
-                 : rc == IXL_OK ? IXL_OK
-                                : IXL_ERR_BACKEND;
-        if (!peer && rc != IXL_OK)
-            snprintf(why, sizeof(why),
-                     "NET: a device copy of the request failed (the device "
-                     "layer logged the driver's error)");
-        /* busy dropped first (a release waiting for it may now free the request: it took the
-         * request out of the table, so part_done below finds nothing and sends nothing). */
-        net_req_unbusy(e, w->r);
-        if (net_req_part_done(e, w->serial, st, st == IXL_OK ? NULL : why) == 1 && peer)
-            net_peer_submit_notif(peer, w->serial);
-        free(w);
+        if (dwait_claim(e, w))
+            dwait_complete(e, w, rc);
+        dwait_put(e, w);
     }
     return NULL;
 }

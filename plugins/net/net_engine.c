@@ -898,6 +898,7 @@ static const struct ixl_engine_ops net_ops = {
     .alloc_mem = net_alloc_mem,
     .free_mem = net_free_mem,
     .req_info = net_req_info,
+    .wait_xfer = net_wait_xfer,
 };
 
 static const struct ixl_plugin_desc net_desc = {

@@ -712,6 +712,17 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     return rc;
 }
 
+int net_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_ns)
+{
+    struct net_engine *e = (struct net_engine *)base;
+    struct net_req *r = (struct net_req *)req;
+    /* Device copies are watched here (their event polled); everything else NET moves on its
+     * own threads' CPUs, which a spinning caller would take from them: answered at once. */
+    if (r->dev)
+        (void)net_dev_watch(e, r, budget_ns);
+    return net_check_xfer(base, req);
+}
+
 int net_release_req(struct ixl_engine *base, struct ixl_req *req)
 {
     struct net_engine *e = (struct net_engine *)base;

@@ -1096,6 +1096,18 @@ static void finish(struct ixl_xfer *x, int rc)
     }
 }
 
+/* A backend's answer for a request in flight (check_xfer or wait_xfer). */
+static int answered(struct ixl_xfer *x, int rc)
+{
+    if (rc == IXL_IN_PROGRESS)
+        return rc;
+    if (rc != IXL_OK && ixl_err_get(x->agent->id)[0] == '\0')
+        IXL_AGENT_ERR(x->agent, rc, "request on backend %s failed: %s",
+                      x->backend->plugin->info.name, ixl_strerror(rc));
+    finish(x, rc);
+    return rc;
+}
+
 static int status_locked(struct ixl_xfer *x)
 {
     switch (x->state) {
@@ -1108,14 +1120,20 @@ static int status_locked(struct ixl_xfer *x)
     case XFER_INFLIGHT:
         break;
     }
-    int rc = x->backend->plugin->ops.check_xfer(x->backend->engine, x->req);
-    if (rc == IXL_IN_PROGRESS)
-        return rc;
-    if (rc != IXL_OK && ixl_err_get(x->agent->id)[0] == '\0')
-        IXL_AGENT_ERR(x->agent, rc, "request on backend %s failed: %s",
-                      x->backend->plugin->info.name, ixl_strerror(rc));
-    finish(x, rc);
-    return rc;
+    return answered(x, x->backend->plugin->ops.check_xfer(x->backend->engine, x->req));
+}
+
+/* status_locked, watching the request's end on this thread for up to budget_ns where the
+ * backend can (wait_xfer). */
+static int watch_locked(struct ixl_xfer *x, uint64_t budget_ns)
+{
+    if (x->state != XFER_INFLIGHT)
+        return status_locked(x);
+    const struct ixl_plugin *p = x->backend->plugin;
+    int rc = p->ops.wait_xfer(x->backend->engine, x->req, budget_ns);
+    if (rc == IXL_ERR_NOT_SUPPORTED)
+        rc = p->ops.check_xfer(x->backend->engine, x->req);
+    return answered(x, rc);
 }
 
 static int post_locked(struct ixl_xfer *x)
@@ -1178,6 +1196,13 @@ ixl_status ixl_xfer_status(struct ixl_xfer *x)
  * one spins) sleep at once, leaving the cores to the threads that complete them. */
 #define IXL_WAIT_SPIN_MAX_NS 50000u
 
+/* The longest ixl_xfer_wait lets a backend watch a request's end on the caller's thread
+ * (wait_xfer: a device's copy event, polled) before the usual spin and sleep. Such a request's
+ * remaining work runs on no CPU of ixl's, so the watch takes a core from nothing that moves its
+ * data (CUDA's own synchronization spins likewise), and it saves the hand-offs between the
+ * thread that sees the end and the one that waits for it. */
+#define IXL_WAIT_WATCH_MAX_NS 1000000u
+
 ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
 {
     if (x == NULL)
@@ -1192,6 +1217,7 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
     uint64_t spin = recent <= IXL_WAIT_SPIN_MAX_NS ? 2 * recent : 0;
     if (spin > IXL_WAIT_SPIN_MAX_NS)
         spin = IXL_WAIT_SPIN_MAX_NS;
+    int watched = !x->backend->plugin->has[IXL_OPT_WAIT_XFER];
     for (;;) {
         /* The sequence first: a completion after this read moves it. */
         uint32_t seq = ixl_agent_wake_seq(agent);
@@ -1211,6 +1237,21 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
                 wait = (int)left_ms;
             if (deadline - now < spin)
                 spin = deadline - now;
+        }
+        /* The backend watches first, once per wait, when it can. */
+        if (!watched) {
+            watched = 1;
+            uint64_t budget = IXL_WAIT_WATCH_MAX_NS;
+            if (timeout_ms >= 0) {
+                uint64_t now = ixl_now_ns();
+                budget = now >= deadline ? 0 : deadline - now < budget ? deadline - now : budget;
+            }
+            pthread_mutex_lock(&x->lock);
+            rc = watch_locked(x, budget);
+            pthread_mutex_unlock(&x->lock);
+            if (rc != IXL_IN_PROGRESS)
+                return rc;
+            continue;
         }
         /* Spin once per wait, before the first sleep: a wake for another request (or a
          * notification) moves the sequence too, and then the status is checked again. */

@@ -193,6 +193,14 @@ static int stub_req_info(struct ixl_engine *e, struct ixl_req *req, struct ixl_r
     return IXL_ERR_NOT_SUPPORTED;
 }
 
+static int stub_wait_xfer(struct ixl_engine *e, struct ixl_req *req, uint64_t budget_ns)
+{
+    (void)e;
+    (void)req;
+    (void)budget_ns;
+    return IXL_ERR_NOT_SUPPORTED;
+}
+
 static const struct ixl_engine_ops stubs = {
     .size = sizeof(struct ixl_engine_ops),
     .connect = stub_conn,
@@ -217,6 +225,7 @@ static const struct ixl_engine_ops stubs = {
     .alloc_mem = stub_alloc_mem,
     .free_mem = stub_free_mem,
     .req_info = stub_req_info,
+    .wait_xfer = stub_wait_xfer,
 };
 
 /* True when the plugin's table (of size bytes) covers the slot at offset off and sets it. */
@@ -248,6 +257,7 @@ static void fill_ops(struct ixl_plugin *p, const struct ixl_engine_ops *src)
                                 OPS_COVERS(have, free_mem) && src->free_mem;
     p->has[IXL_OPT_FREE_MEM] = p->has[IXL_OPT_ALLOC_MEM];
     p->has[IXL_OPT_REQ_INFO] = OPS_COVERS(have, req_info) && src->req_info;
+    p->has[IXL_OPT_WAIT_XFER] = OPS_COVERS(have, wait_xfer) && src->wait_xfer;
 }
 
 static int valid_name(const char *s)

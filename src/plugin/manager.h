@@ -31,6 +31,7 @@ enum ixl_opt_method {
     IXL_OPT_ALLOC_MEM,
     IXL_OPT_FREE_MEM,
     IXL_OPT_REQ_INFO,
+    IXL_OPT_WAIT_XFER,
 };
 
 /* Finds (and if needed opens) the plugin called name. IXL_ERR_NOT_FOUND if none. */

@@ -14,6 +14,12 @@
  *            returns IXL_OK only once its copies ended (nothing lands afterwards), its
  *            notification never comes; the same for a large one (enqueued by a worker, maybe
  *            not yet started when released)
+ *   watch    the completion thread learns of its events late (IXL_CUDASIM_SYNC_LATE_US, 250 ms):
+ *            a request waited for with ixl_xfer_wait completes as soon as its copies did (the
+ *            waiting caller polls the event and completes it: NET's wait_xfer), its
+ *            notification once; a request polled with ixl_xfer_status completes only once
+ *            the thread saw it; a request released right after a watched completion, the
+ *            thread's late look at it touches nothing (ASan/TSan builds)
  *   fail     an injected copy failure (IXL_CUDASIM_FAIL_COPY) fails the request, not OK
  *   agents   VRAM between two agents of one process is refused (IXL_ERR_NOT_SUPPORTED, with
  *            the message: CUDA IPC never targets its own process; test_net_ipc covers two)
@@ -402,6 +408,80 @@ static int case_inflight(void)
     return 0;
 }
 
+#define SYNC_LATE_US 250000
+
+static int case_watch(void)
+{
+    struct ixl_agent *a = agent_new("vram-watch");
+    need_vram(a);
+    struct buf v = buf_new(IXL_MEM_VRAM, SMALL), w = buf_new(IXL_MEM_VRAM, SMALL);
+    reg(a, &v);
+    reg(a, &w);
+    size_t off = 0, len = SMALL;
+    /* The caller watches for up to 1 ms (IXL_WAIT_WATCH_MAX_NS) before it sleeps, so a
+     * machine too loaded to run the simulated copy within that falls back to the thread:
+     * 3 of at most 8 waited requests must complete fast; the first one makes the stream. */
+    int fast = 0, tries = 0;
+    uint64_t worst = 0;
+    for (int k = 0; fast < 3 && k < 8; k++) {
+        buf_put(&v, 0, SMALL, 40 + (uint64_t)k, 0);
+        buf_put(&w, 0, SMALL, 0, 1);
+        struct ixl_xfer *x =
+            xfer_new(a, IXL_OP_WRITE, &v, &w, "vram-watch", &off, &off, &len, 1, "watched");
+        uint64_t t0 = now_ms();
+        CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+        CHECK_RC(ixl_xfer_wait(x, 20000), IXL_OK);
+        uint64_t ms = now_ms() - t0;
+        tries++;
+        /* The thread would have taken SYNC_LATE_US longer: the waiter completed it. */
+        if (ms < SYNC_LATE_US / 2000) {
+            fast++;
+            worst = ms > worst ? ms : worst;
+        } else {
+            fprintf(stderr, "watch: waited request %d took %" PRIu64 " ms (the thread's)\n", k, ms);
+        }
+        CHECK(drain_count(a, "watched") == 1);
+        buf_expect(&w, 0, SMALL, 40 + (uint64_t)k, 0, "watched WRITE");
+        /* Released at once: the completion thread still holds the event, and must not touch
+         * the request when it finally sees it done. */
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    }
+    if (fast < 3)
+        check_fail(__FILE__, __LINE__,
+                   "only %d of %d waited device requests completed before the completion "
+                   "thread (%d ms late) saw them: the waiting caller did not watch them",
+                   fast, tries, SYNC_LATE_US / 1000);
+    /* Polled, not waited: only the completion thread completes it (late). */
+    buf_put(&w, 0, SMALL, 50, 0);
+    buf_put(&v, 0, SMALL, 0, 1);
+    struct ixl_xfer *x =
+        xfer_new(a, IXL_OP_READ, &v, &w, "vram-watch", &off, &off, &len, 1, "polled");
+    uint64_t t0 = now_ms();
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    ixl_status st;
+    while ((st = ixl_xfer_status(x)) == IXL_IN_PROGRESS) {
+        CHECK(now_ms() - t0 < 20000);
+        usleep(1000);
+    }
+    CHECK_RC(st, IXL_OK);
+    uint64_t polled = now_ms() - t0;
+    CHECK(polled >= SYNC_LATE_US / 1000 - 50);
+    CHECK(drain_count(a, "polled") == 1);
+    buf_expect(&v, 0, SMALL, 50, 0, "polled READ");
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    usleep(SYNC_LATE_US + 100000); /* the thread's late looks at the released requests end */
+    CHECK(drain_count(a, "watched") == 0);
+    dereg(a, &v);
+    dereg(a, &w);
+    buf_free(&v);
+    buf_free(&w);
+    ixl_agent_destroy(a);
+    printf("watch: %d of %d waited requests done in <= %" PRIu64 " ms each (the completion "
+           "thread %d ms late), a polled one in %" PRIu64 " ms: ok\n",
+           fast, tries, worst, SYNC_LATE_US / 1000, polled);
+    return 0;
+}
+
 static int case_fail(void)
 {
     struct ixl_agent *a = agent_new("vram-fail");
@@ -612,9 +692,9 @@ int main(int argc, char **argv)
         const struct {
             const char *name;
             int (*fn)(void);
-        } cases[] = {{"pairs", case_pairs},  {"large", case_large},   {"inflight", case_inflight},
-                     {"fail", case_fail},    {"agents", case_agents}, {"nodev", case_nodev},
-                     {"forgot", case_forgot}};
+        } cases[] = {{"pairs", case_pairs}, {"large", case_large},  {"inflight", case_inflight},
+                     {"watch", case_watch}, {"fail", case_fail},    {"agents", case_agents},
+                     {"nodev", case_nodev}, {"forgot", case_forgot}};
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
             if (strcmp(argv[1], cases[i].name) == 0)
                 return cases[i].fn();
@@ -629,11 +709,15 @@ int main(int argc, char **argv)
     const char *none[] = {NULL};
     const char *slow[] = {"IXL_CUDASIM_DELAY_US", delay, NULL};
     const char *fail[] = {"IXL_CUDASIM_FAIL_COPY", "2", NULL};
+    char late[32];
+    snprintf(late, sizeof(late), "%d", SYNC_LATE_US);
+    const char *watch[] = {"IXL_CUDASIM_SYNC_LATE_US", late, "IXL_CUDASIM_DELAY_US", "0", NULL};
     const char *nodev[] = {"IXL_CUDASIM_NO_DEVICE", "1", NULL};
     int rc = 0;
     rc |= run_case("/proc/self/exe", "pairs", none, 0);
     rc |= run_case("/proc/self/exe", "large", none, 0);
     rc |= run_case("/proc/self/exe", "inflight", slow, 0);
+    rc |= run_case("/proc/self/exe", "watch", watch, 0);
     rc |= run_case("/proc/self/exe", "fail", fail, 0);
     rc |= run_case("/proc/self/exe", "agents", none, 0);
     rc |= run_case("/proc/self/exe", "nodev", nodev, 0);
