@@ -27,7 +27,7 @@
  *              slot-to-device copy ended finds the data incomplete)
  *       kill   a WRITE and a READ to "nsv-v" in flight together (asserted), the victim killed
  *              (SIGKILL, its pid from its .info: one pid namespace): both fail within a
- *              bound, never OK or a hang
+ *              bound, never OK or a hang; once released, nothing lands in the READ's VRAM
  *       after  a checked WRITE to "nsv-t" still works, then "nsv-t" is told to quit
  *
  * Exit 0 when every check passed, 1 otherwise (with a message on stderr). A side that fails
@@ -617,6 +617,15 @@ static void kill_case(struct ixl_agent *a, struct peer *v, const struct buf *wsr
             CHECK(now_ms() - r0 < 10000);
         CHECK_RC(st, IXL_OK);
     }
+    /* Released: no slot-to-device copy of the failed READ lands in its VRAM afterwards. */
+    uint8_t *before = malloc(SZ), *after = malloc(SZ);
+    CHECK(before != NULL && after != NULL);
+    CHECK_RC(ixl_device_copy(before, rdst->p, SZ), IXL_OK);
+    sleep_ms(100);
+    CHECK_RC(ixl_device_copy(after, rdst->p, SZ), IXL_OK);
+    CHECK(memcmp(before, after, SZ) == 0);
+    free(before);
+    free(after);
 }
 
 static int run_initiator(const char *addr)
