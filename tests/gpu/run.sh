@@ -218,11 +218,48 @@ if [ -n "$cufile" ] && [ -z "$(ls -A /run/udev/data 2>/dev/null)" ]; then
             echo "started $udevd --daemon; udevadm trigger --action=add; udevadm settle"
             "$udevd" --daemon && udevadm trigger --action=add && udevadm settle --timeout=20
             echo "/run/udev/data now: $(find /run/udev/data -type f 2>/dev/null | wc -l) entries"
+        elif [ "$(id -u)" = 0 ]; then
+            # No udevd: record, for the volumes under the build and storage directories,
+            # what udevd's blkid builtin would (the E: properties blkid reads from the
+            # volume, else the file system's type and UUID as mounted, and the I:
+            # initialization time), removed again at the end of the run.
+            echo "no udevd here: udev database entries written from blkid -o udev (or findmnt)"
+            for dir in "$BUILD" "${IXL_GPU_STORAGE_DIR:-/var/tmp}"; do
+                dn=$(stat -c %d "$dir") || continue
+                maj=$((dn >> 8 & 0xfff)) min=$(((dn & 0xff) | (dn >> 12 & 0xfff00)))
+                entry=/run/udev/data/b$maj:$min
+                [ -e "$entry" ] && continue
+                dev=$(readlink -f "/sys/dev/block/$maj:$min" 2>/dev/null)
+                [ -n "$dev" ] && [ -b "/dev/${dev##*/}" ] || {
+                    echo "$dir: no block device $maj:$min"
+                    continue
+                }
+                mkdir -p /run/udev/data
+                props=$(blkid -p -o udev "/dev/${dev##*/}" 2>/dev/null)
+                if [ -z "$props" ]; then
+                    fs=$(findmnt -no FSTYPE -T "$dir" 2>/dev/null)
+                    uuid=$(findmnt -no UUID -T "$dir" 2>/dev/null)
+                    props="ID_FS_USAGE=filesystem
+ID_FS_TYPE=${fs:-unknown}${uuid:+
+ID_FS_UUID=$uuid}"
+                fi
+                {
+                    echo "I:$(($(date +%s) * 1000000))"
+                    echo "$props" | sed 's/^/E:/'
+                } >"$entry"
+                echo "$entry (/dev/${dev##*/}, under $dir):"
+                sed 's/^/  /' "$entry"
+                UDEV_WRITTEN="${UDEV_WRITTEN:-} $entry"
+            done
+            echo "UDEV_WRITTEN=${UDEV_WRITTEN:-}"
         else
-            echo "no udevd and udevadm here (or not root): the database stays empty"
+            echo "no udevd, or no blkid, or not root: the database stays empty"
         fi
     } >"$LOGS/cufile-env.log" 2>&1
     say "udev for cuFile: $(tail -n 1 "$LOGS/cufile-env.log")"
+    udev_written=$(sed -n 's/^UDEV_WRITTEN=//p' "$LOGS/cufile-env.log")
+    # shellcheck disable=SC2086 # a list of paths without spaces
+    [ -n "$udev_written" ] && trap 'rm -f $udev_written' EXIT
 fi
 
 # Issue 21: VRAM <-> FILE: POSIX's staged path (the thread-pool engine here: no liburing), GDS
@@ -269,7 +306,7 @@ if [ -f "$LOGS/cufile-env.log" ] || [ -f "$LOGS/cufile-compat.log" ]; then
         for f in cufile.log cufile-compat.log; do
             [ -f "$LOGS/$f" ] || continue
             echo "--- $f (errors):"
-            grep -i -m 6 'error\|fail\|udev\|not supported' "$LOGS/$f"
+            grep -i -m 12 'error\|fail\|udev\|not supported\|compat' "$LOGS/$f"
         done
         echo '```'
     } >"$LOGS/cufile-env.md"
