@@ -138,6 +138,7 @@ struct net_item {
     uint64_t serial;
     struct net_msg *msg; /* NI_MSG */
     uint32_t chunk;
+    uint32_t len; /* NI_FRAME on a peer's queue: the bytes it moves (sent, or answered) */
     uint8_t kind;
 };
 
@@ -190,6 +191,9 @@ struct net_conn {
     /* liveness (loop thread) */
     uint64_t last_rx, last_tx, last_frame;
     uint64_t outstanding; /* NC_OUT: frames sent and not answered */
+    /* NC_OUT: bytes those frames move (an estimate: each answer takes back the average; none
+     * owed when no answer is), bounded by PULL_WINDOW when it takes from its peer's queue. */
+    uint64_t owed_bytes;
     /* tx: frames [tx_head, tx_n) of tx, tx_off bytes of the first already sent */
     struct net_txf *tx;
     uint32_t tx_head, tx_n, tx_cap;

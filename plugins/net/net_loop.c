@@ -42,6 +42,14 @@
 #define TX_SOFT 256            /* answers queued on an accepted connection: stop reading */
 #define PULL_FRAMES 64         /* frames a connection takes from its peer's queue at once */
 #define PULL_BYTES (8u << 20)  /* ... or this many bytes of them */
+/* A connection takes frames from its peer's queue only while the bytes it owes answers for
+ * stay under this (its first frame always goes), so that one request's frames spread over the
+ * peer's connections: without it the first connection to wake took up to PULL_FRAMES frames
+ * at every pull (its READ headers left at once, so it pulled again), and a 64 MiB request in
+ * 1 MiB frames went over one connection (the H200 machine: 3.9 GB/s against 11.4 for four
+ * raw connections). */
+#define PULL_WINDOW (16u << 20)
+#define PULL_COST_MIN (64u << 10) /* a small frame's cost, which keeps batches balanced */
 #define SERVE_MAX_FRAME ((uint64_t)1 << 30)
 #define MAX_EVENTS 256
 /* A request of one frame up to this many bytes may be sent by the posting thread itself
@@ -630,11 +638,19 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
         /* Notifications on one connection only: one sender's arrive in order. */
         while (p->notif_conn == c && p->nq.len > 0 && n < PULL_FRAMES / 2)
             items[n++] = ring_pop(&p->nq);
+        if (c->outstanding == 0)
+            c->owed_bytes = 0;
         uint64_t bytes = 0;
+        int first = n;
         while (p->q.len > 0 && n < PULL_FRAMES && bytes < PULL_BYTES) {
+            uint64_t cost = p->q.v[p->q.head].len;
+            cost = cost < PULL_COST_MIN ? PULL_COST_MIN : cost;
+            if ((n > first || c->owed_bytes > 0) && c->owed_bytes + bytes + cost > PULL_WINDOW)
+                break; /* the peer's other connections take the rest */
             items[n++] = ring_pop(&p->q);
-            bytes += 64 * 1024; /* a rough cost per frame keeps batches balanced */
+            bytes += cost;
         }
+        c->owed_bytes += bytes;
     }
     pthread_mutex_unlock(&p->lock);
     int rc = 0;
@@ -1271,6 +1287,8 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         if (c->outstanding == 0)
             return protocol_error(l, c, "an answer nobody asked for");
         c->outstanding--;
+        c->owed_bytes =
+            c->outstanding == 0 ? 0 : c->owed_bytes - c->owed_bytes / (c->outstanding + 1);
         int v = net_req_answer(e, c->peer, h);
         if (v < 0)
             return protocol_error(l, c, "an answer to a frame never sent");
@@ -2294,6 +2312,13 @@ static int inline_send(struct net_peer *p, struct net_req *r, uint64_t serial,
     return sent != 0;
 }
 
+/* The bytes frame k of r moves (its data, or its READ's answer), for PULL_WINDOW. */
+static uint32_t frame_len(const struct net_req *r, uint32_t k)
+{
+    uint64_t len = k < r->n_chunks ? r->chunks[k].len : 0;
+    return len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+}
+
 int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n)
 {
     struct net_engine *e = p->e;
@@ -2317,7 +2342,10 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
             /* sent from this thread */
         } else {
             for (uint32_t i = 0; i < n; i++)
-                ring_push(&p->q, (struct net_item){.serial = serial, .chunk = i, .kind = NI_FRAME});
+                ring_push(&p->q, (struct net_item){.serial = serial,
+                                                   .chunk = i,
+                                                   .len = frame_len(r, i),
+                                                   .kind = NI_FRAME});
             rc = serve_queue(p, wake, &n_wake);
             if (rc != IXL_OK)
                 p->q.len -= n; /* nothing can serve them: the post fails */
@@ -2355,7 +2383,9 @@ int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial
     else
         rc = ring_room(&p->q, 1);
     if (rc == IXL_OK) {
-        ring_push(&p->q, (struct net_item){.serial = serial, .chunk = k, .kind = NI_FRAME});
+        ring_push(&p->q,
+                  (struct net_item){
+                      .serial = serial, .chunk = k, .len = frame_len(r, k), .kind = NI_FRAME});
         rc = serve_queue(p, wake, &n_wake);
         if (rc != IXL_OK)
             p->q.len--;
