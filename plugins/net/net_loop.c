@@ -48,7 +48,7 @@
  * at every pull (its READ headers left at once, so it pulled again), and a 64 MiB request in
  * 1 MiB frames went over one connection (the H200 machine: 3.9 GB/s against 11.4 for four
  * raw connections). */
-#define PULL_WINDOW (16u << 20)
+#define PULL_WINDOW (8u << 20)
 #define PULL_COST_MIN (64u << 10) /* a small frame's cost, which keeps batches balanced */
 #define SERVE_MAX_FRAME ((uint64_t)1 << 30)
 #define MAX_EVENTS 256
