@@ -427,8 +427,11 @@ static int open_file(struct gds_engine *e, enum ixl_mem type, const struct ixl_r
                          gds_err_text(ce, t, sizeof(t)),
                          flag ? " (GPUDirect Storage wants the file open with O_DIRECT: mode "
                                 "'direct', or an fd opened with O_DIRECT)"
-                              : " (cuFile cannot serve this file here: its file system or "
-                                "volume is not one cuFile supports, even in compatibility mode; "
+                              : " (cuFile cannot serve this file here, even in compatibility "
+                                "mode: its file system or volume is not one cuFile supports, or "
+                                "cuFile cannot identify the volume because udev's database "
+                                "(/run/udev/data) lacks it, as in containers and VMs that run "
+                                "no udevd (cufile.log then says 'udev property not found'); "
                                 "cufile.log says why)");
     }
     m->fh_ok = true;
