@@ -101,7 +101,10 @@ static void usage(FILE *f)
             "  --kv-regions N (64), --kv-blocks N per region (512), --kv-block-size SIZE (32K),\n"
             "  --kv-req-blocks N per region per request (512), --kv-iters N (8),\n"
             "  --kv-warmup N (1), --kv-variants LIST: of random,sequential,merged,memcpy\n"
-            "                        (all; the single-descriptor baseline always runs)\n"
+            "                        (all; the single-descriptor baseline always runs; with\n"
+            "                        VRAM memcpy is devcopy: the copies by ixl_device_copy).\n"
+            "                        VRAM: --role target/initiator with --target-mem and/or\n"
+            "                        --initiator-mem VRAM (two processes; not device mode)\n"
             "output:\n"
             "  --csv[=FILE]          CSV (to stdout in place of the tables, or to FILE)\n"
             "  --json[=FILE]         JSON (to stdout in place of the tables, or to FILE)\n"
@@ -838,9 +841,15 @@ static int parse(int argc, char **argv, struct ixb_opts *o)
                     ixl_mem_name(other));
             return 2;
         }
-        if (o->kv || o->cold_buffers) {
-            fprintf(stderr, "ixlbench: with VRAM neither --scenario kv nor --cold-buffers "
-                            "applies (the KV scenario and --cold-buffers are DRAM's)\n");
+        if (o->cold_buffers) {
+            fprintf(stderr, "ixlbench: --cold-buffers does not apply with VRAM (it gives DRAM "
+                            "back to the kernel)\n");
+            return 2;
+        }
+        if (o->kv && ixb_devmode(o)) {
+            fprintf(stderr, "ixlbench: the KV scenario with VRAM runs between two processes "
+                            "(--role target --target-mem ... and --role initiator), not in "
+                            "device mode (one agent)\n");
             return 2;
         }
         if (o->target_heap && o->target_mem == IXL_MEM_VRAM) {

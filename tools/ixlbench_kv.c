@@ -18,7 +18,11 @@
  *   single      one descriptor of the same bytes (ixl_xfer_create): the baseline
  *   memcpy-random, memcpy-single  no ixl: the same copies done by memcpy inside this process
  *               with as many threads as NET's copy_threads, between two local buffers: what
- *               the memory system gives for each shape
+ *               the memory system gives for each shape. With VRAM on a side they are
+ *               devcopy-random and devcopy-single instead: the same copies by ixl_device_copy
+ *               (one thread) into the local pool from a buffer of this process in the target's
+ *               memory type (VRAM on --target-dev: cuMemcpyDtoD within one process for VRAM to
+ *               VRAM), what the copy engines give for each shape
  *
  * Times: prepare = ixl_prep_create of both lists (once); make = ixl_xfer_create_prepped (or
  * ixl_xfer_create); post; transfer = post's return to the completion ixl_xfer_wait saw. GB/s =
@@ -28,6 +32,14 @@
  * Data checks (on by default): before each iteration the target fills its memory with a fresh
  * pattern and the local memory is poisoned; after it every requested block must hold its
  * source block and every other block the poison.
+ *
+ * VRAM (--role target --target-mem VRAM, --role initiator --initiator-mem VRAM, either or
+ * both): the pools come from ixl_device_alloc on the side's GPU and are registered as VRAM
+ * (dev = the GPU index); the CPU never touches them. The target fills its pool through
+ * ixl_device_copy (ixlbench_dev.c); the initiator poisons its own through a host copy of it
+ * (lview, as large as the pool) and ixl_device_copy, and checks that copy after each READ.
+ * The path column is NET's (cuda-ipc on one node, tcp-staged across nodes or with
+ * local_paths=0).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -55,8 +67,10 @@ struct kv {
     uint64_t stride; /* from one region to the next */
     struct ixb_lpool lp;
     struct ixb_rpool rp;
-    uint8_t *msrc; /* the memcpy variants' source */
+    uint8_t *msrc; /* the memcpy variants' source (devcopy: in the target's memory type) */
     size_t msrc_len;
+    bool dev_ref;   /* VRAM on a side: the references copy with ixl_device_copy (devcopy) */
+    uint8_t *lview; /* VRAM here: the host copy of the local pool that is poisoned and checked */
     unsigned copy_threads;
     struct ixl_prep *lprep, *rprep;
     struct ixl_dlist *lsingle, *rsingle;
@@ -69,6 +83,29 @@ struct kv {
 };
 
 #define REGION_GAP 4096
+
+/* A variant's name: with VRAM on a side the memcpy references are the device copies. */
+static const char *var_name(const struct kv *k, int v)
+{
+    if (k->dev_ref && v == IXB_KV_MEMCPY_RANDOM)
+        return "devcopy-random";
+    if (k->dev_ref && v == IXB_KV_MEMCPY_SINGLE)
+        return "devcopy-single";
+    return kv_names[v];
+}
+
+/* Device memory here: the local pool into lview (one ixl_device_copy). 0, or -1 (printed). */
+static int lview_get(struct kv *k)
+{
+    ixl_status st = ixl_device_copy(k->lview, k->lp.base, k->lp.len);
+
+    if (st != IXL_OK) {
+        fprintf(stderr, "ixlbench: KV: copying the local VRAM pool back: %s: %s\n",
+                ixl_strerror(st), ixl_agent_last_error(NULL));
+        return -1;
+    }
+    return 0;
+}
 
 /* Offset of block idx (region idx / blocks) in a pool. */
 static uint64_t blk_off(const struct kv *k, int64_t idx)
@@ -121,16 +158,21 @@ static void indices(struct kv *k, bool random)
 static int verify(struct kv *k, bool single, uint64_t seed, char *msg, size_t len)
 {
     uint64_t n = k->regions * k->req;
+    const uint8_t *base = k->lview != NULL ? k->lview : k->lp.base;
+
+    if (k->lview != NULL && lview_get(k) != 0) {
+        snprintf(msg, len, "the local VRAM could not be read back");
+        return -1;
+    }
 
     if (single) {
-        int64_t bad = ixb_verify(k->lp.base, (size_t)(n * k->bsize), seed, 0);
+        int64_t bad = ixb_verify(base, (size_t)(n * k->bsize), seed, 0);
         if (bad >= 0) {
-            snprintf(msg, len, "byte %" PRId64 " is 0x%02x, want 0x%02x", bad, k->lp.base[bad],
+            snprintf(msg, len, "byte %" PRId64 " is 0x%02x, want 0x%02x", bad, base[bad],
                      ixb_pattern_byte(seed, (uint64_t)bad));
             return -1;
         }
-        bad = ixb_verify_byte(k->lp.base + n * k->bsize, k->lp.len - (size_t)(n * k->bsize),
-                              IXB_POISON);
+        bad = ixb_verify_byte(base + n * k->bsize, k->lp.len - (size_t)(n * k->bsize), IXB_POISON);
         if (bad >= 0) {
             snprintf(msg, len, "byte %" PRIu64 ", past the request, was written",
                      n * k->bsize + (uint64_t)bad);
@@ -141,13 +183,13 @@ static int verify(struct kv *k, bool single, uint64_t seed, char *msg, size_t le
     memset(k->picked, 0, (size_t)(k->regions * k->blocks));
     for (uint64_t i = 0; i < n; i++) {
         uint64_t lo = blk_off(k, k->li[i]), ro = blk_off(k, k->ri[i]);
-        int64_t bad = ixb_verify(k->lp.base + lo, (size_t)k->bsize, seed, ro);
+        int64_t bad = ixb_verify(base + lo, (size_t)k->bsize, seed, ro);
         k->picked[k->li[i]] = 1;
         if (bad >= 0) {
             snprintf(msg, len,
                      "block %" PRId64 " (from remote block %" PRId64 "): byte %" PRId64
                      " is 0x%02x, want 0x%02x",
-                     k->li[i], k->ri[i], bad, k->lp.base[lo + (uint64_t)bad],
+                     k->li[i], k->ri[i], bad, base[lo + (uint64_t)bad],
                      ixb_pattern_byte(seed, ro + (uint64_t)bad));
             return -1;
         }
@@ -155,8 +197,7 @@ static int verify(struct kv *k, bool single, uint64_t seed, char *msg, size_t le
     for (uint64_t b = 0; b < k->regions * k->blocks; b++) {
         if (k->picked[b])
             continue;
-        if (ixb_verify_byte(k->lp.base + blk_off(k, (int64_t)b), (size_t)k->bsize, IXB_POISON) >=
-            0) {
+        if (ixb_verify_byte(base + blk_off(k, (int64_t)b), (size_t)k->bsize, IXB_POISON) >= 0) {
             snprintf(msg, len, "block %" PRIu64 ", not in the request, was written", b);
             return -1;
         }
@@ -212,6 +253,27 @@ static void memcpy_run(struct kv *k, bool single)
             pthread_join(c[i].tid, NULL);
 }
 
+/* The device-copy references (VRAM on a side): the same copies by ixl_device_copy, one
+ * thread (the device layer copies on one stream per device anyway). 0, or -1 (printed). */
+static int devcopy_run(struct kv *k, bool single)
+{
+    uint64_t n = k->regions * k->req;
+    ixl_status st = IXL_OK;
+
+    if (single)
+        st = ixl_device_copy(k->lp.base, k->msrc, (size_t)(n * k->bsize));
+    for (uint64_t i = 0; !single && st == IXL_OK && i < n; i++)
+        st = ixl_device_copy(k->lp.base + blk_off(k, k->li[i]), k->msrc + blk_off(k, k->ri[i]),
+                             (size_t)k->bsize);
+    if (st != IXL_OK) {
+        fprintf(stderr, "ixlbench: KV %s: ixl_device_copy: %s: %s\n",
+                single ? "devcopy-single" : "devcopy-random", ixl_strerror(st),
+                ixl_agent_last_error(NULL));
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- one iteration of one variant --------------------------------------------------------- */
 
 static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
@@ -236,7 +298,12 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
         indices(k, false);
     if (v == IXB_KV_MEMCPY_RANDOM || v == IXB_KV_MEMCPY_SINGLE) {
         t0 = ixb_now_ns();
-        memcpy_run(k, single);
+        if (k->dev_ref) {
+            if (devcopy_run(k, single) != 0)
+                return -1;
+        } else {
+            memcpy_run(k, single);
+        }
         t1 = ixb_now_ns();
         if (record) {
             kv->make[it - w] = kv->post[it - w] = 0;
@@ -250,7 +317,9 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
                          k->rp.len) != 0)
             return -1;
         ixb_ctl_ans_free(&a);
-        memset(k->lp.base, IXB_POISON, k->lp.len);
+        /* VRAM: through lview, as large as the pool (one memset, one copy). */
+        if (ixb_mem_put(o->init_mem, k->lp.base, 0, k->lp.len, 0, true, k->lview, k->lp.len) != 0)
+            return -1;
     }
     snprintf(tag, sizeof(tag), "kvn.%s.%u", kv_names[v], it);
     p.notif = tag;
@@ -304,8 +373,8 @@ static int run_one(struct kv *k, enum ixb_kv_variant v, unsigned it, unsigned w)
     }
     if (o->check && !kv->failed) {
         char m[160];
-        if (o->corrupt_for_test && it == w)
-            k->lp.base[k->lp.len / 3] ^= 0xFF;
+        if (o->corrupt_for_test && it == w && ixb_mem_flip(o->init_mem, k->lp.base, k->lp.len / 3))
+            return -1;
         if (verify(k, single, seed, m, sizeof(m)) != 0) {
             snprintf(kv->row.check_msg, sizeof(kv->row.check_msg), "iteration %u: %s", it, m);
             kv->failed = true;
@@ -381,9 +450,9 @@ static void var_row(struct kv *k, enum ixb_kv_variant v, unsigned w, unsigned n)
     double *nt = calloc(n + 1, sizeof(double)), *ntd = calloc(n + 1, sizeof(double));
     size_t m = 0;
 
-    snprintf(row->scenario, sizeof(row->scenario), "kv-%s", kv_names[v]);
+    snprintf(row->scenario, sizeof(row->scenario), "kv-%s", var_name(k, v));
     if (ref) {
-        snprintf(row->path, sizeof(row->path), "memcpy");
+        snprintf(row->path, sizeof(row->path), "%s", k->dev_ref ? "device-copy" : "memcpy");
         row->descs = single ? 1 : k->regions * k->req;
     }
     row->op = IXL_OP_READ;
@@ -391,7 +460,7 @@ static void var_row(struct kv *k, enum ixb_kv_variant v, unsigned w, unsigned n)
     row->block = single ? bytes : k->bsize;
     row->batch = single ? 1 : k->regions * k->req;
     row->depth = 1;
-    row->threads = ref ? k->copy_threads : 1;
+    row->threads = ref && !k->dev_ref ? k->copy_threads : 1;
     row->iters = n;
     row->warmup = w;
     row->bytes = bytes * n;
@@ -433,7 +502,9 @@ static int make_lists(struct kv *k)
     const struct ixb_opts *o = in->o;
     struct ixl_dlist *l = NULL, *r = NULL;
     uint64_t bytes = k->regions * k->req * k->bsize, a;
-    struct ixl_desc ld = {(uint64_t)(uintptr_t)k->lp.base, bytes, 0}, rd = {k->rp.base, bytes, 0};
+    uint64_t ldev = ixb_init_dev(o), rdev = ixb_target_dev(o);
+    struct ixl_desc ld = {(uint64_t)(uintptr_t)k->lp.base, bytes, ldev},
+                    rd = {k->rp.base, bytes, rdev};
     ixl_status st = ixl_dlist_create(o->init_mem, (size_t)k->regions, &l);
 
     if (st == IXL_OK)
@@ -442,8 +513,8 @@ static int make_lists(struct kv *k)
         struct ixl_desc reg;
         st = ixl_dlist_get(k->rp.regions, i, &reg);
         struct ixl_run lr = {(uint64_t)(uintptr_t)k->lp.base + i * k->stride, k->bsize, k->bsize,
-                             k->blocks, 0};
-        struct ixl_run rr = {reg.addr, k->bsize, k->bsize, k->blocks, 0};
+                             k->blocks, ldev};
+        struct ixl_run rr = {reg.addr, k->bsize, k->bsize, k->blocks, rdev};
         if (st == IXL_OK)
             st = ixl_dlist_add_runs(l, &lr, 1);
         if (st == IXL_OK)
@@ -500,7 +571,7 @@ int ixb_kv_run(struct ixb_init *in)
 {
     const struct ixb_opts *o = in->o;
     unsigned w = o->kv_warmup, n = o->kv_iters, total = w + n, n_on = 0;
-    char title[400], b1[32], b2[32], b3[32];
+    char title[480], b1[32], b2[32], b3[32], sides[96] = "";
     struct kv k;
     int rc = 1;
 
@@ -513,6 +584,7 @@ int ixb_kv_run(struct ixb_init *in)
     k.stride = k.blocks * k.bsize + REGION_GAP;
     k.rng = o->seed * 0x2545F4914F6CDD1Dull + 1;
     k.copy_threads = backend_copy_threads(in);
+    k.dev_ref = ixb_vram(o);
     for (int v = 0; v < IXB_KV_N; v++) {
         k.var[v].on = v == IXB_KV_SINGLE || (o->kv_variants & (1u << v));
         n_on += k.var[v].on;
@@ -529,21 +601,43 @@ int ixb_kv_run(struct ixb_init *in)
         ixb_local_alloc(in, k.regions, k.blocks * k.bsize, REGION_GAP, &k.lp) != 0 ||
         make_lists(&k) != 0)
         goto out;
+    if (o->init_mem == IXL_MEM_VRAM) {
+        k.lview = ixb_map(k.lp.len);
+        if (k.lview == NULL)
+            goto oom;
+    }
     if (k.var[IXB_KV_MEMCPY_RANDOM].on || k.var[IXB_KV_MEMCPY_SINGLE].on) {
         k.msrc_len = k.lp.len;
-        k.msrc = ixb_map(k.msrc_len);
-        if (k.msrc == NULL)
-            goto oom;
-        ixb_fill(k.msrc, k.msrc_len, 12345, 0);
+        if (k.dev_ref) {
+            /* the device copies' source: the target's memory type, on its GPU */
+            k.msrc = ixb_mem_alloc(o->target_mem, o->target_dev, k.msrc_len);
+            if (k.msrc == NULL)
+                goto out;
+            if (o->target_mem != IXL_MEM_VRAM)
+                ixb_fill(k.msrc, k.msrc_len, 12345, 0);
+        } else {
+            k.msrc = ixb_map(k.msrc_len);
+            if (k.msrc == NULL)
+                goto oom;
+            ixb_fill(k.msrc, k.msrc_len, 12345, 0);
+        }
+    }
+    if (ixb_vram(o)) {
+        char im[32] = "DRAM", tm[32] = "DRAM";
+        if (o->init_mem == IXL_MEM_VRAM)
+            snprintf(im, sizeof(im), "VRAM of GPU %d", o->init_dev);
+        if (o->target_mem == IXL_MEM_VRAM)
+            snprintf(tm, sizeof(tm), "VRAM of GPU %d", o->target_dev);
+        snprintf(sides, sizeof(sides), " (initiator %s, target %s)", im, tm);
     }
     snprintf(title, sizeof(title),
              "KV cache: %" PRIu64 " regions x %" PRIu64
-             " blocks x %s = %s per side; READ of %" PRIu64 " blocks x %" PRIu64
+             " blocks x %s = %s per side%s; READ of %" PRIu64 " blocks x %" PRIu64
              " regions = %" PRIu64 " descriptors (%s) per request, with a "
              "notification; prepared lists (ixl_prep_create, both sides): %.0f us; %u "
              "iterations (+%u warm-up), variants interleaved",
              k.regions, k.blocks, ixb_size_str(k.bsize, b1, sizeof(b1)),
-             ixb_size_str(k.regions * k.blocks * k.bsize, b2, sizeof(b2)), k.req, k.regions,
+             ixb_size_str(k.regions * k.blocks * k.bsize, b2, sizeof(b2)), sides, k.req, k.regions,
              k.regions * k.req, ixb_size_str(k.regions * k.req * k.bsize, b3, sizeof(b3)),
              k.prep_us, n, w);
     ixb_out_section(title);
@@ -579,8 +673,8 @@ int ixb_kv_run(struct ixb_init *in)
             char what[128];
             if (!k.var[ratios[i].v].on || !k.var[ratios[i].base].on || b->gbps <= 0)
                 continue;
-            snprintf(what, sizeof(what), "%s / %s", kv_names[ratios[i].v],
-                     kv_names[ratios[i].base]);
+            snprintf(what, sizeof(what), "%s / %s", var_name(&k, ratios[i].v),
+                     var_name(&k, ratios[i].base));
             ixb_out_ratio(what, a->gbps, b->gbps, ratios[i].target);
         }
     }
@@ -593,10 +687,14 @@ out:
     ixl_prep_destroy(k.rprep);
     ixl_dlist_destroy(k.lsingle);
     ixl_dlist_destroy(k.rsingle);
+    ixb_unmap(k.lview, k.lp.len);
     if (k.lp.base != NULL)
         ixb_lpool_free(in, &k.lp);
     ixl_dlist_destroy(k.rp.regions);
-    ixb_unmap(k.msrc, k.msrc_len);
+    if (k.dev_ref)
+        ixb_mem_release(o->target_mem, k.msrc, k.msrc_len);
+    else
+        ixb_unmap(k.msrc, k.msrc_len);
     for (int v = 0; v < IXB_KV_N; v++)
         var_free(&k.var[v]);
     free(k.li);

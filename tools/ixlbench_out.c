@@ -328,12 +328,12 @@ void ixb_out_kv_row(const struct ixb_row *r)
     if (!out.table)
         return;
     if (!out.kv_header_done) {
-        printf("%-14s %6s %-6s %5s %10s %10s %10s %10s %10s %8s %10s %10s %11s  %s\n", "variant",
+        printf("%-14s %6s %-11s %5s %10s %10s %10s %10s %10s %8s %10s %10s %11s  %s\n", "variant",
                "descs", "path", "iters", "make avg", "post avg", "xfer avg", "xfer p99",
                "total avg", "GB/s", "notif p50", "notif p99", "-done p50", "check");
         out.kv_header_done = true;
     }
-    printf("%-14s %6" PRIu64 " %-6s %5u %10s %10s %10s %10s %10s %8.3f %10s %10s %11s  %s\n", v,
+    printf("%-14s %6" PRIu64 " %-11s %5u %10s %10s %10s %10s %10s %8.3f %10s %10s %11s  %s\n", v,
            r->descs, r->path, r->iters, t_str(r->prep.avg, t[0], 24), t_str(r->post.avg, t[1], 24),
            t_str(r->comp.avg, t[2], 24), t_str(r->comp.p99, t[3], 24), t_str(r->lat.avg, t[4], 24),
            r->gbps, r->has_notif ? t_str(r->notif.p50, t[5], 24) : "-",
