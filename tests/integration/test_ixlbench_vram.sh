@@ -3,7 +3,8 @@
 # and the mixed pairs in one agent, data checked through ixl_device_copy (the sim's device
 # memory faults if touched); two GPUs (--initiator-dev/--target-dev); the corrupt flag failing
 # the checks; no device (exit 77 with the reason); usage refused; two processes (--role) through
-# CUDA IPC. Exit 0 pass, 1 fail, 77 skip.
+# CUDA IPC, the sweep and the KV scenario (and the KV scenario staged over TCP). Exit 0 pass,
+# 1 fail, 77 skip.
 set -u
 bench=$1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_ixlbench_vram.XXXXXX") || exit 1
@@ -70,7 +71,43 @@ for pair in "VRAM VRAM" "DRAM VRAM"; do
     [ "$(grep -c ',cuda-ipc,.*,pass$' "$tmp/ipc$1.out")" -eq 6 ] ||
         fail "$1 -> $2 between two processes: want 6 passing cuda-ipc rows"
 done
-run kv 2 "$bench" --target-mem VRAM --scenario kv
+# The KV scenario between two processes (issue 20), small: VRAM <-> VRAM and DRAM <- VRAM
+# through CUDA IPC, VRAM <-> VRAM staged over loopback TCP with same-node paths off (both
+# agents), and a flipped byte failing the checks. Every variant's data checked (the target
+# fills through ixl_device_copy, the initiator poisons and reads back through it), the path
+# reported; the memcpy references become device copies (ixl_device_copy).
+kvs="--scenario kv --kv-regions 4 --kv-blocks 16 --kv-block-size 4K --kv-req-blocks 8"
+kvs="$kvs --kv-iters 2 --no-progress --csv"
+for c in "VRAM VRAM cuda-ipc" "DRAM VRAM cuda-ipc" "VRAM VRAM tcp-staged" "VRAM VRAM corrupt"; do
+    # shellcheck disable=SC2086
+    set -- $c
+    topt="" iopt="" want=0 path=$3
+    [ "$3" = tcp-staged ] && topt="--opt local_paths=0" iopt="--opt local_paths=0"
+    [ "$3" = corrupt ] && iopt="--corrupt-for-test" want=1 path=cuda-ipc
+    rm -f "$tmp/md"
+    # shellcheck disable=SC2086
+    "$bench" --role target --target-mem "$2" --md-file "$tmp/md" $topt >"$tmp/tgt.out" 2>"$tmp/tgt.err" &
+    tpid=$!
+    # shellcheck disable=SC2086
+    run "kv$1$3" $want "$bench" --role initiator --initiator-mem "$1" --target-mem "$2" \
+        --md-file "$tmp/md" $kvs $iopt
+    wait $tpid || fail "the KV target of $c exited $?: $(cat "$tmp/tgt.err")"
+    out=$tmp/kv$1$3.out
+    if [ "$3" = corrupt ]; then
+        [ "$(grep -c "^kv-[a-z]*,READ,[a-z]*,$path,.*,FAIL$" "$out")" -eq 4 ] ||
+            fail "KV: the flipped byte failed $(grep -c ',FAIL$' "$out") of 4 rows"
+        continue
+    fi
+    for v in random sequential merged single; do
+        grep -q "^kv-$v,READ,[a-z]*,$path,.*,pass$" "$out" || fail "KV $c: no passing $v row"
+    done
+    for v in random single; do
+        grep -q "^kv-devcopy-$v,READ,[a-z]*,device-copy," "$out" || fail "KV $c: no devcopy-$v row"
+    done
+done
+run kvdev 2 "$bench" --target-mem VRAM --scenario kv
+grep -q "KV scenario with VRAM runs between two processes" "$tmp/kvdev.err" ||
+    fail "KV in device mode: $(cat "$tmp/kvdev.err")"
 run file 2 "$bench" --initiator-mem VRAM --target-mem FILE --target-dev 1
 # Issue 21: VRAM <-> FILE (storage mode, POSIX's staged path): buffered and direct I/O, forced
 # and chosen by the core (--backend auto: the path column names the backend), checks that fail.
