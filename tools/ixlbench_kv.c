@@ -667,11 +667,14 @@ int ixb_kv_run(struct ixb_init *in)
             {IXB_KV_MERGED, IXB_KV_SINGLE, 0},
             {IXB_KV_MEMCPY_RANDOM, IXB_KV_MEMCPY_SINGLE, 0},
             {IXB_KV_RANDOM, IXB_KV_MEMCPY_RANDOM, 0},
+            {IXB_KV_SINGLE, IXB_KV_MEMCPY_SINGLE, 0}, /* devcopy only: IPC vs DtoD in one */
         };
         for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
             const struct ixb_row *a = &k.var[ratios[i].v].row, *b = &k.var[ratios[i].base].row;
             char what[128];
-            if (!k.var[ratios[i].v].on || !k.var[ratios[i].base].on || b->gbps <= 0)
+            if (!k.var[ratios[i].v].on || !k.var[ratios[i].base].on || b->gbps <= 0 ||
+                (ratios[i].v == IXB_KV_SINGLE && ratios[i].base == IXB_KV_MEMCPY_SINGLE &&
+                 !k.dev_ref))
                 continue;
             snprintf(what, sizeof(what), "%s / %s", var_name(&k, ratios[i].v),
                      var_name(&k, ratios[i].base));

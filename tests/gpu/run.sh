@@ -13,7 +13,8 @@
 #
 # Environment: IXL_BUILD_DIR (build directory), IXL_GPU_JOBS (build jobs, default nproc),
 # IXL_GPU_PYTHON (interpreter of the PyTorch/CuPy part, default python3), IXL_GPU_QUICK=1 (the
-# bandwidth table from 3 rounds instead of 5, for a smoke run).
+# bandwidth table from 3 rounds instead of 5, and ixlbench's KV scenario at 16 MiB per side
+# instead of 1 GiB, for a smoke run).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
@@ -202,6 +203,29 @@ run bench_gpu_ipc 200 "bandwidth: CUDA IPC between two processes against cuMemcp
 
 run test_gpu_stage 180 "staged VRAM->VRAM between two processes over loopback TCP (local_paths=0), data checked; bandwidth against DtoH pinned and raw TCP" \
     "$BUILD/tests/gpu/test_gpu_stage"
+# Issue 20: ixlbench's KV scenario between two processes, VRAM <-> VRAM on the first GPU (NET
+# takes CUDA IPC on one node): 64 regions x 512 blocks x 32 KiB = 1 GiB per side, a READ of
+# 32,768 descriptors per request, every variant's data checked through ixl_device_copy, the
+# path in the table; the devcopy rows are ixl_device_copy (cuMemcpyDtoD) within one process.
+# IXL_GPU_QUICK=1: 16 MiB per side and 2 iterations (a smoke run; the simulated device copies
+# slowly per descriptor).
+kvargs=""
+[ "${IXL_GPU_QUICK:-0}" = 1 ] && kvargs="--kv-regions 8 --kv-blocks 64 --kv-req-blocks 64 --kv-iters 2"
+# shellcheck disable=SC2016 # $0.. are sh -c's
+run ixlbench_kv 300 "ixlbench --scenario kv between two processes, VRAM<->VRAM (${kvargs:-1 GiB per side, 32,768 descriptors per READ}), data checked, path reported" \
+    sh -c '[ "$3" = 1 ] && { echo "SKIP: no GPU" >&2; exit 77; }
+        md=$2/kv-md.$$; rm -f "$md"
+        "$0" --role target --target-mem VRAM --md-file "$md" --idle-timeout 60 >&2 &
+        t=$!
+        "$0" --role initiator --initiator-mem VRAM --target-mem VRAM --md-file "$md" \
+            --scenario kv --no-progress $1 >"$2/ixlbench_kv.txt"
+        rc=$?
+        [ $rc -eq 0 ] || kill $t 2>/dev/null
+        wait $t || [ $rc -ne 0 ] || rc=1
+        path=$(awk "/^variant/ { h = 1; next } h && \$1 == \"single\" { print \$3; exit }" "$2/ixlbench_kv.txt")
+        echo "KV cache between two processes (ixlbench --scenario kv, VRAM<->VRAM on GPU 0; NET path: ${path:-none}):"
+        echo; echo "\`\`\`"; cat "$2/ixlbench_kv.txt"; echo "\`\`\`"
+        exit $rc' "$BUILD/tools/ixlbench" "$kvargs" "$LOGS" "$nogpu"
 
 # cuFile learns a file's volume from udev's database (/run/udev/data); a machine that runs no
 # udev daemon (a microVM) has none, and cuFile then serves no file, even in compatibility mode
@@ -331,7 +355,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc test_gpu_stage calibrate test_gpu_storage bench_storage test_gpu_gds cufile-env test_gpu_gds_compat python_gpu python_gpu_2p; do
+for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc test_gpu_stage ixlbench_kv calibrate test_gpu_storage bench_storage test_gpu_gds cufile-env test_gpu_gds_compat python_gpu python_gpu_2p; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"
