@@ -601,7 +601,7 @@ int ixb_kv_run(struct ixb_init *in)
         ixb_local_alloc(in, k.regions, k.blocks * k.bsize, REGION_GAP, &k.lp) != 0 ||
         make_lists(&k) != 0)
         goto out;
-    if (o->init_mem == IXL_MEM_VRAM) {
+    if (o->init_mem == IXL_MEM_VRAM && o->check) {
         k.lview = ixb_map(k.lp.len);
         if (k.lview == NULL)
             goto oom;
