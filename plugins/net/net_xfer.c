@@ -696,6 +696,10 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
+    /* A device request's event is asked once (never waited for): a polling caller completes
+     * it as soon as its copies are done, without the completion thread's hand-off. */
+    if (r->dev)
+        (void)net_dev_watch(e, r, 0);
     pthread_mutex_lock(&e->reqs_lock);
     /* An error is reported once no thread of this post touches its buffers any more. */
     int rc = r->state == NR_DONE                    ? IXL_OK
@@ -718,7 +722,7 @@ int net_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
     struct net_req *r = (struct net_req *)req;
     /* Device copies are watched here (their event polled); everything else NET moves on its
      * own threads' CPUs, which a spinning caller would take from them: answered at once. */
-    if (r->dev)
+    if (r->dev && budget_ns > 0)
         (void)net_dev_watch(e, r, budget_ns);
     return net_check_xfer(base, req);
 }

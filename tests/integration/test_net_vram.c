@@ -17,9 +17,10 @@
  *   watch    the completion thread learns of its events late (IXL_CUDASIM_SYNC_LATE_US, 250 ms):
  *            a request waited for with ixl_xfer_wait completes as soon as its copies did (the
  *            waiting caller polls the event and completes it: NET's wait_xfer), its
- *            notification once; a request polled with ixl_xfer_status completes only once
- *            the thread saw it; a request released right after a watched completion, the
- *            thread's late look at it touches nothing (ASan/TSan builds)
+ *            notification once; a request polled with ixl_xfer_status completes as soon
+ *            (each status asks the event once); one left alone is completed by the thread,
+ *            late, its notification then; a request released right after a watched
+ *            completion, the thread's late look at it touches nothing (ASan/TSan builds)
  *   fail     an injected copy failure (IXL_CUDASIM_FAIL_COPY) fails the request, not OK
  *   agents   VRAM between two agents of one process is refused (IXL_ERR_NOT_SUPPORTED, with
  *            the message: CUDA IPC never targets its own process; test_net_ipc covers two)
@@ -451,7 +452,7 @@ static int case_watch(void)
                    "only %d of %d waited device requests completed before the completion "
                    "thread (%d ms late) saw them: the waiting caller did not watch them",
                    fast, tries, SYNC_LATE_US / 1000);
-    /* Polled, not waited: only the completion thread completes it (late). */
+    /* Polled: each ixl_xfer_status asks the event once, so the poller completes it too. */
     buf_put(&w, 0, SMALL, 50, 0);
     buf_put(&v, 0, SMALL, 0, 1);
     struct ixl_xfer *x =
@@ -461,13 +462,36 @@ static int case_watch(void)
     ixl_status st;
     while ((st = ixl_xfer_status(x)) == IXL_IN_PROGRESS) {
         CHECK(now_ms() - t0 < 20000);
-        usleep(1000);
+        usleep(100);
     }
     CHECK_RC(st, IXL_OK);
     uint64_t polled = now_ms() - t0;
-    CHECK(polled >= SYNC_LATE_US / 1000 - 50);
+    if (polled >= SYNC_LATE_US / 2000)
+        check_fail(__FILE__, __LINE__,
+                   "a polled device request took %" PRIu64 " ms: the poll did not ask its event",
+                   polled);
     CHECK(drain_count(a, "polled") == 1);
     buf_expect(&v, 0, SMALL, 50, 0, "polled READ");
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    /* Left alone (neither waited for nor polled): the completion thread completes it, late,
+     * and queues its notification; the request is then done at the first look. The thread is
+     * behind by SYNC_LATE_US per event it has seen (those of the requests above too). */
+    usleep(SYNC_LATE_US * (unsigned)(tries + 2));
+    buf_put(&w, 0, SMALL, 60, 0);
+    buf_put(&v, 0, SMALL, 0, 1);
+    x = xfer_new(a, IXL_OP_READ, &v, &w, "vram-watch", &off, &off, &len, 1, "alone");
+    t0 = now_ms();
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    int got = 0;
+    while ((got = drain_count(a, "alone")) == 0) {
+        CHECK(now_ms() - t0 < 20000);
+        usleep(1000);
+    }
+    uint64_t alone = now_ms() - t0;
+    CHECK(got == 1);
+    CHECK(alone >= SYNC_LATE_US / 1000 - 50);
+    CHECK_RC(ixl_xfer_status(x), IXL_OK);
+    buf_expect(&v, 0, SMALL, 60, 0, "READ left alone");
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
     usleep(SYNC_LATE_US + 100000); /* the thread's late looks at the released requests end */
     CHECK(drain_count(a, "watched") == 0);
@@ -477,8 +501,9 @@ static int case_watch(void)
     buf_free(&w);
     ixl_agent_destroy(a);
     printf("watch: %d of %d waited requests done in <= %" PRIu64 " ms each (the completion "
-           "thread %d ms late), a polled one in %" PRIu64 " ms: ok\n",
-           fast, tries, worst, SYNC_LATE_US / 1000, polled);
+           "thread %d ms late), a polled one in %" PRIu64 " ms, one left alone done by the "
+           "thread in %" PRIu64 " ms: ok\n",
+           fast, tries, worst, SYNC_LATE_US / 1000, polled, alone);
     return 0;
 }
 
