@@ -1160,6 +1160,59 @@ static void end_put(struct sim_end *e)
     e->r = NULL;
 }
 
+/* The first piece of [addr, addr + len) that one region holds: all of it, or, where addr lies
+ * in a VMM mapping followed at once by another (allocations mapped side by side, which CUDA
+ * copies across as one range), up to the end of addr's mapping. */
+static size_t piece_len(uintptr_t addr, size_t len)
+{
+    pthread_mutex_lock(&g_lock);
+    struct sim_region *r = region_find(addr);
+    size_t n = len;
+    if (r != NULL && r->kind == SIM_VMM && len > r->len - (addr - r->base)) {
+        struct sim_region *next = region_find(r->base + r->len);
+        if (next != NULL && next->kind == SIM_VMM && next->base == r->base + r->len)
+            n = r->len - (addr - r->base);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+#define SIM_MAX_PIECES 64
+
+/* Resolves a copy's ends piece by piece (piece_len): every piece valid, or none held. */
+static CUresult pieces_get(uintptr_t dst, uintptr_t src, size_t len, struct sim_end *d,
+                           struct sim_end *s, size_t *lens, int *n_out)
+{
+    int n = 0;
+    CUresult rc = CUDA_SUCCESS;
+    while (len > 0) {
+        size_t a = piece_len(dst, len), b = piece_len(src, len), k = a < b ? a : b;
+        if (n == SIM_MAX_PIECES) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        rc = end_get(dst, k, false, &d[n]);
+        if (rc != CUDA_SUCCESS)
+            break;
+        rc = end_get(src, k, false, &s[n]);
+        if (rc != CUDA_SUCCESS) {
+            end_put(&d[n]);
+            break;
+        }
+        lens[n++] = k;
+        dst += k;
+        src += k;
+        len -= k;
+    }
+    if (rc != CUDA_SUCCESS)
+        for (int i = 0; i < n; i++) {
+            end_put(&d[i]);
+            end_put(&s[i]);
+        }
+    *n_out = rc == CUDA_SUCCESS ? n : 0;
+    return rc;
+}
+
 /* Whether this copy is the one IXL_CUDASIM_FAIL_COPY names (counted at enqueue). */
 static bool copy_fails(void)
 {
@@ -1371,23 +1424,22 @@ static CUresult copy_sync(uintptr_t dst, uintptr_t src, size_t len)
         return rc;
     if (len == 0)
         return CUDA_SUCCESS;
-    struct sim_end d, s;
-    rc = end_get(dst, len, false, &d);
+    struct sim_end d[SIM_MAX_PIECES], s[SIM_MAX_PIECES];
+    size_t lens[SIM_MAX_PIECES];
+    int n;
+    rc = pieces_get(dst, src, len, d, s, lens, &n);
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = end_get(src, len, false, &s);
-    if (rc != CUDA_SUCCESS) {
-        end_put(&d);
-        return rc;
-    }
     bool fail = copy_fails();
     default_stream_drain(c); /* no delay: a synchronous copy's duration is not observable */
     if (fail)
         rc = CUDA_ERROR_ILLEGAL_ADDRESS;
-    else
-        memmove(d.p, s.p, len);
-    end_put(&s);
-    end_put(&d);
+    for (int i = 0; i < n; i++) {
+        if (!fail)
+            memmove(d[i].p, s[i].p, lens[i]);
+        end_put(&s[i]);
+        end_put(&d[i]);
+    }
     return rc;
 }
 
@@ -1436,25 +1488,37 @@ CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream 
         return rc;
     if (bytes == 0)
         return CUDA_SUCCESS;
-    struct sim_op *op = calloc(1, sizeof(*op));
-    if (op == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = end_get((uintptr_t)dst, bytes, false, &op->dst);
+    /* One operation per piece (allocations mapped side by side), enqueued together; the
+     * injected failure (one copy as counted) goes with the first. */
+    struct sim_end d[SIM_MAX_PIECES], sr[SIM_MAX_PIECES];
+    size_t lens[SIM_MAX_PIECES];
+    struct sim_op *ops[SIM_MAX_PIECES];
+    int n;
+    rc = pieces_get((uintptr_t)dst, (uintptr_t)src, bytes, d, sr, lens, &n);
     if (rc != CUDA_SUCCESS)
-        goto free_op;
-    rc = end_get((uintptr_t)src, bytes, false, &op->src);
-    if (rc != CUDA_SUCCESS)
-        goto put_dst;
-    op->type = SIM_OP_COPY;
-    op->len = bytes;
-    op->fail = copy_fails();
-    stream_enqueue(s, op);
+        return rc;
+    for (int i = 0; i < n; i++) {
+        ops[i] = calloc(1, sizeof(*ops[i]));
+        if (ops[i] == NULL) {
+            for (int j = 0; j < n; j++) {
+                if (j < i)
+                    free(ops[j]);
+                end_put(&d[j]);
+                end_put(&sr[j]);
+            }
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    bool fail = copy_fails();
+    for (int i = 0; i < n; i++) {
+        ops[i]->type = SIM_OP_COPY;
+        ops[i]->dst = d[i];
+        ops[i]->src = sr[i];
+        ops[i]->len = lens[i];
+        ops[i]->fail = fail && i == 0;
+        stream_enqueue(s, ops[i]);
+    }
     return CUDA_SUCCESS;
-put_dst:
-    end_put(&op->dst);
-free_op:
-    free(op);
-    return rc;
 }
 
 CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
