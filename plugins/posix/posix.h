@@ -21,6 +21,7 @@
 #include <ixl/ixl_plugin.h>
 
 #include "../common/ixl_cost_table.h"
+#include "../common/ixl_pool.h"
 
 /* The host's table of allocation and system calls (ixl_host.sys): one per process, so every
  * create_engine stores the same pointer; every call of the plugin goes through it so tests can
@@ -85,6 +86,10 @@ struct px_io {
 struct px_engine {
     struct ixl_engine base;
     const struct ixl_host *host;
+    /* Where px_md records come from: one calloc each grew the heap a page at a time, a page
+     * fault each (tens of microseconds on a virtual machine; see ../common/ixl_pool.h). Used
+     * only by register_mem and deregister_mem, which the core calls one at a time. */
+    struct ixlp_pool mds;
     enum px_kind kind;
     uint32_t qd;
     uint64_t chunk;

@@ -208,13 +208,18 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
         return rc;
     }
     if (be->caps & IXL_CAP_LOCAL) {
+        ixl_err_clear(agent->id);
         rc = p->ops.load_local_md(be->engine, g->md[b], &g->tmd[b]);
         if (rc != IXL_OK) {
             g->tmd[b] = NULL;
+            /* The backend's own text says why, when it gave one (before deregister_mem can
+             * overwrite it). */
+            char why[256];
+            snprintf(why, sizeof(why), "%s", ixl_err_get(agent->id));
             p->ops.deregister_mem(be->engine, g->md[b]);
             g->md[b] = NULL;
-            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s", p->info.name,
-                                 ixl_strerror(rc));
+            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s%s%s",
+                                 p->info.name, ixl_strerror(rc), why[0] ? ": " : "", why);
         }
     }
     g->backend_mask |= 1u << b;

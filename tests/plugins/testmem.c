@@ -948,9 +948,11 @@ static int tm_register_mem(struct ixl_engine *base, enum ixl_mem type,
     pthread_mutex_lock(&e->reg_lock);
     struct tm_region *g = ixlp_pool_get(&e->region_pool);
     if (g == NULL) {
+        int err = errno;
         pthread_mutex_unlock(&e->reg_lock);
         free(bytes);
-        return tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: out of memory", TESTMEM_NAME);
+        return tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: no memory for a region (mmap: %s)",
+                        TESTMEM_NAME, strerror(err));
     }
     g->bytes = bytes;
     g->bytes_len = desc->bytes_len;
@@ -1020,8 +1022,10 @@ static int tm_new_mdref(struct tm_engine *e, enum ixl_mem type, uint64_t key, ui
     pthread_mutex_lock(&e->reg_lock);
     struct tm_mdref *m = ixlp_pool_get(&e->mdref_pool);
     if (m == NULL) {
+        int err = errno;
         pthread_mutex_unlock(&e->reg_lock);
-        return tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: out of memory", TESTMEM_NAME);
+        return tm_error(e->host, IXL_ERR_NO_MEMORY, "%s: no memory for metadata (mmap: %s)",
+                        TESTMEM_NAME, strerror(err));
     }
     m->magic = TM_MDREF_MAGIC;
     m->type = type;
