@@ -24,6 +24,7 @@
 #ifndef IXL_POOL_H
 #define IXL_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -90,9 +91,9 @@ static inline void ixlp_pool_init(struct ixlp_pool *p, const struct ixl_sys *sys
  */
 #define IXLP_HUGE ((size_t)2 << 20)
 
-static inline void *ixlp_map(const struct ixl_sys *sys, size_t bytes)
+static inline void *ixlp_map(const struct ixl_sys *sys, size_t bytes, bool huge)
 {
-    if (bytes < IXLP_HUGE || bytes % IXLP_HUGE != 0) {
+    if (!huge || bytes < IXLP_HUGE || bytes % IXLP_HUGE != 0) {
         void *c = sys->mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         return c == MAP_FAILED ? NULL : c;
@@ -130,7 +131,11 @@ static inline struct ixlp_chunk *ixlp_chunk_map(struct ixlp_pool *p)
     size_t bytes = p->next_bytes;
     while (bytes < sizeof(struct ixlp_chunk) + 64 + p->size)
         bytes *= 2;
-    struct ixlp_chunk *k = ixlp_map(p->sys, bytes);
+#ifdef IXLP_POOL_SMALL /* experiment: no huge chunks */
+    struct ixlp_chunk *k = ixlp_map(p->sys, bytes, false);
+#else
+    struct ixlp_chunk *k = ixlp_map(p->sys, bytes, true);
+#endif
     if (k == NULL)
         return NULL;
     k->bytes = bytes;

@@ -184,11 +184,11 @@ static void unregister_one(struct ixl_agent *agent, struct region *g, unsigned b
 {
     const struct ixl_plugin *p = agent->backends[b]->plugin;
     struct ixl_engine *e = agent->backends[b]->engine;
-    if (g->tmd[b])
-        p->ops.unload_md(e, g->tmd[b]);
-    if (g->md[b])
-        p->ops.deregister_mem(e, g->md[b]);
-    g->md[b] = g->tmd[b] = NULL;
+    if (region_md(g, b, 1))
+        p->ops.unload_md(e, region_md(g, b, 1));
+    if (region_md(g, b, 0))
+        p->ops.deregister_mem(e, region_md(g, b, 0));
+    region_md_clear(g, b);
     g->backend_mask &= ~(1u << b);
 }
 
@@ -198,9 +198,12 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
     struct ixl_backend *be = agent->backends[b];
     const struct ixl_plugin *p = be->plugin;
     ixl_err_clear(agent->id);
-    int rc = p->ops.register_mem(be->engine, g->type, d, &g->md[b]);
+    struct ixl_md **md = region_md_at(g, b, 0), **tmd = region_md_at(g, b, 1);
+    if (md == NULL || tmd == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    int rc = p->ops.register_mem(be->engine, g->type, d, md);
     if (rc != IXL_OK) {
-        g->md[b] = NULL;
+        *md = NULL;
         if (ixl_err_get(agent->id)[0] == '\0')
             IXL_AGENT_ERR(agent, rc, "backend %s refused to register %s region 0x%llx+%llu: %s",
                           p->info.name, ixl_mem_name(g->type), (unsigned long long)d->addr,
@@ -209,15 +212,15 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
     }
     if (be->caps & IXL_CAP_LOCAL) {
         ixl_err_clear(agent->id);
-        rc = p->ops.load_local_md(be->engine, g->md[b], &g->tmd[b]);
+        rc = p->ops.load_local_md(be->engine, *md, tmd);
         if (rc != IXL_OK) {
-            g->tmd[b] = NULL;
+            *tmd = NULL;
             /* The backend's own text says why, when it gave one (before deregister_mem can
              * overwrite it). */
             char why[256];
             snprintf(why, sizeof(why), "%s", ixl_err_get(agent->id));
-            p->ops.deregister_mem(be->engine, g->md[b]);
-            g->md[b] = NULL;
+            p->ops.deregister_mem(be->engine, *md);
+            *md = NULL;
             return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s%s%s",
                                  p->info.name, ixl_strerror(rc), why[0] ? ": " : "", why);
         }

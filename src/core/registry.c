@@ -72,7 +72,7 @@ static struct {
 /* HUGE_BYTES on a HUGE_BYTES boundary, its pages in, or NULL. */
 static struct slab *huge_map(void)
 {
-    return ixlp_map(&ixl_sys_table, HUGE_BYTES);
+    return ixlp_map(&ixl_sys_table, HUGE_BYTES, true);
 }
 
 /* A slab, huge when asked and possible (else small), or NULL without memory. */
@@ -214,8 +214,20 @@ void ixl_registry_expect(struct ixl_registry *r, size_t regions)
     r->expect = regions > SIZE_MAX / per ? SIZE_MAX : regions * per;
 }
 
+struct ixl_md **region_md_at(struct region *g, unsigned b, int t)
+{
+    if (b < IXL_REGION_SLOTS)
+        return &g->mds[2 * b + (unsigned)t];
+    if (g->ext == NULL &&
+        (g->ext = sys_calloc(2 * (IXL_MAX_BACKENDS - IXL_REGION_SLOTS), sizeof(*g->ext))) == NULL)
+        return NULL;
+    return &g->ext[2 * (b - IXL_REGION_SLOTS) + (unsigned)t];
+}
+
 void ixl_registry_region_free(struct ixl_registry *r, struct region *g)
 {
+    free(g->ext);
+    g->ext = NULL;
     void **link = (void **)g;
     *link = r->free_regions;
     r->free_regions = link;
@@ -223,11 +235,15 @@ void ixl_registry_region_free(struct ixl_registry *r, struct region *g)
                ((sizeof(struct region) + 63) & ~(size_t)63) - sizeof(void *));
 }
 
-static void free_regions(struct rnode *t)
+/* Frees what the regions of t hold (the higher slots' arrays), and with own, the regions. */
+static void free_regions(struct rnode *t, int own)
 {
     while (t != NULL) {
-        free_regions(t->kid[0]);
-        free(t->g);
+        free_regions(t->kid[0], own);
+        free(t->g->ext);
+        t->g->ext = NULL;
+        if (own)
+            free(t->g);
         t = t->kid[1];
     }
 }
@@ -236,8 +252,8 @@ void ixl_registry_free(struct ixl_registry *r)
 {
     if (r == NULL)
         return;
-    for (int t = 0; t < IXL_MEM_COUNT && !r->region_arena; t++)
-        free_regions(r->all[t].root);
+    for (int t = 0; t < IXL_MEM_COUNT; t++)
+        free_regions(r->all[t].root, !r->region_arena);
     ixl_scratch_give(r->scratch);
     while (r->slabs != NULL) {
         struct slab *s = r->slabs;

@@ -74,9 +74,13 @@ void *ixl_scratch_take(size_t bytes)
             return NULL;
         s->mapped = 0;
     } else {
+#ifdef IXLP_POOL_SMALL
+        size_t unit = 4096;
+#else
         size_t unit = sizeof(*s) + cap >= SCRATCH_HUGE_MIN ? IXLP_HUGE : 4096;
+#endif
         size_t len = (sizeof(*s) + cap + unit - 1) & ~(unit - 1);
-        if (len < cap || (s = ixlp_map(&ixl_sys_table, len)) == NULL)
+        if (len < cap || (s = ixlp_map(&ixl_sys_table, len, true)) == NULL)
             return NULL;
         s->mapped = len;
         cap = len - sizeof(*s);

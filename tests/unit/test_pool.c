@@ -50,9 +50,9 @@ int main(void)
     sys.munmap = t_munmap;
 
     /* ixlp_map: small sizes page-aligned, multiples of 2 MiB on a 2 MiB boundary; zeroed. */
-    unsigned char *s = ixlp_map(&sys, 64 << 10);
+    unsigned char *s = ixlp_map(&sys, 64 << 10, true);
     CHECK(s != NULL && (uintptr_t)s % 4096 == 0 && s[0] == 0 && s[(64 << 10) - 1] == 0);
-    unsigned char *h = ixlp_map(&sys, (size_t)4 << 20);
+    unsigned char *h = ixlp_map(&sys, (size_t)4 << 20, true);
     CHECK(h != NULL && (uintptr_t)h % ((size_t)2 << 20) == 0);
     CHECK(h[0] == 0 && h[((size_t)4 << 20) - 1] == 0);
     h[12345] = 7;
