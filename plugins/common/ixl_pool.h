@@ -77,9 +77,10 @@ static inline void ixlp_pool_init(struct ixlp_pool *p, const struct ixl_sys *sys
 
 /*
  * bytes (a multiple of the page size) of fresh zeroed memory with its pages in, or NULL when
- * mmap fails; give it back with ixlp_unmap. A multiple of IXLP_HUGE lies on such a boundary
- * with MADV_HUGEPAGE, then populated (MADV_POPULATE_WRITE); a smaller size is mapped with
- * MAP_POPULATE. The core's registry slabs and scratch blocks come from here too.
+ * mmap fails; give it back with ixlp_unmap. With huge, a multiple of IXLP_HUGE lies on such a
+ * boundary with MADV_HUGEPAGE, then populated (MADV_POPULATE_WRITE); anything else is mapped
+ * with MAP_POPULATE. Ask for huge pages only for memory that will be used whole. The core's
+ * registry slabs (huge) and scratch blocks (not) come from here too.
  *
  * Measured on this project's VMs (a paravirtualised guest with shadow page tables, free memory
  * reported back to the host), per 2 MiB: 512 small pages faulted in on first use 7-9 ms; the
@@ -131,11 +132,7 @@ static inline struct ixlp_chunk *ixlp_chunk_map(struct ixlp_pool *p)
     size_t bytes = p->next_bytes;
     while (bytes < sizeof(struct ixlp_chunk) + 64 + p->size)
         bytes *= 2;
-#ifdef IXLP_POOL_SMALL /* experiment: no huge chunks */
-    struct ixlp_chunk *k = ixlp_map(p->sys, bytes, false);
-#else
     struct ixlp_chunk *k = ixlp_map(p->sys, bytes, true);
-#endif
     if (k == NULL)
         return NULL;
     k->bytes = bytes;

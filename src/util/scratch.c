@@ -16,11 +16,11 @@
 #define SCRATCH_MIN ((size_t)16 << 10)
 /* A new block this large is mapped with its pages in (ixlp_map) rather than malloc'd: a fresh
  * block's pages were faulted in one by one at first use, ~14-18 us each on a virtual machine
- * (registering 10^4 regions the first time: ~100 faults in its batch arrays). From
- * SCRATCH_HUGE_MIN, whole 2 MiB (a huge page each where the system gives them: one first
- * touch instead of 512, see ixlp_map). */
+ * (registering 10^4 regions the first time: ~100 faults in its batch arrays). Small pages, not
+ * whole huge ones: a block is rarely a multiple of 2 MiB, and where a fresh huge page costs
+ * 6-20 ms (see ixlp_map) rounding blocks up to huge pages made the first metadata load of
+ * 10^4 regions several times slower (median 26 ms against 7 ms, bench_core, 5 runs each). */
 #define SCRATCH_MAP ((size_t)64 << 10)
-#define SCRATCH_HUGE_MIN ((size_t)256 << 10)
 
 struct scratch {
     size_t cap;
@@ -74,13 +74,8 @@ void *ixl_scratch_take(size_t bytes)
             return NULL;
         s->mapped = 0;
     } else {
-#ifdef IXLP_POOL_SMALL
-        size_t unit = 4096;
-#else
-        size_t unit = sizeof(*s) + cap >= SCRATCH_HUGE_MIN ? IXLP_HUGE : 4096;
-#endif
-        size_t len = (sizeof(*s) + cap + unit - 1) & ~(unit - 1);
-        if (len < cap || (s = ixlp_map(&ixl_sys_table, len, true)) == NULL)
+        size_t len = (sizeof(*s) + cap + 4095) & ~(size_t)4095;
+        if (len < cap || (s = ixlp_map(&ixl_sys_table, len, false)) == NULL)
             return NULL;
         s->mapped = len;
         cap = len - sizeof(*s);
