@@ -519,6 +519,7 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
                         struct net_region **out);
 void net_region_unpublish(struct net_engine *e, struct net_region *g); /* out of the table */
 void net_region_free(struct net_engine *e, struct net_region *g);
+void net_rtab_free(struct net_region **t, size_t cap); /* the key table (net_region.c) */
 int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct ixl_reg_desc *d,
                         const void *data, size_t len, struct net_rmd **out);
 int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rmd **out);

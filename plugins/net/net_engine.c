@@ -862,7 +862,7 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(nn);
         nn = next;
     }
-    free(e->rtab);
+    net_rtab_free(e->rtab, e->rtab_cap);
     ixlp_pool_fini(&e->region_pool); /* (a region kept from a loop that did not answer too: the
                                         loops are stopped) */
     ixlp_pool_fini(&e->rmd_pool);

@@ -35,11 +35,31 @@ struct net_region *net_region_find(struct net_engine *e, uint64_t key)
     return NULL;
 }
 
+/* A key table of cap slots, zeroed: from 64 KiB mapped with its pages in (../common/ixl_pool.h:
+ * growing to 10^4 regions faulted ~130 pages in one by one, tens of microseconds each on a
+ * virtual machine). */
+#define RTAB_MAP_BYTES ((size_t)64 << 10)
+
+static struct net_region **rtab_alloc(size_t cap)
+{
+    if (cap * sizeof(struct net_region *) < RTAB_MAP_BYTES)
+        return net_sys()->calloc(cap, sizeof(struct net_region *));
+    return ixlp_map(net_sys(), cap * sizeof(struct net_region *), false);
+}
+
+void net_rtab_free(struct net_region **t, size_t cap)
+{
+    if (t != NULL && cap * sizeof(*t) >= RTAB_MAP_BYTES)
+        ixlp_unmap(net_sys(), t, cap * sizeof(*t));
+    else
+        free(t);
+}
+
 static int rtab_insert(struct net_engine *e, struct net_region *g)
 {
     if (e->n_regions + 1 > e->rtab_cap / 2) {
         size_t cap = e->rtab_cap ? e->rtab_cap * 2 : 256;
-        struct net_region **t = net_sys()->calloc(cap, sizeof(*t));
+        struct net_region **t = cap > SIZE_MAX / 2 / sizeof(*t) ? NULL : rtab_alloc(cap);
         if (t == NULL)
             return IXL_ERR_NO_MEMORY;
         for (size_t i = 0; i < e->rtab_cap; i++)
@@ -49,7 +69,7 @@ static int rtab_insert(struct net_engine *e, struct net_region *g)
                 x->hnext = t[s];
                 t[s] = x;
             }
-        free(e->rtab);
+        net_rtab_free(e->rtab, e->rtab_cap);
         e->rtab = t;
         e->rtab_cap = cap;
     }
