@@ -31,7 +31,10 @@
  * after the churn. With them, the page faults (getrusage's minor faults) of the registration,
  * of an ixl_md_get and an ixl_md_load (median, and the first load) and of churn rounds 1 and
  * 100: on a virtual machine a fault can cost tens of microseconds, and fault counts stay
- * meaningful on a loaded machine where times do not.
+ * meaningful on a loaded machine where times do not. The count includes the pages the kernel
+ * puts in when memory is mapped populated (MAP_POPULATE, MADV_POPULATE_WRITE: one per small
+ * page, one per huge page), which take no exception; `perf record -e page-faults:u -g` tells
+ * the two apart.
  *
  * Exit status: 0 when every step ran (targets missed or not), 1 when an ixl call failed, 77
  * when the TEST plugin cannot be found (build with BUILD_TESTING=ON).
