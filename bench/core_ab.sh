@@ -8,7 +8,8 @@
 # configured from the source it measures, with BUILD_TESTING=ON for the TEST plugin; a Release
 # build is the meaningful one)
 # Environment: PASSES (3), REPS (bench_core -r, 11), PARTS ("kv md churn"), SEED (bench_core -s,
-# drawn anew per pass when unset: both builds of a pass get the same one).
+# drawn anew per pass when unset: both builds of a pass get the same one), BACKEND (bench_core
+# -b: the agents' backend, TEST when unset; both bench_core binaries must take -b).
 set -eu
 if [ $# -ne 2 ]; then
     echo "usage: $0 BUILD_A BUILD_B" >&2
@@ -29,7 +30,8 @@ out=$(mktemp -d /tmp/ixl_core_ab.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 echo "A = $a"
 echo "B = $b"
-echo "$passes pass(es) of bench_core -r $reps over: $parts (A then B each pass)"
+backend=${BACKEND:+-b $BACKEND}
+echo "$passes pass(es) of bench_core -r $reps $backend over: $parts (A then B each pass)"
 echo "start $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for p in $(seq 1 "$passes"); do
     seed=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
@@ -38,7 +40,7 @@ for p in $(seq 1 "$passes"); do
         for which in A B; do
             dir=$a
             [ $which = B ] && dir=$b
-            "$dir/bench/bench_core" -o "$part" -r "$reps" -s "$seed" >"$out/$part.$which.$p" 2>&1 || {
+            "$dir/bench/bench_core" -o "$part" -r "$reps" -s "$seed" $backend >"$out/$part.$which.$p" 2>&1 || {
                 echo "$0: bench_core -o $part failed for $which (pass $p):" >&2
                 tail -n 5 "$out/$part.$which.$p" >&2
                 exit 1

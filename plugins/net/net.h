@@ -44,6 +44,7 @@
 
 #include <ixl/ixl_plugin.h>
 
+#include "../common/ixl_pool.h"
 #include "net_wire.h"
 
 /* The host's table of allocation and system calls (ixl_host.sys): one per process, so every
@@ -457,9 +458,19 @@ struct net_engine {
     struct net_alloc *allocs;
     struct net_inname *innames;
 
+    /* Where net_region and net_rmd records come from: one calloc each grew the heap a page
+     * at a time, a page fault each (tens of microseconds on a virtual machine; see
+     * ../common/ixl_pool.h). Used only by the "writer" methods (ixl_plugin.h, "Threads"),
+     * which the core calls one at a time. */
+    struct ixlp_pool region_pool, rmd_pool;
     pthread_rwlock_t regions_lock; /* key -> region, for TCP checks */
     struct net_region **rtab;
     size_t rtab_cap, n_regions;
+    /* Region keys drawn from the kernel's random source a batch at a time (under
+     * regions_lock): one getrandom(2) per region was a third of registering 10^4 regions,
+     * a system call costing microseconds on a virtual machine. The same source, fewer calls. */
+    uint64_t key_batch[32];
+    unsigned keys_left;
     struct net_region *vram_regions; /* VRAM regions (never in rtab), for the channel's answers */
 
     pthread_mutex_t reqs_lock; /* serial -> request */
@@ -515,11 +526,12 @@ struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t
 int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ixl_reg_desc *d,
                         struct net_region **out);
 void net_region_unpublish(struct net_engine *e, struct net_region *g); /* out of the table */
-void net_region_free(struct net_region *g);
+void net_region_free(struct net_engine *e, struct net_region *g);
+void net_rtab_free(struct net_region **t, size_t cap); /* the key table (net_region.c) */
 int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct ixl_reg_desc *d,
                         const void *data, size_t len, struct net_rmd **out);
 int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rmd **out);
-void net_rmd_unload(struct net_rmd *m);
+void net_rmd_unload(struct net_engine *e, struct net_rmd *m);
 /* Same-node mapping of a remote region (the memfd its verified owner passed), or NULL with
  * why filled. */
 void *net_rmd_map(struct net_rmd *m, char *why, size_t why_len);

@@ -555,7 +555,7 @@ static int net_deregister_mem(struct ixl_engine *base, struct ixl_md *md)
             return IXL_OK;
         }
     }
-    net_region_free(g);
+    net_region_free(e, g);
     return IXL_OK;
 }
 
@@ -616,7 +616,7 @@ static int net_unload_md(struct ixl_engine *base, struct ixl_md *md)
         m->peer->refs--;
         pthread_mutex_unlock(&e->lock);
     }
-    net_rmd_unload(m);
+    net_rmd_unload(e, m);
     return IXL_OK;
 }
 
@@ -759,6 +759,8 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     if (e == NULL)
         return IXL_ERR_NO_MEMORY;
     e->host = init->host;
+    ixlp_pool_init(&e->region_pool, net_sys(), sizeof(struct net_region));
+    ixlp_pool_init(&e->rmd_pool, net_sys(), sizeof(struct net_rmd));
     e->listen_fd = -1;
     e->spare_fd = -1;
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
@@ -860,7 +862,10 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(nn);
         nn = next;
     }
-    free(e->rtab);
+    net_rtab_free(e->rtab, e->rtab_cap);
+    ixlp_pool_fini(&e->region_pool); /* (a region kept from a loop that did not answer too: the
+                                        loops are stopped) */
+    ixlp_pool_fini(&e->rmd_pool);
     free(e->qtab);
     free(e->work);
     pthread_cond_destroy(&e->work_cond);

@@ -35,11 +35,31 @@ struct net_region *net_region_find(struct net_engine *e, uint64_t key)
     return NULL;
 }
 
+/* A key table of cap slots, zeroed: from 64 KiB mapped with its pages in (../common/ixl_pool.h:
+ * growing to 10^4 regions faulted ~130 pages in one by one, tens of microseconds each on a
+ * virtual machine). */
+#define RTAB_MAP_BYTES ((size_t)64 << 10)
+
+static struct net_region **rtab_alloc(size_t cap)
+{
+    if (cap * sizeof(struct net_region *) < RTAB_MAP_BYTES)
+        return net_sys()->calloc(cap, sizeof(struct net_region *));
+    return ixlp_map(net_sys(), cap * sizeof(struct net_region *), false);
+}
+
+void net_rtab_free(struct net_region **t, size_t cap)
+{
+    if (t != NULL && cap * sizeof(*t) >= RTAB_MAP_BYTES)
+        ixlp_unmap(net_sys(), t, cap * sizeof(*t));
+    else
+        free(t);
+}
+
 static int rtab_insert(struct net_engine *e, struct net_region *g)
 {
     if (e->n_regions + 1 > e->rtab_cap / 2) {
         size_t cap = e->rtab_cap ? e->rtab_cap * 2 : 256;
-        struct net_region **t = net_sys()->calloc(cap, sizeof(*t));
+        struct net_region **t = cap > SIZE_MAX / 2 / sizeof(*t) ? NULL : rtab_alloc(cap);
         if (t == NULL)
             return IXL_ERR_NO_MEMORY;
         for (size_t i = 0; i < e->rtab_cap; i++)
@@ -49,7 +69,7 @@ static int rtab_insert(struct net_engine *e, struct net_region *g)
                 x->hnext = t[s];
                 t[s] = x;
             }
-        free(e->rtab);
+        net_rtab_free(e->rtab, e->rtab_cap);
         e->rtab = t;
         e->rtab_cap = cap;
     }
@@ -80,6 +100,22 @@ struct net_region *net_region_range(struct net_engine *e, uint64_t key, uint64_t
     return g;
 }
 
+/* A random non-zero key (regions_lock held for writing): from the batch, drawn anew when it is
+ * used up; when getrandom fails, ixlp_random64's fallback for this key alone. */
+static uint64_t next_key(struct net_engine *e)
+{
+    const size_t n = sizeof(e->key_batch) / sizeof(e->key_batch[0]);
+    if (e->keys_left == 0) {
+        if (net_sys()->getrandom(e->key_batch, sizeof(e->key_batch), 0) !=
+            (ssize_t)sizeof(e->key_batch))
+            return ixlp_random64(net_sys()->getrandom);
+        e->keys_left = (unsigned)n;
+    }
+    uint64_t k = e->key_batch[--e->keys_left];
+    e->key_batch[e->keys_left] = 0; /* a used key does not stay behind in the batch */
+    return k ? k : 1;
+}
+
 /* The key of region g, unique in the key table, and g in it (the table is what peers' frames
  * and same-node requests are checked against). A VRAM region is there for TCP frames, which
  * the loops move through staging slots (net_stage.c); it never gets a memfd, and the
@@ -100,7 +136,7 @@ static int region_publish(struct net_engine *e, const struct ixl_reg_desc *d, st
     pthread_mutex_unlock(&e->lock);
     pthread_rwlock_wrlock(&e->regions_lock);
     do
-        g->key = ixlp_random64(net_sys()->getrandom);
+        g->key = next_key(e);
     while (net_region_find(e, g->key) != NULL);
     int rc = rtab_insert(e, g);
     pthread_rwlock_unlock(&e->regions_lock);
@@ -113,9 +149,10 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
     if (d->len == 0 || d->addr == 0 || d->len > UINT64_MAX - d->addr)
         return net_error(e, IXL_ERR_INVALID_ARG, "NET: bad %s region 0x%" PRIx64 "+%" PRIu64,
                          type == IXL_MEM_VRAM ? "VRAM" : "DRAM", d->addr, d->len);
-    struct net_region *g = net_sys()->calloc(1, sizeof(*g));
+    struct net_region *g = ixlp_pool_get(&e->region_pool);
     if (g == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        return net_error(e, IXL_ERR_NO_MEMORY, "no memory for a region record (mmap: %s)",
+                         strerror(errno));
     g->magic = NET_REGION_MAGIC;
     g->addr = d->addr;
     g->len = d->len;
@@ -137,7 +174,7 @@ int net_region_register(struct net_engine *e, enum ixl_mem type, const struct ix
         rc = region_publish(e, d, g);
     }
     if (rc != IXL_OK) {
-        free(g);
+        ixlp_pool_put(&e->region_pool, g);
         return rc;
     }
     /* The public data: the network path needs the key; the memfd field only says whether the
@@ -180,15 +217,15 @@ struct net_region *net_region_vram(struct net_engine *e, uint64_t key, uint64_t 
     return NULL;
 }
 
-void net_region_free(struct net_region *g)
+void net_region_free(struct net_engine *e, struct net_region *g)
 {
     g->magic = 0;
-    free(g);
+    ixlp_pool_put(&e->region_pool, g);
 }
 
-static struct net_rmd *rmd_new(void)
+static struct net_rmd *rmd_new(struct net_engine *e)
 {
-    struct net_rmd *m = net_sys()->calloc(1, sizeof(*m));
+    struct net_rmd *m = ixlp_pool_get(&e->rmd_pool);
     if (m) {
         m->magic = NET_RMD_MAGIC;
         m->memfd = -1;
@@ -203,9 +240,10 @@ int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct i
     const uint8_t *b = data;
     if (len != PUB_BYTES || ixlp_get_le(b, 4) != PUB_MAGIC)
         return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", p->name);
-    struct net_rmd *m = rmd_new();
+    struct net_rmd *m = rmd_new(e);
     if (m == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        return net_error(e, IXL_ERR_NO_MEMORY, "no memory for a region record (mmap: %s)",
+                         strerror(errno));
     m->key = ixlp_get_le(b + 4, 8);
     m->addr = ixlp_get_le(b + 12, 8);
     m->len = ixlp_get_le(b + 20, 8);
@@ -216,7 +254,7 @@ int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct i
         (m->memfd >= 0 &&
          (m->memfd_off > m->memfd_size || m->len > m->memfd_size - m->memfd_off))) {
         pthread_mutex_destroy(&m->map_lock);
-        free(m);
+        ixlp_pool_put(&e->rmd_pool, m);
         return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' disagrees with its region",
                          p->name);
     }
@@ -227,9 +265,10 @@ int net_rmd_load_remote(struct net_engine *e, struct net_peer *p, const struct i
 
 int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rmd **out)
 {
-    struct net_rmd *m = rmd_new();
+    struct net_rmd *m = rmd_new(e);
     if (m == NULL)
-        return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        return net_error(e, IXL_ERR_NO_MEMORY, "no memory for a region record (mmap: %s)",
+                         strerror(errno));
     m->key = g->key;
     m->addr = g->addr;
     m->len = g->len;
@@ -240,13 +279,13 @@ int net_rmd_load_local(struct net_engine *e, struct net_region *g, struct net_rm
     return IXL_OK;
 }
 
-void net_rmd_unload(struct net_rmd *m)
+void net_rmd_unload(struct net_engine *e, struct net_rmd *m)
 {
     if (m->map)
         net_sys()->munmap(m->map, m->map_len);
     pthread_mutex_destroy(&m->map_lock);
     m->magic = 0;
-    free(m);
+    ixlp_pool_put(&e->rmd_pool, m);
 }
 
 /* Maps the memfd the verified owner of m passed over the same-node channel (net_local.c):

@@ -21,6 +21,7 @@
 #include <ixl/ixl_plugin.h>
 
 #include "../common/ixl_cost_table.h"
+#include "../common/ixl_pool.h"
 
 /* The host's table of allocation and system calls (ixl_host.sys): one per process, so every
  * create_engine stores the same pointer; every call of the plugin goes through it so tests can
@@ -46,7 +47,9 @@ struct px_md {
     uint32_t mem_align; /* direct I/O: buffer address alignment */
     uint32_t off_align; /* direct I/O: file offset and length alignment */
     uint64_t vol_size;  /* BLK: the volume's size; FILE: 0 (files grow) */
-    char name[256];     /* the path (or "fd N") for messages */
+    char name[256];     /* FILE and BLK: the path (or "fd N") for messages. A DRAM or VRAM
+                           record ends before it (px_mds: 10^4 registrations of memory touch
+                           48 bytes each instead of 304) */
 };
 
 enum px_state { PX_IDLE, PX_RUNNING, PX_DONE, PX_FAILED };
@@ -85,6 +88,11 @@ struct px_io {
 struct px_engine {
     struct ixl_engine base;
     const struct ixl_host *host;
+    /* Where px_md records come from (file_mds: FILE and BLK, mds: DRAM and VRAM, without the
+     * name): one calloc each grew the heap a page at a time, a page fault each (tens of
+     * microseconds on a virtual machine; see ../common/ixl_pool.h). Used only by register_mem
+     * and deregister_mem, which the core calls one at a time. */
+    struct ixlp_pool mds, file_mds;
     enum px_kind kind;
     uint32_t qd;
     uint64_t chunk;

@@ -165,6 +165,8 @@ static int px_create(const struct ixl_engine_init *init, struct ixl_engine **out
     if (e == NULL)
         return IXL_ERR_NO_MEMORY;
     e->host = init->host;
+    ixlp_pool_init(&e->mds, posix_sys(), offsetof(struct px_md, name));
+    ixlp_pool_init(&e->file_mds, posix_sys(), sizeof(struct px_md));
     int engine = -1;
     int rc = parse_options(e, init, &engine);
     if (rc != IXL_OK) {
@@ -206,6 +208,8 @@ static void px_destroy(struct ixl_engine *base)
     ops_of(e)->stop(e);
     pthread_mutex_destroy(&e->lock);
     ixl_cost_table_free(&e->costs);
+    ixlp_pool_fini(&e->mds);
+    ixlp_pool_fini(&e->file_mds);
     free(e);
 }
 
@@ -305,6 +309,12 @@ static int open_region(struct px_engine *e, enum ixl_mem type, const struct ixl_
     return IXL_OK;
 }
 
+/* The pool of type's records: only FILE and BLK ones have a name. */
+static struct ixlp_pool *px_mds(struct px_engine *e, enum ixl_mem type)
+{
+    return type == IXL_MEM_FILE || type == IXL_MEM_BLK ? &e->file_mds : &e->mds;
+}
+
 static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct ixl_reg_desc *d,
                        struct ixl_md **out)
 {
@@ -329,9 +339,11 @@ static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct 
                             d->addr, d->len);
         ordinal = p.ordinal;
     }
-    struct px_md *m = posix_sys()->calloc(1, sizeof(*m));
+    struct ixlp_pool *pool = px_mds(e, type);
+    struct px_md *m = ixlp_pool_get(pool);
     if (m == NULL)
-        return IXL_ERR_NO_MEMORY;
+        return px_error(e, IXL_ERR_NO_MEMORY, "POSIX: no memory for a region record (mmap: %s)",
+                        strerror(errno));
     m->type = type;
     m->fd = -1;
     m->ordinal = ordinal;
@@ -340,7 +352,7 @@ static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct 
         if (rc != IXL_OK) {
             if (m->fd >= 0)
                 posix_sys()->close(m->fd);
-            free(m);
+            ixlp_pool_put(pool, m);
             return rc;
         }
     }
@@ -350,11 +362,11 @@ static int px_register(struct ixl_engine *base, enum ixl_mem type, const struct 
 
 static int px_deregister(struct ixl_engine *base, struct ixl_md *md)
 {
-    (void)base;
+    struct px_engine *e = (struct px_engine *)base;
     struct px_md *m = (struct px_md *)md;
     if (m->fd >= 0)
         posix_sys()->close(m->fd);
-    free(m);
+    ixlp_pool_put(px_mds(e, m->type), m);
     return IXL_OK;
 }
 

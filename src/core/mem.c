@@ -8,6 +8,7 @@
 #include "device/device.h"
 #include "core/internal.h"
 #include "util/log.h"
+#include "util/scratch.h"
 #include "util/time.h"
 #include "util/sys.h"
 
@@ -183,11 +184,11 @@ static void unregister_one(struct ixl_agent *agent, struct region *g, unsigned b
 {
     const struct ixl_plugin *p = agent->backends[b]->plugin;
     struct ixl_engine *e = agent->backends[b]->engine;
-    if (g->tmd[b])
-        p->ops.unload_md(e, g->tmd[b]);
-    if (g->md[b])
-        p->ops.deregister_mem(e, g->md[b]);
-    g->md[b] = g->tmd[b] = NULL;
+    if (region_md(g, b, 1))
+        p->ops.unload_md(e, region_md(g, b, 1));
+    if (region_md(g, b, 0))
+        p->ops.deregister_mem(e, region_md(g, b, 0));
+    region_md_clear(g, b);
     g->backend_mask &= ~(1u << b);
 }
 
@@ -197,9 +198,12 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
     struct ixl_backend *be = agent->backends[b];
     const struct ixl_plugin *p = be->plugin;
     ixl_err_clear(agent->id);
-    int rc = p->ops.register_mem(be->engine, g->type, d, &g->md[b]);
+    struct ixl_md **md = region_md_at(g, b, 0), **tmd = region_md_at(g, b, 1);
+    if (md == NULL || tmd == NULL)
+        return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
+    int rc = p->ops.register_mem(be->engine, g->type, d, md);
     if (rc != IXL_OK) {
-        g->md[b] = NULL;
+        *md = NULL;
         if (ixl_err_get(agent->id)[0] == '\0')
             IXL_AGENT_ERR(agent, rc, "backend %s refused to register %s region 0x%llx+%llu: %s",
                           p->info.name, ixl_mem_name(g->type), (unsigned long long)d->addr,
@@ -207,13 +211,18 @@ static int register_one(struct ixl_agent *agent, struct region *g, unsigned b,
         return rc;
     }
     if (be->caps & IXL_CAP_LOCAL) {
-        rc = p->ops.load_local_md(be->engine, g->md[b], &g->tmd[b]);
+        ixl_err_clear(agent->id);
+        rc = p->ops.load_local_md(be->engine, *md, tmd);
         if (rc != IXL_OK) {
-            g->tmd[b] = NULL;
-            p->ops.deregister_mem(be->engine, g->md[b]);
-            g->md[b] = NULL;
-            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s", p->info.name,
-                                 ixl_strerror(rc));
+            *tmd = NULL;
+            /* The backend's own text says why, when it gave one (before deregister_mem can
+             * overwrite it). */
+            char why[256];
+            snprintf(why, sizeof(why), "%s", ixl_err_get(agent->id));
+            p->ops.deregister_mem(be->engine, *md);
+            *md = NULL;
+            return IXL_AGENT_ERR(agent, rc, "backend %s: load_local_md failed: %s%s%s",
+                                 p->info.name, ixl_strerror(rc), why[0] ? ": " : "", why);
         }
     }
     g->backend_mask |= 1u << b;
@@ -239,13 +248,43 @@ static int path_mode(enum ixl_mem type, const struct ixl_reg_desc *d)
     return type == IXL_MEM_FILE && d->dev == IXL_DEV_NONE;
 }
 
-/* Finds two descriptors of one call that name the same region, by sorting (O(n log n)), into
- * ord[0..n): the descriptors in (dev, addr, len) order, path-mode ones last in call order
- * (they always make new regions: they never clash). The calls then look regions up and index
- * them in that order: neighbours in key order share most of their path down a tree, and a
- * batch that comes sorted is not sorted again. */
+/* Sorts ord[0..m) by cmp_desc_idx (a merge sort, stable), with tmp[0..m) as room: qsort_r
+ * took a buffer of its own from malloc at every call, whose pages were faulted in afresh. Input
+ * already in order costs one pass. */
+static void sort_idx(size_t *ord, size_t *tmp, size_t m, const struct ixl_reg_desc *d)
+{
+    size_t i = 1;
+    while (i < m && cmp_desc_idx(&ord[i - 1], &ord[i], (void *)d) <= 0)
+        i++;
+    if (i >= m)
+        return;
+    size_t *src = ord, *dst = tmp;
+    for (size_t w = 1; w < m; w *= 2) {
+        for (size_t lo = 0; lo < m; lo += 2 * w) {
+            size_t mid = m - lo > w ? lo + w : m, hi = m - mid > w ? mid + w : m;
+            size_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                dst[k++] = cmp_desc_idx(&src[b], &src[a], (void *)d) < 0 ? src[b++] : src[a++];
+            while (a < mid)
+                dst[k++] = src[a++];
+            while (b < hi)
+                dst[k++] = src[b++];
+        }
+        size_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != ord)
+        memcpy(ord, src, m * sizeof(*ord));
+}
+
+/* Finds two descriptors of one call that name the same region, by sorting (O(n log n), tmp[0..n)
+ * the sort's room), into ord[0..n): the descriptors in (dev, addr, len) order, path-mode ones
+ * last in call order (they always make new regions: they never clash). The calls then look
+ * regions up and index them in that order: neighbours in key order share most of their path
+ * down a tree, and a batch that comes sorted is not sorted again. */
 static int find_dup(enum ixl_mem type, const struct ixl_reg_desc *d, size_t n, size_t *ord,
-                    size_t *first, size_t *second)
+                    size_t *tmp, size_t *first, size_t *second)
 {
     size_t m = 0, p = n;
     for (size_t i = 0; i < n; i++) /* path-mode ones filled in from the end, then reversed */
@@ -260,7 +299,7 @@ static int find_dup(enum ixl_mem type, const struct ixl_reg_desc *d, size_t n, s
     }
     if (m < 2)
         return 0;
-    qsort_r(ord, m, sizeof(*ord), cmp_desc_idx, (void *)d);
+    sort_idx(ord, tmp, m, d);
     for (size_t i = 1; i < m; i++) {
         if (cmp_desc_idx(&ord[i - 1], &ord[i], (void *)d) == 0) {
             *first = ord[i - 1] < ord[i] ? ord[i - 1] : ord[i];
@@ -297,25 +336,39 @@ static int check_reg_desc(struct ixl_agent *agent, enum ixl_mem type, const stru
     return IXL_OK;
 }
 
+/*
+ * The arrays of one register or deregister call of n descriptors come from one scratch block
+ * (util/scratch.h), carved by carve(): kept between calls, its pages are in already. Five
+ * mallocs (and qsort's buffer) a call grew and shrank the top of the heap, and registering
+ * 10^4 regions faulted ~100 of their pages in afresh, tens of microseconds each on a virtual
+ * machine. NULL when n is too large to count in bytes or there is no memory.
+ */
+#define CALL_ARRAYS 6 /* the most arrays a call carves */
+
+static void *call_block(size_t n, size_t bytes_per_desc)
+{
+    n = n ? n : 1;
+    if (n > (SIZE_MAX - 64 * CALL_ARRAYS) / bytes_per_desc)
+        return NULL;
+    return ixl_scratch_take(n * bytes_per_desc + 64 * CALL_ARRAYS);
+}
+
+/* The next bytes of a call block (64-byte aligned) at *at, which moves past them. */
+static void *carve(char **at, size_t bytes)
+{
+    char *p = (char *)(((uintptr_t)*at + 63) & ~(uintptr_t)63);
+    *at = p + bytes;
+    return p;
+}
+
 /* Adds the regions of one ixl_mem_register call to the indexes: the fresh ones to "all", each to
- * the indexes of the backends that took it. One batch per index (a region list in regs' own
- * memory is not needed: a scratch array, or one region at a time without memory for it).
+ * the indexes of the backends that took it, one batch per index, listed in v[0..n).
  * IXL_ERR_NO_MEMORY leaves some added: the caller takes them all out again. */
 static int publish(struct ixl_registry *reg, enum ixl_mem type, struct region **regs,
-                   const uint32_t *added, const uint8_t *fresh, size_t n, const size_t *ord)
+                   const uint32_t *added, const uint8_t *fresh, size_t n, const size_t *ord,
+                   struct region **v)
 {
-    struct region **v = sys_malloc((n ? n : 1) * sizeof(*v));
     int rc = IXL_OK;
-    if (v == NULL) {
-        for (size_t i = 0; i < n && rc == IXL_OK; i++) {
-            if (fresh[i])
-                rc = ixl_registry_add(reg, regs[i]);
-            for (unsigned b = 0; rc == IXL_OK && b < IXL_MAX_BACKENDS; b++)
-                if (added[i] & (1u << b))
-                    rc = ixl_registry_add_backend(reg, regs[i], b);
-        }
-        return rc;
-    }
     for (int b = -1; b < IXL_MAX_BACKENDS && rc == IXL_OK; b++) {
         size_t k = 0;
         for (size_t j = 0; j < n; j++) {
@@ -325,7 +378,6 @@ static int publish(struct ixl_registry *reg, enum ixl_mem type, struct region **
         }
         rc = ixl_registry_add_many(reg, type, b, v, k);
     }
-    free(v);
     return rc;
 }
 
@@ -366,12 +418,23 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
                                  "transfer descriptors use for it",
                                  i);
     }
-    size_t d1, d2;
-    size_t *ord = sys_malloc((n ? n : 1) * sizeof(*ord));
-    if (ord == NULL)
+    /* Per descriptor: the sort order and its room, the region (existing or new), which
+     * backends this call added (so a failure can undo exactly what this call did), whether the
+     * region is new, and publish's batch list. */
+    const size_t n1 = n ? n : 1;
+    char *block = call_block(n, 4 * sizeof(size_t) + sizeof(uint32_t) + 1), *at = block;
+    if (block == NULL)
         return IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-    if (find_dup(type, descs, n, ord, &d1, &d2)) {
-        free(ord);
+    size_t *ord = carve(&at, n1 * sizeof(size_t)), *tmp = carve(&at, n1 * sizeof(size_t));
+    struct region **regs = carve(&at, n1 * sizeof(*regs)), **v = carve(&at, n1 * sizeof(*v));
+    uint32_t *added = carve(&at, n1 * sizeof(*added));
+    uint8_t *fresh = carve(&at, n1);
+    memset(regs, 0, n1 * sizeof(*regs));
+    memset(added, 0, n1 * sizeof(*added));
+    memset(fresh, 0, n1);
+    size_t d1, d2;
+    if (find_dup(type, descs, n, ord, tmp, &d1, &d2)) {
+        ixl_scratch_give(block);
         return IXL_AGENT_QUIET(agent, IXL_ERR_EXISTS,
                                "registration descriptors %zu and %zu name the same region", d1, d2);
     }
@@ -382,16 +445,6 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
                            use_list ? params->n_backends : 0, &mask);
     if (rc != IXL_OK)
         goto unlock;
-
-    /* Per descriptor: the region (existing or new) and which backends this call added, so a
-     * failure can undo exactly what this call did. */
-    struct region **regs = sys_calloc(n ? n : 1, sizeof(*regs));
-    uint32_t *added = sys_calloc(n ? n : 1, sizeof(*added));
-    uint8_t *fresh = sys_calloc(n ? n : 1, 1);
-    if (regs == NULL || added == NULL || fresh == NULL) {
-        rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
-        goto free_tmp;
-    }
     ixl_registry_expect(agent->registry, n);
     /* The regions already there, looked up in key order (no two descriptors name the same
      * region, so what this call adds changes none of the answers). */
@@ -455,7 +508,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
         rc = IXL_OK;
     }
     /* Everything registered: publish in the indexes, each index's regions in one batch. */
-    rc = publish(agent->registry, type, regs, added, fresh, n, ord);
+    rc = publish(agent->registry, type, regs, added, fresh, n, ord, v);
     if (rc != IXL_OK) {
         /* Out of memory while indexing: take every region of this call out again. */
         for (size_t j = 0; j < n; j++) {
@@ -473,7 +526,7 @@ ixl_status ixl_mem_register(struct ixl_agent *agent, enum ixl_mem type,
     if (want_devs)
         for (i = 0; i < n; i++)
             params->devs_out[i] = regs[i]->dev;
-    goto free_tmp;
+    goto expect_none;
 
 undo:
     for (size_t j = 0; j < n && j <= i; j++) {
@@ -486,14 +539,11 @@ undo:
             ixl_registry_region_free(agent->registry, regs[j]);
     }
     ixl_registry_commit(agent->registry);
-free_tmp:
+expect_none:
     ixl_registry_expect(agent->registry, 0);
-    free(regs);
-    free(added);
-    free(fresh);
 unlock:
     pthread_rwlock_unlock(&agent->lock);
-    free(ord);
+    ixl_scratch_give(block);
     return rc;
 }
 
@@ -504,22 +554,10 @@ struct gone {
 };
 
 /* Takes the regions of e[0..n) out of the indexes of the backends they lose, and out of "all"
- * when they lose every backend: one batch per index (one region at a time without memory for
- * the scratch list). */
+ * when they lose every backend: one batch per index, listed in v[0..n). */
 static void unindex(struct ixl_registry *reg, enum ixl_mem type, const struct gone *e, size_t n,
-                    const size_t *ord)
+                    const size_t *ord, struct region **v)
 {
-    struct region **v = sys_malloc((n ? n : 1) * sizeof(*v));
-    if (v == NULL) {
-        for (size_t i = 0; i < n; i++) {
-            for (unsigned b = 0; b < IXL_MAX_BACKENDS; b++)
-                if (e[i].mask & (1u << b))
-                    ixl_registry_remove_backend(reg, e[i].g, b);
-            if ((e[i].g->backend_mask & ~e[i].mask) == 0)
-                ixl_registry_remove(reg, e[i].g);
-        }
-        return;
-    }
     for (int b = -1; b < IXL_MAX_BACKENDS; b++) {
         size_t k = 0;
         for (size_t j = 0; j < n; j++) { /* in key order: the batches come sorted */
@@ -530,7 +568,6 @@ static void unindex(struct ixl_registry *reg, enum ixl_mem type, const struct go
         if (k > 0)
             ixl_registry_remove_many(reg, type, b, v, k);
     }
-    free(v);
 }
 
 ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
@@ -547,14 +584,21 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
     /* The backends' deregister_mem may wait for frames in flight from a region (bounded by
      * their request timeout): it runs after agent->lock is dropped, under calls_lock (read),
      * which keeps the backends alive. Other calls of the agent go on meanwhile. */
-    struct gone *gone = n > 0 ? sys_malloc(n * sizeof(*gone)) : NULL;
-    size_t *ord = sys_malloc((n ? n : 1) * sizeof(*ord));
-    size_t n_gone = 0, d1 = 0, d2 = 0;
-    int dup = ord ? find_dup(type, descs, n, ord, &d1, &d2) : -1;
-    if (ord == NULL) { /* (the call fails below: find_dup needs it) */
-        free(gone);
-        gone = NULL;
+    /* Per descriptor (call_block): its region and what the call drops from it, the sort order
+     * and its room, unindex's batch list. Without memory for them the call fails below. */
+    const size_t n1 = n ? n : 1;
+    char *block = call_block(n, sizeof(struct gone) + 3 * sizeof(size_t)), *at = block;
+    struct gone *gone = NULL;
+    size_t *ord = NULL, *tmp = NULL;
+    struct region **v = NULL;
+    if (block != NULL && n > 0) {
+        gone = carve(&at, n1 * sizeof(*gone));
+        ord = carve(&at, n1 * sizeof(*ord));
+        tmp = carve(&at, n1 * sizeof(*tmp));
+        v = carve(&at, n1 * sizeof(*v));
     }
+    size_t n_gone = 0, d1 = 0, d2 = 0;
+    int dup = block ? find_dup(type, descs, n, ord, tmp, &d1, &d2) : -1;
     pthread_rwlock_rdlock(&agent->calls_lock);
     pthread_rwlock_wrlock(&agent->lock);
     uint32_t mask = 0;
@@ -602,7 +646,7 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
          * the regions no backend holds any more. */
         for (size_t i = 0; i < n; i++)
             gone[i].mask = gone[i].g->backend_mask & mask & ((1u << agent->n_backends) - 1);
-        unindex(agent->registry, type, gone, n, ord);
+        unindex(agent->registry, type, gone, n, ord, v);
         for (size_t i = 0; i < n; i++) {
             struct gone e = gone[i];
             if ((e.g->backend_mask & ~e.mask) == 0) {
@@ -614,26 +658,6 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
                 if (e.mask & (1u << b))
                     unregister_one(agent, e.g, b);
         }
-    }
-    for (size_t i = 0; rc == IXL_OK && gone == NULL && i < n; i++) {
-        /* No memory for the list: one region at a time, each deregistered here. */
-        const struct ixl_reg_desc *d = &descs[i];
-        struct region *g = ixl_registry_exact(agent->registry, type, d->addr, d->len, d->dev);
-        uint32_t drop = 0;
-        for (unsigned b = 0; b < agent->n_backends; b++) {
-            if (!(g->backend_mask & mask & (1u << b)))
-                continue;
-            ixl_registry_remove_backend(agent->registry, g, b);
-            drop |= 1u << b;
-        }
-        bool whole = (g->backend_mask & ~drop) == 0;
-        if (whole)
-            ixl_registry_remove(agent->registry, g);
-        for (unsigned b = 0; b < agent->n_backends; b++)
-            if (drop & (1u << b))
-                unregister_one(agent, g, b);
-        if (whole)
-            ixl_registry_region_free(agent->registry, g);
     }
     ixl_registry_commit(agent->registry);
     unsigned n_backends = agent->n_backends;
@@ -650,8 +674,7 @@ ixl_status ixl_mem_deregister(struct ixl_agent *agent, enum ixl_mem type,
         pthread_rwlock_unlock(&agent->lock);
     }
     pthread_rwlock_unlock(&agent->calls_lock);
-    free(gone);
-    free(ord);
+    ixl_scratch_give(block);
     return rc;
 }
 

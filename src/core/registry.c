@@ -9,6 +9,8 @@
 #include "util/scratch.h"
 #include "util/sys.h"
 
+#include "../../plugins/common/ixl_pool.h" /* ixlp_map: populated memory */
+
 /*
  * A node of an index. Each node keeps, for each child, the child's height and reach (the
  * furthest-reaching region of the child's subtree), so that rebalancing on the way up reads
@@ -38,11 +40,11 @@ struct rnode {
  * Memory of a registry: slabs, carved as needed. A registry's first slab of each kind (nodes,
  * region structs) is small (SLAB_BYTES, from malloc, mapped apart from the heap; only the pages
  * used are touched); once it outgrows that, or a batch announces more, slabs are 2 MiB on a
- * 2 MiB boundary with MADV_HUGEPAGE. Where transparent huge pages are on, such a slab is one
- * page fault instead of 512: on a virtual machine a fault costs tens of microseconds, and
- * registering 10^4 regions faulted in ~1400 pages of nodes and region structs (38-42 ms for
- * 10^4 regions, of which ~6 ms is the work). Where they are off, a huge slab is faulted page by
- * page like a small one.
+ * 2 MiB boundary with MADV_HUGEPAGE and their pages in (ixlp_map, plugins/common/ixl_pool.h).
+ * Where transparent huge pages are on, such a slab is one huge page instead of 512 small ones:
+ * on a virtual machine a fault costs tens of microseconds, and registering 10^4 regions
+ * faulted in ~1400 pages of nodes and region structs (38-42 ms for 10^4 regions, of which
+ * ~6 ms is the work). Where they are off, a huge slab is populated page by page.
  *
  * Slabs of freed registries are kept for the next ones, up to SLAB_POOL_BYTES in all: a remote's
  * metadata is loaded again after each restart of its agent, and slabs handed back to the system
@@ -67,23 +69,10 @@ static struct {
     size_t bytes;
 } slab_pool = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0};
 
-/* HUGE_BYTES on a HUGE_BYTES boundary, or NULL. */
+/* HUGE_BYTES on a HUGE_BYTES boundary, its pages in, or NULL. */
 static struct slab *huge_map(void)
 {
-    size_t len = 2 * HUGE_BYTES;
-    char *p =
-        ixl_sys_table.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    char *a = (char *)(((uintptr_t)p + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
-    if (a > p)
-        ixl_sys_table.munmap(p, (size_t)(a - p));
-    if (a + HUGE_BYTES < p + len)
-        ixl_sys_table.munmap(a + HUGE_BYTES, (size_t)(p + len - (a + HUGE_BYTES)));
-#ifdef MADV_HUGEPAGE
-    madvise(a, HUGE_BYTES, MADV_HUGEPAGE); /* advice: without it, pages as usual */
-#endif
-    return (struct slab *)a;
+    return ixlp_map(&ixl_sys_table, HUGE_BYTES, true);
 }
 
 /* A slab, huge when asked and possible (else small), or NULL without memory. */
@@ -121,7 +110,7 @@ static void slab_put(struct slab *s)
     }
     pthread_mutex_unlock(&slab_pool.lock);
     if (s != NULL && s->bytes == HUGE_BYTES)
-        ixl_sys_table.munmap(s, HUGE_BYTES);
+        ixlp_unmap(&ixl_sys_table, s, HUGE_BYTES);
     else
         free(s);
 }
@@ -225,8 +214,20 @@ void ixl_registry_expect(struct ixl_registry *r, size_t regions)
     r->expect = regions > SIZE_MAX / per ? SIZE_MAX : regions * per;
 }
 
+struct ixl_md **region_md_at(struct region *g, unsigned b, int t)
+{
+    if (b < IXL_REGION_SLOTS)
+        return &g->mds[2 * b + (unsigned)t];
+    if (g->ext == NULL &&
+        (g->ext = sys_calloc(2 * (IXL_MAX_BACKENDS - IXL_REGION_SLOTS), sizeof(*g->ext))) == NULL)
+        return NULL;
+    return &g->ext[2 * (b - IXL_REGION_SLOTS) + (unsigned)t];
+}
+
 void ixl_registry_region_free(struct ixl_registry *r, struct region *g)
 {
+    free(g->ext);
+    g->ext = NULL;
     void **link = (void **)g;
     *link = r->free_regions;
     r->free_regions = link;
@@ -234,11 +235,15 @@ void ixl_registry_region_free(struct ixl_registry *r, struct region *g)
                ((sizeof(struct region) + 63) & ~(size_t)63) - sizeof(void *));
 }
 
-static void free_regions(struct rnode *t)
+/* Frees what the regions of t hold (the higher slots' arrays), and with own, the regions. */
+static void free_regions(struct rnode *t, int own)
 {
     while (t != NULL) {
-        free_regions(t->kid[0]);
-        free(t->g);
+        free_regions(t->kid[0], own);
+        free(t->g->ext);
+        t->g->ext = NULL;
+        if (own)
+            free(t->g);
         t = t->kid[1];
     }
 }
@@ -247,8 +252,8 @@ void ixl_registry_free(struct ixl_registry *r)
 {
     if (r == NULL)
         return;
-    for (int t = 0; t < IXL_MEM_COUNT && !r->region_arena; t++)
-        free_regions(r->all[t].root);
+    for (int t = 0; t < IXL_MEM_COUNT; t++)
+        free_regions(r->all[t].root, !r->region_arena);
     ixl_scratch_give(r->scratch);
     while (r->slabs != NULL) {
         struct slab *s = r->slabs;

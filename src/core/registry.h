@@ -22,18 +22,52 @@
 
 #include "core/agent.h"
 
+/* Backend slots whose metadata a region holds in itself; the others' in a separate array,
+ * made when one of them is first used. An agent rarely has more than a few backends, and the
+ * struct's size is what a registration touches per region: with all IXL_MAX_BACKENDS slots
+ * inline it was 320 bytes, 3.2 MB of fresh pages per 10^4 regions (on a virtual machine each
+ * 4 KiB page costs microseconds at its first touch, populated or not). */
+#ifndef IXL_REGION_SLOTS /* (a build may set it lower to test the separate array) */
+#define IXL_REGION_SLOTS 4
+#endif
+
 struct region {
     enum ixl_mem type;
+    uint32_t backend_mask;   /* backends holding metadata for this region */
     uint64_t addr, len, dev; /* len is the covered length (whole-file registrations: to the
                                 end of the address space) */
     uint64_t reg_len;        /* len as registered (0 = whole file/volume/object) */
-    uint32_t backend_mask;   /* backends holding metadata for this region */
-    struct ixl_md *md[IXL_MAX_BACKENDS];  /* register_mem (local) or load_remote_md (remote) */
-    struct ixl_md *tmd[IXL_MAX_BACKENDS]; /* load_local_md: target side for loopback */
     /* Prepared lists and requests that use the region (local only): a region in use cannot
      * be deregistered. */
     _Atomic uint64_t users;
+    /* Per backend slot b: md (register_mem for a local region, load_remote_md for a remote
+     * one) and tmd (load_local_md: the target side for loopback), through region_md() and
+     * region_md_at(): slot b < IXL_REGION_SLOTS at mds[2b] and mds[2b + 1], a higher one at
+     * ext[2(b - IXL_REGION_SLOTS)] and the next (NULL until a higher slot is used). */
+    struct ixl_md *mds[2 * IXL_REGION_SLOTS];
+    struct ixl_md **ext;
 };
+
+/* Slot b's md (t = 0) or tmd (t = 1) of g, or NULL. */
+static inline struct ixl_md *region_md(const struct region *g, unsigned b, int t)
+{
+    if (b < IXL_REGION_SLOTS)
+        return g->mds[2 * b + (unsigned)t];
+    return g->ext ? g->ext[2 * (b - IXL_REGION_SLOTS) + (unsigned)t] : NULL;
+}
+
+/* Where slot b's md (t = 0) or tmd (t = 1) of g is kept, making the array of the higher slots
+ * when it is first needed; NULL without memory for it. */
+struct ixl_md **region_md_at(struct region *g, unsigned b, int t);
+
+/* Sets slot b's md and tmd of g to NULL (nothing to do where there is no array for them). */
+static inline void region_md_clear(struct region *g, unsigned b)
+{
+    if (b < IXL_REGION_SLOTS)
+        g->mds[2 * b] = g->mds[2 * b + 1] = NULL;
+    else if (g->ext)
+        g->ext[2 * (b - IXL_REGION_SLOTS)] = g->ext[2 * (b - IXL_REGION_SLOTS) + 1] = NULL;
+}
 
 struct rnode; /* registry.c */
 struct slab;  /* registry.c */

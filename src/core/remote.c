@@ -72,7 +72,8 @@ static void remote_free(struct remote *r)
         for (struct region *g; (g = ixl_registry_iter_next(&it)) != NULL;) {
             for (unsigned b = 0; b < agent->n_backends; b++)
                 if (g->backend_mask & (1u << b))
-                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine, g->md[b]);
+                    agent->backends[b]->plugin->ops.unload_md(agent->backends[b]->engine,
+                                                              region_md(g, b, 0));
         }
     }
     ixl_registry_free(r->regs);
@@ -141,8 +142,8 @@ void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b)
                 if (!(g->backend_mask & (1u << b)))
                     continue;
                 ixl_registry_remove_backend(r->regs, g, b);
-                be->plugin->ops.unload_md(be->engine, g->md[b]);
-                g->md[b] = NULL;
+                be->plugin->ops.unload_md(be->engine, region_md(g, b, 0));
+                region_md_clear(g, b);
                 g->backend_mask &= ~(1u << b);
                 if (g->backend_mask == 0) {
                     ixl_registry_remove(r->regs, g);
@@ -182,7 +183,7 @@ static int encode_region(struct ixl_agent *agent, struct ixl_wbuf *w, const stru
         const void *pub = NULL;
         size_t len = 0;
         struct ixl_backend *be = agent->backends[b];
-        int rc = be->plugin->ops.get_public_data(be->engine, g->md[b], &pub, &len);
+        int rc = be->plugin->ops.get_public_data(be->engine, region_md(g, b, 0), &pub, &len);
         if (rc != IXL_OK)
             return IXL_AGENT_ERR(agent, rc, "backend %s: no public data for region 0x%llx: %s",
                                  be->plugin->info.name, (unsigned long long)g->addr,
@@ -455,10 +456,13 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
         }
         struct ixl_reg_desc d = {e->addr, e->len, e->dev, NULL, 0};
         ixl_err_clear(agent->id);
-        rc = be->plugin->ops.load_remote_md(be->engine, r->name, e->type, &d, e->pub, e->pub_len,
-                                            &g->md[be->slot]);
+        struct ixl_md **slot = region_md_at(g, be->slot, 0);
+        rc = slot == NULL ? IXL_ERR_NO_MEMORY
+                          : be->plugin->ops.load_remote_md(be->engine, r->name, e->type, &d, e->pub,
+                                                           e->pub_len, slot);
         if (rc != IXL_OK) {
-            g->md[be->slot] = NULL;
+            if (slot != NULL)
+                *slot = NULL;
             if (g_fresh && g->backend_mask == 0)
                 ixl_registry_region_free(r->regs, g);
             if (ixl_err_get(agent->id)[0] == '\0')
@@ -492,8 +496,8 @@ static int load_regions(struct ixl_agent *agent, struct remote *r, const struct 
                     ixl_registry_remove(r->regs, t->g);
             }
             struct ixl_backend *be = agent->backends[t->slot];
-            be->plugin->ops.unload_md(be->engine, t->g->md[t->slot]);
-            t->g->md[t->slot] = NULL;
+            be->plugin->ops.unload_md(be->engine, region_md(t->g, t->slot, 0));
+            region_md_clear(t->g, t->slot);
             t->g->backend_mask &= ~(1u << t->slot);
             if (t->fresh && t->g->backend_mask == 0)
                 ixl_registry_region_free(r->regs, t->g);

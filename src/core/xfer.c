@@ -71,7 +71,7 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
         while (e < run->count) {
             uint64_t addr = run->addr + e * run->stride;
             struct region *g = ixl_registry_cover(reg, l->type, b, run->dev, addr, run->len);
-            struct ixl_md *md = g ? (target_local ? g->tmd[b] : g->md[b]) : NULL;
+            struct ixl_md *md = g ? region_md(g, b, target_local ? 1 : 0) : NULL;
             if (md == NULL) {
                 *bad = l->first[r] + e;
                 return IXL_ERR_NOT_REGISTERED;
