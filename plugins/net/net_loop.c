@@ -2815,8 +2815,9 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
         return net_error(e, IXL_ERR_BUSY,
                          "NET: the notification to '%s' was not sent in %llu ms and is withdrawn: "
                          "%zu notifications (%zu bytes) sent to it are not acknowledged yet, the "
-                         "bound (notif_unacked_max=%zu, notif_unacked_bytes=%zu); '%s' does not "
-                         "acknowledge (it does not read, or its connection is stuck)",
+                         "bound (notif_unacked_max=%zu, notif_unacked_bytes=%zu): '%s' does not "
+                         "acknowledge them (its application does not drain its notifications, "
+                         "or it does not read at all)",
                          p->name, (unsigned long long)(wait_ns / 1000000u), un_len, un_bytes,
                          e->notif_unacked_max, e->notif_unacked_bytes, p->name);
     if (withdrawn)

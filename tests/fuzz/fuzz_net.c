@@ -233,7 +233,7 @@ struct model {
     struct bytes notifs;  /* u32 length + bytes, each */
     size_t n_notifs;
     uint64_t delivered; /* the session's last notification sequence number delivered */
-    int clean; /* the stream ends at a frame boundary, every frame valid */
+    int clean;          /* the stream ends at a frame boundary, every frame valid */
 };
 
 /* The model's bytes of [addr, addr + len) when one region of key holds them, else NULL. */
