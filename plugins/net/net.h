@@ -596,6 +596,9 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len);
 /* Acknowledged notifications: p's unacknowledged ones are sent again on a connection dialed
  * now (p was loaded again with the same instance; any thread). */
 void net_peer_notif_kick(struct net_peer *p);
+/* Waits (until deadline_ns, CLOCK_MONOTONIC) for p's peer to acknowledge what it was sent,
+ * while a connection to it is up: destroy reports only what is really outstanding. */
+void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns);
 /* p's instance changed to instance (or the engine is destroyed: last): its unacknowledged
  * notifications are lost; logged, counted, and said by the next ixl_notif_send to it. */
 void net_peer_notif_lost(struct net_peer *p, const char *why, bool last, uint64_t instance);

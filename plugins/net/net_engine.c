@@ -853,9 +853,17 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
 static void net_destroy_engine(struct ixl_engine *base)
 {
     struct net_engine *e = (struct net_engine *)base;
-    atomic_store(&e->stopping, 1); /* nothing new is queued or dialed from now on */
+    /* Notifications sent just before: their acks come at the receiver's next tick (the loops
+     * still run). Peers are only ever added at the head and freed below. */
     pthread_mutex_lock(&e->lock);
     struct net_peer *peers = e->peers;
+    pthread_mutex_unlock(&e->lock);
+    uint64_t settle = net_now_ns() + e->heartbeat_ns;
+    for (struct net_peer *p = peers; p; p = p->next)
+        net_peer_notif_settle(p, settle);
+    atomic_store(&e->stopping, 1); /* nothing new is queued or dialed from now on */
+    pthread_mutex_lock(&e->lock);
+    peers = e->peers;
     e->peers = NULL;
     pthread_mutex_unlock(&e->lock);
     for (struct net_peer *p = peers; p; p = p->next) {
@@ -872,8 +880,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     while (peers) {
         struct net_peer *n = peers->next;
         net_ipc_drop_peer(e, peers); /* no copy is in flight any more */
-        net_peer_notif_lost(peers, "the agent was destroyed before they were acknowledged", true,
-                            peers->instance);
+        net_peer_notif_lost(peers, "the agent was destroyed", true, peers->instance);
         free(peers->q.v);
         free(peers->nq.v);
         if (peers->pidfd >= 0)

@@ -1117,6 +1117,8 @@ static int notif_acked(struct net_loop *l, struct net_conn *c, uint64_t ack)
             p->un_blocked = false; /* room again: the queue goes on */
             mark_ready(p->notif_conn, wake, &n_wake);
         }
+        if (!bad && p->un_len == 0)
+            pthread_cond_broadcast(&p->cond); /* net_peer_notif_settle */
     }
     pthread_mutex_unlock(&p->lock);
     wake_all(wake, n_wake);
@@ -2935,6 +2937,18 @@ void net_peer_notif_kick(struct net_peer *p)
     wake_all(wake, n_wake);
 }
 
+void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&p->lock);
+    while (p->un_len > 0 && p->notif_conn != NULL && net_now_ns() < deadline_ns) {
+        struct timespec dl = {(time_t)(deadline_ns / 1000000000u),
+                              (long)(deadline_ns % 1000000000u)};
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &dl) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 void net_peer_notif_lost(struct net_peer *p, const char *why, bool last, uint64_t instance)
 {
     struct net_engine *e = p->e;
@@ -2959,7 +2973,13 @@ void net_peer_notif_lost(struct net_peer *p, const char *why, bool last, uint64_
         p->un_cap = 0;
     }
     pthread_mutex_unlock(&p->lock);
-    if (n > 0)
+    if (n > 0 && last)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "NET: %" PRIu64 " notification(s) to '%s' (sequence numbers %" PRIu64
+                     "..%" PRIu64 ") were not acknowledged yet: %s; whether they arrived is not "
+                     "known",
+                     n, p->name, first, first + n - 1, why);
+    else if (n > 0)
         e->host->log(e->host->ctx, IXL_LOG_WARN,
                      "NET: %" PRIu64 " notification(s) to '%s' (sequence numbers %" PRIu64
                      "..%" PRIu64 ") were never acknowledged and are lost: %s (%" PRIu64

@@ -310,12 +310,11 @@ static void case_reset(void)
     if (r.got != sent || r.bad_at >= 0)
         fail("%llu notifications arrived, %llu sent: %s", (unsigned long long)r.got,
              (unsigned long long)sent, r.why);
-    if (log_has("never acknowledged"))
-        fail("notifications reported lost: %s", log_text);
-
     struct cmd q = {.quit = 1};
     CHECK(nr_write_all(sv[0], &q, sizeof(q)) == 0);
-    ixl_agent_destroy(a);
+    ixl_agent_destroy(a); /* everything was acknowledged: nothing is reported */
+    if (log_has("never acknowledged") || log_has("not acknowledged yet"))
+        fail("notifications reported lost: %s", log_text);
     int ws;
     CHECK(waitpid(recv_pid, &ws, 0) == recv_pid);
     recv_pid = 0;
@@ -523,7 +522,7 @@ static void case_forge(void)
     }
     log_clear();
     ixl_agent_destroy(a);
-    if (log_has("never acknowledged"))
+    if (log_has("never acknowledged") || log_has("not acknowledged yet"))
         fail("forge: notifications reported lost at destroy: %s", log_text);
     fake_close(&f);
 }
