@@ -65,9 +65,11 @@ enum net_path { NET_PATH_AUTO, NET_PATH_SHM, NET_PATH_CMA, NET_PATH_TCP, NET_PAT
 #define NET_PUB_BYTES 48
 #define NET_MAX_CONNS 16
 #define NET_MAX_LOOPS 64
-#define NET_WHY 600         /* bytes of a request's error text */
-#define NET_ACK_EVERY 32    /* a receiver acknowledges notifications at least this often */
-#define NET_IDLE_NAMES 1024 /* notification sessions kept for names with no connection */
+#define NET_WHY 600               /* bytes of a request's error text */
+#define NET_ACK_EVERY 32          /* a receiver acknowledges notifications at least this often */
+#define NET_ACK_DELAY_NS 1000000u /* ... and at most this long after one (unless an answer does) \
+                                   */
+#define NET_IDLE_NAMES 1024       /* notification sessions kept for names with no connection */
 
 /* A registered local region (register_mem), also the target-side record for TCP checks. */
 struct net_region {
@@ -239,7 +241,7 @@ struct net_conn {
     bool named;     /* counted against peer_conns */
     /* NC_IN, acknowledged notifications: the HELLO's notif_acked; ack_val, the cumulative
      * ack to send (the session's delivered count); ack_owed: not sent yet (it rides on the
-     * next answer, or a NOTIF_ACK after NET_ACK_EVERY notifications or at the tick). */
+     * next answer, or a NOTIF_ACK after NET_ACK_EVERY notifications or NET_ACK_DELAY_NS). */
     uint64_t hello_acked, ack_val;
     bool ack_owed;
     uint32_t since_ack;
@@ -285,6 +287,7 @@ struct net_loop {
     struct net_conn *conns;  /* every connection of the loop (loop thread only) */
     uint8_t *scratch;
     uint64_t next_tick;
+    uint64_t ack_at;       /* 0, or when its connections' owed notification acks go */
     bool exited;           /* under lock: nothing more may be handed to it */
     struct net_conn *dead; /* closed in this batch of events, freed after it */
 };

@@ -532,6 +532,9 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     pthread_mutex_unlock(&e->lock);
     if (p == NULL)
         return IXL_OK;
+    /* Notifications sent just before: their acks are due within NET_ACK_DELAY_NS and a round
+     * trip; a short wait lets them come (an agent being destroyed disconnects first). */
+    net_peer_notif_settle(p, net_now_ns() + 4 * (uint64_t)NET_ACK_DELAY_NS);
     pthread_mutex_lock(&p->lock);
     p->loaded = false; /* nothing new is queued to it */
     pthread_mutex_unlock(&p->lock);

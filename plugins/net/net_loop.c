@@ -1425,8 +1425,12 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
         if (v < 0)
             return protocol_error(l, c, "a notification out of sequence");
         c->ack_owed = true;
-        if (++c->since_ack < NET_ACK_EVERY)
-            return 0; /* the ack rides on the next answer, or goes at the tick */
+        if (++c->since_ack < NET_ACK_EVERY) {
+            /* The ack rides on the next answer, or goes within NET_ACK_DELAY_NS (acks_due). */
+            if (l->ack_at == 0)
+                l->ack_at = net_now_ns() + NET_ACK_DELAY_NS;
+            return 0;
+        }
         struct net_hdr a = {.op = NET_NOTIF_ACK};
         return tx_add(c, &a, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
     }
@@ -2258,6 +2262,21 @@ static void take_lists(struct net_loop *l)
         stage_kicked(l);
 }
 
+/* Acks of notifications owed on l's connections go now, in a NOTIF_ACK each (no answer
+ * carried them within NET_ACK_DELAY_NS). */
+static void acks_due(struct net_loop *l)
+{
+    l->ack_at = 0;
+    for (struct net_conn *c = l->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closed || c->kind != NC_IN || !c->ack_owed || c->state != NCS_UP || c->linger)
+            continue;
+        struct net_hdr a = {.op = NET_NOTIF_ACK};
+        if (tx_add(c, &a, NULL, 0, NULL) == 0)
+            conn_flush(l, c);
+    }
+}
+
 static void *loop_main(void *arg)
 {
     struct net_loop *l = arg;
@@ -2271,7 +2290,8 @@ static void *loop_main(void *arg)
     l->next_tick = net_now_ns() + tick_ns;
     while (!atomic_load(&e->stopping)) {
         uint64_t now = net_now_ns();
-        int ms = now >= l->next_tick ? 0 : (int)((l->next_tick - now + 999999u) / 1000000u);
+        uint64_t until = l->ack_at && l->ack_at < l->next_tick ? l->ack_at : l->next_tick;
+        int ms = now >= until ? 0 : (int)((until - now + 999999u) / 1000000u);
         int n = net_sys()->epoll_wait(l->epfd, evs, MAX_EVENTS, ms);
         if (n < 0 && errno != EINTR) {
             struct timespec pause = {0, 10000000}; /* refused (a test): do not spin */
@@ -2303,6 +2323,8 @@ static void *loop_main(void *arg)
             }
             conn_flush(l, c);
         }
+        if (l->ack_at && net_now_ns() >= l->ack_at)
+            acks_due(l);
         free_dead(l);
         if (net_now_ns() >= l->next_tick || atomic_load(&l->cut_regions)) {
             take_lists(l);      /* in case a wake's eventfd write was refused */
@@ -2317,8 +2339,16 @@ static void *loop_main(void *arg)
     l->exited = true;
     pthread_mutex_unlock(&l->lock);
     take_lists(l);
-    for (struct net_conn *c = l->conns; c; c = c->next)
+    for (struct net_conn *c = l->conns; c; c = c->next) {
+        if (!c->closed && c->kind == NC_IN && c->ack_owed && c->state == NCS_UP && !c->linger) {
+            /* What was delivered is acknowledged before the close: the sender then knows
+             * nothing of it is lost (one small frame, sent if the socket takes it now). */
+            struct net_hdr a = {.op = NET_NOTIF_ACK};
+            if (tx_add(c, &a, NULL, 0, NULL) == 0)
+                conn_flush(l, c);
+        }
         conn_close(l, c, false, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
+    }
     free_dead(l);
     return NULL;
 }

@@ -1,0 +1,74 @@
+#!/bin/bash
+# NET notifications, two builds side by side: bench/notif_lat (its header says what it
+# measures) from build A and from build B, alternating A, B, A, B... for ROUNDS rounds, so that
+# drift on a shared machine hits both alike; then the medians over the rounds and the ratio
+# B/A of each. Rows:
+#   pp-us      median round trip of a notification there and one back (SIZE bytes), in us
+#   pp-p99-us  its 99th percentile
+#   flood/s    notifications of SIZE bytes per second, one way, back to back
+#
+# Usage: bench/notif.sh BUILD_A [BUILD_B]   (build directories, each configured from the source
+# it measures; with one, only its numbers). Environment: ROUNDS (7), PP_ITERS (2000),
+# FLOOD_ITERS (20000), SIZE (64). Prints the load (uptime) before and after.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { echo "usage: $0 BUILD_A [BUILD_B]" >&2; exit 2; }
+builds=()
+for b in "$@"; do
+    d=$(cd "$b" && pwd) || exit 2
+    cmake --build "$d" -j"$(nproc)" --target notif_lat >"$d/notif_build.log" 2>&1 ||
+        { tail -n 20 "$d/notif_build.log" >&2; exit 1; }
+    builds+=("$d")
+done
+rounds=${ROUNDS:-7}
+pp_iters=${PP_ITERS:-2000}
+flood_iters=${FLOOD_ITERS:-20000}
+size=${SIZE:-64}
+out=$(mktemp -d /tmp/ixl_notif.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "load:    $(uptime)"
+for i in "${!builds[@]}"; do echo "build $((i + 1)): ${builds[$i]}"; done
+echo "rounds $rounds, ping-pong $pp_iters x $size B, flood $flood_iters x $size B"
+status=0
+for r in $(seq 1 "$rounds"); do
+    for i in "${!builds[@]}"; do
+        d=${builds[$i]}
+        if ! timeout 120 "$d/bench/notif_lat" pp "$pp_iters" "$size" >>"$out/pp.$i"; then
+            echo "notif_lat pp failed (build $((i + 1)))" >&2
+            status=1
+        fi
+        if ! timeout 120 "$d/bench/notif_lat" flood "$flood_iters" "$size" >>"$out/flood.$i"; then
+            echo "notif_lat flood failed (build $((i + 1)))" >&2
+            status=1
+        fi
+    done
+done
+median() { sort -n | awk '{v[NR] = $1} END {if (NR == 0) print "NA"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+printf '%-10s' row
+for i in "${!builds[@]}"; do printf ' %12s' "build$((i + 1))"; done
+[ ${#builds[@]} -eq 2 ] && printf ' %8s' "B/A"
+echo
+for row in pp-us pp-p99-us flood/s; do
+    vals=()
+    for i in "${!builds[@]}"; do
+        case $row in
+        pp-us) v=$(awk '{print $2}' "$out/pp.$i" 2>/dev/null | median) ;;
+        pp-p99-us) v=$(awk '{print $3}' "$out/pp.$i" 2>/dev/null | median) ;;
+        flood/s) v=$(awk '{print $2}' "$out/flood.$i" 2>/dev/null | median) ;;
+        esac
+        vals+=("$v")
+    done
+    printf '%-10s' "$row"
+    for v in "${vals[@]}"; do printf ' %12s' "$v"; done
+    if [ ${#builds[@]} -eq 2 ]; then
+        awk -v a="${vals[0]}" -v b="${vals[1]}" 'BEGIN {if (a + 0 > 0) printf " %8.3f", b / a; else printf " %8s", "NA"}'
+    fi
+    echo
+done
+echo "per round (build: pp-us pp-p99-us | flood/s):"
+for i in "${!builds[@]}"; do
+    echo "  build$((i + 1)): $(awk '{printf "%s/%s ", $2, $3}' "$out/pp.$i") | $(awk '{printf "%s ", $2}' "$out/flood.$i")"
+done
+echo "load:    $(uptime)"
+exit $status
