@@ -730,9 +730,8 @@ static int pull(struct net_loop *l, struct net_conn *c)
  * store has room for one more entry): 1 with *out (a reference for its frame), 0 when it does
  * not fit the store's bound now (it stays queued), -1 when it was dropped (its request was
  * released or failed; or out of memory, *serial_out naming the request to fail). A request's
- * notification is copied, and the request (*serial) is done once its notification is
- * sequenced (*serial_out), whatever becomes of the connection: NET delivers it or reports it
- * lost. */
+ * notification is copied, and the request (*serial_out, on 1) is done once its notification
+ * is sequenced, whatever becomes of the connection: NET delivers it or reports it lost. */
 static int notif_sequence(struct net_engine *e, struct net_peer *p, struct net_msg **out,
                           uint64_t *serial_out)
 {
@@ -831,15 +830,14 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
     for (int i = 0; i < n_failed; i++)
         net_req_notif_done(e, failed[i], IXL_ERR_NO_MEMORY,
                            "NET: out of memory keeping a notification until it is acknowledged");
-    bool oom = false;
+    uint64_t unsent = 0; /* out of memory: the first number not put on c */
     for (int i = 0; i < n_nm; i++) {
         struct net_txf *f;
         struct net_hdr h = {.op = NET_NOTIF, .req = nm[i]->seq, .len = nm[i]->len};
-        if (oom || tx_add(c, &h, nm[i]->bytes, nm[i]->len, &f) != 0) {
-            /* Out of memory: it stays in the store; the receiver finds the gap and closes the
-             * connection, and the next one sends it again. */
-            msg_done(e, nm[i], IXL_ERR_NO_MEMORY, "NET: out of memory");
-            oom = true;
+        if (unsent != 0 || tx_add(c, &h, nm[i]->bytes, nm[i]->len, &f) != 0) {
+            if (unsent == 0)
+                unsent = nm[i]->seq;
+            msg_done(e, nm[i], IXL_ERR_NO_MEMORY, "NET: out of memory"); /* the frame's ref */
             continue;
         }
         f->msg = nm[i];
@@ -848,6 +846,12 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
             if (c->outstanding == 0)
                 c->last_rx = net_now_ns();
         }
+    }
+    if (unsent != 0) { /* they stay in the store: this connection's next pull sends them */
+        pthread_mutex_lock(&p->lock);
+        if (p->notif_conn == c && unsent > p->nacked && unsent - p->nacked - 1 < p->un_resend)
+            p->un_resend = (size_t)(unsent - p->nacked - 1);
+        pthread_mutex_unlock(&p->lock);
     }
     int rc = 0;
     for (int i = 0; i < n; i++) {
