@@ -65,11 +65,12 @@ enum net_path { NET_PATH_AUTO, NET_PATH_SHM, NET_PATH_CMA, NET_PATH_TCP, NET_PAT
 #define NET_PUB_BYTES 48
 #define NET_MAX_CONNS 16
 #define NET_MAX_LOOPS 64
-#define NET_WHY 600               /* bytes of a request's error text */
-#define NET_ACK_EVERY 32          /* a receiver acknowledges notifications at least this often */
-#define NET_ACK_DELAY_NS 1000000u /* ... and at most this long after one (unless an answer does) \
-                                   */
-#define NET_IDLE_NAMES 1024       /* notification sessions kept for names with no connection */
+#define NET_WHY 600      /* bytes of a request's error text */
+#define NET_ACK_EVERY 32 /* a receiver acknowledges notifications at least this often */
+#define NET_ACK_DELAY_NS                                                                   \
+    1000000u                /* ... and at most this long after one (unless an answer does) \
+                             */
+#define NET_IDLE_NAMES 1024 /* notification sessions kept for names with no connection */
 
 /* A registered local region (register_mem), also the target-side record for TCP checks. */
 struct net_region {
@@ -245,8 +246,9 @@ struct net_conn {
     uint64_t hello_acked, ack_val;
     bool ack_owed;
     uint32_t since_ack;
-    /* NC_OUT: the peer's unacknowledged notifications may ride on c (its silence counts) */
-    bool nowed;
+    /* NC_OUT: the peer's unacknowledged notifications may ride on c (its silence counts);
+     * notifications were sequenced during this flush: wake their senders after it */
+    bool nowed, wake_after;
     /* cross-thread (under p->lock or loop->lock) */
     _Atomic int doomed;
     bool on_ready, on_reap;
@@ -569,6 +571,9 @@ struct net_req *net_req_find(struct net_engine *e, uint64_t serial); /* reqs_loc
 int net_req_part_done(struct net_engine *e, uint64_t serial, int status, const char *why);
 /* The notification of request serial was sent (status OK) or could not be. */
 void net_req_notif_done(struct net_engine *e, uint64_t serial, int status, const char *why);
+/* The notification of request serial was sequenced: the request is done (NET delivers it or
+ * reports it lost); the caller signals the host. */
+void net_req_notif_sequenced(struct net_engine *e, uint64_t serial);
 /* Fails p's TCP requests posted to generation torn or older, with why. */
 void net_req_fail_peer(struct net_engine *e, struct net_peer *p, int status, uint64_t torn,
                        const char *why);

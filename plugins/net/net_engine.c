@@ -533,8 +533,10 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     if (p == NULL)
         return IXL_OK;
     /* Notifications sent just before: their acks are due within NET_ACK_DELAY_NS and a round
-     * trip; a short wait lets them come (an agent being destroyed disconnects first). */
-    net_peer_notif_settle(p, net_now_ns() + 4 * (uint64_t)NET_ACK_DELAY_NS);
+     * trip; a short wait (20 ms at most, a busy machine's scheduling) lets them come, so that
+     * an agent being destroyed (it disconnects first) reports only what is really missing. */
+    uint64_t settle = e->heartbeat_ns < 20000000u ? e->heartbeat_ns : 20000000u;
+    net_peer_notif_settle(p, net_now_ns() + settle);
     pthread_mutex_lock(&p->lock);
     p->loaded = false; /* nothing new is queued to it */
     pthread_mutex_unlock(&p->lock);

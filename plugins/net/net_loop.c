@@ -281,17 +281,19 @@ static void msg_done(struct net_engine *e, struct net_msg *m, int status, const 
         free(m);
 }
 
-/* A notification is sequenced (net_msg.status IXL_OK: the one who sent it is told) and gains
- * a reference for the frame that carries it (e->msg_lock). */
-static void msg_seq_ref(struct net_engine *e, struct net_msg *m)
+/* A notification is sequenced (net_msg.status IXL_OK) and gains a reference for the frame
+ * that carries it (e->msg_lock). True when its sender waits to be told: the loop wakes it
+ * after the frame went to the socket (conn_flush), so that it does not take the core from the
+ * loop before the sendmsg. */
+static bool msg_seq_ref(struct net_engine *e, struct net_msg *m)
 {
     pthread_mutex_lock(&e->msg_lock);
-    if (m->status == IXL_IN_PROGRESS) {
+    bool told = m->status == IXL_IN_PROGRESS;
+    if (told)
         m->status = IXL_OK;
-        pthread_cond_broadcast(&e->msg_cond);
-    }
     m->refs++;
     pthread_mutex_unlock(&e->msg_lock);
+    return told;
 }
 
 /* ---- acknowledged delivery of notifications (the sender's store; p->lock held) ------------- *
@@ -741,8 +743,8 @@ static int notif_sequence(struct net_engine *e, struct net_peer *p, struct net_m
         if (!un_room(e, p, m->len))
             return 0;
         ring_pop(&p->nq);
-        un_take(p, m); /* the queue's reference is the store's */
-        msg_seq_ref(e, m);
+        un_take(p, m);     /* the queue's reference is the store's */
+        msg_seq_ref(e, m); /* its sender is woken after the flush (pull_some's caller) */
         *out = m;
         return 1;
     }
@@ -825,8 +827,11 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
         }
     }
     pthread_mutex_unlock(&p->lock);
+    /* Done now, so that no teardown fails them; the waiters are woken after the flush. */
     for (int i = 0; i < n_done; i++)
-        net_req_notif_done(e, done[i], IXL_OK, NULL);
+        net_req_notif_sequenced(e, done[i]);
+    if (n_nm > 0 || n_done > 0)
+        c->wake_after = true;
     for (int i = 0; i < n_failed; i++)
         net_req_notif_done(e, failed[i], IXL_ERR_NO_MEMORY,
                            "NET: out of memory keeping a notification until it is acknowledged");
@@ -972,9 +977,26 @@ static bool txf_ready(struct net_txf *f)
     return true;
 }
 
+static int conn_flush_tx(struct net_loop *l, struct net_conn *c);
+
 /* Sends what c's tx holds; an initiator's connection refills it from its peer's queue.
- * Returns -1 when c was closed. */
+ * Returns -1 when c was closed. Senders of the notifications sequenced meanwhile are woken
+ * once the frames went to the socket (their status was set when they were sequenced). */
 static int conn_flush(struct net_loop *l, struct net_conn *c)
+{
+    int rc = conn_flush_tx(l, c);
+    if (c->wake_after) {
+        struct net_engine *e = l->e;
+        c->wake_after = false;
+        pthread_mutex_lock(&e->msg_lock);
+        pthread_cond_broadcast(&e->msg_cond);
+        pthread_mutex_unlock(&e->msg_lock);
+        e->host->signal(e->host->ctx);
+    }
+    return rc;
+}
+
+static int conn_flush_tx(struct net_loop *l, struct net_conn *c)
 {
     struct net_engine *e = l->e;
     if (atomic_load(&c->inl_handoff) && take_handoff(c) != 0) {
