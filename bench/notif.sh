@@ -1,8 +1,8 @@
 #!/bin/bash
 # NET notifications, two builds side by side: bench/notif_lat (its header says what it
-# measures) from build A and from build B, alternating A, B, A, B... for ROUNDS rounds, so that
-# drift on a shared machine hits both alike; then the medians over the rounds and the ratio
-# B/A of each. Rows:
+# measures) from build A and from build B, alternating A, B, then B, A, ... for ROUNDS rounds,
+# so that drift on a shared machine hits both alike; then the medians over the rounds and the
+# ratio B/A of each. Rows:
 #   pp-us      median round trip of a notification there and one back (SIZE bytes), in us
 #   pp-p99-us  its 99th percentile
 #   flood/s    notifications of SIZE bytes per second, one way, back to back
@@ -37,8 +37,16 @@ echo "load:    $(uptime)"
 for i in "${!builds[@]}"; do echo "build $((i + 1)): ${builds[$i]}"; done
 echo "rounds $rounds, ping-pong $pp_iters x $size B, flood $flood_iters x $size B"
 status=0
+order=("${!builds[@]}")
 for r in $(seq 1 "$rounds"); do
-    for i in "${!builds[@]}"; do
+    # The order flips every round: a run right after another measures slower on a busy
+    # machine (seen: 10% on two cores), which must not favour one build.
+    if [ $((r % 2)) = 0 ]; then
+        order=($(printf '%s\n' "${!builds[@]}" | sort -rn))
+    else
+        order=("${!builds[@]}")
+    fi
+    for i in "${order[@]}"; do
         d=${builds[$i]}
         if ! timeout 120 "$d/bench/notif_lat" pp "$pp_iters" "$size" >>"$out/pp.$i"; then
             echo "notif_lat pp failed (build $((i + 1)))" >&2

@@ -65,11 +65,11 @@ enum net_path { NET_PATH_AUTO, NET_PATH_SHM, NET_PATH_CMA, NET_PATH_TCP, NET_PAT
 #define NET_PUB_BYTES 48
 #define NET_MAX_CONNS 16
 #define NET_MAX_LOOPS 64
-#define NET_WHY 600      /* bytes of a request's error text */
-#define NET_ACK_EVERY 32 /* a receiver acknowledges notifications at least this often */
-#define NET_ACK_DELAY_NS                                                                   \
-    1000000u                /* ... and at most this long after one (unless an answer does) \
-                             */
+#define NET_WHY 600 /* bytes of a request's error text */
+/* A receiver acknowledges notifications after NET_ACK_EVERY of them, or NET_ACK_DELAY_NS
+ * after the first one not acknowledged (unless an answer carries the ack sooner). */
+#define NET_ACK_EVERY 32
+#define NET_ACK_DELAY_NS 20000000u
 #define NET_IDLE_NAMES 1024 /* notification sessions kept for names with no connection */
 
 /* A registered local region (register_mem), also the target-side record for TCP checks. */
@@ -247,8 +247,9 @@ struct net_conn {
     bool ack_owed;
     uint32_t since_ack;
     /* NC_OUT: the peer's unacknowledged notifications may ride on c (its silence counts);
-     * notifications were sequenced during this flush: wake their senders after it */
-    bool nowed, wake_after;
+     * notifications were sequenced during this flush: wake their senders after it (threads
+     * in ixl_notif_send: wake_msgs; requests: wake_reqs) */
+    bool nowed, wake_msgs, wake_reqs;
     /* cross-thread (under p->lock or loop->lock) */
     _Atomic int doomed;
     bool on_ready, on_reap;
@@ -340,6 +341,7 @@ struct net_peer {
     struct net_msg **un;
     size_t un_head, un_len, un_cap, un_bytes, un_resend;
     bool un_blocked;
+    bool ack_wanted;          /* net_peer_notif_settle: the notification connection sends a PING */
     uint64_t notif_lost;      /* never acknowledged by an instance that went (in all) */
     uint64_t lost_unreported; /* ... not said yet by an ixl_notif_send to it */
     struct net_peer *next;
@@ -605,7 +607,8 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len);
  * now (p was loaded again with the same instance; any thread). */
 void net_peer_notif_kick(struct net_peer *p);
 /* Waits (until deadline_ns, CLOCK_MONOTONIC) for p's peer to acknowledge what it was sent,
- * while a connection to it is up: destroy reports only what is really outstanding. */
+ * while a connection to it is up, asking for the ack at once (a PING, whose PONG carries it):
+ * a disconnect or a destroy reports only what is really outstanding. */
 void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns);
 /* p's instance changed to instance (or the engine is destroyed: last): its unacknowledged
  * notifications are lost; logged, counted, and said by the next ixl_notif_send to it. */

@@ -729,7 +729,8 @@ static int pull(struct net_loop *l, struct net_conn *c)
 }
 
 /* Takes the next notification of p's queue into p's store, sequenced (p->lock held; the
- * store has room for one more entry): 1 with *out (a reference for its frame), 0 when it does
+ * store has room for one more entry): 1 with *out (a reference for its frame; 2: an
+ * ixl_notif_send waits for it, to be woken after the flush), 0 when it does
  * not fit the store's bound now (it stays queued), -1 when it was dropped (its request was
  * released or failed; or out of memory, *serial_out naming the request to fail). A request's
  * notification is copied, and the request (*serial_out, on 1) is done once its notification
@@ -743,10 +744,9 @@ static int notif_sequence(struct net_engine *e, struct net_peer *p, struct net_m
         if (!un_room(e, p, m->len))
             return 0;
         ring_pop(&p->nq);
-        un_take(p, m);     /* the queue's reference is the store's */
-        msg_seq_ref(e, m); /* its sender is woken after the flush (pull_some's caller) */
+        un_take(p, m); /* the queue's reference is the store's */
         *out = m;
-        return 1;
+        return msg_seq_ref(e, m) ? 2 : 1; /* 2: its sender is woken after the flush */
     }
     pthread_mutex_lock(&e->reqs_lock);
     struct net_req *r = net_req_find(e, it->serial);
@@ -786,6 +786,7 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
     struct net_msg *nm[PULL_FRAMES / 2];
     uint64_t done[PULL_FRAMES / 2], failed[PULL_FRAMES / 2];
     int n = 0, n_nm = 0, n_done = 0, n_failed = 0;
+    bool ping = false;
     pthread_mutex_lock(&p->lock);
     if (!atomic_load(&c->doomed) && c->gen == p->gen && !c->peer_hold) {
         /* Notifications on one connection only: one sender's arrive in order. The ones not
@@ -816,9 +817,15 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
                 nm[n_nm++] = m;
                 if (serial)
                     done[n_done++] = serial;
+                if (v == 2)
+                    c->wake_msgs = true;
             } else if (serial) {
                 failed[n_failed++] = serial;
             }
+        }
+        if (p->notif_conn == c && p->ack_wanted) { /* its PONG carries the ack */
+            p->ack_wanted = false;
+            ping = true;
         }
         uint64_t bytes = 0;
         while (p->q.len > 0 && n < PULL_FRAMES && bytes < PULL_BYTES) {
@@ -830,8 +837,8 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
     /* Done now, so that no teardown fails them; the waiters are woken after the flush. */
     for (int i = 0; i < n_done; i++)
         net_req_notif_sequenced(e, done[i]);
-    if (n_nm > 0 || n_done > 0)
-        c->wake_after = true;
+    if (n_done > 0)
+        c->wake_reqs = true;
     for (int i = 0; i < n_failed; i++)
         net_req_notif_done(e, failed[i], IXL_ERR_NO_MEMORY,
                            "NET: out of memory keeping a notification until it is acknowledged");
@@ -852,6 +859,9 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
                 c->last_rx = net_now_ns();
         }
     }
+    struct net_hdr ph = {.op = NET_PING};
+    if (ping && tx_add(c, &ph, NULL, 0, NULL) != 0)
+        ping = false;
     if (unsent != 0) { /* they stay in the store: this connection's next pull sends them */
         pthread_mutex_lock(&p->lock);
         if (p->notif_conn == c && unsent > p->nacked && unsent - p->nacked - 1 < p->un_resend)
@@ -901,7 +911,7 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
         if (c->outstanding++ == 0)
             c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
     }
-    return n + n_nm + n_done + n_failed;
+    return n + n_nm + n_done + n_failed + (ping ? 1 : 0);
 }
 
 static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n);
@@ -985,12 +995,15 @@ static int conn_flush_tx(struct net_loop *l, struct net_conn *c);
 static int conn_flush(struct net_loop *l, struct net_conn *c)
 {
     int rc = conn_flush_tx(l, c);
-    if (c->wake_after) {
-        struct net_engine *e = l->e;
-        c->wake_after = false;
+    struct net_engine *e = l->e;
+    if (c->wake_msgs) { /* threads in ixl_notif_send */
+        c->wake_msgs = false;
         pthread_mutex_lock(&e->msg_lock);
         pthread_cond_broadcast(&e->msg_cond);
         pthread_mutex_unlock(&e->msg_lock);
+    }
+    if (c->wake_reqs) { /* requests done */
+        c->wake_reqs = false;
         e->host->signal(e->host->ctx);
     }
     return rc;
@@ -1701,6 +1714,8 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         return 0;
     case NET_PING:
         r.op = NET_PONG;
+        /* A PONG always says what was delivered (a sender settling asks for it so). */
+        c->ack_owed = c->ack_owed || c->inname != NULL;
         return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
     default:
         return protocol_error(l, c, "a frame a target never receives");
@@ -2995,6 +3010,15 @@ void net_peer_notif_kick(struct net_peer *p)
 
 void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns)
 {
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->un_len > 0 && p->notif_conn != NULL) {
+        p->ack_wanted = true; /* a PING now: its PONG says what arrived */
+        mark_ready(p->notif_conn, wake, &n_wake);
+    }
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
     pthread_mutex_lock(&p->lock);
     while (p->un_len > 0 && p->notif_conn != NULL && net_now_ns() < deadline_ns) {
         struct timespec dl = {(time_t)(deadline_ns / 1000000000u),
