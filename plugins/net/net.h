@@ -342,6 +342,7 @@ struct net_peer {
     size_t un_head, un_len, un_cap, un_bytes, un_resend;
     bool un_blocked;
     bool ack_wanted;          /* net_peer_notif_settle: the notification connection sends a PING */
+    int settling;             /* threads in net_peer_notif_settle (acks broadcast cond) */
     uint64_t notif_lost;      /* never acknowledged by an instance that went (in all) */
     uint64_t lost_unreported; /* ... not said yet by an ixl_notif_send to it */
     struct net_peer *next;

@@ -1156,7 +1156,7 @@ static int notif_acked(struct net_loop *l, struct net_conn *c, uint64_t ack)
             p->un_blocked = false; /* room again: the queue goes on */
             mark_ready(p->notif_conn, wake, &n_wake);
         }
-        if (!bad && p->un_len == 0)
+        if (!bad && p->settling)
             pthread_cond_broadcast(&p->cond); /* net_peer_notif_settle */
     }
     pthread_mutex_unlock(&p->lock);
@@ -3013,19 +3013,24 @@ void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns)
     struct net_loop *wake[NET_MAX_LOOPS];
     int n_wake = 0;
     pthread_mutex_lock(&p->lock);
-    if (p->un_len > 0 && p->notif_conn != NULL) {
+    /* Only what was sent before this call: notifications sequenced meanwhile do not extend it. */
+    uint64_t want = p->nseq, instance = p->instance;
+    if (p->nacked < want && p->notif_conn != NULL) {
         p->ack_wanted = true; /* a PING now: its PONG says what arrived */
         mark_ready(p->notif_conn, wake, &n_wake);
     }
     pthread_mutex_unlock(&p->lock);
     wake_all(wake, n_wake);
     pthread_mutex_lock(&p->lock);
-    while (p->un_len > 0 && p->notif_conn != NULL && net_now_ns() < deadline_ns) {
+    p->settling++;
+    while (p->nacked < want && p->instance == instance && p->notif_conn != NULL &&
+           net_now_ns() < deadline_ns) {
         struct timespec dl = {(time_t)(deadline_ns / 1000000000u),
                               (long)(deadline_ns % 1000000000u)};
         if (pthread_cond_timedwait(&p->cond, &p->lock, &dl) == ETIMEDOUT)
             break;
     }
+    p->settling--;
     pthread_mutex_unlock(&p->lock);
 }
 
