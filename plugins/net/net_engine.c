@@ -532,9 +532,9 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     pthread_mutex_unlock(&e->lock);
     if (p == NULL)
         return IXL_OK;
-    /* Notifications sent just before: their acks are due within NET_ACK_DELAY_NS and a round
-     * trip; a short wait (20 ms at most, a busy machine's scheduling) lets them come, so that
-     * an agent being destroyed (it disconnects first) reports only what is really missing. */
+    /* Notifications sent just before: their ack is asked for (a PING) and waited for, 20 ms
+     * at most (a busy machine's scheduling), so that an agent being destroyed (it disconnects
+     * its peers first) reports only what is really missing. */
     uint64_t settle = e->heartbeat_ns < 20000000u ? e->heartbeat_ns : 20000000u;
     net_peer_notif_settle(p, net_now_ns() + settle);
     pthread_mutex_lock(&p->lock);
@@ -858,8 +858,9 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
 static void net_destroy_engine(struct ixl_engine *base)
 {
     struct net_engine *e = (struct net_engine *)base;
-    /* Notifications sent just before: their acks come at the receiver's next tick (the loops
-     * still run). Peers are only ever added at the head and freed below. */
+    /* Notifications sent just before to peers still connected: their acks are asked for and
+     * waited for (the loops still run). Peers are only ever added at the head and freed
+     * below. */
     pthread_mutex_lock(&e->lock);
     struct net_peer *peers = e->peers;
     pthread_mutex_unlock(&e->lock);
