@@ -28,7 +28,9 @@
  * while the loops dial.
  *
  * Lock order: e->lock (peers, allocations, accepted names) -> p->lock -> e->reqs_lock ->
- * loop->lock; e->regions_lock, e->notif_lock, e->work_lock and e->msg_lock are leaves; a device
+ * loop->lock; e->lock -> e->nsess_lock -> e->notif_lock (a notification is checked against its
+ * session and queued in one step); e->regions_lock, e->notif_lock, e->work_lock and
+ * e->msg_lock are leaves (p->lock -> e->msg_lock: the unacked store's references); a device
  * stream's lock -> its queue lock (net_dev.c), taken with no other NET lock held. No
  * lock is held across a blocking system call: sockets are non-blocking, and a frame that touches
  * user or registered memory holds a reference (request busy count, region inflight count)
@@ -65,6 +67,11 @@ enum net_path { NET_PATH_AUTO, NET_PATH_SHM, NET_PATH_CMA, NET_PATH_TCP, NET_PAT
 #define NET_MAX_CONNS 16
 #define NET_MAX_LOOPS 64
 #define NET_WHY 600 /* bytes of a request's error text */
+/* A receiver acknowledges notifications after NET_ACK_EVERY of them, or NET_ACK_DELAY_NS
+ * after the first one not acknowledged (unless an answer carries the ack sooner). */
+#define NET_ACK_EVERY 32
+#define NET_ACK_DELAY_NS 20000000u
+#define NET_IDLE_NAMES 1024 /* notification sessions kept for names with no connection */
 
 /* A registered local region (register_mem), also the target-side record for TCP checks. */
 struct net_region {
@@ -123,11 +130,14 @@ struct net_ring {
     size_t head, len, cap;
 };
 
-/* A notification with no request behind it (gen_notif): the caller waits for its verdict. */
+/* A notification's bytes. One of gen_notif (the caller waits for its verdict) or a copy of a
+ * request's, made when it gets its sequence number; from then on it is kept in its peer's
+ * unacknowledged store until the peer acknowledges it (net_loop.c, "acknowledged delivery"). */
 struct net_msg {
-    int refs;   /* the caller and the queue or connection holding it (e->msg_lock) */
-    int status; /* IXL_IN_PROGRESS until sent or failed */
+    int refs;   /* the caller, the queue, the unacked store, frames carrying it (e->msg_lock) */
+    int status; /* IXL_IN_PROGRESS until sequenced (IXL_OK) or failed */
     char why[NET_WHY];
+    uint64_t seq; /* its sequence number to the peer, 0 before */
     size_t len;
     uint8_t bytes[];
 };
@@ -236,6 +246,16 @@ struct net_conn {
     /* NC_IN */
     char name[256]; /* the HELLO's name */
     bool named;     /* counted against peer_conns */
+    /* NC_IN, acknowledged notifications: the HELLO's notif_acked; ack_val, the cumulative
+     * ack to send (the session's delivered count); ack_owed: not sent yet (it rides on the
+     * next answer, or a NOTIF_ACK after NET_ACK_EVERY notifications or NET_ACK_DELAY_NS). */
+    uint64_t hello_acked, ack_val;
+    bool ack_owed;
+    uint32_t since_ack;
+    /* NC_OUT: the peer's unacknowledged notifications may ride on c (its silence counts);
+     * notifications were sequenced during this flush: wake their senders after it (threads
+     * in ixl_notif_send: wake_msgs; requests: wake_reqs) */
+    bool nowed, wake_msgs, wake_reqs;
     /* cross-thread (under p->lock or loop->lock) */
     _Atomic int doomed;
     bool on_ready, on_reap;
@@ -276,6 +296,7 @@ struct net_loop {
     struct net_conn *conns;  /* every connection of the loop (loop thread only) */
     uint8_t *scratch;
     uint64_t next_tick;
+    uint64_t ack_at;       /* 0, or when its connections' owed notification acks go */
     bool exited;           /* under lock: nothing more may be handed to it */
     struct net_conn *dead; /* closed in this batch of events, freed after it */
 };
@@ -317,6 +338,19 @@ struct net_peer {
     bool loaded;             /* conn info present (not disconnected by the core) */
     struct net_ipc *ipcs;    /* its device allocations opened here (net_ipc.c, under its lock) */
     struct net_spool *stage; /* pinned slots for staged VRAM to this peer (under lock) */
+    /* Acknowledged notifications (net_loop.c), a session per peer instance (instance): nseq
+     * is the last sequence number given, nacked the highest the peer acknowledged; un holds
+     * the notifications nacked + 1 .. nseq (un_len, un_bytes), each kept until acknowledged
+     * and sent again from index un_resend on a new notification connection. Bounded by
+     * notif_unacked_max/_bytes: at the bound no new one is taken from nq (un_blocked). */
+    uint64_t nseq, nacked;
+    struct net_msg **un;
+    size_t un_head, un_len, un_cap, un_bytes, un_resend;
+    bool un_blocked;
+    bool ack_wanted;          /* net_peer_notif_settle: the notification connection sends a PING */
+    int settling;             /* threads in net_peer_notif_settle (acks broadcast cond) */
+    uint64_t notif_lost;      /* never acknowledged by an instance that went (in all) */
+    uint64_t lost_unreported; /* ... not said yet by an ixl_notif_send to it */
     struct net_peer *next;
 };
 
@@ -405,6 +439,12 @@ struct net_inname {
      * read by the loops per body step. */
     _Atomic uint64_t instance, max_gen;
     struct net_spool *stage; /* pinned slots for its frames to and from VRAM (e->lock) */
+    /* The notification session with initiator instance sess_inst (e->nsess_lock): delivered,
+     * the highest sequence number handed to the application (in order, exactly once). Kept
+     * while no connection of the name is open (idle_since) so that a reconnecting sender's
+     * resends are recognised; at most NET_IDLE_NAMES such names, the oldest dropped first. */
+    uint64_t sess_inst, delivered;
+    uint64_t idle_since; /* 0 while connections of the name are open (e->lock) */
     struct net_inname *next;
 };
 
@@ -431,7 +471,8 @@ struct net_engine {
     int auth_mode;
     bool can_check_peer; /* host->peer_check is there */
     _Atomic uint64_t last_refuse_log;
-    size_t notif_queue_max, notif_queue_bytes; /* the bound of the received queue */
+    size_t notif_queue_max, notif_queue_bytes;     /* the bound of the received queue */
+    size_t notif_unacked_max, notif_unacked_bytes; /* the bound of a peer's unacked store */
     size_t stage_bytes; /* pinned memory per peer for staged VRAM (net_stage.c) */
     uint16_t port;
     uint32_t adv_addrs[NET_MAX_ADDRS];
@@ -457,6 +498,8 @@ struct net_engine {
     int n_peers;
     struct net_alloc *allocs;
     struct net_inname *innames;
+    int n_idle_names;           /* innames kept with no connection (their notification sessions) */
+    pthread_mutex_t nsess_lock; /* the innames' notification sessions; then notif_lock */
 
     /* Where net_region and net_rmd records come from: one calloc each grew the heap a page
      * at a time, a page fault each (tens of microseconds on a virtual machine; see
@@ -551,6 +594,9 @@ struct net_req *net_req_find(struct net_engine *e, uint64_t serial); /* reqs_loc
 int net_req_part_done(struct net_engine *e, uint64_t serial, int status, const char *why);
 /* The notification of request serial was sent (status OK) or could not be. */
 void net_req_notif_done(struct net_engine *e, uint64_t serial, int status, const char *why);
+/* The notification of request serial was sequenced: the request is done (NET delivers it or
+ * reports it lost); the caller signals the host. */
+void net_req_notif_sequenced(struct net_engine *e, uint64_t serial);
 /* Fails p's TCP requests posted to generation torn or older, with why. */
 void net_req_fail_peer(struct net_engine *e, struct net_peer *p, int status, uint64_t torn,
                        const char *why);
@@ -575,9 +621,19 @@ int net_local_life_state(const void *life);
 void net_local_life_drop(struct net_peer *p);
 /* Queues the notification of request serial (sent once every frame before it is answered). */
 int net_peer_submit_notif(struct net_peer *p, uint64_t serial);
-/* Sends a notification with no request: waits until it is on the socket or failed (bounded
- * by timeout_ms). */
+/* Sends a notification with no request: waits until it is sequenced (NET then delivers it
+ * exactly once or reports it lost) or failed (bounded by timeout_ms). */
 int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len);
+/* Acknowledged notifications: p's unacknowledged ones are sent again on a connection dialed
+ * now (p was loaded again with the same instance; any thread). */
+void net_peer_notif_kick(struct net_peer *p);
+/* Waits (until deadline_ns, CLOCK_MONOTONIC) for p's peer to acknowledge what it was sent,
+ * while a connection to it is up, asking for the ack at once (a PING, whose PONG carries it):
+ * a disconnect or a destroy reports only what is really outstanding. */
+void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns);
+/* p's instance changed to instance (or the engine is destroyed: last): its unacknowledged
+ * notifications are lost; logged, counted, and said by the next ixl_notif_send to it. */
+void net_peer_notif_lost(struct net_peer *p, const char *why, bool last, uint64_t instance);
 /* Dials p if needed and waits (bounded by timeout_ms) until a connection is up. */
 int net_peer_connect(struct net_peer *p);
 /* Tears p's connections down and fails its queued and outstanding TCP work with status. */

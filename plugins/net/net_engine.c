@@ -22,8 +22,11 @@
 #include "../common/ixl_plugin_util.h"
 
 /* "IXLNETC2": the same-node socket replaced the pid and the CMA probe address of "IXLNETC1"
- * (issue 16): an older peer's connection info is refused as malformed. */
-#define CONN_MAGIC "IXLNETC2"
+ * (issue 16). "IXLNETC3": the same layout, for wire version 2 (net_wire.h: sequenced,
+ * acknowledged notifications); an older peer's connection info is refused, saying so, and an
+ * older peer refuses this one as malformed, before any connection is tried. */
+#define CONN_MAGIC "IXLNETC3"
+#define CONN_MAGIC_PREFIX "IXLNETC"
 
 uint64_t net_now_ns(void)
 {
@@ -66,6 +69,8 @@ enum net_opt {
     NO_NOTIF_QUEUE_MAX,
     NO_NOTIF_QUEUE_BYTES,
     NO_STAGE_BYTES,
+    NO_NOTIF_UNACKED_MAX,
+    NO_NOTIF_UNACKED_BYTES,
     NO_COUNT
 };
 
@@ -206,6 +211,23 @@ static const struct ixl_option net_options[NO_COUNT] = {
                         .description = "pinned host memory per peer for VRAM over TCP (staged "
                                        "in 1 MiB slots, pinned once and reused); a transfer "
                                        "beyond it waits for slots"},
+    [NO_NOTIF_UNACKED_MAX] = {.name = "notif_unacked_max",
+                              .default_value = "4096",
+                              .type = IXL_OPT_INT,
+                              .unit = "notifications",
+                              .min = 1,
+                              .max = 1 << 20,
+                              .description = "notifications sent to one peer and not "
+                                             "acknowledged yet, kept to be sent again after a "
+                                             "reconnect; at the bound new ones wait (a send "
+                                             "fails with IXL_ERR_BUSY after timeout_ms)"},
+    [NO_NOTIF_UNACKED_BYTES] = {.name = "notif_unacked_bytes",
+                                .default_value = "16M",
+                                .type = IXL_OPT_SIZE,
+                                .min = 4096,
+                                .max = (int64_t)1 << 40,
+                                .description = "bytes of notifications sent to one peer and not "
+                                               "acknowledged yet; the same"},
 };
 
 static bool is_loopback(uint32_t s_addr)
@@ -259,6 +281,8 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
     e->notif_queue_max = (size_t)opt[NO_NOTIF_QUEUE_MAX].i;
     e->notif_queue_bytes = (size_t)opt[NO_NOTIF_QUEUE_BYTES].u;
     e->stage_bytes = (size_t)opt[NO_STAGE_BYTES].u;
+    e->notif_unacked_max = (size_t)opt[NO_NOTIF_UNACKED_MAX].i;
+    e->notif_unacked_bytes = (size_t)opt[NO_NOTIF_UNACKED_BYTES].u;
 
     host_trust(e);
     bool local_only = e->auth_mode != IXL_AUTH_KEY && e->auth_mode != IXL_AUTH_OPEN;
@@ -414,6 +438,12 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
 {
     struct net_engine *e = (struct net_engine *)base;
     const uint8_t *b = info;
+    if (len >= 8 && memcmp(b, CONN_MAGIC, 8) != 0 && memcmp(b, CONN_MAGIC_PREFIX, 7) == 0)
+        return net_error(e, IXL_ERR_MALFORMED,
+                         "NET connection info of '%s' is of another NET version (%.8s; this "
+                         "agent's is %s, wire version %d: notifications are acknowledged): "
+                         "run the same ixl version on both",
+                         remote, (const char *)b, CONN_MAGIC, NET_WIRE_VERSION);
     if (len < 56 || memcmp(b, CONN_MAGIC, 8) != 0 || b[55] == 0 || b[55] > NET_MAX_ADDRS ||
         len != 56 + 4 * (size_t)b[55] + 4 || strlen(remote) >= sizeof(((struct net_peer *)0)->name))
         return net_error(e, IXL_ERR_MALFORMED, "NET connection info of '%s' is malformed", remote);
@@ -443,13 +473,18 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     uint64_t instance = ixlp_get_le(b + 8, 8);
     pthread_mutex_lock(&p->lock);
     int changed = p->loaded && p->instance != instance;
+    bool other = p->instance != instance; /* loaded now or before an invalidation */
     pthread_mutex_unlock(&p->lock);
     if (changed) { /* the peer restarted: everything bound for the old instance fails */
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT,
                           "NET: the peer restarted (new metadata was loaded)");
         net_ipc_drop_peer(e, p); /* its device memory opened here is closed */
     }
+    if (other) /* its notifications not acknowledged went with it: reported; a new session */
+        net_peer_notif_lost(p, "it restarted (metadata of a new instance was loaded)", false,
+                            instance);
     pthread_mutex_lock(&p->lock);
+    bool reloaded = !other && p->un_len > 0;
     p->instance = instance;
     p->same_host = memcmp(b + 20, e->host_id, 24) == 0; /* the dial order only */
     p->local_id = ixlp_get_le(b + 45, 8);
@@ -471,6 +506,8 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     }
     p->loaded = true;
     pthread_mutex_unlock(&p->lock);
+    if (reloaded) /* the same instance again: what it did not acknowledge goes again */
+        net_peer_notif_kick(p);
     return IXL_OK;
 }
 
@@ -495,6 +532,11 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     pthread_mutex_unlock(&e->lock);
     if (p == NULL)
         return IXL_OK;
+    /* Notifications sent just before: their ack is asked for (a PING) and waited for, 20 ms
+     * at most (a busy machine's scheduling), so that an agent being destroyed (it disconnects
+     * its peers first) reports only what is really missing. */
+    uint64_t settle = e->heartbeat_ns < 20000000u ? e->heartbeat_ns : 20000000u;
+    net_peer_notif_settle(p, net_now_ns() + settle);
     pthread_mutex_lock(&p->lock);
     p->loaded = false; /* nothing new is queued to it */
     pthread_mutex_unlock(&p->lock);
@@ -772,6 +814,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     pthread_mutex_init(&e->reqs_lock, NULL);
     pthread_cond_init(&e->reqs_cond, NULL);
     pthread_mutex_init(&e->notif_lock, NULL);
+    pthread_mutex_init(&e->nsess_lock, NULL);
     pthread_mutex_init(&e->msg_lock, NULL);
     pthread_cond_init(&e->msg_cond, NULL);
     pthread_mutex_init(&e->work_lock, NULL);
@@ -817,9 +860,18 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
 static void net_destroy_engine(struct ixl_engine *base)
 {
     struct net_engine *e = (struct net_engine *)base;
-    atomic_store(&e->stopping, 1); /* nothing new is queued or dialed from now on */
+    /* Notifications sent just before to peers still connected: their acks are asked for and
+     * waited for (the loops still run). Peers are only ever added at the head and freed
+     * below. */
     pthread_mutex_lock(&e->lock);
     struct net_peer *peers = e->peers;
+    pthread_mutex_unlock(&e->lock);
+    uint64_t settle = net_now_ns() + e->heartbeat_ns;
+    for (struct net_peer *p = peers; p; p = p->next)
+        net_peer_notif_settle(p, settle);
+    atomic_store(&e->stopping, 1); /* nothing new is queued or dialed from now on */
+    pthread_mutex_lock(&e->lock);
+    peers = e->peers;
     e->peers = NULL;
     pthread_mutex_unlock(&e->lock);
     for (struct net_peer *p = peers; p; p = p->next) {
@@ -836,6 +888,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     while (peers) {
         struct net_peer *n = peers->next;
         net_ipc_drop_peer(e, peers); /* no copy is in flight any more */
+        net_peer_notif_lost(peers, "the agent was destroyed", true, peers->instance);
         free(peers->q.v);
         free(peers->nq.v);
         if (peers->pidfd >= 0)
@@ -873,6 +926,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     pthread_cond_destroy(&e->msg_cond);
     pthread_mutex_destroy(&e->msg_lock);
     pthread_mutex_destroy(&e->notif_lock);
+    pthread_mutex_destroy(&e->nsess_lock);
     pthread_cond_destroy(&e->reqs_cond);
     pthread_mutex_destroy(&e->reqs_lock);
     pthread_rwlock_destroy(&e->regions_lock);

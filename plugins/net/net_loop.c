@@ -207,7 +207,19 @@ static int tx_add(struct net_conn *c, const struct net_hdr *h, const void *data,
     }
     if (tx_pending(c) == 0)
         c->last_tx = net_now_ns(); /* a send stall is counted from when bytes are owed */
-    net_hdr_encode(h, f->hdr);
+    if (c->ack_owed &&
+        (h->op == NET_HELLO_ACK || h->op == NET_WRITE_ACK || h->op == NET_READ_DATA ||
+         h->op == NET_PONG || h->op == NET_HOLD || h->op == NET_NOTIF_ACK)) {
+        /* A receiver's acknowledgement of notifications rides on its next answer. */
+        struct net_hdr a = *h;
+        a.flags |= NET_F_ACK;
+        a.key = c->ack_val;
+        c->ack_owed = false;
+        c->since_ack = 0;
+        net_hdr_encode(&a, f->hdr);
+    } else {
+        net_hdr_encode(h, f->hdr);
+    }
     f->data = data;
     f->len = len;
     c->tx_n++;
@@ -277,6 +289,74 @@ static void msg_done(struct net_engine *e, struct net_msg *m, int status, const 
         free(m);
 }
 
+/* A notification is sequenced (net_msg.status IXL_OK) and gains a reference for the frame
+ * that carries it (e->msg_lock). True when its sender waits to be told: the loop wakes it
+ * after the frame went to the socket (conn_flush), so that it does not take the core from the
+ * loop before the sendmsg. */
+static bool msg_seq_ref(struct net_engine *e, struct net_msg *m)
+{
+    pthread_mutex_lock(&e->msg_lock);
+    bool told = m->status == IXL_IN_PROGRESS;
+    if (told)
+        m->status = IXL_OK;
+    m->refs++;
+    pthread_mutex_unlock(&e->msg_lock);
+    return told;
+}
+
+/* ---- acknowledged delivery of notifications (the sender's store; p->lock held) ------------- *
+ *
+ * Every notification to a peer gets the next sequence number of the session with the peer's
+ * instance when a connection takes it (pull_some), and from then on it is kept in the peer's
+ * store until the peer acknowledges it: a connection that closes with it in a socket buffer
+ * (a teardown, a timeout, a reset) loses nothing, because the next connection that carries
+ * notifications sends every unacknowledged one again, first and in order, and the receiver
+ * drops the numbers it delivered already. The store is bounded (notif_unacked_max,
+ * notif_unacked_bytes); at the bound nothing new is taken from the queue until acks come.
+ * An instance that goes (new metadata with another instance, the engine destroyed) takes the
+ * unacknowledged ones with it: they are reported (net_peer_notif_lost). */
+
+static struct net_msg *un_at(const struct net_peer *p, size_t i)
+{
+    return p->un[(p->un_head + i) % p->un_cap];
+}
+
+/* Whether p's store takes one more notification of len bytes (one always fits an empty
+ * store). */
+static bool un_room(const struct net_engine *e, const struct net_peer *p, size_t len)
+{
+    return p->un_len == 0 ||
+           (p->un_len < e->notif_unacked_max && p->un_bytes + len <= e->notif_unacked_bytes);
+}
+
+/* Room for one more entry in p->un: IXL_OK or IXL_ERR_NO_MEMORY. */
+static int un_grow(struct net_peer *p)
+{
+    if (p->un_len < p->un_cap)
+        return IXL_OK;
+    size_t cap = p->un_cap ? 2 * p->un_cap : 64;
+    struct net_msg **v = net_sys()->malloc(cap * sizeof(*v));
+    if (v == NULL)
+        return IXL_ERR_NO_MEMORY;
+    for (size_t i = 0; i < p->un_len; i++)
+        v[i] = un_at(p, i);
+    free(p->un);
+    p->un = v;
+    p->un_cap = cap;
+    p->un_head = 0;
+    return IXL_OK;
+}
+
+/* m (its reference passed to the store) gets the next sequence number (un_grow done). */
+static void un_take(struct net_peer *p, struct net_msg *m)
+{
+    m->seq = ++p->nseq;
+    p->un[(p->un_head + p->un_len) % p->un_cap] = m;
+    p->un_len++;
+    p->un_bytes += m->len;
+    p->un_resend = p->un_len; /* nothing is sent again behind a new one */
+}
+
 /* Drops what frame f holds; status says whether it was sent. */
 static void txf_done(struct net_engine *e, struct net_txf *f, int status, const char *why)
 {
@@ -316,11 +396,32 @@ static void unname(struct net_engine *e, struct net_conn *c)
     pthread_mutex_lock(&e->lock);
     for (struct net_inname **pp = &e->innames; *pp; pp = &(*pp)->next) {
         if (strcmp((*pp)->name, c->name) == 0) {
-            if (--(*pp)->n == 0) {
-                struct net_inname *x = *pp;
+            struct net_inname *x = *pp;
+            if (--x->n > 0)
+                break;
+            net_spool_unref(x->stage);
+            x->stage = NULL;
+            pthread_mutex_lock(&e->nsess_lock);
+            bool session = x->delivered > 0;
+            pthread_mutex_unlock(&e->nsess_lock);
+            if (!session) {
                 *pp = x->next;
-                net_spool_unref(x->stage);
                 free(x);
+                break;
+            }
+            /* Kept: a sender that reconnects sends its unacknowledged notifications again,
+             * and this end must know which it delivered. At most NET_IDLE_NAMES are kept. */
+            x->idle_since = net_now_ns();
+            if (++e->n_idle_names > NET_IDLE_NAMES) {
+                struct net_inname **old = NULL;
+                for (struct net_inname **qq = &e->innames; *qq; qq = &(*qq)->next)
+                    if ((*qq)->idle_since != 0 &&
+                        (old == NULL || (*qq)->idle_since < (*old)->idle_since))
+                        old = qq;
+                struct net_inname *y = *old;
+                *old = y->next;
+                free(y);
+                e->n_idle_names--;
             }
             break;
         }
@@ -393,16 +494,18 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
                 for (int i = 0; i < p->n_conns && p->notif_conn == NULL; i++)
                     if (p->conns[i]->up)
                         p->notif_conn = p->conns[i];
-                if (p->notif_conn != NULL && p->nq.len > 0)
+                p->un_resend = 0; /* what c carried unacknowledged goes again */
+                if (p->notif_conn != NULL && (p->nq.len > 0 || p->un_len > 0))
                     mark_ready(p->notif_conn, wake, &n_wake);
             }
             if (failed && c->gen == p->gen) {
                 /* Up: its frames were lost, the generation's requests fail. Dialing: the
                  * attempt fails when nothing else of it can come up. */
                 fail_gen = c->state == NCS_UP || (p->n_up == 0 && p->n_conns == 0);
-            } else if (p->n_conns == 0 && (p->q.len > 0 || p->nq.len > 0) && p->loaded &&
-                       !atomic_load(&e->stopping)) {
-                /* Closed with nothing lost (idle) while new frames were queued: dial again. */
+            } else if (p->n_conns == 0 && (p->q.len > 0 || p->nq.len > 0 || p->un_len > 0) &&
+                       p->loaded && !atomic_load(&e->stopping)) {
+                /* Closed with nothing lost (idle) while new frames were queued, or with
+                 * notifications not acknowledged yet: dial again. */
                 serve_queue(p, wake, &n_wake);
             }
             pthread_cond_broadcast(&p->cond);
@@ -411,6 +514,8 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
         wake_all(wake, n_wake);
         if (fail_gen)
             peer_teardown_gen(p, status, c->gen, text);
+        if (fail_gen && c->state == NCS_UP)
+            net_peer_notif_kick(p); /* a connection that worked broke: resend on a new one */
     }
     /* Off the cross-thread lists; freed after the batch (events may still name it). */
     pthread_mutex_lock(&l->lock);
@@ -498,6 +603,10 @@ static void send_hello(struct net_loop *l, struct net_conn *c)
     struct net_engine *e = l->e;
     struct net_hello hl = {.from_instance = e->instance, .to_instance = c->to_instance};
     snprintf(hl.name, sizeof(hl.name), "%s", e->name);
+    pthread_mutex_lock(&c->peer->lock);
+    if (c->peer->instance == c->to_instance) /* the session's acknowledgements so far */
+        hl.notif_acked = c->peer->nacked;
+    pthread_mutex_unlock(&c->peer->lock);
     c->buf = net_sys()->malloc(NET_HELLO_MAX);
     size_t plen = c->buf ? net_hello_encode(&hl, c->buf, NET_HELLO_MAX) : 0;
     /* req: the connection's generation, so the target can fence off an older one's WRITEs */
@@ -627,17 +736,105 @@ static int pull(struct net_loop *l, struct net_conn *c)
     return added;
 }
 
+/* Takes the next notification of p's queue into p's store, sequenced (p->lock held; the
+ * store has room for one more entry): 1 with *out (a reference for its frame; 2: an
+ * ixl_notif_send waits for it, to be woken after the flush), 0 when it does
+ * not fit the store's bound now (it stays queued), -1 when it was dropped (its request was
+ * released or failed; or out of memory, *serial_out naming the request to fail). A request's
+ * notification is copied, and the request (*serial_out, on 1) is done once its notification
+ * is sequenced, whatever becomes of the connection: NET delivers it or reports it lost. */
+static int notif_sequence(struct net_engine *e, struct net_peer *p, struct net_msg **out,
+                          uint64_t *serial_out)
+{
+    struct net_item *it = &p->nq.v[p->nq.head];
+    if (it->kind == NI_MSG) {
+        struct net_msg *m = it->msg;
+        if (!un_room(e, p, m->len))
+            return 0;
+        ring_pop(&p->nq);
+        un_take(p, m); /* the queue's reference is the store's */
+        *out = m;
+        return msg_seq_ref(e, m) ? 2 : 1; /* 2: its sender is woken after the flush */
+    }
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = net_req_find(e, it->serial);
+    if (r == NULL || r->state != NR_RUNNING || r->canceled) {
+        pthread_mutex_unlock(&e->reqs_lock);
+        ring_pop(&p->nq);
+        return -1; /* released or failed meanwhile: never sent */
+    }
+    if (!un_room(e, p, r->notif_len)) {
+        pthread_mutex_unlock(&e->reqs_lock);
+        return 0;
+    }
+    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (r->notif_len ? r->notif_len : 1));
+    if (m != NULL) {
+        m->refs = 2; /* the store and the frame */
+        m->status = IXL_OK;
+        m->why[0] = '\0';
+        m->len = r->notif_len;
+        if (m->len)
+            memcpy(m->bytes, r->notif, m->len);
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    uint64_t serial = ring_pop(&p->nq).serial;
+    *serial_out = serial;
+    if (m == NULL)
+        return -1;
+    un_take(p, m);
+    *out = m;
+    return 1;
+}
+
 static int pull_some(struct net_loop *l, struct net_conn *c)
 {
     struct net_engine *e = l->e;
     struct net_peer *p = c->peer;
     struct net_item items[PULL_FRAMES];
-    int n = 0;
+    struct net_msg *nm[PULL_FRAMES / 2];
+    uint64_t done[PULL_FRAMES / 2], failed[PULL_FRAMES / 2];
+    int n = 0, n_nm = 0, n_done = 0, n_failed = 0;
+    bool ping = false;
     pthread_mutex_lock(&p->lock);
     if (!atomic_load(&c->doomed) && c->gen == p->gen && !c->peer_hold) {
-        /* Notifications on one connection only: one sender's arrive in order. */
-        while (p->notif_conn == c && p->nq.len > 0 && n < PULL_FRAMES / 2)
-            items[n++] = ring_pop(&p->nq);
+        /* Notifications on one connection only: one sender's arrive in order. The ones not
+         * acknowledged yet go again first when this connection took over (un_resend). */
+        while (p->notif_conn == c && p->un_resend < p->un_len && n_nm < PULL_FRAMES / 2) {
+            struct net_msg *m = un_at(p, p->un_resend++);
+            msg_seq_ref(e, m);
+            nm[n_nm++] = m;
+        }
+        while (p->notif_conn == c && p->un_resend == p->un_len && p->nq.len > 0 &&
+               n_nm < PULL_FRAMES / 2 && n_failed < PULL_FRAMES / 2) {
+            uint64_t serial = 0;
+            struct net_msg *m = NULL;
+            if (un_grow(p) != IXL_OK) {
+                struct net_item it = ring_pop(&p->nq);
+                if (it.kind == NI_MSG)
+                    msg_done(e, it.msg, IXL_ERR_NO_MEMORY, "NET: out of memory");
+                else
+                    failed[n_failed++] = it.serial;
+                continue;
+            }
+            int v = notif_sequence(e, p, &m, &serial);
+            if (v == 0) {
+                p->un_blocked = true; /* an ack makes room and marks c ready again */
+                break;
+            }
+            if (v > 0) {
+                nm[n_nm++] = m;
+                if (serial)
+                    done[n_done++] = serial;
+                if (v == 2)
+                    c->wake_msgs = true;
+            } else if (serial) {
+                failed[n_failed++] = serial;
+            }
+        }
+        if (p->notif_conn == c && p->ack_wanted) { /* its PONG carries the ack */
+            p->ack_wanted = false;
+            ping = true;
+        }
         if (c->outstanding == 0)
             c->owed_bytes = 0;
         uint64_t bytes = 0;
@@ -653,55 +850,68 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
         c->owed_bytes += bytes;
     }
     pthread_mutex_unlock(&p->lock);
+    /* Done now, so that no teardown fails them; the waiters are woken after the flush. */
+    for (int i = 0; i < n_done; i++)
+        net_req_notif_sequenced(e, done[i]);
+    if (n_done > 0)
+        c->wake_reqs = true;
+    for (int i = 0; i < n_failed; i++)
+        net_req_notif_done(e, failed[i], IXL_ERR_NO_MEMORY,
+                           "NET: out of memory keeping a notification until it is acknowledged");
+    uint64_t unsent = 0; /* out of memory: the first number not put on c */
+    for (int i = 0; i < n_nm; i++) {
+        struct net_txf *f;
+        struct net_hdr h = {.op = NET_NOTIF, .req = nm[i]->seq, .len = nm[i]->len};
+        if (unsent != 0 || tx_add(c, &h, nm[i]->bytes, nm[i]->len, &f) != 0) {
+            if (unsent == 0)
+                unsent = nm[i]->seq;
+            msg_done(e, nm[i], IXL_ERR_NO_MEMORY, "NET: out of memory"); /* the frame's ref */
+            continue;
+        }
+        f->msg = nm[i];
+        if (!c->nowed) { /* the peer's silence counts from now, as for answers */
+            c->nowed = true;
+            if (c->outstanding == 0)
+                c->last_rx = net_now_ns();
+        }
+    }
+    struct net_hdr ph = {.op = NET_PING};
+    if (ping && tx_add(c, &ph, NULL, 0, NULL) != 0)
+        ping = false;
+    if (unsent != 0) { /* they stay in the store: this connection's next pull sends them */
+        pthread_mutex_lock(&p->lock);
+        if (p->notif_conn == c && unsent > p->nacked && unsent - p->nacked - 1 < p->un_resend)
+            p->un_resend = (size_t)(unsent - p->nacked - 1);
+        pthread_mutex_unlock(&p->lock);
+    }
     int rc = 0;
     for (int i = 0; i < n; i++) {
-        if (rc != 0) { /* out of memory: the rest are dropped with their requests failed */
-            if (items[i].kind == NI_MSG)
-                msg_done(e, items[i].msg, IXL_ERR_NO_MEMORY, "NET: out of memory");
+        if (rc != 0) /* out of memory: the rest are dropped with their requests failed */
             continue;
-        }
         struct net_txf *f;
-        if (items[i].kind == NI_MSG) {
-            struct net_msg *m = items[i].msg;
-            struct net_hdr h = {.op = NET_NOTIF, .len = m->len};
-            if (tx_add(c, &h, m->bytes, m->len, &f) != 0) {
-                msg_done(e, m, IXL_ERR_NO_MEMORY, "NET: out of memory");
-                rc = -1;
-                continue;
-            }
-            f->msg = m;
-            continue;
-        }
         struct net_req *r = net_req_get_busy(e, items[i].serial);
         if (r == NULL)
             continue; /* released or failed meanwhile */
-        struct net_hdr h;
         const void *data = NULL;
         size_t len = 0;
-        if (items[i].kind == NI_NOTIF) {
-            h = (struct net_hdr){.op = NET_NOTIF, .len = r->notif_len};
-            data = r->notif;
-            len = r->notif_len;
-        } else {
-            const struct net_chunk *ch = &r->chunks[items[i].chunk];
-            h = (struct net_hdr){.op = r->op == IXL_OP_WRITE ? NET_WRITE : NET_READ,
-                                 .chunk = items[i].chunk,
-                                 .req = items[i].serial,
-                                 .addr = ch->raddr,
-                                 .len = ch->len,
-                                 .key = ch->key};
-            if (r->op == IXL_OP_WRITE && r->stage_local && ch->slot == NULL) {
-                net_req_unbusy(e, r); /* cannot be: a staged frame is queued with its slot */
-                net_req_part_done(e, items[i].serial, IXL_ERR_BACKEND,
-                                  "NET: a staged WRITE frame lost its slot");
-                continue;
-            }
-            if (r->op == IXL_OP_WRITE) {
-                /* A staged chunk's bytes wait in its slot (net_stage.c). */
-                data = r->stage_local && ch->slot ? (const void *)ch->slot->buf
-                                                  : (const void *)(uintptr_t)ch->laddr;
-                len = (size_t)ch->len;
-            }
+        const struct net_chunk *ch = &r->chunks[items[i].chunk];
+        struct net_hdr h = {.op = r->op == IXL_OP_WRITE ? NET_WRITE : NET_READ,
+                            .chunk = items[i].chunk,
+                            .req = items[i].serial,
+                            .addr = ch->raddr,
+                            .len = ch->len,
+                            .key = ch->key};
+        if (r->op == IXL_OP_WRITE && r->stage_local && ch->slot == NULL) {
+            net_req_unbusy(e, r); /* cannot be: a staged frame is queued with its slot */
+            net_req_part_done(e, items[i].serial, IXL_ERR_BACKEND,
+                              "NET: a staged WRITE frame lost its slot");
+            continue;
+        }
+        if (r->op == IXL_OP_WRITE) {
+            /* A staged chunk's bytes wait in its slot (net_stage.c). */
+            data = r->stage_local && ch->slot ? (const void *)ch->slot->buf
+                                              : (const void *)(uintptr_t)ch->laddr;
+            len = (size_t)ch->len;
         }
         if (tx_add(c, &h, data, len, &f) != 0) {
             net_req_unbusy(e, r);
@@ -711,17 +921,13 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
             continue;
         }
         f->busy = r;
-        if (items[i].kind == NI_NOTIF) {
-            f->notif_serial = items[i].serial;
-        } else {
-            if (r->stage_local && r->op == IXL_OP_WRITE)
-                f->stage_k = items[i].chunk + 1;
-            f->counts = 1;
-            if (c->outstanding++ == 0)
-                c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
-        }
+        if (r->stage_local && r->op == IXL_OP_WRITE)
+            f->stage_k = items[i].chunk + 1;
+        f->counts = 1;
+        if (c->outstanding++ == 0)
+            c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
     }
-    return n;
+    return n + n_nm + n_done + n_failed + (ping ? 1 : 0);
 }
 
 static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n);
@@ -797,9 +1003,29 @@ static bool txf_ready(struct net_txf *f)
     return true;
 }
 
+static int conn_flush_tx(struct net_loop *l, struct net_conn *c);
+
 /* Sends what c's tx holds; an initiator's connection refills it from its peer's queue.
- * Returns -1 when c was closed. */
+ * Returns -1 when c was closed. Senders of the notifications sequenced meanwhile are woken
+ * once the frames went to the socket (their status was set when they were sequenced). */
 static int conn_flush(struct net_loop *l, struct net_conn *c)
+{
+    int rc = conn_flush_tx(l, c);
+    struct net_engine *e = l->e;
+    if (c->wake_msgs) { /* threads in ixl_notif_send */
+        c->wake_msgs = false;
+        pthread_mutex_lock(&e->msg_lock);
+        pthread_cond_broadcast(&e->msg_cond);
+        pthread_mutex_unlock(&e->msg_lock);
+    }
+    if (c->wake_reqs) { /* requests done */
+        c->wake_reqs = false;
+        e->host->signal(e->host->ctx);
+    }
+    return rc;
+}
+
+static int conn_flush_tx(struct net_loop *l, struct net_conn *c)
 {
     struct net_engine *e = l->e;
     if (atomic_load(&c->inl_handoff) && take_handoff(c) != 0) {
@@ -914,6 +1140,56 @@ static int protocol_error(struct net_loop *l, struct net_conn *c, const char *wh
     return -1;
 }
 
+/* Initiator: the target acknowledged the notifications of c's session up to ack: they leave
+ * the store (a queue held at the store's bound goes on). An ack beyond the last sequence
+ * number given out is a protocol error that closes c; an older one (acks of several
+ * connections cross) changes nothing. 0, or -1 when c was closed. */
+static int notif_acked(struct net_loop *l, struct net_conn *c, uint64_t ack)
+{
+    struct net_engine *e = l->e;
+    struct net_peer *p = c->peer;
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    uint64_t given = 0;
+    bool bad = false;
+    pthread_mutex_lock(&p->lock);
+    if (c->to_instance == p->instance) { /* else the session of an instance gone */
+        if (ack > p->nseq) {
+            bad = true;
+            given = p->nseq;
+        }
+        while (!bad && p->nacked < ack) {
+            struct net_msg *m = p->un[p->un_head];
+            p->un_head = (p->un_head + 1) % p->un_cap;
+            p->un_len--;
+            p->un_bytes -= m->len;
+            p->nacked++;
+            if (p->un_resend > 0)
+                p->un_resend--;
+            msg_done(e, m, IXL_OK, NULL); /* the store's reference */
+        }
+        if (!bad && p->un_blocked && p->notif_conn != NULL) {
+            p->un_blocked = false; /* room again: the queue goes on */
+            mark_ready(p->notif_conn, wake, &n_wake);
+        }
+        if (!bad && p->settling)
+            pthread_cond_broadcast(&p->cond); /* net_peer_notif_settle */
+    }
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    if (!bad)
+        return 0;
+    char what[200];
+    snprintf(what, sizeof(what),
+             "it acknowledged notification %" PRIu64 " of this session, but only %" PRIu64
+             " were sent",
+             ack, given);
+    e->host->log(e->host->ctx, IXL_LOG_WARN,
+                 "NET: closing the connection to '%s': %s (a forged or corrupt acknowledgement)",
+                 p->name, what);
+    return protocol_error(l, c, what);
+}
+
 /* Counts an accepted connection against its HELLO name (peer_conns): IXL_OK, or the status
  * its HELLO_ACK refuses it with. */
 static int name_conn(struct net_engine *e, struct net_conn *c)
@@ -940,6 +1216,21 @@ static int name_conn(struct net_engine *e, struct net_conn *c)
         } else if (c->in_gen > atomic_load(&x->max_gen)) {
             atomic_store(&x->max_gen, c->in_gen);
         }
+        if (x->idle_since != 0) { /* a name kept for its session has a connection again */
+            x->idle_since = 0;
+            e->n_idle_names--;
+        }
+        /* Its notification session: a new initiator instance starts one, at what it says
+         * was acknowledged (0 for a new one; more when this end dropped an idle session). */
+        pthread_mutex_lock(&e->nsess_lock);
+        if (x->sess_inst != c->from_instance) {
+            x->sess_inst = c->from_instance;
+            x->delivered = c->hello_acked;
+        } else if (c->hello_acked > x->delivered) {
+            x->delivered = c->hello_acked;
+        }
+        c->ack_val = x->delivered; /* said in the HELLO_ACK */
+        pthread_mutex_unlock(&e->nsess_lock);
     }
     pthread_mutex_unlock(&e->lock);
     if (status != IXL_OK)
@@ -959,6 +1250,7 @@ static int hello_ack(struct net_loop *l, struct net_conn *c, struct net_hdr *r)
         c->reading = false;
     } else {
         c->state = NCS_UP;
+        c->ack_owed = true; /* the session's ack (name_conn): the initiator resends after it */
     }
     return tx_add(c, r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
 }
@@ -1066,6 +1358,34 @@ static struct net_slot *stage_slot_get(struct net_engine *e, struct net_conn *c)
     return pool ? net_slot_get(pool) : NULL;
 }
 
+/* Target: notification seq arrived on c. Within the session of c's initiator instance it is
+ * handed to the application only when it is the next one (1); one delivered before (a resend
+ * after a reconnect) is dropped (0); a gap is a protocol error (-1). The check and the queueing
+ * are one step under nsess_lock, so two connections of one sender (an old one's last bytes and
+ * a new one's resends) deliver each number once and in order. c->ack_val: the ack to send. */
+static int notif_deliver(struct net_engine *e, struct net_conn *c, uint64_t seq, const void *msg,
+                         size_t len)
+{
+    struct net_inname *x = c->inname;
+    int v = 1;
+    pthread_mutex_lock(&e->nsess_lock);
+    if (x != NULL && x->sess_inst == c->from_instance) {
+        if (seq <= x->delivered)
+            v = 0;
+        else if (seq != x->delivered + 1)
+            v = -1;
+        else
+            x->delivered = seq;
+        c->ack_val = x->delivered;
+    } else {
+        c->ack_val = seq; /* an instance whose session a newer one replaced: no resends come */
+    }
+    if (v == 1)
+        net_notif_push(e, c->name, msg, len);
+    pthread_mutex_unlock(&e->nsess_lock);
+    return v;
+}
+
 /* The end of frame c->h (its body, if any, is in place). */
 static int frame_end(struct net_loop *l, struct net_conn *c)
 {
@@ -1109,6 +1429,7 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
         c->buf = NULL;
         snprintf(c->name, sizeof(c->name), "%s", hl.name);
         c->from_instance = hl.from_instance;
+        c->hello_acked = hl.notif_acked;
         c->in_gen = h->req;
         r.op = NET_HELLO_ACK;
         if (hl.to_instance != e->instance) {
@@ -1152,11 +1473,22 @@ static int frame_end(struct net_loop *l, struct net_conn *c)
             return stage_write_end(l, c, &r);
         r.status = c->answer;
         return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
-    case NET_NOTIF:
-        net_notif_push(e, c->name, c->buf, (size_t)h->len);
+    case NET_NOTIF: {
+        int v = notif_deliver(e, c, h->req, c->buf, (size_t)h->len);
         free(c->buf);
         c->buf = NULL;
-        return 0;
+        if (v < 0)
+            return protocol_error(l, c, "a notification out of sequence");
+        c->ack_owed = true;
+        if (++c->since_ack < NET_ACK_EVERY) {
+            /* The ack rides on the next answer, or goes within NET_ACK_DELAY_NS (acks_due). */
+            if (l->ack_at == 0)
+                l->ack_at = net_now_ns() + NET_ACK_DELAY_NS;
+            return 0;
+        }
+        struct net_hdr a = {.op = NET_NOTIF_ACK};
+        return tx_add(c, &a, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
+    }
     default:
         return 0;
     }
@@ -1255,6 +1587,10 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
                              "(does it run without IXL_AUTH_KEY?); refused");
                 return -1;
             }
+            /* What the target delivered of this session leaves the store before anything is
+             * sent again. */
+            if ((h->flags & NET_F_ACK) && notif_acked(l, c, h->key) != 0)
+                return -1;
             struct net_peer *p = c->peer;
             pthread_mutex_lock(&p->lock);
             int current = !atomic_load(&c->doomed) && c->gen == p->gen;
@@ -1262,8 +1598,10 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
                 c->state = NCS_UP;
                 c->up = true;
                 p->n_up++;
-                if (p->notif_conn == NULL)
+                if (p->notif_conn == NULL) {
                     p->notif_conn = c;
+                    p->un_resend = 0; /* the unacknowledged ones go again, first */
+                }
                 pthread_cond_broadcast(&p->cond);
             }
             pthread_mutex_unlock(&p->lock);
@@ -1273,7 +1611,9 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
             }
             return 0;
         }
-        if (h->op == NET_PONG)
+        if ((h->flags & NET_F_ACK) && notif_acked(l, c, h->key) != 0)
+            return -1;
+        if (h->op == NET_PONG || h->op == NET_NOTIF_ACK)
             return 0;
         if (h->op == NET_HOLD) { /* the target stops (1) or starts again (0) reading us */
             c->peer_hold = h->status != 0;
@@ -1392,6 +1732,8 @@ static int frame_begin(struct net_loop *l, struct net_conn *c)
         return 0;
     case NET_PING:
         r.op = NET_PONG;
+        /* A PONG always says what was delivered (a sender settling asks for it so). */
+        c->ack_owed = c->ack_owed || c->inname != NULL;
         return tx_add(c, &r, NULL, 0, NULL) == 0 ? 0 : protocol_error(l, c, "out of memory");
     default:
         return protocol_error(l, c, "a frame a target never receives");
@@ -1854,7 +2196,14 @@ static void tick(struct net_loop *l, uint64_t now)
                 }
                 continue;
             }
-            if ((c->outstanding > 0 && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
+            if (c->nowed) { /* notifications sent on c that the peer has not acknowledged */
+                struct net_peer *p = c->peer;
+                pthread_mutex_lock(&p->lock);
+                c->nowed = p->notif_conn == c && p->un_len > 0;
+                pthread_mutex_unlock(&p->lock);
+            }
+            bool owed = c->outstanding > 0 || c->nowed;
+            if ((owed && since(now, c->last_rx) > e->timeout_ns) || stalled_tx) {
                 snprintf(why, sizeof(why),
                          "NET: '%s' was silent for more than %llu ms with work outstanding",
                          c->peer->name, (unsigned long long)(e->timeout_ns / 1000000u));
@@ -1862,7 +2211,7 @@ static void tick(struct net_loop *l, uint64_t now)
                 conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, why);
                 continue;
             }
-            if (c->outstanding > 0 && since(now, c->last_rx) > e->heartbeat_ns &&
+            if (owed && since(now, c->last_rx) > e->heartbeat_ns &&
                 since(now, c->last_tx) > e->heartbeat_ns) {
                 struct net_hdr h = {.op = NET_PING}; /* a sign of life, please */
                 if (tx_add(c, &h, NULL, 0, NULL) == 0)
@@ -1870,8 +2219,8 @@ static void tick(struct net_loop *l, uint64_t now)
                 continue;
             }
             uint64_t act = c->last_rx > c->last_tx ? c->last_rx : c->last_tx;
-            if (e->idle_ns && c->outstanding == 0 && tx_pending(c) == 0 &&
-                since(now, act) > e->idle_ns / 2 && shut_idle(c))
+            if (e->idle_ns && !owed && tx_pending(c) == 0 && since(now, act) > e->idle_ns / 2 &&
+                shut_idle(c))
                 conn_close(l, c, false, 0, NULL); /* before the target's idle_ms closes it */
             continue;
         }
@@ -1879,6 +2228,12 @@ static void tick(struct net_loop *l, uint64_t now)
             if (now >= c->deadline)
                 conn_close(l, c, false, 0, NULL); /* no HELLO (or AUTH) in timeout_ms */
             continue;
+        }
+        if (c->ack_owed && c->state == NCS_UP && !c->linger) {
+            /* Notifications delivered since the last ack, and no answer to carry it. */
+            struct net_hdr a = {.op = NET_NOTIF_ACK};
+            if (tx_add(c, &a, NULL, 0, NULL) != 0 || conn_flush(l, c) != 0)
+                continue;
         }
         if (c->stage_wait) { /* a frame to or from VRAM waits for a staging slot */
             if (stalled_tx)
@@ -1966,6 +2321,21 @@ static void take_lists(struct net_loop *l)
         stage_kicked(l);
 }
 
+/* Acks of notifications owed on l's connections go now, in a NOTIF_ACK each (no answer
+ * carried them within NET_ACK_DELAY_NS). */
+static void acks_due(struct net_loop *l)
+{
+    l->ack_at = 0;
+    for (struct net_conn *c = l->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closed || c->kind != NC_IN || !c->ack_owed || c->state != NCS_UP || c->linger)
+            continue;
+        struct net_hdr a = {.op = NET_NOTIF_ACK};
+        if (tx_add(c, &a, NULL, 0, NULL) == 0)
+            conn_flush(l, c);
+    }
+}
+
 static void *loop_main(void *arg)
 {
     struct net_loop *l = arg;
@@ -1979,7 +2349,8 @@ static void *loop_main(void *arg)
     l->next_tick = net_now_ns() + tick_ns;
     while (!atomic_load(&e->stopping)) {
         uint64_t now = net_now_ns();
-        int ms = now >= l->next_tick ? 0 : (int)((l->next_tick - now + 999999u) / 1000000u);
+        uint64_t until = l->ack_at && l->ack_at < l->next_tick ? l->ack_at : l->next_tick;
+        int ms = now >= until ? 0 : (int)((until - now + 999999u) / 1000000u);
         int n = net_sys()->epoll_wait(l->epfd, evs, MAX_EVENTS, ms);
         if (n < 0 && errno != EINTR) {
             struct timespec pause = {0, 10000000}; /* refused (a test): do not spin */
@@ -2011,6 +2382,8 @@ static void *loop_main(void *arg)
             }
             conn_flush(l, c);
         }
+        if (l->ack_at && net_now_ns() >= l->ack_at)
+            acks_due(l);
         free_dead(l);
         if (net_now_ns() >= l->next_tick || atomic_load(&l->cut_regions)) {
             take_lists(l);      /* in case a wake's eventfd write was refused */
@@ -2025,8 +2398,16 @@ static void *loop_main(void *arg)
     l->exited = true;
     pthread_mutex_unlock(&l->lock);
     take_lists(l);
-    for (struct net_conn *c = l->conns; c; c = c->next)
+    for (struct net_conn *c = l->conns; c; c = c->next) {
+        if (!c->closed && c->kind == NC_IN && c->ack_owed && c->state == NCS_UP && !c->linger) {
+            /* What was delivered is acknowledged before the close: the sender then knows
+             * nothing of it is lost (one small frame, sent if the socket takes it now). */
+            struct net_hdr a = {.op = NET_NOTIF_ACK};
+            if (tx_add(c, &a, NULL, 0, NULL) == 0)
+                conn_flush(l, c);
+        }
         conn_close(l, c, false, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
+    }
     free_dead(l);
     return NULL;
 }
@@ -2449,8 +2830,12 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
     int n_wake = 0;
     pthread_mutex_lock(&p->lock);
     size_t notif_max = p->notif_max;
+    uint64_t lost = p->lost_unreported, lost_all = p->notif_lost;
+    p->lost_unreported = 0;
     int rc = IXL_OK;
-    if (len > notif_max)
+    if (lost > 0)
+        rc = IXL_ERR_REMOTE_DISCONNECT; /* said once; the next send goes */
+    else if (len > notif_max)
         rc = IXL_ERR_NOTIF_TOO_LARGE;
     else if (!p->loaded || atomic_load(&e->stopping))
         rc = IXL_ERR_REMOTE_DISCONNECT;
@@ -2466,6 +2851,13 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
     wake_all(wake, n_wake);
     if (rc != IXL_OK) {
         free(m);
+        if (lost > 0)
+            return net_error(e, rc,
+                             "NET: %" PRIu64 " notification(s) sent to '%s' were never "
+                             "acknowledged by its instance that went (it restarted or the agent "
+                             "was told of a new one) and are lost (%" PRIu64 " in all); this "
+                             "one was not sent: send it again",
+                             lost, p->name, lost_all);
         if (rc == IXL_ERR_NOTIF_TOO_LARGE)
             return net_error(e, rc, "NET: '%s' accepts notifications of at most %zu bytes, not %zu",
                              p->name, notif_max, len);
@@ -2490,11 +2882,16 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
             break;
     rc = m->status;
     pthread_mutex_unlock(&e->msg_lock);
-    bool withdrawn = false;
+    bool withdrawn = false, full = false;
+    size_t un_len = 0, un_bytes = 0;
     if (rc == IXL_IN_PROGRESS) {
-        /* Still in the peer's queue (its connection is held or not up): taken out, so that
-         * the caller knows for sure it was not sent. One a connection took is on its way. */
+        /* Still in the peer's queue (its connection is held or not up, or its store of
+         * unacknowledged notifications is full): taken out, so that the caller knows for sure
+         * it was not sent. One a connection took is sequenced: NET delivers it. */
         pthread_mutex_lock(&p->lock);
+        full = p->un_blocked;
+        un_len = p->un_len;
+        un_bytes = p->un_bytes;
         for (size_t i = 0; i < p->nq.len && !withdrawn; i++) {
             struct net_item *it = &p->nq.v[(p->nq.head + i) % p->nq.cap];
             if (it->kind == NI_MSG && it->msg == m) {
@@ -2517,6 +2914,15 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
     pthread_mutex_unlock(&e->msg_lock);
     if (last)
         free(m);
+    if (withdrawn && full)
+        return net_error(e, IXL_ERR_BUSY,
+                         "NET: the notification to '%s' was not sent in %llu ms and is withdrawn: "
+                         "%zu notifications (%zu bytes) sent to it are not acknowledged yet, the "
+                         "bound (notif_unacked_max=%zu, notif_unacked_bytes=%zu): '%s' does not "
+                         "acknowledge them (its application does not drain its notifications, "
+                         "or it does not read at all)",
+                         p->name, (unsigned long long)(wait_ns / 1000000u), un_len, un_bytes,
+                         e->notif_unacked_max, e->notif_unacked_bytes, p->name);
     if (withdrawn)
         return net_error(e, IXL_ERR_BUSY,
                          "NET: the notification to '%s' was not sent in %llu ms and is withdrawn: "
@@ -2619,4 +3025,79 @@ static void peer_teardown_gen(struct net_peer *p, int status, uint64_t gen, cons
 void net_peer_teardown(struct net_peer *p, int status, const char *why)
 {
     peer_teardown_gen(p, status, UINT64_MAX, why);
+}
+
+void net_peer_notif_kick(struct net_peer *p)
+{
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    if (p->loaded && !atomic_load(&p->e->stopping) && p->un_len > 0 && p->n_conns == 0)
+        serve_queue(p, wake, &n_wake); /* a failure is said to the next post or send */
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+}
+
+void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns)
+{
+    struct net_loop *wake[NET_MAX_LOOPS];
+    int n_wake = 0;
+    pthread_mutex_lock(&p->lock);
+    /* Only what was sent before this call: notifications sequenced meanwhile do not extend it. */
+    uint64_t want = p->nseq, instance = p->instance;
+    if (p->nacked < want && p->notif_conn != NULL) {
+        p->ack_wanted = true; /* a PING now: its PONG says what arrived */
+        mark_ready(p->notif_conn, wake, &n_wake);
+    }
+    pthread_mutex_unlock(&p->lock);
+    wake_all(wake, n_wake);
+    pthread_mutex_lock(&p->lock);
+    p->settling++;
+    while (p->nacked < want && p->instance == instance && p->notif_conn != NULL &&
+           net_now_ns() < deadline_ns) {
+        struct timespec dl = {(time_t)(deadline_ns / 1000000000u),
+                              (long)(deadline_ns % 1000000000u)};
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &dl) == ETIMEDOUT)
+            break;
+    }
+    p->settling--;
+    pthread_mutex_unlock(&p->lock);
+}
+
+void net_peer_notif_lost(struct net_peer *p, const char *why, bool last, uint64_t instance)
+{
+    struct net_engine *e = p->e;
+    pthread_mutex_lock(&p->lock);
+    p->instance = instance; /* acks of the old instance's connections are ignored from now */
+    uint64_t n = p->un_len, first = p->nacked + 1;
+    while (p->un_len > 0) {
+        struct net_msg *m = p->un[p->un_head];
+        p->un_head = (p->un_head + 1) % p->un_cap;
+        p->un_len--;
+        msg_done(e, m, IXL_ERR_REMOTE_DISCONNECT, why); /* the store's reference */
+    }
+    p->un_head = p->un_bytes = p->un_resend = 0;
+    p->un_blocked = false;
+    p->nseq = p->nacked = 0; /* a new session starts at 1 */
+    p->notif_lost += n;
+    p->lost_unreported += n;
+    uint64_t total = p->notif_lost;
+    if (last) {
+        free(p->un);
+        p->un = NULL;
+        p->un_cap = 0;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (n > 0 && last)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "NET: %" PRIu64 " notification(s) to '%s' (sequence numbers %" PRIu64
+                     "..%" PRIu64 ") were not acknowledged yet: %s; whether they arrived is not "
+                     "known",
+                     n, p->name, first, first + n - 1, why);
+    else if (n > 0)
+        e->host->log(e->host->ctx, IXL_LOG_WARN,
+                     "NET: %" PRIu64 " notification(s) to '%s' (sequence numbers %" PRIu64
+                     "..%" PRIu64 ") were never acknowledged and are lost: %s (%" PRIu64
+                     " lost to it in all)",
+                     n, p->name, first, first + n - 1, why, total);
 }

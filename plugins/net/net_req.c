@@ -138,6 +138,17 @@ void net_req_notif_done(struct net_engine *e, uint64_t serial, int status, const
     e->host->signal(e->host->ctx);
 }
 
+void net_req_notif_sequenced(struct net_engine *e, uint64_t serial)
+{
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = net_req_find(e, serial);
+    if (r != NULL && r->state == NR_RUNNING) {
+        r->state = NR_DONE;
+        r->status = IXL_OK;
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+}
+
 int net_req_answer(struct net_engine *e, struct net_peer *p, const struct net_hdr *h)
 {
     int v = 0;

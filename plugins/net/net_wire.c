@@ -34,9 +34,11 @@ int net_hdr_decode(const uint8_t in[NET_HDR_BYTES], struct net_hdr *h)
     if (h->op == NET_HELLO && (h->len < 18 || h->len > NET_HELLO_MAX))
         return -1;
     if ((h->op == NET_HELLO_ACK || h->op == NET_WRITE_ACK || h->op == NET_PING ||
-         h->op == NET_PONG || h->op == NET_HOLD) &&
+         h->op == NET_PONG || h->op == NET_HOLD || h->op == NET_NOTIF_ACK) &&
         h->len != 0)
         return -1;
+    if ((h->op == NET_NOTIF && h->req == 0) || (h->op == NET_NOTIF_ACK && !(h->flags & NET_F_ACK)))
+        return -1; /* a notification without its sequence number, an ack without a value */
     if ((h->op == NET_CHALLENGE && h->len != NET_CHALLENGE_BYTES) ||
         (h->op == NET_AUTH && h->len != NET_MAC_BYTES))
         return -1;
@@ -48,13 +50,14 @@ int net_hdr_decode(const uint8_t in[NET_HDR_BYTES], struct net_hdr *h)
 size_t net_hello_encode(const struct net_hello *h, uint8_t *out, size_t cap)
 {
     size_t n = strnlen(h->name, sizeof(h->name) - 1);
-    if (cap < 18 + n)
+    if (cap < 26 + n)
         return 0;
     ixlp_put_le(out, h->from_instance, 8);
     ixlp_put_le(out + 8, h->to_instance, 8);
     ixlp_put_le(out + 16, n, 2);
     memcpy(out + 18, h->name, n);
-    return 18 + n;
+    ixlp_put_le(out + 18 + n, h->notif_acked, 8);
+    return 26 + n;
 }
 
 int net_hello_decode(const uint8_t *in, size_t len, struct net_hello *h)
@@ -62,11 +65,12 @@ int net_hello_decode(const uint8_t *in, size_t len, struct net_hello *h)
     if (len < 18)
         return -1;
     size_t n = (size_t)ixlp_get_le(in + 16, 2);
-    if (n == 0 || n >= sizeof(h->name) || len != 18 + n || memchr(in + 18, 0, n))
+    if (n == 0 || n >= sizeof(h->name) || (len != 18 + n && len != 26 + n) || memchr(in + 18, 0, n))
         return -1;
     h->from_instance = ixlp_get_le(in, 8);
     h->to_instance = ixlp_get_le(in + 8, 8);
     memcpy(h->name, in + 18, n);
     h->name[n] = '\0';
+    h->notif_acked = len == 26 + n ? ixlp_get_le(in + 18 + n, 8) : 0;
     return 0;
 }

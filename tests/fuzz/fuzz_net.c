@@ -22,12 +22,16 @@
  *
  * with only A and B registered. While framing, the harness runs a model of the target (the
  * rules of net_wire.h: WRITE and READ inside the region of their key, NOTIF up to the agent's
- * maximum, PING answered, anything else ends the connection) and checks afterwards:
+ * maximum and in sequence (a number delivered before is dropped, a gap ends the connection;
+ * each input is a new initiator instance, so its numbers start at 1), PING answered, anything
+ * else ends the connection) and checks afterwards:
  *  - the guards hold their pattern, and A and B hold exactly what the model wrote (so nothing
  *    lands outside a region, under a wrong key, or from a frame after the connection ended);
  *  - the answers are a prefix of the model's (WRITE_ACK, READ_DATA with the bytes the region
  *    held at that point, PONG), and all of them when the stream ended cleanly at a frame
- *    boundary with no bad frame;
+ *    boundary with no bad frame; the acks of notifications among them (NOTIF_ACK frames and
+ *    NET_F_ACK on answers, sent when the target's tick says) never exceed what was delivered
+ *    and never go back, and are taken out before the comparison;
  *  - the notifications delivered are exactly the model's, from the HELLO's name, in order.
  */
 #include <arpa/inet.h>
@@ -123,13 +127,17 @@ static int hdr_valid(const uint8_t *p)
 {
     struct hdr h;
     hdr_parse(p, &h);
-    if (get(p, 4) != 0x4e4c5849u || p[4] != 1 || h.op < NET_HELLO || h.op > NET_HOLD)
+    if (get(p, 4) != 0x4e4c5849u || p[4] != 2 || h.op < NET_HELLO || h.op > NET_NOTIF_ACK)
         return 0;
     if (h.op == NET_HELLO)
         return h.len >= 18 && h.len <= NET_HELLO_MAX;
     if (h.op == NET_HELLO_ACK || h.op == NET_WRITE_ACK || h.op == NET_PING || h.op == NET_PONG ||
         h.op == NET_HOLD)
         return h.len == 0;
+    if (h.op == NET_NOTIF_ACK) /* the cumulative ack in key, flagged */
+        return h.len == 0 && (h.flags & NET_F_ACK);
+    if (h.op == NET_NOTIF) /* its sequence number */
+        return h.req != 0;
     if (h.op == NET_CHALLENGE) /* the target's nonce and MAC */
         return h.len == 48;
     if (h.op == NET_AUTH) /* the initiator's MAC */
@@ -144,7 +152,7 @@ static void hdr_write(uint8_t *p, uint8_t op, int32_t status, uint32_t chunk, ui
 {
     memset(p, 0, NET_HDR_BYTES);
     put(p, 0x4e4c5849u, 4);
-    p[4] = 1;
+    p[4] = 2;
     p[5] = op;
     put(p + 8, (uint32_t)status, 4);
     put(p + 12, chunk, 4);
@@ -175,16 +183,20 @@ static void check_decoders(const uint8_t *data, size_t size)
     struct net_hello hl;
     int ok = net_hello_decode(data, size, &hl) == 0;
     size_t n = size >= 18 ? (size_t)get(data + 16, 2) : 0;
-    int want = size >= 18 && n >= 1 && n <= 255 && size == 18 + n && !memchr(data + 18, 0, n);
+    /* The name, then (wire version 2) the ack the initiator saw, or nothing (read as 0). */
+    int want = size >= 18 && n >= 1 && n <= 255 && (size == 18 + n || size == 26 + n) &&
+               !memchr(data + 18, 0, n);
     if (ok != want)
         fail(ok ? "net_hello_decode accepts a payload the format forbids"
                 : "net_hello_decode refuses a valid payload");
     if (ok) {
+        uint64_t acked = size == 26 + n ? get(data + 18 + n, 8) : 0;
         if (hl.from_instance != get(data, 8) || hl.to_instance != get(data + 8, 8) ||
-            strlen(hl.name) != n || memcmp(hl.name, data + 18, n) != 0)
+            strlen(hl.name) != n || memcmp(hl.name, data + 18, n) != 0 || hl.notif_acked != acked)
             fail("net_hello_decode misreads a field");
         uint8_t again[NET_HELLO_MAX];
-        if (net_hello_encode(&hl, again, sizeof(again)) != size || memcmp(again, data, size) != 0)
+        size_t k = net_hello_encode(&hl, again, sizeof(again));
+        if (k != 26 + n || memcmp(again, data, 18 + n) != 0 || get(again + 18 + n, 8) != acked)
             fail("net_hello_encode(net_hello_decode(x)) != x");
     }
 }
@@ -220,7 +232,8 @@ struct model {
     struct bytes answers; /* what the target must send after HELLO_ACK */
     struct bytes notifs;  /* u32 length + bytes, each */
     size_t n_notifs;
-    int clean; /* the stream ends at a frame boundary, every frame valid */
+    uint64_t delivered; /* the session's last notification sequence number delivered */
+    int clean;          /* the stream ends at a frame boundary, every frame valid */
 };
 
 /* The model's bytes of [addr, addr + len) when one region of key holds them, else NULL. */
@@ -286,11 +299,14 @@ static void relocate_and_model(const uint8_t *data, size_t size, struct bytes *t
             if (src != NULL)
                 memcpy(bytes_grow(&m->answers, (size_t)h.len), src, (size_t)h.len);
         } else if (h.op == NET_NOTIF) {
-            if (h.len > NOTIF_MAX || avail < h.len)
-                return;
-            put(bytes_grow(&m->notifs, 4), h.len, 4);
-            memcpy(bytes_grow(&m->notifs, (size_t)h.len), out + at, (size_t)h.len);
-            m->n_notifs++;
+            if (h.len > NOTIF_MAX || avail < h.len || h.req > m->delivered + 1)
+                return; /* over the maximum, cut short, or a gap in the sequence */
+            if (h.req == m->delivered + 1) { /* the next one; an older one is a duplicate */
+                put(bytes_grow(&m->notifs, 4), h.len, 4);
+                memcpy(bytes_grow(&m->notifs, (size_t)h.len), out + at, (size_t)h.len);
+                m->n_notifs++;
+                m->delivered++;
+            }
             at += (size_t)h.len;
         } else if (h.op == NET_PING) {
             ans = bytes_grow(&m->answers, NET_HDR_BYTES);
@@ -447,6 +463,40 @@ static void check_guards(void)
                 fail("the target wrote outside its registered regions");
 }
 
+/* The target's acks of notifications, taken out of its answers rx: NOTIF_ACK frames are
+ * dropped and NET_F_ACK with its key cleared from the others, after checking that every ack is
+ * at most what was delivered (delivered) and never goes back. A frame cut short stays. */
+static void strip_acks(struct bytes *rx, uint64_t delivered)
+{
+    size_t in = 0, out = 0;
+    uint64_t last = 0;
+    while (rx->len - in >= NET_HDR_BYTES) {
+        struct hdr h;
+        hdr_parse(rx->p + in, &h);
+        size_t body = h.op == NET_READ_DATA ? (size_t)h.len : 0;
+        if (body > rx->len - in - NET_HDR_BYTES)
+            break;
+        if (h.flags & NET_F_ACK) {
+            if (h.key > delivered || h.key < last)
+                fail("the target acknowledged notifications it did not deliver, or went back");
+            last = h.key;
+        }
+        if (h.op == NET_NOTIF_ACK) {
+            in += NET_HDR_BYTES;
+            continue;
+        }
+        memmove(rx->p + out, rx->p + in, NET_HDR_BYTES + body);
+        if (h.flags & NET_F_ACK) {
+            put(rx->p + out + 6, h.flags & ~NET_F_ACK, 2);
+            put(rx->p + out + 40, 0, 8);
+        }
+        in += NET_HDR_BYTES + body;
+        out += NET_HDR_BYTES + body;
+    }
+    memmove(rx->p + out, rx->p + in, rx->len - in);
+    rx->len = out + (rx->len - in);
+}
+
 static void check_notifs(const struct model *m)
 {
     struct ixl_notif_batch *nb = NULL;
@@ -473,14 +523,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_decoders(data, size);
 
     static struct model m;
+    static uint64_t run;
     memset(&m.answers, 0, sizeof(m.answers));
     memset(&m.notifs, 0, sizeof(m.notifs));
     m.n_notifs = 0;
+    m.delivered = 0;
     memcpy(m.a, buf + A_OFF, REGION);
     memcpy(m.b, buf + B_OFF, REGION);
 
     struct bytes tx = {0}, rx = {0};
-    struct net_hello hl = {.from_instance = 1, .to_instance = instance};
+    /* A new initiator instance per input: a new notification session (numbers from 1). */
+    struct net_hello hl = {.from_instance = ++run, .to_instance = instance};
     snprintf(hl.name, sizeof(hl.name), "%s", PEER_NAME);
     uint8_t payload[NET_HELLO_MAX];
     size_t plen = net_hello_encode(&hl, payload, sizeof(payload));
@@ -489,7 +542,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(bytes_grow(&tx, plen), payload, plen);
     relocate_and_model(data, size, &tx, &m);
 
-    exchange(&tx, &rx, NET_HDR_BYTES + m.answers.len);
+    /* Acks of notifications (NOTIF_ACK frames, NET_F_ACK on answers) come when the target's
+     * tick says, so that many more bytes may come; they are checked and taken out below. */
+    exchange(&tx, &rx, NET_HDR_BYTES + m.answers.len + (m.n_notifs + 64) * 2 * NET_HDR_BYTES);
+    strip_acks(&rx, m.delivered);
 
     /* HELLO_ACK OK, then a prefix of the model's answers (all of them after a clean end). */
     uint8_t ack[NET_HDR_BYTES];

@@ -169,11 +169,11 @@ static inline void nr_put(uint8_t *p, uint64_t v, int n)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Port and instance from NET's connection info in an agent's metadata ("IXLNETC2" u64 instance
+/* Port and instance from NET's connection info in an agent's metadata ("IXLNETC3" u64 instance
  * u32 0 u8[24] host u8 local u64 socket id u16 port ...; net_engine.c). */
 static inline void nr_learn_blob(const void *blob, size_t len, struct nr_target *t)
 {
-    const uint8_t *c = memmem(blob, len, "IXLNETC2", 8);
+    const uint8_t *c = memmem(blob, len, "IXLNETC3", 8);
     CHECK(c != NULL && (size_t)(c - (const uint8_t *)blob) + 64 <= len);
     t->instance = nr_get(c + 8, 8);
     t->port = (uint16_t)nr_get(c + 53, 2);

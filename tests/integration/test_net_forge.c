@@ -298,14 +298,14 @@ static int memfd_of(void)
     return found;
 }
 
-/* A raw connection to the same-node socket of agent a ("IXLNETC2" ... u64 socket id at 45 of
+/* A raw connection to the same-node socket of agent a ("IXLNETC3" ... u64 socket id at 45 of
  * NET's connection info; net_local.c). */
 static int raw_connect(struct ixl_agent *a)
 {
     void *md;
     size_t len;
     CHECK_RC(ixl_md_get(a, NULL, &md, &len), IXL_OK);
-    const uint8_t *c = memmem(md, len, "IXLNETC2", 8);
+    const uint8_t *c = memmem(md, len, "IXLNETC3", 8);
     CHECK(c != NULL && c + 53 <= (const uint8_t *)md + len);
     uint64_t id = 0;
     for (int i = 0; i < 8; i++)
@@ -578,8 +578,8 @@ static void other_user(const char *md_path)
     ixl_agent_destroy(a);
     free(buf);
 
-    /* The raw socket ("IXLNETC2" ... u64 socket id at 45): a HELLO gets no answer. */
-    const uint8_t *c = memmem(md, (size_t)len, "IXLNETC2", 8);
+    /* The raw socket ("IXLNETC3" ... u64 socket id at 45): a HELLO gets no answer. */
+    const uint8_t *c = memmem(md, (size_t)len, "IXLNETC3", 8);
     CHECK(c != NULL && c + 53 <= md + len);
     uint64_t id = 0;
     for (int i = 0; i < 8; i++)

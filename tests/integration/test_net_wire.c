@@ -190,9 +190,9 @@ static void learn_md(struct target *t)
         if (bl != 3 || memcmp(bn, "NET", 3) != 0)
             continue;
         net = (int)i;
-        /* "IXLNETC2" u64 instance u32 0 u8[24] host u8 local u64 socket id u16 port u8 n u32[n]
+        /* "IXLNETC3" u64 instance u32 0 u8[24] host u8 local u64 socket id u16 port u8 n u32[n]
          * u32 notif_max */
-        CHECK(cl >= 64 && memcmp(c, "IXLNETC2", 8) == 0);
+        CHECK(cl >= 64 && memcmp(c, "IXLNETC3", 8) == 0);
         t->instance = get(c + 8, 8);
         t->port = (uint16_t)get(c + 53, 2);
         CHECK(c[55] == 1 && cl == 64);
@@ -381,6 +381,8 @@ static void ping(int fd, uint64_t req)
     struct frame f = {.op = NET_PING, .req = req};
     send_frame(fd, &f, NULL, 0);
     recv_frame(fd, &f);
+    while (f.op == NET_NOTIF_ACK) /* acks of notifications sent before, at the tick */
+        recv_frame(fd, &f);
     CHECK(f.op == NET_PONG && f.req == req && f.status == 0 && f.len == 0);
 }
 
@@ -669,7 +671,7 @@ static void case_truncated(struct target *t)
 
     /* A NOTIF cut short is not delivered. */
     fd = cl_open(t, "wire-trunc");
-    f = (struct frame){.op = NET_NOTIF, .len = 100};
+    f = (struct frame){.op = NET_NOTIF, .req = 1, .len = 100};
     send_frame(fd, &f, data, sizeof(data));
     shutdown(fd, SHUT_WR);
     EXPECT_CLOSED(fd);
@@ -740,7 +742,7 @@ static void case_notif(struct target *t)
     uint8_t *msg = malloc(IXL_NOTIF_MAX_DEFAULT + 1);
     CHECK(msg != NULL);
     fill(msg, IXL_NOTIF_MAX_DEFAULT + 1, 6);
-    struct frame f = {.op = NET_NOTIF, .len = IXL_NOTIF_MAX_DEFAULT + 1};
+    struct frame f = {.op = NET_NOTIF, .req = 1, .len = IXL_NOTIF_MAX_DEFAULT + 1};
     send_frame(fd, &f, NULL, 0);
     (void)send_bytes(fd, msg, 1000);
     EXPECT_CLOSED(fd);
@@ -749,15 +751,30 @@ static void case_notif(struct target *t)
     CHECK(nb == NULL);
 
     /* Valid ones, up to exactly the maximum, come with the HELLO's name as the sender, in
-     * order. PING after them: its PONG means they were handed over. */
+     * order. PING after them: its PONG means they were handed over, and acknowledges them
+     * (wire version 2: flag NET_F_ACK, key = the last sequence number delivered). A number
+     * delivered before (a resend) is dropped and acknowledged again. */
     fd = cl_open(t, "wire-notif-sender");
-    f = (struct frame){.op = NET_NOTIF, .len = 5};
+    f = (struct frame){.op = NET_NOTIF, .req = 1, .len = 5};
     send_frame(fd, &f, "hello", 5);
+    f.req = 2;
     f.len = IXL_NOTIF_MAX_DEFAULT;
     send_frame(fd, &f, msg, IXL_NOTIF_MAX_DEFAULT);
+    f.req = 3;
     f.len = 0;
     send_frame(fd, &f, NULL, 0);
-    ping(fd, 8);
+    f.req = 2;
+    f.len = 5;
+    send_frame(fd, &f, "dupl!", 5);
+    f = (struct frame){.op = NET_PING, .req = 8};
+    send_frame(fd, &f, NULL, 0);
+    recv_frame(fd, &f);
+    while (f.op == NET_NOTIF_ACK) { /* an ack of the tick's came first */
+        CHECK((f.flags & NET_F_ACK) && f.key <= 3);
+        recv_frame(fd, &f);
+    }
+    CHECK(f.op == NET_PONG && f.req == 8 && f.status == 0 && f.len == 0);
+    CHECK((f.flags & NET_F_ACK) && f.key == 3);
     nb = drain(t);
     CHECK(nb != NULL && nb->count == 3);
     for (size_t i = 0; i < 3; i++)
@@ -766,6 +783,25 @@ static void case_notif(struct target *t)
     CHECK(nb->items[1].len == IXL_NOTIF_MAX_DEFAULT &&
           memcmp(nb->items[1].msg, msg, IXL_NOTIF_MAX_DEFAULT) == 0);
     CHECK(nb->items[2].len == 0);
+    ixl_free(nb);
+    /* A gap in the sequence is a protocol error: the connection closes, nothing delivered. */
+    f = (struct frame){.op = NET_NOTIF, .req = 5, .len = 5};
+    send_frame(fd, &f, "gap!!", 5);
+    EXPECT_CLOSED(fd);
+    close(fd);
+    nb = drain(t);
+    CHECK(nb == NULL);
+    /* The session outlives the connection: the same sender instance reconnecting and sending
+     * 1..4 again gets only 4 delivered (exactly once within an instance). */
+    fd = cl_open(t, "wire-notif-sender");
+    for (uint64_t q = 1; q <= 4; q++) {
+        f = (struct frame){.op = NET_NOTIF, .req = q, .len = 5};
+        send_frame(fd, &f, q == 4 ? "four!" : "again", 5);
+    }
+    ping(fd, 9);
+    nb = drain(t);
+    CHECK(nb != NULL && nb->count == 1);
+    CHECK(nb->items[0].len == 5 && memcmp(nb->items[0].msg, "four!", 5) == 0);
     ixl_free(nb);
     close(fd);
     free(msg);
