@@ -3,11 +3,14 @@
  * this process over loopback TCP (path=tcp, local_paths=0, conns=4, chunk 1 MiB), a WRITE of
  * 32 MiB in one descriptor, then a READ of it back, each with a fresh pattern at the source and
  * a poisoned destination. Around each request the test reads every TCP socket of this process
- * (/proc/self/fd, TCP_INFO's bytes_received): at least 3 of the 4 sockets that received the
- * request's bytes (the target's accepted connections for the WRITE, the initiator's for the
- * READ) must have received 2 MiB or more of them. Before PULL_WINDOW the first connection to
- * wake took up to 64 frames at a time, and a request of up to 64 MiB went over one connection
- * (3.9 GB/s on the H200 machine where four raw connections make 11.4). ~1 s.
+ * (/proc/self/fd, TCP_INFO's bytes_received): of the sockets that received the request's
+ * bytes (the target's accepted connections for the WRITE, the initiator's for the READ), at
+ * least 2 must have received 2 MiB or more and none more than 3/4 of it. Before PULL_WINDOW
+ * the first connection to wake took up to 64 frames at a time, and a request of up to 64 MiB
+ * went over one connection (3.9 GB/s on the H200 machine where four raw connections make
+ * 11.4). Not 3 or 4: a connection takes frames when its loop thread runs, and on a loaded
+ * machine one loop (two of the four connections, on two loops) may carry a whole request
+ * before the other wakes, which is work going where a CPU is. ~1 s.
  */
 #include <dirent.h>
 #include <netinet/in.h>
@@ -132,7 +135,7 @@ int main(void)
         printf("%s of 32 MiB: %d sockets received >= 2 MiB of it, the largest share %.1f MiB "
                "of %.1f MiB received\n",
                name, spread, (double)largest / (1 << 20), (double)total / (1 << 20));
-        if (spread < 3) {
+        if (spread < 2 || largest > LEN / 4 * 3) {
             fprintf(stderr,
                     "FAIL: the %s's frames went over %d connection(s), not spread over the "
                     "4 (the largest share: %.1f MiB of 32)\n",
