@@ -713,7 +713,8 @@ struct ixl_engine_ops {
     /** Watches, on the calling thread and for at most budget_ns, for the end of a request
      *  whose remaining work no CPU of the engine's does (a device's copies, whose event the
      *  caller can poll), completing it there when it ends; then answers as check_xfer does.
-     *  A request with nothing to watch that way answers at once, as check_xfer. Asked by
+     *  A request with nothing to watch that way answers IXL_IN_PROGRESS at once (the core has
+     *  just asked check_xfer), or as check_xfer. Asked by
      *  ixl_xfer_wait, once per wait before it sleeps, under check_xfer's rules (never
      *  concurrent with another call on the request). Optional (2.5). Fallback (NULL): the
      *  core spins on its wake sequence for short requests, then sleeps until signaled. */

@@ -721,8 +721,11 @@ int net_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
     /* Device copies are watched here (their event polled); everything else NET moves on its
-     * own threads' CPUs, which a spinning caller would take from them: answered at once. */
-    if (r->dev && budget_ns > 0)
+     * own threads' CPUs, which a spinning caller would take from them: nothing to watch, and
+     * the core has just asked check_xfer. */
+    if (!r->dev)
+        return IXL_IN_PROGRESS;
+    if (budget_ns > 0)
         (void)net_dev_watch(e, r, budget_ns);
     return net_check_xfer(base, req);
 }

@@ -1251,7 +1251,8 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
             pthread_mutex_unlock(&x->lock);
             if (rc != IXL_IN_PROGRESS)
                 return rc;
-            continue;
+            /* On to the spin and sleep with seq as read before the status: an end during the
+             * watch moved it. */
         }
         /* Spin once per wait, before the first sleep: a wake for another request (or a
          * notification) moves the sequence too, and then the status is checked again. */
