@@ -45,7 +45,7 @@ test-asan:
 
 test-tsan:
 	cmake -S . -B build-tsan -DIXL_SANITIZE=thread $(CMAKE_FLAGS) >/dev/null
-	cmake --build build-tsan -j $(JOBS)
+	cmake --build build-tsan -j $(JOBS) --target ixl_threaded_tests
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) --timeout 120 -L threaded
 
 # The Release build (-O3, no debug info, what a package ships) once, warnings as errors like
