@@ -1,8 +1,9 @@
 /*
  * Helpers of the issue-15 NET tests (test_net_peers, test_net_post_async, test_net_bounds,
- * test_net_slow_reader): time, /proc counters, the data pattern of net_common.h, small agents
- * with a NET backend, and a raw client speaking NET's wire format (plugins/net/net_wire.h, read
- * only: frames are encoded here from the format's description, as test_net_wire does).
+ * test_net_slow_reader, and the later NET tests): failures and the hang guard, time, /proc
+ * counters, the data pattern of net_common.h, small agents with a NET backend, and a raw client
+ * speaking NET's wire format (plugins/net/net_wire.h, read only: frames are encoded here from the
+ * format's description, as test_net_wire does).
  *
  * The raw-client functions use only system calls (no stdio, no malloc), so a child forked from a
  * process with ixl's threads running may call them.
@@ -15,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +30,46 @@
 #include "check.h"
 #include "net_common.h"
 #include "net_wire.h"
+
+/* ---- failures and the hang guard -------------------------------------------------------- */
+
+/* A FAIL line on stderr, counted in nr_failures (the test's exit status comes from it). */
+static int nr_failures __attribute__((unused));
+static inline void nr_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void nr_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    nr_failures++;
+}
+
+static const char *nr_guard_name __attribute__((unused));
+static void (*nr_guard_on_hang)(void) __attribute__((unused));
+
+static inline void nr_guard_fire(int sig)
+{
+    (void)sig;
+    if (nr_guard_on_hang != NULL)
+        nr_guard_on_hang();
+    (void)!write(2, nr_guard_name, strlen(nr_guard_name));
+    static const char msg[] = ": timed out (a hang)\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(1);
+}
+
+/* Arms the hang guard: after `seconds`, on_hang (when not NULL; async-signal-safe: it kills the
+ * test's children) runs, "<name>: timed out (a hang)" is printed and the process exits 1. */
+static inline void nr_guard(const char *name, unsigned seconds, void (*on_hang)(void))
+{
+    nr_guard_name = name;
+    nr_guard_on_hang = on_hang;
+    signal(SIGALRM, nr_guard_fire);
+    alarm(seconds);
+}
 
 static inline double nr_now(void)
 {

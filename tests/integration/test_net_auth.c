@@ -43,28 +43,6 @@
 #define LEN (64u << 10)
 #define NOBODY 65534
 
-static int failures;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
-}
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_net_auth: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
 /* An agent with only NET; key NULL: none; insecure: insecure_remote. */
 static ixl_status agent(const char *name, const char *key, bool insecure, const char *const *kv,
                         struct ixl_agent **out, char *why, size_t cap)
@@ -194,13 +172,13 @@ static void raw_case(const char *what, uint16_t port, uint64_t instance, uint64_
         CHECK(nr_send(fd, b, n) == 0);
         uint8_t h[NET_HDR_BYTES], ch[NET_CHALLENGE_BYTES];
         if (nr_recv_all(fd, h, sizeof(h)) != 0) {
-            fail("%s: no answer to the HELLO", what);
+            nr_fail("%s: no answer to the HELLO", what);
             close(fd);
             return;
         }
         if (h[5] != NET_CHALLENGE || nr_get(h + 32, 8) != NET_CHALLENGE_BYTES) {
-            fail("%s: the HELLO was answered with op %d status %d, not a CHALLENGE", what, h[5],
-                 (int)(int32_t)(uint32_t)nr_get(h + 8, 4));
+            nr_fail("%s: the HELLO was answered with op %d status %d, not a CHALLENGE", what, h[5],
+                    (int)(int32_t)(uint32_t)nr_get(h + 8, 4));
         } else {
             CHECK(nr_recv_all(fd, ch, sizeof(ch)) == 0);
         }
@@ -216,7 +194,7 @@ static void raw_case(const char *what, uint16_t port, uint64_t instance, uint64_
     (void)nr_send(fd, b, n); /* the target may close before all of it is in */
     char got[128];
     if (expect_refused(fd, got, sizeof(got)) != 0)
-        fail("%s: %s", what, got);
+        nr_fail("%s: %s", what, got);
     else
         fprintf(stderr, "%s: refused and closed\n", what);
     close(fd);
@@ -228,8 +206,8 @@ static void check_region(const char *what, const uint8_t *buf, uint64_t seed)
 {
     size_t bad = net_pat_find_bad(buf, LEN, seed, 0);
     if (bad != LEN)
-        fail("%s: the target's region changed at byte %zu (0x%02x): bytes landed", what, bad,
-             buf[bad]);
+        nr_fail("%s: the target's region changed at byte %zu (0x%02x): bytes landed", what, bad,
+                buf[bad]);
 }
 
 static void check_no_notif(const char *what, struct ixl_agent *t)
@@ -237,7 +215,7 @@ static void check_no_notif(const char *what, struct ixl_agent *t)
     nr_sleep_ms(100);
     int n = drain(t, NULL, NULL);
     if (n != 0)
-        fail("%s: %d notification(s) appeared at the target", what, n);
+        nr_fail("%s: %d notification(s) appeared at the target", what, n);
 }
 
 /* A peer that must be refused with IXL_ERR_AUTH (K2). */
@@ -255,7 +233,7 @@ static void bad_peer(const char *name, const char *key, struct ixl_agent *t, con
     if (st != IXL_OK) {
         /* Authenticated metadata may refuse the blob already: as good. */
         if (st != IXL_ERR_AUTH)
-            fail("%s: ixl_md_load: %s: %s", name, ixl_strerror(st), ixl_agent_last_error(a));
+            nr_fail("%s: ixl_md_load: %s: %s", name, ixl_strerror(st), ixl_agent_last_error(a));
         else
             fprintf(stderr, "%s: its ixl_md_load is refused: %s\n", name, ixl_agent_last_error(a));
     } else {
@@ -267,15 +245,15 @@ static void bad_peer(const char *name, const char *key, struct ixl_agent *t, con
         fprintf(stderr, "%s: WRITE: %s after %.2f s: %s\n", name, ixl_strerror(st), nr_now() - t0,
                 why);
         if (st != IXL_ERR_AUTH)
-            fail("%s: its WRITE ended with %s, not IXL_ERR_AUTH", name, ixl_strerror(st));
+            nr_fail("%s: its WRITE ended with %s, not IXL_ERR_AUTH", name, ixl_strerror(st));
         else if (strstr(why, "key") == NULL)
-            fail("%s: the error does not say it is about the key: %s", name, why);
+            nr_fail("%s: the error does not say it is about the key: %s", name, why);
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
         st = ixl_notif_send(a, "target", "bad", 3, NULL);
         fprintf(stderr, "%s: notification: %s: %s\n", name, ixl_strerror(st),
                 ixl_agent_last_error(a));
         if (st != IXL_ERR_AUTH)
-            fail("%s: its notification ended with %s, not IXL_ERR_AUTH", name, ixl_strerror(st));
+            nr_fail("%s: its notification ended with %s, not IXL_ERR_AUTH", name, ixl_strerror(st));
     }
     check_region(name, tbuf, seed);
     check_no_notif(name, t);
@@ -331,14 +309,16 @@ static void with_key(void)
     CHECK_RC(nr_xfer(g, IXL_OP_READ, dst, (uintptr_t)buf, LEN, "target", &r), IXL_OK);
     ixl_status st = nr_post_wait(w, 10000);
     if (st != IXL_OK)
-        fail("K3: the WRITE with the same key: %s: %s", ixl_strerror(st), ixl_agent_last_error(g));
+        nr_fail("K3: the WRITE with the same key: %s: %s", ixl_strerror(st),
+                ixl_agent_last_error(g));
     check_region("K3 (the WRITE's pattern)", buf, s2);
     st = nr_post_wait(r, 10000);
     if (st != IXL_OK)
-        fail("K3: the READ with the same key: %s: %s", ixl_strerror(st), ixl_agent_last_error(g));
+        nr_fail("K3: the READ with the same key: %s: %s", ixl_strerror(st),
+                ixl_agent_last_error(g));
     size_t bad = net_pat_find_bad(dst, LEN, s2, 0);
     if (bad != LEN)
-        fail("K3: the READ brought wrong bytes at %zu", bad);
+        nr_fail("K3: the READ brought wrong bytes at %zu", bad);
     CHECK_RC(ixl_notif_send(g, "target", "good", 4, NULL), IXL_OK);
     int from = 0;
     for (int i = 0; i < 100 && from == 0; i++) {
@@ -347,7 +327,7 @@ static void with_key(void)
             nr_sleep_ms(20);
     }
     if (from != 1)
-        fail("K3: the notification of the agent with the key did not arrive");
+        nr_fail("K3: the notification of the agent with the key did not arrive");
     else
         fprintf(stderr, "K3: WRITE, READ (checked) and a notification with the same key\n");
     CHECK_RC(ixl_xfer_release(w), IXL_OK);
@@ -388,14 +368,14 @@ static void check_listener(const char *what, struct ixl_agent *a, in_addr_t want
     nr_learn(a, &tg);
     struct in_addr in;
     if (listener_addr(tg.port, &in) != 0) {
-        fail("%s: no listening socket on port %u found", what, tg.port);
+        nr_fail("%s: no listening socket on port %u found", what, tg.port);
         return;
     }
     char s[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &in, s, sizeof(s));
     fprintf(stderr, "%s: the listener is bound to %s:%u\n", what, s, tg.port);
     if (in.s_addr != want)
-        fail("%s: the listener is bound to %s", what, s);
+        nr_fail("%s: the listener is bound to %s", what, s);
 }
 
 /* A non-loopback IPv4 address of this host, or a documentation one. */
@@ -487,15 +467,15 @@ static int without_key(void)
     fprintf(stderr, "L1 no key, listen_addr=%s: %s: %s\n", remote, ixl_strerror(st),
             st == IXL_OK ? "created" : why);
     if (st == IXL_OK) {
-        fail("L1: NET without a key listens on %s", remote);
+        nr_fail("L1: NET without a key listens on %s", remote);
         ixl_agent_destroy(x);
     } else if (st != IXL_ERR_INVALID_ARG || strstr(why, "IXL_AUTH_KEY") == NULL ||
                strstr(why, "insecure_remote") == NULL) {
-        fail("L1: the refusal does not name IXL_AUTH_KEY and insecure_remote: %s", why);
+        nr_fail("L1: the refusal does not name IXL_AUTH_KEY and insecure_remote: %s", why);
     }
     st = agent("open", NULL, true, NULL, &x, why, sizeof(why));
     if (st != IXL_OK) {
-        fail("L1: an agent with insecure_remote: %s", why);
+        nr_fail("L1: an agent with insecure_remote: %s", why);
     } else {
         check_listener("L1 insecure_remote", x, htonl(INADDR_ANY));
         ixl_agent_destroy(x);
@@ -530,11 +510,11 @@ static int without_key(void)
             : code == 3 ? "left open"
                         : "could not run");
     if (code != 0)
-        fail("L2: the connection of another user was %s (child exit %d)",
-             code == 2   ? "answered"
-             : code == 3 ? "left open"
-                         : "not tried",
-             code);
+        nr_fail("L2: the connection of another user was %s (child exit %d)",
+                code == 2   ? "answered"
+                : code == 3 ? "left open"
+                            : "not tried",
+                code);
     check_region("L2", buf, seed);
     check_no_notif("L2", t);
     CHECK_RC(ixl_mem_deregister(t, IXL_MEM_DRAM, &rd, 1, NULL), IXL_OK);
@@ -567,7 +547,7 @@ static int without_key(void)
     CHECK(read(pf[0], &ok, 1) == 1);
     close(pf[0]);
     if (!ok) {
-        fail("L3: the squatter could not listen on port %u", tg.port);
+        nr_fail("L3: the squatter could not listen on port %u", tg.port);
     } else {
         struct ixl_agent *a = agent_ok("initiator", NULL,
                                        (const char *[]){"timeout_ms", "1000", "path", "tcp", NULL});
@@ -583,8 +563,8 @@ static int without_key(void)
         fprintf(stderr, "L3 WRITE to a port of another user: %s: %s\n", ixl_strerror(st),
                 ixl_agent_last_error(a));
         if (st != IXL_ERR_AUTH)
-            fail("L3: a WRITE to another user's listener ended with %s, not IXL_ERR_AUTH",
-                 ixl_strerror(st));
+            nr_fail("L3: a WRITE to another user's listener ended with %s, not IXL_ERR_AUTH",
+                    ixl_strerror(st));
         CHECK_RC(ixl_xfer_release(w), IXL_OK);
         CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, &srd, 1, NULL), IXL_OK);
         ixl_agent_destroy(a);
@@ -600,16 +580,15 @@ static int without_key(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(100);
+    nr_guard("test_net_auth", 100, NULL);
     ixl_log_set_level(IXL_LOG_NONE);
     srand((unsigned)time(NULL));
     double t0 = nr_now();
     with_key();
     int rc = without_key();
     fprintf(stderr, "took %.1f s\n", nr_now() - t0);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return rc;

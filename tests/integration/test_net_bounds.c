@@ -39,28 +39,12 @@
 #define MAXFLOOD 64
 
 static pid_t target_pid;
-static int failures;
 
-static void on_alarm(int sig)
+/* The hang guard's (nr_guard) last act: no child outlives the test. */
+static void kill_children(void)
 {
-    (void)sig;
     if (target_pid > 0)
         kill(target_pid, SIGKILL);
-    static const char msg[] = "test_net_bounds: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
 }
 
 /* ---- the target process --------------------------------------------------------------- */
@@ -245,7 +229,7 @@ static void flood_case(const char *what, const struct nr_target *t, struct legit
             "300 ms, the target has %d fds open\n",
             what, n, refused, open, count_fds(target_pid));
     if (open > max_open)
-        fail("%s: %d connections held (want <= %d)", what, open, max_open);
+        nr_fail("%s: %d connections held (want <= %d)", what, open, max_open);
     double deadline = t0 + close_s + 5.0; /* watch past the bound, to say how far */
     for (;;) {
         int left = 0;
@@ -271,11 +255,11 @@ static void flood_case(const char *what, const struct nr_target *t, struct legit
     fprintf(stderr, "%s: the slowest close came %.2f s after its connect; %d never closed\n", what,
             worst, never);
     if (never > 0)
-        fail("%s: %d connection(s) still open %.1f s after the flood began", what, never,
-             nr_now() - t0);
+        nr_fail("%s: %d connection(s) still open %.1f s after the flood began", what, never,
+                nr_now() - t0);
     if (worst > close_s)
-        fail("%s: a connection was closed %.2f s after its connect (want <= %.1f s)", what, worst,
-             close_s);
+        nr_fail("%s: a connection was closed %.2f s after its connect (want <= %.1f s)", what,
+                worst, close_s);
     long done = atomic_load(&l->done) - done0, failed = atomic_load(&l->failed) - failed0;
     double took = nr_now() - t0;
     fprintf(stderr,
@@ -283,18 +267,17 @@ static void flood_case(const char *what, const struct nr_target *t, struct legit
             "failed); the case took %.1f s\n",
             what, done, failed, took);
     if (failed > 0)
-        fail("%s: the legitimate peer failed %ld time(s): %s", what, failed, l->err);
+        nr_fail("%s: the legitimate peer failed %ld time(s): %s", what, failed, l->err);
     if (done == 0)
-        fail("%s: the legitimate peer completed nothing during the flood", what);
+        nr_fail("%s: the legitimate peer completed nothing during the flood", what);
     if (took > CASE_MAX_S)
-        fail("%s: took %.1f s (want < %.0f)", what, took, CASE_MAX_S);
+        nr_fail("%s: took %.1f s (want < %.0f)", what, took, CASE_MAX_S);
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(100);
+    nr_guard("test_net_bounds", 100, kill_children);
     ixl_log_set_level(IXL_LOG_NONE);
 
     int sv[2];
@@ -312,9 +295,9 @@ int main(void)
     uint8_t *md = malloc(up.md_len);
     CHECK(md != NULL && nr_read_all(sv[0], md, up.md_len) == 0);
     if (!up.bounds_known)
-        fail("NET refused the bounds (idle_ms, max_conns, peer_conns): %s; the cases run with "
-             "timeout_ms alone",
-             up.why);
+        nr_fail("NET refused the bounds (idle_ms, max_conns, peer_conns): %s; the cases run with "
+                "timeout_ms alone",
+                up.why);
     struct nr_target t;
     nr_learn_blob(md, up.md_len, &t);
 
@@ -350,7 +333,7 @@ int main(void)
     /* After the floods: still served (a reconnect if idle_ms closed the connection). */
     nr_sleep_ms(IDLE_MS + 200);
     if (legit_round(&l, 4242) != 0)
-        fail("after the floods, the legitimate peer fails: %s", l.err);
+        nr_fail("after the floods, the legitimate peer fails: %s", l.err);
     fprintf(stderr, "legitimate peer: %ld checked rounds, slowest %.0f ms\n", atomic_load(&l.done),
             l.max_s * 1e3);
     CHECK_RC(ixl_xfer_release(l.w), IXL_OK);
@@ -362,12 +345,12 @@ int main(void)
     CHECK(waitpid(target_pid, &ws, 0) == target_pid);
     target_pid = 0;
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        fail("the target process ended with status %d", ws);
+        nr_fail("the target process ended with status %d", ws);
     free(md);
     free(l.src);
     free(l.dst);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return 0;

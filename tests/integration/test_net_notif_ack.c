@@ -39,28 +39,12 @@
 #define FAKE_WAIT_MS 5000
 
 static pid_t recv_pid;
-static int failures;
 
-static void on_alarm(int sig)
+/* The hang guard's (nr_guard) last act: no child outlives the test. */
+static void kill_children(void)
 {
-    (void)sig;
     if (recv_pid > 0)
         kill(recv_pid, SIGKILL);
-    static const char msg[] = "test_net_notif_ack: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
 }
 
 static void msg_fill(uint8_t *m, uint64_t num)
@@ -272,13 +256,13 @@ static void case_reset(void)
             "send: %s), %d reset(s), %ld bytes unsent in the socket at the first\n",
             (unsigned long long)sent - 1, waited, ixl_strerror(last), atomic_load(&n_rst), unsent);
     if (last == IXL_OK)
-        fail("%d sends went to a stopped receiver without the connection being cut", MAX_SEND);
+        nr_fail("%d sends went to a stopped receiver without the connection being cut", MAX_SEND);
     if (atomic_load(&n_rst) == 0)
-        fail("the sender never closed its connection to the stopped receiver");
+        nr_fail("the sender never closed its connection to the stopped receiver");
     if (unsent < MSG_LEN)
-        fail("only %ld bytes sat unsent in the socket when it was reset: nothing in flight was "
-             "put at risk",
-             unsent);
+        nr_fail("only %ld bytes sat unsent in the socket when it was reset: nothing in flight was "
+                "put at risk",
+                unsent);
 
     /* The receiver goes on; one more notification reconnects (retried while the attempt that
      * started when the receiver was stopped fails), and everything arrives once, in order. */
@@ -294,32 +278,32 @@ static void case_reset(void)
         }
     }
     if (st != IXL_OK)
-        fail("the send after the receiver went on: %s: %s", ixl_strerror(st),
-             ixl_agent_last_error(a));
+        nr_fail("the send after the receiver went on: %s: %s", ixl_strerror(st),
+                ixl_agent_last_error(a));
     else
         sent++;
     r = command(sv[0], sent, 20000);
     fprintf(stderr, "reset: %llu of %llu arrived, in order, each once\n", (unsigned long long)r.got,
             (unsigned long long)sent);
     if (r.got < sent)
-        fail("%llu notifications counted sent never arrived (lost with the reset)",
-             (unsigned long long)(sent - r.got));
+        nr_fail("%llu notifications counted sent never arrived (lost with the reset)",
+                (unsigned long long)(sent - r.got));
     if (r.bad_at >= 0)
-        fail("%s", r.why);
+        nr_fail("%s", r.why);
     r = command(sv[0], sent + 1, 300); /* nothing more comes (a duplicate would) */
     if (r.got != sent || r.bad_at >= 0)
-        fail("%llu notifications arrived, %llu sent: %s", (unsigned long long)r.got,
-             (unsigned long long)sent, r.why);
+        nr_fail("%llu notifications arrived, %llu sent: %s", (unsigned long long)r.got,
+                (unsigned long long)sent, r.why);
     struct cmd q = {.quit = 1};
     CHECK(nr_write_all(sv[0], &q, sizeof(q)) == 0);
     ixl_agent_destroy(a); /* everything was acknowledged: nothing is reported */
     if (log_has("never acknowledged") || log_has("not acknowledged yet"))
-        fail("notifications reported lost: %s", log_text);
+        nr_fail("notifications reported lost: %s", log_text);
     int ws;
     CHECK(waitpid(recv_pid, &ws, 0) == recv_pid);
     recv_pid = 0;
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        fail("the receiver ended with status %d", ws);
+        nr_fail("the receiver ended with status %d", ws);
     close(sv[0]);
     free(md);
 }
@@ -488,34 +472,34 @@ static void case_forge(void)
         got = recv(fd, b, sizeof(b), 0);
     while (got > 0 || (got < 0 && errno == EINTR));
     if (got < 0 && errno != ECONNRESET)
-        fail("forge: the sender did not close the connection after a forged ack (%.1f s)",
-             nr_now() - t0);
+        nr_fail("forge: the sender did not close the connection after a forged ack (%.1f s)",
+                nr_now() - t0);
     close(fd);
     for (int i = 0; i < 100 && !log_has("acknowledged notification 1000"); i++)
         nr_sleep_ms(10);
     if (!log_has("acknowledged notification 1000 of this session, but only 1 were sent"))
-        fail("forge: no clear log of the forged ack: '%s'", log_text);
+        nr_fail("forge: no clear log of the forged ack: '%s'", log_text);
     else
         fprintf(stderr, "forge: the sender closed the connection and logged: %s", log_text);
     /* It reconnects by itself (a working connection broke with a notification not
      * acknowledged) and sends notification 1 again; an honest ack ends it. */
     fd = fake_accept(&f, 0, &acked, NULL);
     if (fd < 0) {
-        fail("forge: the sender did not reconnect to send its unacknowledged notification");
+        nr_fail("forge: the sender did not reconnect to send its unacknowledged notification");
     } else {
         CHECK(acked == 0);
         uint64_t seq = fake_notif(fd, &num);
         if (seq != 1 || num != 1)
-            fail("forge: after the reconnect came sequence %llu (number %llu), want 1 again",
-                 (unsigned long long)seq, (unsigned long long)num);
+            nr_fail("forge: after the reconnect came sequence %llu (number %llu), want 1 again",
+                    (unsigned long long)seq, (unsigned long long)num);
         fake_ack(fd, 1);
         /* The store is empty now: the next one is 2, and nothing else comes before it. */
         send_start(&s, a, "fake-rcv", 2);
         seq = fake_notif(fd, &num);
         CHECK_RC(send_end(&s), IXL_OK);
         if (seq != 2 || num != 2)
-            fail("forge: then came sequence %llu (number %llu), want 2", (unsigned long long)seq,
-                 (unsigned long long)num);
+            nr_fail("forge: then came sequence %llu (number %llu), want 2", (unsigned long long)seq,
+                    (unsigned long long)num);
         fake_ack(fd, 2);
         nr_sleep_ms(50);
         close(fd);
@@ -523,7 +507,7 @@ static void case_forge(void)
     log_clear();
     ixl_agent_destroy(a);
     if (log_has("never acknowledged") || log_has("not acknowledged yet"))
-        fail("forge: notifications reported lost at destroy: %s", log_text);
+        nr_fail("forge: notifications reported lost at destroy: %s", log_text);
     fake_close(&f);
 }
 
@@ -557,19 +541,19 @@ static void case_cap(void)
     fprintf(stderr, "cap: the fifth send: %s after %.2f s: %s\n", ixl_strerror(st), nr_now() - t0,
             s.why);
     if (seq != 0)
-        fail("cap: notification %llu went past notif_unacked_max=4", (unsigned long long)seq);
+        nr_fail("cap: notification %llu went past notif_unacked_max=4", (unsigned long long)seq);
     if (st != IXL_ERR_BUSY || strstr(s.why, "notif_unacked_max=4") == NULL)
-        fail("cap: the send past the bound gave %s (%s), want IXL_ERR_BUSY naming "
-             "notif_unacked_max=4",
-             ixl_strerror(st), s.why);
+        nr_fail("cap: the send past the bound gave %s (%s), want IXL_ERR_BUSY naming "
+                "notif_unacked_max=4",
+                ixl_strerror(st), s.why);
     /* An ack of all four: the next send goes, as number 5. */
     fake_ack(fd, 4);
     send_start(&s, a, "fake-rcv", 5);
     seq = fake_notif(fd, &num);
     st = send_end(&s);
     if (st != IXL_OK || seq != 5 || num != 5)
-        fail("cap: after the ack: %s (%s), sequence %llu number %llu", ixl_strerror(st), s.why,
-             (unsigned long long)seq, (unsigned long long)num);
+        nr_fail("cap: after the ack: %s (%s), sequence %llu number %llu", ixl_strerror(st), s.why,
+                (unsigned long long)seq, (unsigned long long)num);
     fake_ack(fd, 5);
     nr_sleep_ms(50);
     close(fd);
@@ -602,28 +586,28 @@ static void case_lost(void)
     close(fd);
     if (!log_has("3 notification(s) to 'fake-rcv' (sequence numbers 1..3) were never "
                  "acknowledged and are lost"))
-        fail("lost: the three unacknowledged notifications were not reported: '%s'", log_text);
+        nr_fail("lost: the three unacknowledged notifications were not reported: '%s'", log_text);
     uint8_t m[MSG_LEN];
     msg_fill(m, 4);
     ixl_status st = ixl_notif_send(a, "fake-rcv", m, MSG_LEN, NULL);
     const char *why = ixl_agent_last_error(a);
     fprintf(stderr, "lost: the next send: %s: %s\n", ixl_strerror(st), why);
     if (st != IXL_ERR_REMOTE_DISCONNECT || strstr(why, "never acknowledged") == NULL)
-        fail("lost: the next send gave %s (%s), want IXL_ERR_REMOTE_DISCONNECT saying the "
-             "notifications were lost",
-             ixl_strerror(st), why);
+        nr_fail("lost: the next send gave %s (%s), want IXL_ERR_REMOTE_DISCONNECT saying the "
+                "notifications were lost",
+                ixl_strerror(st), why);
     /* The one after goes to the new instance, sequence 1 of a new session. */
     send_start(&s, a, "fake-rcv", 4);
     fd = fake_accept(&f, 0, &acked, &inst2);
     CHECK(fd >= 0);
     if (acked != 0 || inst2 == inst1)
-        fail("lost: the new connection says ack %llu for instance %llx (was %llx)",
-             (unsigned long long)acked, (unsigned long long)inst2, (unsigned long long)inst1);
+        nr_fail("lost: the new connection says ack %llu for instance %llx (was %llx)",
+                (unsigned long long)acked, (unsigned long long)inst2, (unsigned long long)inst1);
     uint64_t seq = fake_notif(fd, &num);
     CHECK_RC(send_end(&s), IXL_OK);
     if (seq != 1 || num != 4)
-        fail("lost: the new session began with sequence %llu (number %llu), want 1 (4)",
-             (unsigned long long)seq, (unsigned long long)num);
+        nr_fail("lost: the new session began with sequence %llu (number %llu), want 1 (4)",
+                (unsigned long long)seq, (unsigned long long)num);
     fake_ack(fd, 1);
     nr_sleep_ms(50);
     close(fd);
@@ -634,8 +618,7 @@ static void case_lost(void)
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(100);
+    nr_guard("test_net_notif_ack", 100, kill_children);
     ixl_log_set_level(IXL_LOG_WARN);
     ixl_log_set_sink(log_sink, NULL);
     real_close = (int (*)(int))ixl_syscall_get("close");
@@ -654,14 +637,14 @@ int main(int argc, char **argv)
         if (!run)
             continue;
         double c0 = nr_now();
-        int before = failures;
+        int before = nr_failures;
         cases[i].fn();
         fprintf(stderr, "case %s: %s (%.1f s)\n", cases[i].name,
-                failures == before ? "ok" : "FAILED", nr_now() - c0);
+                nr_failures == before ? "ok" : "FAILED", nr_now() - c0);
     }
     fprintf(stderr, "took %.1f s\n", nr_now() - t0);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return 0;

@@ -32,28 +32,12 @@
 #define CASE_MAX_S 20.0
 
 static pid_t recv_pid;
-static int failures;
 
-static void on_alarm(int sig)
+/* The hang guard's (nr_guard) last act: no child outlives the test. */
+static void kill_children(void)
 {
-    (void)sig;
     if (recv_pid > 0)
         kill(recv_pid, SIGKILL);
-    static const char msg[] = "test_net_notif_flood: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
 }
 
 static void msg_fill(uint8_t *m, uint64_t seq)
@@ -211,8 +195,7 @@ static struct reply command(int fd, uint64_t want, int ms)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(60);
+    nr_guard("test_net_notif_flood", 60, kill_children);
     ixl_log_set_level(IXL_LOG_NONE);
     double t0 = nr_now();
 
@@ -231,9 +214,9 @@ int main(void)
     uint8_t *md = malloc(up.md_len);
     CHECK(md != NULL && nr_read_all(sv[0], md, up.md_len) == 0);
     if (!up.bound_known)
-        fail("NET refused notif_queue_bytes / notif_queue_max: %s; the flood runs with the "
-             "defaults",
-             up.why);
+        nr_fail("NET refused notif_queue_bytes / notif_queue_max: %s; the flood runs with the "
+                "defaults",
+                up.why);
 
     struct sender s = {0};
     struct ixl_agent_params p = {.field_mask = IXL_AGENT_F_BACKENDS | IXL_AGENT_F_NOTIF_MAX,
@@ -268,17 +251,17 @@ int main(void)
             "receiver's RSS %ld -> %ld KiB (peak)\n",
             flood_s, sent1, MSG_LEN, atomic_load(&s.held), rss0, peak);
     if ((peak - rss0) * 1024L > (long)(QUEUE_BYTES + RSS_SLACK))
-        fail("the receiver's RSS grew by %ld KiB while it did not drain (bound %u KiB + %u KiB)",
-             peak - rss0, QUEUE_BYTES >> 10, RSS_SLACK >> 10);
+        nr_fail("the receiver's RSS grew by %ld KiB while it did not drain (bound %u KiB + %u KiB)",
+                peak - rss0, QUEUE_BYTES >> 10, RSS_SLACK >> 10);
     if (atomic_load(&s.held) == 0)
-        fail("the sender was never held back: %llu notifications went out to a receiver that "
-             "does not drain",
-             sent1);
+        nr_fail("the sender was never held back: %llu notifications went out to a receiver that "
+                "does not drain",
+                sent1);
     else
         fprintf(stderr, "held back: %s\n", s.held_why);
     if (atomic_load(&s.held) > 0 && strstr(s.held_why, "drain") == NULL &&
         strstr(s.held_why, "reads again") == NULL)
-        fail("the sender's error does not say why: %s", s.held_why);
+        nr_fail("the sender's error does not say why: %s", s.held_why);
 
     /* 2. held longer than the liveness timeout, sender still trying */
     nr_sleep_ms(4 * TIMEOUT_MS);
@@ -288,9 +271,9 @@ int main(void)
     atomic_store(&s.stop, 1);
     pthread_join(th, NULL);
     if (atomic_load(&s.other) > 0)
-        fail("the sender saw %ld other error(s), first: %s", atomic_load(&s.other), s.err);
+        nr_fail("the sender saw %ld other error(s), first: %s", atomic_load(&s.other), s.err);
     if ((peak - rss0) * 1024L > (long)(QUEUE_BYTES + RSS_SLACK))
-        fail("the receiver's RSS grew by %ld KiB by the end of the hold", peak - rss0);
+        nr_fail("the receiver's RSS grew by %ld KiB by the end of the hold", peak - rss0);
 
     /* 3. the drain: everything the sender counts, in order */
     uint64_t want = atomic_load(&s.sent);
@@ -299,28 +282,29 @@ int main(void)
             (unsigned long long)r.got, (unsigned long long)want, (unsigned long long)r.first,
             (unsigned long long)(r.first * MSG_LEN) >> 10);
     if (r.got < want)
-        fail("only %llu of the %llu notifications the sender counts arrived",
-             (unsigned long long)r.got, (unsigned long long)want);
+        nr_fail("only %llu of the %llu notifications the sender counts arrived",
+                (unsigned long long)r.got, (unsigned long long)want);
     if (r.bad_at >= 0)
-        fail("out of order, doubled or damaged: %s", r.why);
+        nr_fail("out of order, doubled or damaged: %s", r.why);
     /* 16 connections may each have had one notification's body in flight at the bound. */
     if (r.first * MSG_LEN > QUEUE_BYTES + 16u * 4096u)
-        fail("the receiver's queue held %llu bytes (bound %u)",
-             (unsigned long long)(r.first * MSG_LEN), QUEUE_BYTES);
+        nr_fail("the receiver's queue held %llu bytes (bound %u)",
+                (unsigned long long)(r.first * MSG_LEN), QUEUE_BYTES);
     uint8_t m[MSG_LEN];
     for (int i = 0; i < 200; i++) {
         msg_fill(m, want + (uint64_t)i);
         ixl_status st = ixl_notif_send(s.a, "recv", m, MSG_LEN, NULL);
         if (st != IXL_OK) {
-            fail("after the drain, send %d: %s: %s", i, ixl_strerror(st),
-                 ixl_agent_last_error(s.a));
+            nr_fail("after the drain, send %d: %s: %s", i, ixl_strerror(st),
+                    ixl_agent_last_error(s.a));
             break;
         }
     }
     r = command(sv[0], want + 200, 5000);
     if (r.got != want + 200 || r.bad_at >= 0)
-        fail("after the drain: %llu of %llu arrived%s%s", (unsigned long long)r.got,
-             (unsigned long long)want + 200, r.bad_at >= 0 ? "; " : "", r.bad_at >= 0 ? r.why : "");
+        nr_fail("after the drain: %llu of %llu arrived%s%s", (unsigned long long)r.got,
+                (unsigned long long)want + 200, r.bad_at >= 0 ? "; " : "",
+                r.bad_at >= 0 ? r.why : "");
 
     struct cmd q = {.quit = 1};
     CHECK(nr_write_all(sv[0], &q, sizeof(q)) == 0);
@@ -329,14 +313,14 @@ int main(void)
     CHECK(waitpid(recv_pid, &ws, 0) == recv_pid);
     recv_pid = 0;
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        fail("the receiver ended with status %d", ws);
+        nr_fail("the receiver ended with status %d", ws);
     free(md);
     double took = nr_now() - t0;
     fprintf(stderr, "took %.1f s\n", took);
     if (took > CASE_MAX_S)
-        fail("took %.1f s (want < %.0f)", took, CASE_MAX_S);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+        nr_fail("took %.1f s (want < %.0f)", took, CASE_MAX_S);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return 0;

@@ -60,29 +60,13 @@ struct kid {
 };
 
 static struct kid kids[WORKERS + VICTIMS];
-static int failures;
 
-static void on_alarm(int sig)
+/* The hang guard's (nr_guard) last act: no child outlives the test. */
+static void kill_children(void)
 {
-    (void)sig;
     for (int i = 0; i < WORKERS + VICTIMS; i++)
         if (kids[i].pid > 0)
             kill(kids[i].pid, SIGKILL);
-    static const char msg[] = "test_net_peers: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
 }
 
 static const char *const init_opts[] = {
@@ -350,7 +334,7 @@ static int workers_do(const struct cmd *c, const char *what)
             check_fail(__FILE__, __LINE__, "%s: worker %d died or did not answer", what, i);
         ok += rp.ok;
         if (rp.failed > 0)
-            fail("%s: worker %d: %d failure(s), the first: %s", what, i, rp.failed, rp.msg);
+            nr_fail("%s: worker %d: %d failure(s), the first: %s", what, i, rp.failed, rp.msg);
     }
     return ok;
 }
@@ -360,8 +344,7 @@ int main(int argc, char **argv)
     int n = argc > 1 ? atoi(argv[1]) : MAX_N;
     CHECK(n >= WORKERS && n <= MAX_N);
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(110);
+    nr_guard("test_net_peers", 110, kill_children);
     ixl_log_set_level(IXL_LOG_NONE);
     /* File descriptors: the target holds one accepted connection per peer (conns=1), a worker
      * a few per agent. */
@@ -424,7 +407,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "%d of %d initiators (+%d victims) connected in %.2f s\n", ok, n, VICTIMS,
             nr_now() - t0);
     if (ok != n)
-        fail("only %d of %d initiators connected", ok, n);
+        nr_fail("only %d of %d initiators connected", ok, n);
 
     /* 2. The target's threads do not grow with its peers. */
     nr_sleep_ms(200);
@@ -432,9 +415,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "the target agent runs %ld threads with %d peers connected (%ld with %d)\n",
             threads, n + VICTIMS, threads_few, VICTIMS);
     if (threads > MAX_TARGET_THREADS)
-        fail("the target agent runs %ld threads with %d peers connected (want <= %d, "
-             "independent of the peer count)",
-             threads, n + VICTIMS, MAX_TARGET_THREADS);
+        nr_fail("the target agent runs %ld threads with %d peers connected (want <= %d, "
+                "independent of the peer count)",
+                threads, n + VICTIMS, MAX_TARGET_THREADS);
 
     /* 3. Checked rounds while the victims die mid-transfer. */
     c = (struct cmd){.type = CMD_ROUNDS, .rounds = ROUNDS, .seed = seed + 7777777};
@@ -446,7 +429,7 @@ int main(int argc, char **argv)
             check_fail(__FILE__, __LINE__, "victim %d died before its big WRITE", i - WORKERS);
         CHECK(kill(kids[i].pid, SIGKILL) == 0);
         if (f != 'f')
-            fail("victim %d: its 32 MiB WRITE was not in flight when killed", i - WORKERS);
+            nr_fail("victim %d: its 32 MiB WRITE was not in flight when killed", i - WORKERS);
     }
     for (int i = WORKERS; i < WORKERS + VICTIMS; i++) {
         int ws;
@@ -460,15 +443,15 @@ int main(int argc, char **argv)
         if (read_to(kids[i].fd, &rp, sizeof(rp), REPLY_MS) != 0)
             check_fail(__FILE__, __LINE__, "rounds: worker %d died or did not answer", i);
         if (rp.failed > 0)
-            fail("rounds beside the killed victims: worker %d: %d failure(s), the first: %s", i,
-                 rp.failed, rp.msg);
+            nr_fail("rounds beside the killed victims: worker %d: %d failure(s), the first: %s", i,
+                    rp.failed, rp.msg);
     }
 
     /* 4. After the kills: one more round each, and the target is still itself. */
     c = (struct cmd){.type = CMD_ROUNDS, .rounds = 1, .seed = seed + 99999999};
     ok = workers_do(&c, "the round after the kills");
     if (ok != n)
-        fail("after the kills, %d of %d initiators still work", ok, n);
+        nr_fail("after the kills, %d of %d initiators still work", ok, n);
     CHECK_RC(ixl_md_get(t, NULL, &md, &md_len), IXL_OK);
     ixl_free(md);
     c = (struct cmd){.type = CMD_QUIT};
@@ -477,7 +460,7 @@ int main(int argc, char **argv)
         int ws;
         CHECK(waitpid(kids[i].pid, &ws, 0) == kids[i].pid);
         if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-            fail("worker %d ended with status %d", i, ws);
+            nr_fail("worker %d ended with status %d", i, ws);
         kids[i].pid = 0;
         close(kids[i].fd);
     }
@@ -485,12 +468,12 @@ int main(int argc, char **argv)
     t0 = nr_now();
     ixl_agent_destroy(t);
     if (nr_now() - t0 > DESTROY_MAX_S)
-        fail("ixl_agent_destroy of the target took %.2f s", nr_now() - t0);
+        nr_fail("ixl_agent_destroy of the target took %.2f s", nr_now() - t0);
     munmap(buf, len);
     munmap(vbuf, vlen);
     fprintf(stderr, "%d peers: %.1f s\n", n, nr_now() - t_start);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return 0;

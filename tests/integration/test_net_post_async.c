@@ -37,31 +37,15 @@ struct child {
 };
 
 static struct child kids[3];
-static int failures;
 
-static void on_alarm(int sig)
+/* The hang guard's (nr_guard) last act: no child outlives the test. */
+static void kill_children(void)
 {
-    (void)sig;
     for (int i = 0; i < 3; i++)
         if (kids[i].pid > 0) {
             kill(kids[i].pid, SIGCONT);
             kill(kids[i].pid, SIGKILL);
         }
-    static const char msg[] = "test_net_post_async: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
 }
 
 /* The peer process: exit_after_md makes it destroy its agent and exit once the metadata is
@@ -142,8 +126,7 @@ static double timed_post(struct ixl_xfer *x, ixl_status *st)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(100);
+    nr_guard("test_net_post_async", 100, kill_children);
     ixl_log_set_level(IXL_LOG_NONE);
 
     /* The peers, before this process has any of ixl's threads. */
@@ -204,20 +187,20 @@ int main(void)
     fprintf(stderr, "(1) live peer, not connected: post took %.1f ms (%s)\n", t * 1e3,
             ixl_strerror(st));
     if (t >= POST_MAX_S)
-        fail("(1) post to a live peer not yet connected took %.1f ms (want < %.0f)", t * 1e3,
-             POST_MAX_S * 1e3);
+        nr_fail("(1) post to a live peer not yet connected took %.1f ms (want < %.0f)", t * 1e3,
+                POST_MAX_S * 1e3);
     if (st == IXL_IN_PROGRESS)
         st = ixl_xfer_wait(w1, 10000);
     if (st != IXL_OK) {
-        fail("(1) WRITE to a live peer ended with %s: %s", ixl_strerror(st),
-             ixl_agent_last_error(a));
+        nr_fail("(1) WRITE to a live peer ended with %s: %s", ixl_strerror(st),
+                ixl_agent_last_error(a));
     } else {
         memset(dst, 0xa5, LEN);
         CHECK_RC(nr_xfer(a, IXL_OP_READ, dst, kids[0].addr, LEN, "peer0", &r1), IXL_OK);
         CHECK_RC(nr_post_wait(r1, 10000), IXL_OK);
         size_t bad = net_pat_find_bad(dst, LEN, seed, 0);
         if (bad != LEN)
-            fail("(1) the data read back differs at byte %zu", bad);
+            nr_fail("(1) the data read back differs at byte %zu", bad);
         CHECK_RC(ixl_xfer_release(r1), IXL_OK);
     }
     CHECK_RC(ixl_xfer_release(w1), IXL_OK);
@@ -241,8 +224,8 @@ int main(void)
         fprintf(stderr, "%s: post took %.1f ms (%s)\n", c[i].what, c[i].took * 1e3,
                 ixl_strerror(c[i].st));
         if (c[i].took >= POST_MAX_S)
-            fail("%s: post took %.1f ms (want < %.0f; timeout_ms=%d)", c[i].what, c[i].took * 1e3,
-                 POST_MAX_S * 1e3, TIMEOUT_MS);
+            nr_fail("%s: post took %.1f ms (want < %.0f; timeout_ms=%d)", c[i].what,
+                    c[i].took * 1e3, POST_MAX_S * 1e3, TIMEOUT_MS);
     }
     double limit = TIMEOUT_MS / 1000.0 + END_MARGIN_S;
     double deadline = nr_now() + limit + 10.0; /* watch past the limit, to say how far */
@@ -260,23 +243,23 @@ int main(void)
     }
     for (int i = 0; i < 2; i++) {
         if (c[i].ended == 0) {
-            fail("%s: the request was still in flight %.1f s after its post (a hang)", c[i].what,
-                 nr_now() - c[i].posted);
+            nr_fail("%s: the request was still in flight %.1f s after its post (a hang)", c[i].what,
+                    nr_now() - c[i].posted);
             continue;
         }
         double d = c[i].ended - c[i].posted;
         fprintf(stderr, "%s: ended with %s %.2f s after its post\n", c[i].what,
                 ixl_strerror(c[i].st), d);
         if (c[i].st != IXL_ERR_REMOTE_DISCONNECT && c[i].st != IXL_ERR_UNREACHABLE)
-            fail("%s: ended with %s (want IXL_ERR_REMOTE_DISCONNECT or IXL_ERR_UNREACHABLE)",
-                 c[i].what, ixl_strerror(c[i].st));
+            nr_fail("%s: ended with %s (want IXL_ERR_REMOTE_DISCONNECT or IXL_ERR_UNREACHABLE)",
+                    c[i].what, ixl_strerror(c[i].st));
         if (d > limit)
-            fail("%s: ended %.2f s after its post (want <= timeout_ms + %.1f s = %.1f s)",
-                 c[i].what, d, END_MARGIN_S, limit);
+            nr_fail("%s: ended %.2f s after its post (want <= timeout_ms + %.1f s = %.1f s)",
+                    c[i].what, d, END_MARGIN_S, limit);
     }
     for (int i = 0; i < 2; i++)
         if (ixl_xfer_release(c[i].x) != IXL_OK)
-            fail("%s: release: %s", c[i].what, ixl_agent_last_error(a));
+            nr_fail("%s: release: %s", c[i].what, ixl_agent_last_error(a));
 
     /* Cleanup: the stopped peer resumes, every peer is told to exit. */
     kill(kids[1].pid, SIGCONT);
@@ -289,15 +272,15 @@ int main(void)
         int ws;
         CHECK(waitpid(kids[i].pid, &ws, 0) == kids[i].pid);
         if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-            fail("peer%d ended with status %d", i, ws);
+            nr_fail("peer%d ended with status %d", i, ws);
         kids[i].pid = 0;
     }
     for (int i = 0; i < 3; i++)
         free(kids[i].md);
     free(src);
     free(dst);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return 0;

@@ -43,28 +43,12 @@ static struct nr_target tg;
 static uint64_t key1;
 static pid_t reader_pid;
 static int reader_fd = -1; /* its 'r' (ready) comes up this pipe */
-static int failures;
 
-static void on_alarm(int sig)
+/* The hang guard's (nr_guard) last act: no child outlives the test. */
+static void kill_children(void)
 {
-    (void)sig;
     if (reader_pid > 0)
         kill(reader_pid, SIGKILL);
-    static const char msg[] = "test_net_slow_reader: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
 }
 
 /* The reader process: system calls only (forked from a process with NET's threads). */
@@ -240,41 +224,41 @@ static int timed_step(int what, const char *name, double bound_s, bool side)
         fprintf(stderr, "%s beside a slow reader: %.0f ms (%s)\n", name, took * 1e3,
                 ixl_strerror(s.rc));
         if (took > bound_s)
-            fail("%s beside a slow reader took %.0f ms (want <= %.0f ms)", name, took * 1e3,
-                 bound_s * 1e3);
+            nr_fail("%s beside a slow reader took %.0f ms (want <= %.0f ms)", name, took * 1e3,
+                    bound_s * 1e3);
     } else {
         fprintf(stderr,
                 "%s beside a slow reader: still blocked after %.1f s; it ended %.0f ms "
                 "after the reader was killed\n",
                 name, cut - t0, (nr_now() - cut) * 1e3);
-        fail("%s beside a slow reader did not end in %.1f s (want <= %.0f ms)", name, cut - t0,
-             bound_s * 1e3);
+        nr_fail("%s beside a slow reader did not end in %.1f s (want <= %.0f ms)", name, cut - t0,
+                bound_s * 1e3);
     }
     if (m_started) {
         if (m_took >= 0) {
             fprintf(stderr, "  ixl_md_get meanwhile: %.0f ms (%s)\n", m_took * 1e3,
                     ixl_strerror(m.rc));
             if (m_took > QUICK_MS / 1000.0)
-                fail("ixl_md_get during %s took %.0f ms (want <= %d ms)", name, m_took * 1e3,
-                     QUICK_MS);
+                nr_fail("ixl_md_get during %s took %.0f ms (want <= %d ms)", name, m_took * 1e3,
+                        QUICK_MS);
         } else {
             fprintf(stderr, "  ixl_md_get meanwhile: still blocked after %.1f s\n", cut - m_t0);
-            fail("ixl_md_get during %s did not end in %.1f s (want <= %d ms)", name, cut - m_t0,
-                 QUICK_MS);
+            nr_fail("ixl_md_get during %s did not end in %.1f s (want <= %d ms)", name, cut - m_t0,
+                    QUICK_MS);
         }
         if (m.rc != IXL_OK)
-            fail("ixl_md_get during %s: %s", name, ixl_strerror(m.rc));
+            nr_fail("ixl_md_get during %s: %s", name, ixl_strerror(m.rc));
     }
     if (s.rc != IXL_OK)
-        fail("%s: %s: %s", name, ixl_strerror(s.rc), what < 3 ? ixl_agent_last_error(agent) : "");
+        nr_fail("%s: %s: %s", name, ixl_strerror(s.rc),
+                what < 3 ? ixl_agent_last_error(agent) : "");
     return killed;
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(110);
+    nr_guard("test_net_slow_reader", 110, kill_children);
     ixl_log_set_level(IXL_LOG_NONE);
     char why[256];
     const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1",
@@ -317,8 +301,8 @@ int main(void)
     munmap(r1, R1_LEN);
     munmap(r2, R2_LEN);
     fprintf(stderr, "%.1f s in all\n", nr_now() - t_start);
-    if (failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
         return 1;
     }
     return 0;
