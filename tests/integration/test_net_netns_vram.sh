@@ -16,65 +16,12 @@
 set -u
 peer=${1:?usage: test_net_netns_vram.sh <net_ns_vram binary>}
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-skip() {
-    echo "SKIP: $*" >&2
-    exit 77
-}
-skip_unless_ci() {
-    if [ "${CI:-}" = true ] && [ "$(id -u)" -eq 0 ]; then
-        fail "$* (CI=true and root: this must work there)"
-    fi
-    skip "$*"
-}
-
-[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
-command -v ip >/dev/null 2>&1 || skip_unless_ci "ip (iproute2) is not installed"
-[ -x "$peer" ] || fail "$peer is not an executable"
-[ -r "${IXL_CUDA_LIBRARY:-}" ] ||
-    skip_unless_ci "IXL_CUDA_LIBRARY does not name the simulated device (ctest sets it)"
-
-id=$$
-ns_a=ixlVA$id
-ns_b=ixlVB$id
-veth_a=ixwa$id
-veth_b=ixwb$id
-x=$((id % 250 + 1))
-addr_a=10.78.$x.1
-addr_b=10.78.$x.2
-dir=$(mktemp -d "${TMPDIR:-/tmp}/ixl_netns_vram.XXXXXX") || fail "mktemp"
+. "$(dirname "$0")/netns_pair.sh"
 tpid=
 vpid=
-
-cleanup() {
-    [ -n "$tpid" ] && kill "$tpid" 2>/dev/null
-    [ -n "$vpid" ] && kill -9 "$vpid" 2>/dev/null
-    ip netns del "$ns_a" 2>/dev/null
-    ip netns del "$ns_b" 2>/dev/null
-    ip link del "$veth_a" 2>/dev/null
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-ip netns add "$ns_a" 2>"$dir/err" || skip_unless_ci "ip netns add failed: $(cat "$dir/err")"
-ip netns add "$ns_b" 2>"$dir/err" || skip_unless_ci "ip netns add failed: $(cat "$dir/err")"
-ip link add "$veth_a" type veth peer name "$veth_b" 2>"$dir/err" ||
-    skip_unless_ci "cannot create a veth pair: $(cat "$dir/err")"
-ip link set "$veth_a" netns "$ns_a" || fail "moving $veth_a into $ns_a"
-ip link set "$veth_b" netns "$ns_b" || fail "moving $veth_b into $ns_b"
-ip -n "$ns_a" addr add "$addr_a/24" dev "$veth_a" || fail "address of $veth_a"
-ip -n "$ns_b" addr add "$addr_b/24" dev "$veth_b" || fail "address of $veth_b"
-up() {
-    ip -n "$1" link set "$2" up || fail "cannot bring $2 up in $1"
-}
-up "$ns_a" lo
-up "$ns_a" "$veth_a"
-up "$ns_b" lo
-up "$ns_b" "$veth_b"
+netns_pair "V" 78
+[ -r "${IXL_CUDA_LIBRARY:-}" ] ||
+    skip_unless_ci "IXL_CUDA_LIBRARY does not name the simulated device (ctest sets it)"
 echo "namespaces $ns_a ($addr_a: nsv-t, nsv-v) and $ns_b ($addr_b: the initiator)"
 
 IXL_CUDASIM_DELAY_US=5000 ip netns exec "$ns_a" "$peer" target "$dir" "$addr_a" nsv-t \
