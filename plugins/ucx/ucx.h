@@ -251,10 +251,11 @@ struct ucx_worker {
     uint64_t last_any_ms;           /* last progress that did something, or a part added */
     uint64_t last_any_ns;           /* the same in ns, for the spin window (spin_us) */
     atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back */
-    atomic_bool watched; /* a waiting caller watches a request on it (wait_xfer): one at a time */
-    atomic_bool asleep;  /* its thread armed the worker and may sleep in epoll: wake() it */
-    atomic_bool standby; /* its thread sleeps while a caller polls the worker */
-    struct ucx_op *ops;  /* messages awaiting replies (see struct ucx_op) */
+    atomic_bool watched;  /* a waiting caller watches a request on it (wait_xfer): one at a time */
+    unsigned watch_spins; /* empty polls before a watcher yields (wait_xfer); the watcher's */
+    atomic_bool asleep;   /* its thread armed the worker and may sleep in epoll: wake() it */
+    atomic_bool standby;  /* its thread sleeps while a caller polls the worker */
+    struct ucx_op *ops;   /* messages awaiting replies (see struct ucx_op) */
     uint32_t n_ops, cap_ops, free_op;
     uint64_t rng;           /* xorshift state: the random half of tokens */
     struct ucx_send *sends; /* messages UCX has not completed */

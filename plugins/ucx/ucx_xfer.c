@@ -420,11 +420,16 @@ int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
     return st;
 }
 
-/* A watching caller that saw nothing happen this many times in a row yields its CPU (and again
- * after as many): a short request (a 4 KiB put over shared memory, ~2 us) is watched without a
- * system call, a long one leaves the CPU to the peer's threads now and then, as the worker's own
- * thread does. */
+/* A watching caller yields its CPU after w->watch_spins polls in a row that found nothing, at
+ * most this many. The count adapts to whether the CPU is shared: a sched_yield that returns
+ * after more than UCX_YIELD_SHARED_NS let another thread run (the peer's progress thread, on a
+ * machine with fewer free CPUs than spinning threads): then the watcher yields after every
+ * empty poll, as the worker's own thread does, so that thread is not kept waiting for the
+ * scheduler's tick; a yield that returns at once doubles the count again, up to this. With
+ * CPUs to spare a short request (a 4 KiB put over shared memory, ~2 us) is watched without a
+ * system call. */
 #define UCX_WATCH_IDLE_SPINS 64
+#define UCX_YIELD_SHARED_NS 3000u
 
 /* ixl_xfer_wait's watch (plugin ABI 2.5): the caller's thread progresses the worker of q's
  * part for up to budget_ns, and that worker's thread stands back meanwhile (caller_ns): the
@@ -454,7 +459,8 @@ int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
     if (budget_ns == 0 || !atomic_compare_exchange_strong(&w->watched, &none, true))
         return IXL_IN_PROGRESS; /* the watcher's progress completes this request too */
     uint64_t t0 = now_ns(), ns = t0;
-    unsigned idle = 0;
+    /* w->watch_spins is the watcher's alone (watched); 0: not set yet */
+    unsigned idle = 0, spins = w->watch_spins ? w->watch_spins : UCX_WATCH_IDLE_SPINS;
     for (;;) {
         atomic_store(&w->caller_ns, ns);
         bool any = false;
@@ -468,11 +474,19 @@ int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
         ns = now_ns();
         if (ns - t0 >= budget_ns)
             break;
-        if (any)
+        if (any) {
             idle = 0;
-        else if (++idle % UCX_WATCH_IDLE_SPINS == 0)
+        } else if (++idle >= spins) {
+            idle = 0;
             sched_yield();
+            uint64_t after = now_ns();
+            spins = after - ns > UCX_YIELD_SHARED_NS ? 1
+                    : spins < UCX_WATCH_IDLE_SPINS   ? spins * 2
+                                                     : UCX_WATCH_IDLE_SPINS;
+            ns = after;
+        }
     }
+    w->watch_spins = spins;
     atomic_store(&w->watched, false);
     /* The worker's thread takes over again at once when this request is still in flight (the
      * caller sleeps next) or other parts are; otherwise it looks again within UCX_STANDBY_NS
