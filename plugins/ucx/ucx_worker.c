@@ -318,12 +318,16 @@ bool progress_locked(struct ucx_worker *w)
 /* How long the thread sleeps while a caller polls, before it looks again. */
 #define UCX_STANDBY_NS 100000
 
-/* Whether a caller marked w within UCX_CALLER_NS. The mark is read before the clock: a caller
- * that polls marks continuously, and a mark newer than this thread's clock reading must not
- * count as an ancient one through the unsigned difference (then the thread never stood back
- * from a polling caller and fought it for the lock). */
+/* Whether a caller drives w: a waiter watches it (wait_xfer; for at most its budget, and it
+ * wakes this thread when it stops with work left), or a caller marked it within UCX_CALLER_NS.
+ * A watcher that yielded its CPU (to this thread, on a CPU they share) still drives it. The
+ * mark is read before the clock: a caller that polls marks continuously, and a mark newer than
+ * this thread's clock reading must not count as an ancient one through the unsigned difference
+ * (then the thread never stood back from a polling caller and fought it for the lock). */
 static bool caller_recent(struct ucx_worker *w)
 {
+    if (atomic_load(&w->watched))
+        return true;
     uint64_t c = atomic_load(&w->caller_ns);
     uint64_t n = now_ns();
     return c != 0 && (c >= n || n - c < UCX_CALLER_NS);
