@@ -52,6 +52,10 @@
 # caller polling ixl_xfer_status; the row is left out when this ixlbench has no --poll).
 # Target (issue 18): ixl's median <= 2x ucx_perftest's (the plugin's post->done includes
 # the put's round trip, ucx_perftest's figure is half of one).
+# A/B of the latency rows: BASE_DIR=<another build> (e.g. main's Release build) runs that
+# build's ixlbench and UCX plugin too, in every round right after this build's run of the same
+# row (ucx_perftest, B wait, A wait, B poll, A poll, per mode), and the table gains an "A" row
+# per mode and a B/A column (medians). The baseline is not rebuilt.
 # Knobs: BUILD_DIR (default build; give it a directory of its own where others rebuild build/),
 # ROUNDS (5), SIZES ("1M 64M"; K/M/G suffixes), MODES ("shm shm-heap tcp"), DEPTH (4), SHM_DEPTH
 # (1), WORKERS
@@ -67,6 +71,14 @@ sizes=${SIZES:-1M 64M}
 modes=${MODES-shm shm-heap tcp}
 lat_modes=${LAT_MODES-shm tcp}
 lat_iters=${LAT_ITERS:-3000}
+base=${BASE_DIR:-}
+if [ -n "$base" ]; then
+    case $base in /*) ;; *) base=$root/$base ;; esac
+    if [ ! -x "$base/tools/ixlbench" ] || [ ! -f "$base/lib/plugins/libixl_plugin_UCX.so" ]; then
+        echo "ucx.sh: BASE_DIR=$base has no tools/ixlbench and UCX plugin" >&2
+        exit 2
+    fi
+fi
 depth=${DEPTH:-4}
 shm_depth=${SHM_DEPTH:-1}
 workers=${WORKERS:-1}
@@ -120,6 +132,8 @@ echo "build:   $build (CMAKE_BUILD_TYPE=${type:-RelWithDebInfo, the default})"
 ucx_src=$(cat "$root"/plugins/ucx/*.[ch] 2>/dev/null | sha256sum | cut -c1-12)
 echo "source:  $(git -C "$root" describe --always --dirty 2>/dev/null || echo "not a git tree")," \
     "plugins/ucx digest ${ucx_src}"
+[ -n "$base" ] && echo "base:    A = $base ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' \
+    "$base/CMakeCache.txt")), B = the build above; latency rows only"
 echo "ucx:     $(ucx_info -v 2>/dev/null | sed -n 's/^# *Version */ucx_perftest /p' | head -n 1)"
 
 bytes() { # 64M -> 67108864
@@ -293,15 +307,19 @@ run_put_lat() { # mode
         echo "  put_lat $mode: ucx_perftest failed: $(tail -n 1 "$results.err")" >&2
     fi
 }
-run_ixl_lat() { # mode wait|poll
-    local mode=$1 how=$2 md=$results.md out rc trc v
+run_ixl_lat() { # mode wait|--poll [A: the BASE_DIR build]
+    local mode=$1 how=$2 side=${3:-} md=$results.md out rc trc v b=$bench pd=$IXL_PLUGIN_DIR
     local -a opts
     read -r -a opts <<<"--backend UCX $(mode_opts "$mode") --opt workers=$workers"
+    if [ "$side" = A ]; then
+        b=$base/tools/ixlbench
+        pd=$base/lib/plugins
+    fi
     rm -f "$md"
-    timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
+    IXL_PLUGIN_DIR=$pd timeout "$timeout_s" "$b" --role target --md-file "$md" --idle-timeout "$timeout_s" \
         --quiet "${opts[@]}" 2>"$results.terr" &
     bgpid=$!
-    out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
+    out=$(IXL_PLUGIN_DIR=$pd timeout "$timeout_s" "$b" --role initiator --md-file "$md" --op write \
         --block 4K --iters "$lat_iters" --warmup 100 --depth 1 --reuse --target-alloc heap \
         --no-check --csv --quiet --no-progress ${how/#wait/} "${opts[@]}" 2>"$results.err")
     rc=$?
@@ -313,9 +331,9 @@ run_ixl_lat() { # mode wait|poll
         awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "lat_p50_us") c = i }
                     $1 == "sweep" && c { print $c }')
     if [ $rc -eq 0 ] && [ $trc -eq 0 ] && [ -n "$v" ]; then
-        lat_record "$mode" "ixl-${how#--}" "$v"
+        lat_record "$mode" "${side:-ixl}-${how#--}" "$v"
     else
-        lat_record "$mode" "ixl-${how#--}" NA
+        lat_record "$mode" "${side:-ixl}-${how#--}" NA
         failures=$((failures + 1))
         echo "  ixl latency $mode ($how): failed (initiator $rc, target $trc):" \
             "$(tail -n 1 "$results.err") $(tail -n 1 "$results.terr")" >&2
@@ -349,6 +367,7 @@ if [ -n "$lat_modes" ]; then
             run_put_lat "$m"
             for h in $lat_hows; do
                 run_ixl_lat "$m" "$h"
+                [ -n "$base" ] && run_ixl_lat "$m" "$h" A
             done
         done
     done
@@ -405,7 +424,7 @@ END {
 
 if [ -n "$lat_modes" ]; then
     [ -n "$modes" ] && echo
-    awk -v lmodes="$lat_modes" -v hows="$lat_hows" -v rounds="$rounds" '
+    awk -v lmodes="$lat_modes" -v hows="$lat_hows" -v rounds="$rounds" -v ab="${base:+1}" '
 function median(key,    n, i, j, t, a) {
     n = cnt[key]
     for (i = 1; i <= n; i++) a[i] = val[key, i]
@@ -417,15 +436,18 @@ $3 != "NA" { key = $1 SUBSEP $2; cnt[key]++; val[key, cnt[key]] = $3 }
 END {
     nm = split(lmodes, m, " "); nh = split(hows, h, " ")
     printf "4 KiB latency (us), median of %d interleaved runs [min-max]; ratio = ixl / ucx_perftest\n", rounds
-    printf "%-5s %-26s %-6s %-26s %-7s %s\n", "mode", "ucx_perftest put_lat p50", "ixl", "ixl post->done p50", "ratio", "target"
-    for (k = 1; k <= nm; k++) for (j = 1; j <= nh; j++) {
-        ku = m[k] SUBSEP "ucx"; hw = h[j]; sub(/^--/, "", hw); ki = m[k] SUBSEP "ixl-" hw
+    printf "%-5s %-26s %-8s %-26s %-7s %-9s%s\n", "mode", "ucx_perftest put_lat p50", "ixl", "ixl post->done p50", "ratio", "target", ab ? " B/A" : ""
+    for (k = 1; k <= nm; k++) for (j = 1; j <= nh; j++) for (s = 0; s <= (ab ? 1 : 0); s++) {
+        ku = m[k] SUBSEP "ucx"; hw = h[j]; sub(/^--/, "", hw)
+        ki = m[k] SUBSEP (s ? "A-" : "ixl-") hw
         b = cnt[ku] ? median(ku) : -1; a = cnt[ki] ? median(ki) : -1
+        if (!s) { kA = m[k] SUBSEP "A-" hw; aA = cnt[kA] ? median(kA) : -1 }
         cu = b < 0 ? "failed" : sprintf("%8.2f [%.2f-%.2f]", b, lo[ku], hi[ku])
         ci = a < 0 ? "failed" : sprintf("%8.2f [%.2f-%.2f]", a, lo[ki], hi[ki])
         if (a < 0 || b <= 0) { q = "n/a"; v = "FAIL" }
         else { q = sprintf("%.2f", a / b); v = a / b <= 2 ? "<=2 pass" : "<=2 FAIL" }
-        printf "%-5s %-26s %-6s %-26s %-7s %s\n", m[k], cu, hw, ci, q, v
+        ba = ab && !s ? (a > 0 && aA > 0 ? sprintf(" %.2f", a / aA) : " n/a") : ""
+        printf "%-5s %-26s %-8s %-26s %-7s %-9s%s\n", m[k], cu, (s ? "A " : "") hw, ci, q, v, ba
     }
 }' "$lat_results"
 fi

@@ -34,9 +34,11 @@
  *
  * Progress: each worker's thread spins while that worker has parts in flight and for spin_us
  * after its last activity, and otherwise sleeps on the worker's event fd (ucp_worker_arm +
- * epoll) for at most progress_us; progress() and check_xfer let the agent's threads progress
- * the workers too (progress() polls a request posted < 50 us ago until one completes, and
- * while a caller polls, the worker's thread sleeps: ucx_worker.c). Deadline: when operations to
+ * epoll) for at most progress_us; progress(), check_xfer and wait_xfer let the agent's threads
+ * progress the workers too: a caller waiting in ixl_xfer_wait watches its request's worker on
+ * its own thread (wait_xfer: one such caller per worker, for the core's budget), and while a
+ * caller polls or watches a worker, the worker's thread sleeps (ucx_worker.c), so the polling
+ * moves from one thread to the other instead of adding one. Deadline: when operations to
  * a peer are outstanding and none completed for timeout_ms, the peer is stalled (a stopped
  * peer's kernel still acknowledges tcp, so neither UCX's keepalive nor the socket notices it):
  * its requests in flight fail with IXL_ERR_REMOTE_DISCONNECT and new posts to it fail at once,
@@ -246,13 +248,14 @@ struct ucx_worker {
     struct ucx_part *ready;             /* parts whose operations all completed: next phase */
     struct ucx_part *active;            /* parts in flight on this worker */
     size_t n_active;
-    uint64_t last_any_ms;  /* last progress that did something, or a part added */
-    uint64_t last_any_ns;  /* the same in ns, for the spin window (spin_us) */
-    uint64_t last_post_ns; /* the latest post that started a part here (progress() spins) */
+    uint64_t last_any_ms;           /* last progress that did something, or a part added */
+    uint64_t last_any_ns;           /* the same in ns, for the spin window (spin_us) */
     atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back */
-    atomic_bool asleep;  /* its thread armed the worker and may sleep in epoll: wake() it */
-    atomic_bool standby; /* its thread sleeps while a caller polls the worker */
-    struct ucx_op *ops;  /* messages awaiting replies (see struct ucx_op) */
+    atomic_bool watched;  /* a waiting caller watches a request on it (wait_xfer): one at a time */
+    unsigned watch_spins; /* empty polls before a watcher yields (wait_xfer); the watcher's */
+    atomic_bool asleep;   /* its thread armed the worker and may sleep in epoll: wake() it */
+    atomic_bool standby;  /* its thread sleeps while a caller polls the worker */
+    struct ucx_op *ops;   /* messages awaiting replies (see struct ucx_op) */
     uint32_t n_ops, cap_ops, free_op;
     uint64_t rng;           /* xorshift state: the random half of tokens */
     struct ucx_send *sends; /* messages UCX has not completed */
@@ -299,8 +302,7 @@ struct ucx_engine {
     size_t nq_count, nq_bytes; /* of the list above (<= nq_max, nq_bytes_max) */
 
     atomic_bool stop;
-    atomic_uint_fast64_t finished; /* requests finished (progress() spins until it changes) */
-    atomic_bool rkey_unchecked;    /* this UCX packs rkeys unlike ucx_rkey_check expects */
+    atomic_bool rkey_unchecked; /* this UCX packs rkeys unlike ucx_rkey_check expects */
 };
 
 /* ucx_engine.c */
@@ -325,6 +327,7 @@ void active_del(struct ucx_worker *w, struct ucx_part *p);
 bool lane_down(const struct ucx_lane *l, struct ucx_remote *r);
 bool progress_locked(struct ucx_worker *w);
 void *progress_main(void *arg);
+void caller_release(struct ucx_worker *w);
 int ucx_progress(struct ixl_engine *base);
 struct ucx_worker *next_home(struct ucx_engine *e);
 
@@ -340,6 +343,7 @@ int ucx_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                   const struct ixl_xfer_opts *opts, struct ixl_req **out);
 int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl_xfer_opts *opts);
 int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req);
+int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_ns);
 int ucx_release_req(struct ixl_engine *base, struct ixl_req *req);
 int ucx_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_req_info *out);
 

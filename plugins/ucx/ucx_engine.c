@@ -1191,6 +1191,7 @@ static const struct ixl_engine_ops ucx_ops = {
     .alloc_mem = ucx_alloc_mem,
     .free_mem = ucx_free_mem,
     .req_info = ucx_req_info,
+    .wait_xfer = ucx_wait_xfer,
 };
 
 static const struct ixl_plugin_desc ucx_desc = {

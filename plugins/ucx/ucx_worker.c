@@ -312,14 +312,26 @@ bool progress_locked(struct ucx_worker *w)
     return any;
 }
 
-/* A caller (check_xfer, progress()) progressed w within this long: it drives the worker, and
+/* A caller (check_xfer, wait_xfer) progressed w within this long: it drives the worker, and
  * the thread stands back instead of competing for the lock and a CPU. */
 #define UCX_CALLER_NS 5000u
-/* progress() keeps polling for up to this long after the latest post on a worker while that
- * worker has parts in flight (bounded by spin_us), until a request completes. */
-#define UCX_CALLER_SPIN_NS 50000u
 /* How long the thread sleeps while a caller polls, before it looks again. */
 #define UCX_STANDBY_NS 100000
+
+/* Whether a caller drives w: a waiter watches it (wait_xfer; for at most its budget, and it
+ * wakes this thread when it stops with work left), or a caller marked it within UCX_CALLER_NS.
+ * A watcher that yielded its CPU (to this thread, on a CPU they share) still drives it. The
+ * mark is read before the clock: a caller that polls marks continuously, and a mark newer than
+ * this thread's clock reading must not count as an ancient one through the unsigned difference
+ * (then the thread never stood back from a polling caller and fought it for the lock). */
+static bool caller_recent(struct ucx_worker *w)
+{
+    if (atomic_load(&w->watched))
+        return true;
+    uint64_t c = atomic_load(&w->caller_ns);
+    uint64_t n = now_ns();
+    return c != 0 && (c >= n || n - c < UCX_CALLER_NS);
+}
 
 void *progress_main(void *arg)
 {
@@ -329,17 +341,16 @@ void *progress_main(void *arg)
     if (ms < 1)
         ms = 1;
     while (!atomic_load(&e->stop)) {
-        if (now_ns() - atomic_load(&w->caller_ns) < UCX_CALLER_NS) {
+        if (caller_recent(w)) {
             /* A caller polls the worker: this thread sleeps rather than spinning beside it (a
              * third runnable thread on two CPUs can leave the peer's thread waiting for a
-             * CPU for a scheduler tick). The caller wakes it when it stops polling
-             * (progress()); a caller that polls through check_xfer is seen gone at the next
-             * look, UCX_STANDBY_NS later. */
+             * CPU for a scheduler tick). A waiting caller wakes it when it stops watching
+             * (caller_release); a caller that polls through check_xfer is seen gone at the
+             * next look, UCX_STANDBY_NS later. */
             struct pollfd pf = {.fd = w->wakefd, .events = POLLIN};
             struct timespec ts = {.tv_sec = 0, .tv_nsec = UCX_STANDBY_NS};
             atomic_store(&w->standby, true);
-            if (now_ns() - atomic_load(&w->caller_ns) < UCX_CALLER_NS &&
-                ppoll(&pf, 1, &ts, NULL) > 0) {
+            if (caller_recent(w) && ppoll(&pf, 1, &ts, NULL) > 0) {
                 uint64_t v;
                 if (read(w->wakefd, &v, sizeof(v)) < 0) {
                 }
@@ -384,41 +395,28 @@ void *progress_main(void *arg)
     return NULL;
 }
 
-/* Progresses every worker. A caller waiting for a request (ixl_xfer_wait calls this before it
- * sleeps) keeps polling while a worker has parts in flight posted less than
- * UCX_CALLER_SPIN_NS ago (at most spin_us), until a request completes: a small request is
- * then seen done in this thread, without the hand-off from the progress thread through the
- * host's signal (a futex wake-up, tens of microseconds). */
+/* A caller stops driving w (a watch in wait_xfer ended, or a waiter goes to sleep after
+ * check_xfer marked w): the worker's thread takes over at once if it stands back. */
+void caller_release(struct ucx_worker *w)
+{
+    atomic_store(&w->caller_ns, 0);
+    if (atomic_load(&w->standby))
+        wake_now(w);
+}
+
+/* One pass over every worker, on the caller's thread (ixl_agent_progress, and ixl_xfer_wait
+ * before it watches or sleeps). A worker whose lock is taken is being progressed by its thread
+ * or another caller: skipped. Waiting callers poll through wait_xfer (ucx_xfer.c), which
+ * watches one request's worker. */
 int ucx_progress(struct ixl_engine *base)
 {
     struct ucx_engine *e = (struct ucx_engine *)base;
-    uint64_t done0 = atomic_load(&e->finished);
-    uint64_t t0 = now_ns(),
-             limit = e->spin_ns < UCX_CALLER_SPIN_NS ? e->spin_ns : UCX_CALLER_SPIN_NS;
-    for (bool again = false;; again = true) {
-        bool fresh = false;
-        uint64_t ns = now_ns();
-        for (unsigned i = 0; i < e->nw; i++) {
-            struct ucx_worker *w = &e->w[i];
-            if (again) /* this thread polls: the worker's thread stands back meanwhile */
-                atomic_store(&w->caller_ns, ns);
-            pthread_mutex_lock(&w->lock);
-            progress_locked(w);
-            fresh = fresh || (w->n_active > 0 && ns - w->last_post_ns < limit);
-            pthread_mutex_unlock(&w->lock);
-        }
-        if (!fresh || atomic_load(&e->finished) != done0 || now_ns() - t0 >= limit)
-            break;
-        sched_yield(); /* the peer (or this worker's thread) may share this CPU */
-    }
-    /* This caller stops polling (ixl_xfer_wait sleeps next): the workers' threads take over,
-     * also from a check_xfer just before; at once unless a request just completed here (the
-     * caller returns to it, and a sleeping thread looks again within UCX_STANDBY_NS). */
-    bool done = atomic_load(&e->finished) != done0;
     for (unsigned i = 0; i < e->nw; i++) {
-        atomic_store(&e->w[i].caller_ns, 0);
-        if (!done && atomic_load(&e->w[i].standby))
-            wake_now(&e->w[i]);
+        struct ucx_worker *w = &e->w[i];
+        if (pthread_mutex_trylock(&w->lock) != 0)
+            continue;
+        progress_locked(w);
+        pthread_mutex_unlock(&w->lock);
     }
     return IXL_OK;
 }

@@ -79,7 +79,6 @@ static void req_finish(struct ucx_req *q)
     int st = atomic_load(&q->canceled) ? IXL_ERR_CANCELED : err != 0 ? err : IXL_OK;
     atomic_store(&q->status, st);
     atomic_store(&q->busy, false); /* release may free q from here on */
-    atomic_fetch_add(&e->finished, 1);
     e->host->signal(e->host->ctx);
 }
 
@@ -373,7 +372,6 @@ int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         *w->todo_tail = p;
         w->todo_tail = &p->next;
         active_add(w, p);
-        w->last_post_ns = w->last_any_ns;
         pthread_mutex_unlock(&w->lock);
         wake(w);
     }
@@ -381,7 +379,6 @@ int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     pthread_mutex_lock(&w->lock);
     q->part[0].queued = false;
     active_add(w, &q->part[0]); /* makes its progress thread spin while this is in flight */
-    w->last_post_ns = w->last_any_ns;
     part_start_locked(w, &q->part[0]);
     progress_locked(w);
     pthread_mutex_unlock(&w->lock);
@@ -420,6 +417,88 @@ int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
         req_progress(q, false);
         st = atomic_load(&q->status);
     }
+    return st;
+}
+
+/* A watching caller yields its CPU after w->watch_spins polls in a row that found nothing, at
+ * most this many. The count adapts to whether the CPU is shared: a sched_yield that returns
+ * after more than UCX_YIELD_SHARED_NS let another thread run (the peer's progress thread, on a
+ * machine with fewer free CPUs than spinning threads): then the watcher yields after every
+ * empty poll, as the worker's own thread does, so that thread is not kept waiting for the
+ * scheduler's tick; a yield that returns at once doubles the count again, up to this. With
+ * CPUs to spare a short request (a 4 KiB put over shared memory, ~2 us) is watched without a
+ * system call. */
+#define UCX_WATCH_IDLE_SPINS 64
+#define UCX_YIELD_SHARED_NS 3000u
+
+/* ixl_xfer_wait's watch (plugin ABI 2.5): the caller's thread progresses the worker of q's
+ * part for up to budget_ns, and that worker's thread stands back meanwhile (caller_ns): the
+ * polling a request in flight needs moves from the worker's thread to the waiter's, instead of
+ * the waiter sleeping until that thread hands the completion over (host->signal, a futex
+ * wake-up: several microseconds, tens on a loaded machine). Requests cut into parts on several
+ * workers are not watched: their workers' threads issue and progress the parts in parallel,
+ * which one caller would serialize. One caller watches a worker at a time; the others sleep
+ * and are woken by the completions the watcher's progress delivers (req_finish). */
+int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_ns)
+{
+    (void)base;
+    struct ucx_req *q = (struct ucx_req *)req;
+    int st = atomic_load(&q->status);
+    if (st != IXL_IN_PROGRESS)
+        return st;
+    if (q->nparts != 1) {
+        /* check_xfer just marked these workers: their threads must not stand back while
+         * this caller sleeps. */
+        for (unsigned k = 0; k < q->nparts; k++)
+            if (!atomic_load(&q->part[k].w->watched)) /* a watcher keeps it driven */
+                caller_release(q->part[k].w);
+        return IXL_IN_PROGRESS;
+    }
+    struct ucx_worker *w = q->part[0].w;
+    bool none = false;
+    if (budget_ns == 0 || !atomic_compare_exchange_strong(&w->watched, &none, true))
+        return IXL_IN_PROGRESS; /* the watcher's progress completes this request too */
+    uint64_t t0 = now_ns(), ns = t0;
+    /* w->watch_spins is the watcher's alone (watched); 0: not set yet */
+    unsigned idle = 0, spins = w->watch_spins ? w->watch_spins : UCX_WATCH_IDLE_SPINS;
+    for (;;) {
+        atomic_store(&w->caller_ns, ns);
+        bool any = false;
+        if (pthread_mutex_trylock(&w->lock) == 0) {
+            any = progress_locked(w);
+            pthread_mutex_unlock(&w->lock);
+        }
+        st = atomic_load(&q->status);
+        if (st != IXL_IN_PROGRESS)
+            break;
+        ns = now_ns();
+        if (ns - t0 >= budget_ns)
+            break;
+        if (any) {
+            idle = 0;
+        } else if (++idle >= spins) {
+            idle = 0;
+            sched_yield();
+            uint64_t after = now_ns();
+            spins = after - ns > UCX_YIELD_SHARED_NS ? 1
+                    : spins < UCX_WATCH_IDLE_SPINS   ? spins * 2
+                                                     : UCX_WATCH_IDLE_SPINS;
+            ns = after;
+        }
+    }
+    w->watch_spins = spins;
+    atomic_store(&w->watched, false);
+    /* The worker's thread takes over again at once when this request is still in flight (the
+     * caller sleeps next) or other parts are; otherwise it looks again within UCX_STANDBY_NS
+     * (the caller likely posts its next request before that). */
+    bool more = st == IXL_IN_PROGRESS;
+    if (!more) {
+        pthread_mutex_lock(&w->lock);
+        more = w->n_active > 0 || w->todo != NULL;
+        pthread_mutex_unlock(&w->lock);
+    }
+    if (more)
+        caller_release(w);
     return st;
 }
 

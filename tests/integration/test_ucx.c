@@ -14,7 +14,12 @@
  *                   stopped, before and after the deadline; SIGCONT: release ok, new requests
  *                   work; an agent destroyed with a request to a stopped peer in flight);
  *                   this process as the target: WRITE/READ into a region it deregistered
- *                   (REMOTE_REFUSED, nothing written)
+ *                   (REMOTE_REFUSED, nothing written); in every mode, THREADS threads on
+ *                   one agent posting concurrently, half waiting in ixl_xfer_wait (the
+ *                   plugin's wait_xfer watch) and half polling ixl_xfer_status, beside a
+ *                   thread calling ixl_agent_progress and the plugin's progress threads: every
+ *                   WRITE (with a notification) read back and checked, every notification
+ *                   delivered exactly once
  *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
  *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
@@ -34,8 +39,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/prctl.h>
@@ -283,6 +290,158 @@ static void test_notifs(struct ixl_agent *a, const struct rbuf *rb, size_t len)
             "  %-7s -> %-6s WRITE %zu B + notification after the data; notifications "
             "without data both ways ok\n",
             ixl_agent_name(a), rb->p->name, len);
+}
+
+/* ---- threads on one agent ------------------------------------------------------------------ */
+
+#define THREADS 4
+#define THREAD_ROUNDS 24
+#define THREAD_SLOT                                                            \
+    ((size_t)1 << 20) /* per thread: a source and a destination slot here, one \
+                         slot at the peer */
+
+struct thr_arg {
+    struct ixl_agent *a;
+    const struct rbuf *rb;
+    unsigned t;
+    bool poll; /* ixl_xfer_status in a loop instead of ixl_xfer_wait */
+    uint64_t polls, waits;
+};
+
+static atomic_bool thr_stop;
+
+static int thr_complete(struct thr_arg *ta, struct ixl_xfer *x)
+{
+    int rc = ixl_xfer_post(x);
+    if (rc != IXL_IN_PROGRESS)
+        return rc;
+    if (!ta->poll) {
+        ta->waits++;
+        return ixl_xfer_wait(x, WAIT_MS);
+    }
+    uint64_t end = now_ms() + WAIT_MS;
+    for (;;) {
+        ta->polls++;
+        rc = ixl_xfer_status(x);
+        if (rc != IXL_IN_PROGRESS || now_ms() >= end)
+            return rc;
+    }
+}
+
+/* Round i of thread t: a fresh pattern WRITE (with the notification "t.i") from this thread's
+ * source slot to its slot at the peer, then a READ of that slot into the poisoned destination
+ * slot, checked: a completion reported before the WRITE's data landed, or the READ's, fails the
+ * check. Sizes cycle through 4 KiB, 64 KiB and 512 KiB (two parts with workers=2: not
+ * watched). */
+static void *thr_main(void *arg)
+{
+    struct thr_arg *ta = arg;
+    static const size_t sizes[] = {4096, 65536, THREAD_SLOT / 2};
+    uint8_t *src = L + GUARD + (size_t)ta->t * 2 * THREAD_SLOT, *dst = src + THREAD_SLOT;
+    uint64_t roff = GUARD + (uint64_t)ta->t * THREAD_SLOT;
+    for (unsigned i = 0; i < THREAD_ROUNDS; i++) {
+        size_t n = sizes[i % 3];
+        uint64_t seed = ((uint64_t)main_pid << 32) ^ ((uint64_t)ta->t << 24) ^ ((uint64_t)i << 8);
+        while (net_pat_byte(seed, roff) == POISON_L)
+            seed++;
+        net_pat_fill(src, n, seed, roff);
+        memset(dst, POISON_L, n);
+        char msg[32];
+        int mlen = snprintf(msg, sizeof(msg), "%u.%u", ta->t, i);
+        struct ixl_xfer_params xp = {
+            .field_mask = IXL_XFER_F_NOTIF, .notif = msg, .notif_len = (size_t)mlen};
+        struct ixl_dlist *ls = list1((uintptr_t)src, n), *ld = list1((uintptr_t)dst, n),
+                         *r = list1(ta->rb->addr + roff, n);
+        struct ixl_xfer *w, *rd;
+        CHECK_RC(ixl_xfer_create(ta->a, IXL_OP_WRITE, ls, r, ta->rb->p->name, &xp, &w), IXL_OK);
+        CHECK_RC(ixl_xfer_create(ta->a, IXL_OP_READ, ld, r, ta->rb->p->name, NULL, &rd), IXL_OK);
+        int rc = thr_complete(ta, w);
+        if (rc != IXL_OK)
+            check_fail(__FILE__, __LINE__, "thread %u round %u: WRITE of %zu B: %s: %s", ta->t, i,
+                       n, ixl_strerror(rc), ixl_agent_last_error(ta->a));
+        CHECK_RC(ixl_xfer_status(w), IXL_OK); /* stays complete */
+        rc = thr_complete(ta, rd);
+        if (rc != IXL_OK)
+            check_fail(__FILE__, __LINE__, "thread %u round %u: READ of %zu B: %s: %s", ta->t, i, n,
+                       ixl_strerror(rc), ixl_agent_last_error(ta->a));
+        size_t bad = net_pat_find_bad(dst, n, seed, roff);
+        if (bad != n)
+            check_fail(__FILE__, __LINE__,
+                       "thread %u round %u (%s): %zu B read back, byte %zu is 0x%02x, want 0x%02x",
+                       ta->t, i, ta->poll ? "polling" : "waiting", n, bad, dst[bad],
+                       net_pat_byte(seed, roff + bad));
+        CHECK_RC(ixl_xfer_release(w), IXL_OK);
+        CHECK_RC(ixl_xfer_release(rd), IXL_OK);
+        ixl_dlist_destroy(ls);
+        ixl_dlist_destroy(ld);
+        ixl_dlist_destroy(r);
+    }
+    return NULL;
+}
+
+static void *progress_loop(void *arg)
+{
+    while (!atomic_load(&thr_stop))
+        ixl_agent_progress(arg);
+    return NULL;
+}
+
+static void test_threads(struct ixl_agent *a, const struct rbuf *rb)
+{
+    CHECK(GUARD + 2 * THREADS * THREAD_SLOT <= L_len && GUARD + THREADS * THREAD_SLOT <= rb->len);
+    uint64_t t0 = now_ms();
+    PEER_OK(rb->p, "notifs"); /* nothing left over from before */
+    struct thr_arg ta[THREADS];
+    pthread_t th[THREADS], pt;
+    atomic_store(&thr_stop, false);
+    CHECK(pthread_create(&pt, NULL, progress_loop, a) == 0);
+    for (unsigned t = 0; t < THREADS; t++) {
+        ta[t] = (struct thr_arg){.a = a, .rb = rb, .t = t, .poll = t % 2 == 1};
+        CHECK(pthread_create(&th[t], NULL, thr_main, &ta[t]) == 0);
+    }
+    uint64_t polls = 0, waits = 0;
+    for (unsigned t = 0; t < THREADS; t++) {
+        CHECK(pthread_join(th[t], NULL) == 0);
+        polls += ta[t].polls;
+        waits += ta[t].waits;
+    }
+    atomic_store(&thr_stop, true);
+    CHECK(pthread_join(pt, NULL) == 0);
+    /* Every WRITE ended with the peer's answer that it queued its notification: all are there,
+     * each once. */
+    char *r = PEER_OK(rb->p, "notifs");
+    size_t n = strtoul(r, NULL, 10);
+    bool seen[THREADS][THREAD_ROUNDS] = {{false}};
+    for (size_t k = 0; k < n; k++) {
+        char *line = peer_line(rb->p, REPLY_MS);
+        char *sp = strchr(line, ' ');
+        CHECK(sp != NULL);
+        *sp = '\0';
+        if (strcmp(line, ixl_agent_name(a)) != 0)
+            check_fail(__FILE__, __LINE__, "a notification from '%s', want '%s'", line,
+                       ixl_agent_name(a));
+        char text[32] = {0};
+        size_t hl = strlen(sp + 1);
+        CHECK(hl % 2 == 0 && hl / 2 < sizeof(text));
+        for (size_t j = 0; j < hl / 2; j++) {
+            unsigned v;
+            CHECK(sscanf(sp + 1 + 2 * j, "%2x", &v) == 1);
+            text[j] = (char)v;
+        }
+        unsigned t, i;
+        if (sscanf(text, "%u.%u", &t, &i) != 2 || t >= THREADS || i >= THREAD_ROUNDS)
+            check_fail(__FILE__, __LINE__, "a notification '%s' no thread sent", text);
+        if (seen[t][i])
+            check_fail(__FILE__, __LINE__, "notification '%s' delivered twice", text);
+        seen[t][i] = true;
+    }
+    if (n != (size_t)THREADS * THREAD_ROUNDS)
+        check_fail(__FILE__, __LINE__, "%zu notifications, want %u (one per WRITE)", n,
+                   THREADS * THREAD_ROUNDS);
+    fprintf(stderr,
+            "  %-7s -> %-6s %u threads x %u WRITE+READ (4K/64K/512K), %" PRIu64 " waits, %" PRIu64
+            " status polls, data and %zu notifications ok (%" PRIu64 " ms)\n",
+            ixl_agent_name(a), rb->p->name, THREADS, THREAD_ROUNDS, waits, polls, n, now_ms() - t0);
 }
 
 /* ---- failures -------------------------------------------------------------------------------- */
@@ -928,6 +1087,7 @@ int main(int argc, char **argv)
             xfer_scatter(a, &rb, IXL_OP_WRITE);
             xfer_scatter(a, &rb, IXL_OP_READ);
             test_notifs(a, &rb, 1 << 20);
+            test_threads(a, &rb);
             if (strncmp(md->name, "sm", 2) == 0)
                 test_shm_peer_refused(&rb);
         }
