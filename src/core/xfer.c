@@ -1078,9 +1078,10 @@ static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
         x->xfer_ns = (now ? now : ixl_now_ns()) - x->post_start_ns;
         x->done_count++;
         /* For ixl_xfer_wait's spin; stored only when it moved by a quarter or more, so that
-         * threads completing alike do not keep writing the shared line. */
+         * threads completing alike do not keep writing the shared line. A request done in
+         * post (now given) is not one anybody waits for: it says nothing of the wait. */
         uint64_t old = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
-        if (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old)
+        if (now == 0 && (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old))
             atomic_store_explicit(&agent->recent_done_ns, x->xfer_ns, memory_order_relaxed);
         atomic_fetch_add(&st->completed, 1);
         atomic_fetch_add(&st->bytes, x->bytes);

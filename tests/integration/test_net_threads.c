@@ -377,9 +377,11 @@ int main(int argc, char **argv)
         CHECK_RC(finish(x, ixl_xfer_post(x), 0), IXL_OK);
         struct ixl_xfer_info info = {.size = sizeof(info)};
         CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+        char path[32];
+        snprintf(path, sizeof(path), "%s", info.path); /* info's strings go with the request */
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
-        if (strcmp(info.path, "shm") != 0) {
-            fprintf(stderr, "SKIP: the same-node paths are refused here (path %s): %s\n", info.path,
+        if (strcmp(path, "shm") != 0) {
+            fprintf(stderr, "SKIP: the same-node paths are refused here (path %s): %s\n", path,
                     ixl_agent_last_error(ag));
             ixl_agent_destroy(ag);
             peer_exit(tp);
