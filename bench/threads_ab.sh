@@ -102,6 +102,7 @@ done
 
 echo
 echo "aggregate requests/s, medians of $rounds interleaved rounds"
+# shellcheck disable=SC2016 # awk code, expanded by awk
 medians='
 function med(k,   m, i, j, t, a) {
     m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i]
