@@ -130,8 +130,11 @@ static int finish(struct ixl_xfer *x, int posted, int mode)
             return rc;
         if (now_ms() > end)
             return IXL_ERR_TIMEOUT;
-        if ((i & 255) == 255)
-            sched_yield(); /* more threads than cores: let NET's threads run */
+        /* more threads than cores: let NET's threads (workers, loops) run */
+        if (i >= 4096)
+            sleep_ms(1);
+        else if ((i & 63) == 63)
+            sched_yield();
     }
 }
 
