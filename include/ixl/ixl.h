@@ -861,7 +861,9 @@ IXL_API ixl_status ixl_notif_send(struct ixl_agent *agent, const char *remote, c
 
 /**
  * A file descriptor that becomes readable when a request of this agent may have completed or
- * a notification or fetched metadata may have arrived. Wait with poll/epoll, then call
+ * a notification or fetched metadata may have arrived (a request that ixl_xfer_post itself
+ * reports done, IXL_OK, need not make it readable: the post's return says so). Wait with
+ * poll/epoll, then call
  * ixl_agent_progress() (which clears it) and check what you wait for. Owned by the agent:
  * never read or write it yourself (ixl writes it once per readiness, not once per completion,
  * and only ixl_agent_progress() clears it; a read of your own may leave it unreadable when

@@ -143,8 +143,12 @@ static void copy_fence(void)
  * where streaming makes many descriptors as fast as one large memcpy (README.md, Paths). */
 #define NT_BYTES ((uint64_t)64 << 20)
 
-/* Copies bytes [from, to) of the request (its descriptors laid end to end). */
-static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, uint64_t to)
+/* Copies bytes [from, to) of the request (its descriptors laid end to end). in_post: on the
+ * posting thread, inside post_xfer, right after post checked the peer alive: nothing can cancel
+ * the request meanwhile (the core never runs release_req during post_xfer), so neither is asked
+ * again before the first batch (a request of up to 64 ranges makes one system call, no lock). */
+static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, uint64_t to,
+                      bool in_post)
 {
     int stream = HAVE_COPY_NT && r->path != NET_PATH_CMA && r->bytes >= NT_BYTES;
     uint64_t pos = 0;
@@ -178,13 +182,13 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
                 else
                     memmove(dst, src, step);
                 done += step;
-                if (done < n && is_canceled(e, r))
+                if (done < n && !in_post && is_canceled(e, r))
                     return IXL_ERR_CANCELED;
             }
             continue;
         }
         /* Cross-memory attach: one system call per batch, continued after partial copies. */
-        if (!net_peer_same(r))
+        if (!in_post && !net_peer_same(r))
             return net_error(r->e, IXL_ERR_REMOTE_DISCONNECT,
                              "NET: '%s' was restarted, unloaded or exited%s%s", r->peer->name,
                              alive_err ? " (poll of its pidfd: " : "",
@@ -223,6 +227,7 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
             }
         }
         n_iov = 0;
+        in_post = false; /* later batches check again (a long request, a peer that ends) */
         if (is_canceled(e, r))
             return IXL_ERR_CANCELED;
     }
@@ -262,7 +267,7 @@ static void do_copy(struct net_engine *e, const struct net_item *it)
     uint32_t parts = (uint32_t)r->n_chunks; /* for copies: the number of parts */
     uint64_t from = total / parts * it->chunk;
     uint64_t to = it->chunk + 1 == parts ? total : total / parts * (it->chunk + 1);
-    int rc = copy_range(e, r, from, to);
+    int rc = copy_range(e, r, from, to, false);
     struct net_peer *p = r->peer;
     net_req_unbusy(e, r);
     if (net_req_part_done(e, it->serial, rc, NULL) == 1)
@@ -328,14 +333,11 @@ static int net_peer_same(const struct net_req *r)
     return same && net_peer_alive(p);
 }
 
-int net_peer_alive(struct net_peer *p)
+/* Alive from what was read under p->lock: the life page's state (-1: none) or else a poll of
+ * the pidfd (-1: none). */
+static int alive_from(int life, int fd)
 {
     alive_err = 0;
-    pthread_mutex_lock(&p->lock);
-    int fd = p->pidfd;
-    /* The life page answers without a system call; read under the lock (a reload unmaps it). */
-    int life = p->life != NULL ? net_local_life_state(p->life) : -1;
-    pthread_mutex_unlock(&p->lock);
     if (life >= 0)
         return life;
     if (fd < 0)
@@ -345,6 +347,33 @@ int net_peer_alive(struct net_peer *p)
     if (n < 0)
         alive_err = errno;
     return n == 0;
+}
+
+int net_peer_alive(struct net_peer *p)
+{
+    pthread_mutex_lock(&p->lock);
+    int fd = p->pidfd;
+    /* The life page answers without a system call; read under the lock (a reload unmaps it). */
+    int life = p->life != NULL ? net_local_life_state(p->life) : -1;
+    pthread_mutex_unlock(&p->lock);
+    return alive_from(life, fd);
+}
+
+/* At post: records the peer's instance in r and says whether it is loaded and (same-node
+ * paths) alive, under one hold of p->lock. 1 fine, 0 not loaded, -1 gone. */
+static int peer_at_post(struct net_req *r)
+{
+    struct net_peer *p = r->peer;
+    bool same = r->path == NET_PATH_CMA || r->path == NET_PATH_SHM;
+    pthread_mutex_lock(&p->lock);
+    r->instance = p->instance;
+    int loaded = p->loaded;
+    int fd = p->pidfd;
+    int life = same && p->life != NULL ? net_local_life_state(p->life) : -1;
+    pthread_mutex_unlock(&p->lock);
+    if (!loaded)
+        return 0;
+    return !same || alive_from(life, fd) ? 1 : -1;
 }
 
 static int build_chunks(struct net_engine *e, struct net_req *r)
@@ -576,37 +605,62 @@ static int post_failed(struct net_engine *e, struct net_req *r, int rc)
     return rc;
 }
 
+/* A small same-node copy without a notification, posted while no thread of NET knows the
+ * request (it is in no table: the last post was one of these, or its entry was just taken
+ * out): copied here, on the posting thread, and done when post returns. Nothing else can
+ * reach it meanwhile (the core never runs two calls on one request at once; NET's threads find
+ * requests only through the table), so its per-post fields need no lock, and nobody is woken:
+ * post's own return says it is done. */
+static int post_quick(struct net_engine *e, struct net_req *r)
+{
+    r->state = NR_RUNNING;
+    r->status = IXL_OK;
+    r->why[0] = '\0';
+    r->canceled = false;
+    r->n_chunks = 1;
+    r->pending = 1;
+    int rc = copy_range(e, r, 0, r->bytes, true);
+    r->pending = 0;
+    r->state = rc == IXL_OK ? NR_DONE : NR_ERROR;
+    r->status = rc;
+    return rc;
+}
+
 int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl_xfer_opts *opts)
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
-    /* A frame or copy of the last post may still be winding down (the answers completed the
-     * request between its send and its unbusy): that takes microseconds, so wait for it,
-     * bounded. */
-    pthread_mutex_lock(&e->reqs_lock);
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 1;
-    while (r->busy > 0 && pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &dl) == 0) {
+    bool quick = !r->dev && r->path != NET_PATH_TCP && r->bytes <= INLINE_BYTES &&
+                 (opts != NULL ? opts->notif == NULL : r->notif == NULL);
+    /* serial 0: in no table, so no thread of NET holds it (busy is 0) */
+    if (!quick || r->serial != 0) {
+        /* A frame or copy of the last post may still be winding down (the answers completed
+         * the request between its send and its unbusy): that takes microseconds, so wait for
+         * it, bounded. */
+        pthread_mutex_lock(&e->reqs_lock);
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 1;
+        while (r->busy > 0 && pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &dl) == 0) {
+        }
+        int busy = r->busy;
+        if (busy == 0 && quick) /* out of the table: the last post's threads are done with it */
+            net_req_remove(e, r);
+        pthread_mutex_unlock(&e->reqs_lock);
+        if (busy > 0) /* a thread of the last post still touches its buffers */
+            return net_error(e, IXL_ERR_REPOST_ACTIVE, "NET: the last post is still winding down");
+        net_stage_sweep(e, r); /* slots a failed last post still held */
     }
-    int busy = r->busy;
-    pthread_mutex_unlock(&e->reqs_lock);
-    if (busy > 0) /* a thread of the last post still touches its buffers */
-        return net_error(e, IXL_ERR_REPOST_ACTIVE, "NET: the last post is still winding down");
-    net_stage_sweep(e, r); /* slots a failed last post still held */
     if (set_notif(r, opts) != IXL_OK)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     if (r->peer != NULL) {
-        pthread_mutex_lock(&r->peer->lock);
-        r->instance = r->peer->instance;
-        int loaded = r->peer->loaded;
-        pthread_mutex_unlock(&r->peer->lock);
-        if (!loaded)
+        int at = peer_at_post(r);
+        if (at == 0)
             return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: '%s' is disconnected",
                              r->peer->name);
         /* Same-node paths touch the peer's memory directly: a peer known to be gone is
          * refused here (a pidfd poll, no waiting). */
-        if ((r->path == NET_PATH_CMA || r->path == NET_PATH_SHM) && !net_peer_same(r)) {
+        if (at < 0) {
             if (r->ipc != NULL) /* its device memory opened here is closed */
                 net_ipc_drop_peer(e, r->peer);
             return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
@@ -617,6 +671,8 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         if (r->dev && net_ipc_hold(e, r) != IXL_OK) /* said by net_ipc_hold */
             return IXL_ERR_REMOTE_DISCONNECT;
     }
+    if (quick)
+        return post_quick(e, r);
     uint64_t total = total_bytes(r);
     pthread_mutex_lock(&e->reqs_lock);
     net_req_remove(e, r);
@@ -664,7 +720,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
         /* Small same-node copies: no thread hop. A notification then goes to the peer's
          * queue; the request completes when it is on the socket. */
-        rc = copy_range(e, r, 0, total);
+        rc = copy_range(e, r, 0, total, true);
         net_req_unbusy(e, r);
         if (net_req_part_done(e, serial, rc, NULL) == 1)
             net_peer_submit_notif(r->peer, serial);

@@ -124,6 +124,16 @@ void ixl_agent_wake(struct ixl_agent *agent)
         fd_arm(agent);
 }
 
+struct ixl_stat_stripe *ixl_agent_stripe(struct ixl_agent *agent)
+{
+    /* Threads take stripes in turn, once each: a few posting threads never share one. */
+    static _Atomic unsigned next_stripe;
+    static _Thread_local unsigned mine = UINT_MAX;
+    if (mine == UINT_MAX)
+        mine = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % IXL_STAT_STRIPES;
+    return &agent->st[mine];
+}
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -793,13 +803,18 @@ ixl_status ixl_agent_stats(struct ixl_agent *agent, struct ixl_agent_stats *out)
                              "ixl_agent_stats: out->size must be sizeof(struct ixl_agent_stats)");
     struct ixl_agent_stats st = {
         .size = sizeof(st),
-        .posted = atomic_load(&agent->st_posted),
-        .completed = atomic_load(&agent->st_completed),
-        .failed = atomic_load(&agent->st_failed),
-        .bytes = atomic_load(&agent->st_bytes),
         .notifs_received = atomic_load(&agent->st_notifs_rx),
         .notifs_sent = atomic_load(&agent->st_notifs_tx),
     };
+    /* Ends first, posts after: a request counted as ended was counted as posted before it
+     * (its post's add precedes its end's), so posted >= completed + failed. */
+    for (unsigned i = 0; i < IXL_STAT_STRIPES; i++) {
+        st.completed += atomic_load(&agent->st[i].completed);
+        st.failed += atomic_load(&agent->st[i].failed);
+        st.bytes += atomic_load(&agent->st[i].bytes);
+    }
+    for (unsigned i = 0; i < IXL_STAT_STRIPES; i++)
+        st.posted += atomic_load(&agent->st[i].posted);
     return ixl_out_write(out, &st, sizeof(st), IXL_AGENT_STATS_V1,
                          _Alignof(struct ixl_agent_stats));
 }

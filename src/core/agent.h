@@ -61,6 +61,8 @@ struct ixl_alloc {
     struct ixl_backend *backend;
 };
 
+#define IXL_STAT_STRIPES 16
+
 struct ixl_agent {
     uint64_t id;          /* unique in the process: keys the thread-local error slots */
     uint64_t incarnation; /* random per instance: tells a restarted agent from its old self */
@@ -124,8 +126,20 @@ struct ixl_agent {
     /* Trust: the cluster key and the mode, fixed at creation (src/util/auth.h). */
     struct ixl_auth auth;
 
-    _Atomic uint64_t st_posted, st_completed, st_failed, st_bytes, st_notifs_rx, st_notifs_tx;
+    /* Request counters, striped: each thread adds to its own stripe (ixl_agent_stripe), so
+     * threads posting on one agent write no shared line per request; ixl_agent_stats sums.
+     * The padding keeps two stripes' counters 96 bytes apart, off any common cache line
+     * whatever the agent's alignment (calloc's). */
+    struct ixl_stat_stripe {
+        uint64_t pad0[8];
+        _Atomic uint64_t posted, completed, failed, bytes;
+        uint64_t pad1[4];
+    } st[IXL_STAT_STRIPES];
+    _Atomic uint64_t st_notifs_rx, st_notifs_tx;
 };
+
+/* This thread's stripe of the request counters. */
+struct ixl_stat_stripe *ixl_agent_stripe(struct ixl_agent *agent);
 
 /* Convenience for API functions: clear the thread's error text for this agent, record one. */
 #define IXL_AGENT_ERR(agent, status, ...) ixl_err_set((agent)->id, (status), __VA_ARGS__)

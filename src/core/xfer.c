@@ -1068,20 +1068,23 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
 
 /* ---- post / status / wait / release -------------------------------------------------------- */
 
-static void finish(struct ixl_xfer *x, int rc)
+/* now: the time of the end when the caller has just read it, else 0. */
+static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
 {
     struct ixl_agent *agent = x->agent;
+    struct ixl_stat_stripe *st = ixl_agent_stripe(agent);
     if (rc == IXL_OK) {
         x->state = XFER_DONE;
-        x->xfer_ns = ixl_now_ns() - x->post_start_ns;
+        x->xfer_ns = (now ? now : ixl_now_ns()) - x->post_start_ns;
         x->done_count++;
         /* For ixl_xfer_wait's spin; stored only when it moved by a quarter or more, so that
-         * threads completing alike do not keep writing the shared line. */
+         * threads completing alike do not keep writing the shared line. A request done in
+         * post (now given) is not one anybody waits for: it says nothing of the wait. */
         uint64_t old = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
-        if (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old)
+        if (now == 0 && (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old))
             atomic_store_explicit(&agent->recent_done_ns, x->xfer_ns, memory_order_relaxed);
-        atomic_fetch_add(&agent->st_completed, 1);
-        atomic_fetch_add(&agent->st_bytes, x->bytes);
+        atomic_fetch_add(&st->completed, 1);
+        atomic_fetch_add(&st->bytes, x->bytes);
         if (x->backend->plugin->has[IXL_OPT_REQ_INFO]) {
             struct ixl_req_info info = {.size = sizeof(info)};
             if (x->backend->plugin->ops.req_info(x->backend->engine, x->req, &info) == IXL_OK) {
@@ -1092,8 +1095,13 @@ static void finish(struct ixl_xfer *x, int rc)
     } else {
         x->state = XFER_ERROR;
         x->status = rc;
-        atomic_fetch_add(&agent->st_failed, 1);
+        atomic_fetch_add(&st->failed, 1);
     }
+}
+
+static void finish(struct ixl_xfer *x, int rc)
+{
+    finish_at(x, rc, 0);
 }
 
 /* A backend's answer for a request in flight (check_xfer or wait_xfer). */
@@ -1156,16 +1164,17 @@ static int post_locked(struct ixl_xfer *x)
     uint64_t t0 = ixl_now_ns();
     x->post_start_ns = t0;
     x->post_count++;
-    atomic_fetch_add(&agent->st_posted, 1);
+    atomic_fetch_add(&ixl_agent_stripe(agent)->posted, 1);
     x->state = XFER_INFLIGHT;
     int rc = p->ops.post_xfer(x->backend->engine, x->req, &opts);
-    x->post_ns = ixl_now_ns() - t0;
+    uint64_t t1 = ixl_now_ns();
+    x->post_ns = t1 - t0;
     if (rc == IXL_IN_PROGRESS)
         return rc;
     if (rc != IXL_OK && ixl_err_get(agent->id)[0] == '\0')
         IXL_AGENT_ERR(agent, rc, "backend %s failed to post the request: %s", p->info.name,
                       ixl_strerror(rc));
-    finish(x, rc);
+    finish_at(x, rc, t1); /* done in post: its end is post's return */
     return rc;
 }
 
