@@ -1292,11 +1292,30 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
         status = -1;
     if (status == 0 && o->api == IXB_API_PREP && row_preps(&rc, &row.prep_list_us) != 0)
         status = -1;
+    void *cold_aside = NULL;
     if (status == 0 && o->cold_buffers) {
-        /* The pages go back to the kernel: a READ faults fresh ones in during the transfer, as
-         * a program reading into new memory does (fio's read buffers); a WRITE's source is
-         * written again first. */
-        madvise(lp->base, lp->len, MADV_DONTNEED);
+        /* Fresh pages: a READ faults them in during the transfer, as a program reading into
+         * new memory does (fio's read buffers); a WRITE's source is written again first. The
+         * old pages are moved aside (mremap) until the row ends and the range is mapped anew,
+         * so its pages come from the allocator as a new program's do. MADV_DONTNEED would
+         * instead hand the pages just freed back, last freed first: in descending physical
+         * order, which no two neighbouring pages of a direct I/O share, so every 4 KiB is a
+         * segment of its own (the device's max_segments then cuts a 1 MiB read in two, where
+         * fresh memory has runs of contiguous pages). */
+        void *aside = mmap(NULL, lp->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (aside != MAP_FAILED &&
+            mremap(lp->base, lp->len, lp->len, MREMAP_MAYMOVE | MREMAP_FIXED, aside) == aside) {
+            cold_aside = aside;
+            if (mmap(lp->base, lp->len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != lp->base) {
+                fprintf(stderr, "ixlbench: --cold-buffers: mmap: %s\n", strerror(errno));
+                exit(1); /* the registered range is unmapped: nothing sensible is left */
+            }
+        } else {
+            if (aside != MAP_FAILED)
+                munmap(aside, lp->len);
+            madvise(lp->base, lp->len, MADV_DONTNEED);
+        }
         if (op == IXL_OP_WRITE)
             memset(lp->base, IXB_POISON, lp->len);
     }
@@ -1348,6 +1367,8 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
             in->check_failures++;
         ixb_out_sweep_row(&row);
     }
+    if (cold_aside != NULL)
+        munmap(cold_aside, lp->len);
     for (unsigned t = 0; rc.thr != NULL && t < rc.threads; t++)
         thr_free(&rc.thr[t], rc.depth);
     free(rc.thr);
