@@ -7,7 +7,9 @@
  * completion also signals the ring's eventfd (direct I/O completes from interrupts, which the
  * async-only eventfd would not report), which wakes the completion thread: it pumps until
  * nothing moves and wakes the agent's waiters when requests end. Pollers (check_xfer) pump
- * too, when the lock is free, so a polling caller never waits for a thread hop.
+ * too, when the lock is free, so a polling caller never waits for a thread hop. A caller in
+ * ixl_xfer_wait (wait_xfer) sleeps in the ring itself for up to the core's watch budget, with
+ * the eventfd off, and pumps when the ring wakes it (uring_wait).
  */
 #include <errno.h>
 #include <poll.h>
