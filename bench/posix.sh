@@ -41,7 +41,11 @@
 # Why fixed bytes, no warm-up and --cold-buffers: fio's buffers are fresh memory, so its READs
 # fault their pages in during the run (at 64 MiB x 16, a page fault per 4 KiB of 1 GiB);
 # --cold-buffers gives ixl's READs fresh pages too (its WRITE sources are filled first, as
-# fio's are). A time-based fio job (--time_based --ramp_time) avoids the faults but counts
+# fio's are): its pool untouched until the row, as fio's fresh malloc is (before issue 18 it
+# was MADV_DONTNEED of the poisoned pool, whose refaults got the just-freed pages back in
+# reverse physical order: no two contiguous, so the disk saw ~0.55 MiB requests where fio's
+# saw ~0.6-2 MiB, unfair to ixl; /sys/block/DEV/stat deltas show it, and bench/posix_ab.sh
+# prints them). A time-based fio job (--time_based --ramp_time) avoids the faults but counts
 # the I/Os in flight when its ramp ends and those it reaps after its runtime: at 64 MiB x 16
 # (1 GiB in flight, completions in bursts on this disk) a 1 s run reads 2.2-2.3 GB/s where a
 # 4 s run, and the rate of its own completions, read 1.5-1.7.

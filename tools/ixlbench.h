@@ -264,6 +264,7 @@ struct ixb_lpool { /* here */
     struct ixl_reg_desc *regs;
     size_t n_regs;
     bool registered;
+    bool touched; /* DRAM: its pages were faulted in (poisoned at allocation, or a row ran) */
 };
 
 struct ixb_store;
@@ -289,8 +290,9 @@ struct ixb_init {
 int ixb_remote_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap,
                      struct ixb_rpool *out);
 void ixb_rpool_free(struct ixb_init *in, struct ixb_rpool *p);
-/* Maps, poisons and registers a local pool. */
-int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap,
+/* Maps, poisons (unless fresh: DRAM left untouched, for --cold-buffers) and registers a local
+ * pool. */
+int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap, bool fresh,
                     struct ixb_lpool *p);
 void ixb_lpool_free(struct ixb_init *in, struct ixb_lpool *p);
 

@@ -246,7 +246,7 @@ void ixb_lpool_free(struct ixb_init *in, struct ixb_lpool *p)
     memset(p, 0, sizeof(*p));
 }
 
-int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap,
+int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t gap, bool fresh,
                     struct ixb_lpool *p)
 {
     ixl_status st;
@@ -274,8 +274,9 @@ int ixb_local_alloc(struct ixb_init *in, uint64_t nreg, uint64_t rlen, uint64_t 
             ixb_lpool_free(in, p);
             return -1;
         }
-    } else {
+    } else if (!fresh) {
         memset(p->base, IXB_POISON, p->len);
+        p->touched = true;
     }
     for (uint64_t r = 0; r < nreg; r++)
         p->regs[r] = (struct ixl_reg_desc){(uint64_t)(uintptr_t)p->base + r * (rlen + gap), rlen,
@@ -1292,11 +1293,34 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
         status = -1;
     if (status == 0 && o->api == IXB_API_PREP && row_preps(&rc, &row.prep_list_us) != 0)
         status = -1;
+    void *cold_aside = NULL;
+    if (status == 0 && o->cold_buffers && lp->touched) {
+        /* Fresh pages: a READ faults them in during the transfer, as a program reading into
+         * new memory does (fio's read buffers); a WRITE's source is written again first. A
+         * pool never touched (the first row without checks) is fresh already: its pages come
+         * from the allocator in the same state as those of fio's buffers in a new process (the
+         * pages the last process gave back, last freed first). A touched one is moved aside
+         * (mremap) until the row ends and the range mapped anew: its faults then take what the
+         * allocator has then. MADV_DONTNEED would instead hand the pages just freed back in
+         * descending physical order, no two neighbours contiguous: a direct I/O then has a
+         * segment per 4 KiB and the device's max_segments cuts a 1 MiB read in two. */
+        void *aside = mmap(NULL, lp->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (aside != MAP_FAILED &&
+            mremap(lp->base, lp->len, lp->len, MREMAP_MAYMOVE | MREMAP_FIXED, aside) == aside) {
+            cold_aside = aside;
+            if (mmap(lp->base, lp->len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != lp->base) {
+                fprintf(stderr, "ixlbench: --cold-buffers: mmap: %s\n", strerror(errno));
+                exit(1); /* the registered range is unmapped: nothing sensible is left */
+            }
+        } else {
+            if (aside != MAP_FAILED)
+                munmap(aside, lp->len);
+            madvise(lp->base, lp->len, MADV_DONTNEED);
+        }
+    }
     if (status == 0 && o->cold_buffers) {
-        /* The pages go back to the kernel: a READ faults fresh ones in during the transfer, as
-         * a program reading into new memory does (fio's read buffers); a WRITE's source is
-         * written again first. */
-        madvise(lp->base, lp->len, MADV_DONTNEED);
+        lp->touched = true; /* by this row, for the next one */
         if (op == IXL_OP_WRITE)
             memset(lp->base, IXB_POISON, lp->len);
     }
@@ -1348,6 +1372,8 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
             in->check_failures++;
         ixb_out_sweep_row(&row);
     }
+    if (cold_aside != NULL)
+        munmap(cold_aside, lp->len);
     for (unsigned t = 0; rc.thr != NULL && t < rc.threads; t++)
         thr_free(&rc.thr[t], rc.depth);
     free(rc.thr);
@@ -1436,7 +1462,10 @@ int ixb_sweep(struct ixb_init *in)
     memset(&rp, 0, sizeof(rp));
     if (in->store == NULL && ixb_remote_alloc(in, 1, slot * o->threads * o->depth, 0, &rp) != 0)
         return 1;
-    if (ixb_local_alloc(in, 1, slot * o->threads * o->depth, 0, &lp) != 0) {
+    /* --cold-buffers without checks: the pool stays untouched until its first row, whose READs
+     * then fault its pages in as fio's fresh buffers are (see row_run). */
+    if (ixb_local_alloc(in, 1, slot * o->threads * o->depth, 0, o->cold_buffers && !o->check,
+                        &lp) != 0) {
         ixb_rpool_free(in, &rp);
         return 1;
     }

@@ -598,7 +598,7 @@ int ixb_kv_run(struct ixb_init *in)
     if (!k.li || !k.ri || !k.perm || !k.picked)
         goto oom;
     if (ixb_remote_alloc(in, k.regions, k.blocks * k.bsize, REGION_GAP, &k.rp) != 0 ||
-        ixb_local_alloc(in, k.regions, k.blocks * k.bsize, REGION_GAP, &k.lp) != 0 ||
+        ixb_local_alloc(in, k.regions, k.blocks * k.bsize, REGION_GAP, false, &k.lp) != 0 ||
         make_lists(&k) != 0)
         goto out;
     if (o->init_mem == IXL_MEM_VRAM && o->check) {

@@ -182,6 +182,9 @@ struct px_ops {
     void (*kick)(struct px_engine *e);
     /* Advances completions for a poller (takes e->lock if free; never blocks long). */
     void (*poll)(struct px_engine *e);
+    /* A caller waits for r's end: watch it on this thread for up to budget_ns where the engine
+     * can (io_uring: asleep in the ring; NULL: nothing to watch). */
+    void (*wait)(struct px_engine *e, struct px_req *r, uint64_t budget_ns);
     /* Waits until r has no I/O in flight, up to ms (e->lock held on entry and return). */
     bool (*drain)(struct px_engine *e, struct px_req *r, int ms);
 };

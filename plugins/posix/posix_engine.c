@@ -735,6 +735,17 @@ static int px_check(struct ixl_engine *base, struct ixl_req *req)
     }
 }
 
+/* ixl_xfer_wait's watch (plugin ABI 2.5): a request whose I/O is the kernel's and the disk's
+ * (no CPU of ours moves it) is watched where its completion lands, then answered as check. */
+static int px_wait(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_ns)
+{
+    struct px_engine *e = (struct px_engine *)base;
+    struct px_req *r = (struct px_req *)req;
+    if (ops_of(e)->wait && !r->staged && atomic_load(&r->state) == PX_RUNNING)
+        ops_of(e)->wait(e, r, budget_ns);
+    return px_check(base, req);
+}
+
 static int px_release(struct ixl_engine *base, struct ixl_req *req)
 {
     struct px_engine *e = (struct px_engine *)base;
@@ -802,6 +813,7 @@ static const struct ixl_engine_ops px_engine_ops = {
     .query_mem = px_query,
     .req_info = px_req_info,
     .estimate_xfer_cost = px_estimate,
+    .wait_xfer = px_wait,
 };
 
 static const struct ixl_plugin_desc px_desc = {

@@ -7,10 +7,13 @@
  * completion also signals the ring's eventfd (direct I/O completes from interrupts, which the
  * async-only eventfd would not report), which wakes the completion thread: it pumps until
  * nothing moves and wakes the agent's waiters when requests end. Pollers (check_xfer) pump
- * too, when the lock is free, so a polling caller never waits for a thread hop.
+ * too, when the lock is free, so a polling caller never waits for a thread hop. A caller in
+ * ixl_xfer_wait (wait_xfer) sleeps in the ring itself for up to the core's watch budget, with
+ * the eventfd off, and pumps when the ring wakes it (uring_wait).
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,8 @@ struct uring {
     atomic_bool stop;
     atomic_bool kicked; /* wake_thread asked the thread to pump (not only a completion) */
     bool can_quiet;     /* the kernel has IORING_CQ_EVENTFD_DISABLED (5.8) */
+    bool can_watch;     /* can_quiet, and a timed wait in the ring (IORING_FEAT_EXT_ARG, 5.11) */
+    unsigned quiet;     /* holders of the eventfd off (e->lock): a post, waiters in the ring */
     struct px_io *slots;
     uint32_t *free_slots;
     uint32_t nfree;
@@ -145,6 +150,37 @@ static void wake_thread(struct uring *u)
     (void)n; /* a full counter already wakes it */
 }
 
+/* A full barrier. GCC refuses atomic_thread_fence under -fsanitize=thread (-Wtsan, an error
+ * with -Werror): there a locked read-modify-write, a full barrier on x86, stands in for it. */
+static void full_fence(void)
+{
+#if defined(__SANITIZE_THREAD__)
+    static atomic_int dummy;
+    atomic_fetch_add(&dummy, 0);
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* The ring's eventfd off while a thread that reaps what completes is sure to look (e->lock
+ * held): a posting thread reaping inline, a waiter asleep in the ring. quiet_off turns it back
+ * on when the last holder leaves and wakes the completion thread for what came meanwhile. */
+static void quiet_on(struct uring *u)
+{
+    if (u->quiet++ == 0)
+        io_uring_cq_eventfd_toggle(&u->ring, false);
+}
+
+static void quiet_off(struct uring *u)
+{
+    if (--u->quiet == 0) {
+        io_uring_cq_eventfd_toggle(&u->ring, true);
+        full_fence(); /* the flag store before the tail load */
+        if (io_uring_cq_ready(&u->ring) > 0)
+            wake_thread(u);
+    }
+}
+
 static void *completion_main(void *arg)
 {
     struct px_engine *e = arg;
@@ -241,6 +277,7 @@ static int uring_start(struct px_engine *e, char *why, size_t why_len)
     for (uint32_t i = 0; i < e->qd; i++)
         u->free_slots[u->nfree++] = e->qd - 1 - i;
     u->can_quiet = io_uring_cq_eventfd_toggle(&u->ring, true) == 0;
+    u->can_watch = u->can_quiet && (u->ring.features & IORING_FEAT_EXT_ARG);
     atomic_init(&u->stop, false);
     atomic_init(&u->kicked, false);
     e->impl = u;
@@ -285,20 +322,19 @@ static void uring_kick(struct px_engine *e)
      * order; the eventfd is back on before the check that wakes the thread for what is left. */
     bool quiet = u->can_quiet && e->inflight == 0;
     if (quiet)
-        io_uring_cq_eventfd_toggle(&u->ring, false);
+        quiet_on(u);
     /* Buffered I/O on a warm page cache completes inside io_uring_enter: its completions are
      * in the ring when submit returns. Reaping them here, on the posting thread, ends such a
      * request inside post_xfer (no thread hop, no wait); a few rounds at most, so that posting
      * a long request does not do all of its I/O. */
     for (int i = 0; i < 4 && pump(e, u, &fin) && io_uring_cq_ready(&u->ring) > 0; i++) {
     }
-    if (quiet) {
-        io_uring_cq_eventfd_toggle(&u->ring, true);
-        atomic_thread_fence(memory_order_seq_cst); /* the flag store before the tail load */
-    }
     /* Completions left for the next round: the thread goes on with them, so a request
-     * progresses without a poller. */
-    if (io_uring_cq_ready(&u->ring) > 0)
+     * progresses without a poller (quiet_off wakes it for those when it turns the eventfd
+     * back on; with a waiter in the ring, that waiter reaps them). */
+    if (quiet)
+        quiet_off(u);
+    else if (io_uring_cq_ready(&u->ring) > 0)
         wake_thread(u);
     if (fin)
         e->host->signal(e->host->ctx);
@@ -317,6 +353,52 @@ static void uring_poll(struct px_engine *e)
     pthread_mutex_unlock(&e->lock);
     if (fin)
         e->host->signal(e->host->ctx);
+}
+
+/* A waiting caller (wait_xfer) sleeps in the ring itself, as fio at iodepth 1 does, for up to
+ * budget_ns: the kernel posts a direct I/O's completion through task work on the thread that
+ * submitted it, usually this one, here in the wait, and the wait returns with it. Without this
+ * the completion goes from the task work (which has to interrupt this thread's sleep anyway)
+ * through the eventfd to the completion thread, which reaps it and wakes this thread again:
+ * two more wake-ups, tens of microseconds each on a virtual machine. Meanwhile the eventfd is
+ * off (quiet): this thread reaps every completion of the ring, and signals the agent's other
+ * waiters. Nothing is consumed from the ring without e->lock: the kernel's wait only reads it. */
+static void uring_wait(struct px_engine *e, struct px_req *r, uint64_t budget_ns)
+{
+    struct uring *u = e->impl;
+    if (!u->can_watch)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t end = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec + budget_ns;
+    pthread_mutex_lock(&e->lock);
+    quiet_on(u);
+    for (;;) {
+        int fin = 0;
+        for (int i = 0; i < 4 && pump(e, u, &fin); i++) {
+        }
+        if (fin)
+            e->host->signal(e->host->ctx);
+        if (u->broken || atomic_load(&r->state) != PX_RUNNING)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        if (t >= end)
+            break;
+        /* Completions already in the ring are reaped above, under the lock: the kernel's wait
+         * returns when one more is there, or when the time is up. */
+        struct __kernel_timespec ts = {.tv_sec = (long long)((end - t) / 1000000000u),
+                                       .tv_nsec = (long long)((end - t) % 1000000000u)};
+        struct io_uring_getevents_arg arg = {
+            .sigmask = 0, .sigmask_sz = _NSIG / 8, .ts = (uint64_t)(uintptr_t)&ts};
+        pthread_mutex_unlock(&e->lock);
+        io_uring_enter2((unsigned)u->ring.ring_fd, 0, 1,
+                        IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, (sigset_t *)&arg,
+                        sizeof(arg));
+        pthread_mutex_lock(&e->lock);
+    }
+    quiet_off(u);
+    pthread_mutex_unlock(&e->lock);
 }
 
 static bool uring_drain(struct px_engine *e, struct px_req *r, int ms)
@@ -364,6 +446,12 @@ static void uring_poll(struct px_engine *e)
 {
     (void)e;
 }
+static void uring_wait(struct px_engine *e, struct px_req *r, uint64_t budget_ns)
+{
+    (void)e;
+    (void)r;
+    (void)budget_ns;
+}
 static bool uring_drain(struct px_engine *e, struct px_req *r, int ms)
 {
     (void)e;
@@ -380,5 +468,6 @@ const struct px_ops px_uring_ops = {
     .stop = uring_stop,
     .kick = uring_kick,
     .poll = uring_poll,
+    .wait = uring_wait,
     .drain = uring_drain,
 };
