@@ -36,6 +36,10 @@
 # (s3rver: one Node process, its I/O threads included) means the server is the limit; ms/obj:
 # the server's CPU milliseconds per object during ixl's run (1000 / ms/obj objects a second is
 # what the server can serve on one core, whoever asks).
+# A second table gives, for every tool, the server's CPU milliseconds per object (all threads)
+# and its event-loop thread's share of the wall time on a CPU (main) and on a CPU or waiting
+# for one (busy), from /proc/PID/task/PID/schedstat: busy near 1.00 means the server's one
+# JavaScript thread had work all the time (saturated), whatever the client.
 # Every curl is signed like ixl's requests: --aws-sigv4 "aws:amz:REGION:s3" --user KEY:SECRET,
 # x-amz-content-sha256: UNSIGNED-PAYLOAD, no wait for "100 Continue" (--expect100-timeout 0, as
 # OBJ; not -H "Expect:", which curl 7.88 signs while leaving it out).
@@ -47,7 +51,8 @@
 # (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), MPU_ROWS (1), MPU_MIN
 # (64M), PART (8M), QUICK=1 (ROUNDS=3,
 # SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
-# IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"), MANY=0
+# IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"),
+# SRV_OPTS (more s3rver options, e.g. "--silent": no log line per request), MANY=0
 # (no many-object rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
 # not an error.
 set -u
@@ -125,7 +130,8 @@ s3rver)
     if [ ! -f "$js" ]; then
         sh "$root/tests/s3/setup.sh" "$s3dir" >&2 || exit 1
     fi
-    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" \
+    # shellcheck disable=SC2086 # SRV_OPTS: words for s3rver (e.g. --silent)
+    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" ${SRV_OPTS:-} \
         >"$work/server.log" 2>&1 &
     srv_pid=$!
     ;;
@@ -300,6 +306,9 @@ results=$work/results
 : >"$results"
 hz=$(getconf CLK_TCK)
 srv_ticks() { awk '{ print $14 + $15 }' "/proc/$srv_pid/stat" 2>/dev/null || echo 0; }
+# The server's main thread (Node's event loop: s3rver's JavaScript runs there alone): ns on a
+# CPU and ns runnable but waiting for one (/proc/PID/task/PID/schedstat).
+srv_main() { awk '{ print $1, $2 }' "/proc/$srv_pid/task/$srv_pid/schedstat" 2>/dev/null || echo 0 0; }
 # record ROW TOOL SECONDS
 record() { echo "$1 $2 $3" >>"$results"; }
 
@@ -340,6 +349,7 @@ for ((r = 1; r <= rounds; r++)); do
         fi
         for tool in "${tools[@]}"; do
             c0=$(srv_ticks)
+            read -r m0 w0 < <(srv_main)
             case $tool in
             curl) s=$(curl_run "$xop" "c-$size" "$n" "$src") ;;
             curlpar) s=$(curl_run "$xop" "c-$size" "$n" "$src" --parallel --parallel-max "$par") ;;
@@ -350,11 +360,18 @@ for ((r = 1; r <= rounds; r++)); do
                 ;;
             esac || { status=1; continue; }
             c1=$(srv_ticks)
+            read -r m1 w1 < <(srv_main)
             record "$row" "$tool" "$s"
             record "$row" "$tool-srv" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v s="$s" \
                 'BEGIN { printf "%.3f\n", (s > 0 ? (b - a) / hz / s : 0) }')"
             record "$row" "$tool-cpu" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" \
                 'BEGIN { printf "%.3f\n", (b - a) / hz }')"
+            # The event loop's share of the timed seconds: on a CPU, and on a CPU or waiting
+            # for one ("busy": 1.00 = it never waited for work).
+            record "$row" "$tool-main" "$(awk -v a="$m0" -v b="$m1" -v s="$s" \
+                'BEGIN { printf "%.2f\n", (s > 0 ? (b - a) / 1e9 / s : 0) }')"
+            record "$row" "$tool-busy" "$(awk -v a="$m0" -v b="$m1" -v c="$w0" -v d="$w1" \
+                -v s="$s" 'BEGIN { printf "%.2f\n", (s > 0 ? (b - a + d - c) / 1e9 / s : 0) }')"
         done
     done
 done
@@ -408,5 +425,35 @@ for row in "${rows[@]}"; do
     fi
     # shellcheck disable=SC2059
     printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$sx" "$sp" "$mo" "$tg"
+done
+
+# Where the server's time went, per tool (medians): ms/obj = the server's CPU (all its threads)
+# per object; main = its event-loop thread on a CPU over the tool's seconds; busy = on a CPU or
+# runnable and waiting for one. busy near 1.00: the one JavaScript thread never waited for
+# work, so no client can make the server go faster; main well under busy: it waited for a CPU
+# (the machine's cores are taken, by the client, the server's I/O threads or other load).
+echo
+echo "The server during each tool's runs: ms/obj main busy (see the script's end)"
+sfmt='%-9s %-12s %20s %20s %20s\n'
+# shellcheck disable=SC2059
+printf "$sfmt" op objects "curl (one by one)" "curl-par / curl-mpu" ixl
+for row in "${rows[@]}"; do
+    IFS=: read -r op size n batch <<<"$row"
+    cols=()
+    for tool in curl curlpar ixl; do
+        [ "$tool" = curlpar ] && [ "$op" = write-mpu ] && tool=curlmpu
+        [ "$tool" = curl ] && [ "$op" = write-mpu ] && { cols+=("-"); continue; }
+        if ! grep -q "^$row $tool-cpu " "$results"; then
+            cols+=("-")
+            continue
+        fi
+        ms=$(grep "^$row $tool-cpu " "$results" | awk '{ print $3 }' | median |
+            awk -v n="$n" '{ printf "%.2f", $1 * 1000 / n }')
+        mn=$(grep "^$row $tool-main " "$results" | awk '{ print $3 }' | median)
+        bz=$(grep "^$row $tool-busy " "$results" | awk '{ print $3 }' | median)
+        cols+=("$ms $(printf '%.2f %.2f' "$mn" "$bz")")
+    done
+    # shellcheck disable=SC2059
+    printf "$sfmt" "$op" "${n}x$size" "${cols[@]}"
 done
 exit $status
