@@ -18,14 +18,15 @@
 #              time (--batch 1 --depth 1); OBJ's own parallelism inside a request (READ ranges of
 #              read_split, multipart parts) is its to use
 #     target: ixl >= 0.9x curl
-#   multipart, for each size of SIZES of at least MPU_MIN (64M, OBJ's mpu_threshold): the same
-#     WRITE compared like for like (MPU_ROWS=0 leaves these rows out):
-#       write-mpu: ixl's default (a multipart upload in parts of PART (8M), sent in parallel)
-#              against curl doing the same by hand: one curl for CreateMultipartUpload, one
+#   multipart, for each size of SIZES of at least MPU_MIN (64M): the same WRITE compared like
+#     for like (MPU_ROWS=0 leaves these rows out):
+#       write-mpu: ixl forced to a multipart upload (mpu_threshold=part_size=PART: parts of
+#              PART (8M), sent in parallel; OBJ's default sends objects up to mpu_threshold, 64M,
+#              as one PUT) against curl doing the same by hand: one curl for CreateMultipartUpload, one
 #              curl --parallel for the parts (dump-header for their ETags), one curl for
 #              CompleteMultipartUpload, per object (3 processes per object: their start-up is in
 #              curl's time)
-#       write-put: ixl with mpu_threshold above the size (one PUT, as curl's row does)
+#       write-put: ixl with mpu_threshold at the size (one PUT, as curl's row does)
 #     no target: these rows show where the time of the "write" row goes on this server
 #   many objects: MANY (1000) objects of MANY_SIZE (64K), WRITE then READ:
 #       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16)
@@ -341,7 +342,8 @@ for ((r = 1; r <= rounds; r++)); do
         [ "$op" = write-mpu ] && tools=(curlmpu ixl)
         xop=${op%-*} # write-mpu, write-put: WRITE
         xopts=()
-        [ "$op" = write-put ] && xopts=("mpu_threshold=$(($(bytes "$size") + 1))")
+        [ "$op" = write-put ] && xopts=("mpu_threshold=$(bytes "$size")")
+        [ "$op" = write-mpu ] && xopts=("mpu_threshold=$part" "part_size=$part")
         if ((r % 2 == 0)); then # alternate the order
             rev=()
             for t in "${tools[@]}"; do rev=("$t" "${rev[@]}"); done
@@ -413,11 +415,11 @@ for row in "${rows[@]}"; do
     elif [ "$op" = write-mpu ]; then
         gp=-
         rp=-
-        tg="(no target: curl multipart by hand, parts of $part in parallel)"
+        tg="(no target: multipart, parts of $part in parallel: ixl, and curl by hand)"
     elif [ "$op" = write-put ]; then
         gp=-
         rp=-
-        tg="(no target: ixl with mpu_threshold above the size: one PUT)"
+        tg="(no target: ixl with mpu_threshold at the size: one PUT)"
     else
         gp=-
         rp=-
