@@ -29,7 +29,10 @@
 #       write-put: ixl with mpu_threshold at the size (one PUT, as curl's row does)
 #     no target: these rows show where the time of the "write" row goes on this server
 #   many objects: MANY (1000) objects of MANY_SIZE (64K), WRITE then READ:
-#       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16)
+#       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16);
+#              for the READ also curl --parallel sending ixl's GET headers (Range of the whole
+#              object, x-amz-checksum-mode: ENABLED; HDR_ROWS=0 leaves it out): the second
+#              table's ms/obj then says whether those headers cost the server anything
 #       ixl:   one request of MANY descriptors, max_conns=PAR
 #     targets: ixl >= 2x curl one by one, and >= 0.9x curl --parallel
 # Columns srv:ixl and srv:par: the server's CPU time (user + system, /proc/PID/stat) over the
@@ -49,7 +52,7 @@
 #
 # Environment: BUILD_DIR (default build-bench; configured Release when missing), ROUNDS (5),
 # SIZES ("1M 16M 64M"), BYTES (128M), COUNT (BYTES/size), MANY (1000), MANY_SIZE (64K), PAR
-# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), MPU_ROWS (1), MPU_MIN
+# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), HDR_ROWS (1), MPU_ROWS (1), MPU_MIN
 # (64M), PART (8M), QUICK=1 (ROUNDS=3,
 # SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
 # IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"),
@@ -77,6 +80,7 @@ sk=${SECRET_KEY:-S3RVER}
 bucket=ixlbench
 mpu_rows=${MPU_ROWS:-1}
 mpu_min=${MPU_MIN:-64M}
+hdr_rows=${HDR_ROWS:-1}
 part=${PART:-8M}
 timeout_s=300 # per command: a hung run must not hang the benchmark
 
@@ -339,6 +343,7 @@ for ((r = 1; r <= rounds; r++)); do
         [ "$batch" -gt 1 ] && src=$work/src/many.dat
         tools=(curl ixl)
         [ "$batch" -gt 1 ] && tools=(curl curlpar ixl)
+        [ "$batch" -gt 1 ] && [ "$op" = read ] && [ "$hdr_rows" = 1 ] && tools+=(curlparh)
         [ "$op" = write-mpu ] && tools=(curlmpu ixl)
         xop=${op%-*} # write-mpu, write-put: WRITE
         xopts=()
@@ -356,6 +361,10 @@ for ((r = 1; r <= rounds; r++)); do
             curl) s=$(curl_run "$xop" "c-$size" "$n" "$src") ;;
             curlpar) s=$(curl_run "$xop" "c-$size" "$n" "$src" --parallel --parallel-max "$par") ;;
             curlmpu) s=$(curl_mpu "cm-$size" "$n" "$src" "$size") ;;
+            curlparh) # curl --parallel sending ixl's GET headers: does the server pay for them?
+                s=$(curl_run "$xop" "c-$size" "$n" "$src" --parallel --parallel-max "$par" \
+                    -H "Range: bytes=0-$(($(bytes "$size") - 1))" -H "x-amz-checksum-mode: ENABLED")
+                ;;
             ixl)
                 if [ "${IXL_SKIP:-0}" = 1 ]; then continue; fi
                 s=$(ixl_run "$xop" "$size" "$n" "$batch" "${xopts[@]}")
@@ -436,13 +445,13 @@ done
 # (the machine's cores are taken, by the client, the server's I/O threads or other load).
 echo
 echo "The server during each tool's runs: ms/obj main busy (see the script's end)"
-sfmt='%-9s %-12s %20s %20s %20s\n'
+sfmt='%-9s %-12s %20s %20s %20s %20s\n'
 # shellcheck disable=SC2059
-printf "$sfmt" op objects "curl (one by one)" "curl-par / curl-mpu" ixl
+printf "$sfmt" op objects "curl (one by one)" "curl-par / curl-mpu" ixl "curl-par, ixl's hdrs"
 for row in "${rows[@]}"; do
     IFS=: read -r op size n batch <<<"$row"
     cols=()
-    for tool in curl curlpar ixl; do
+    for tool in curl curlpar ixl curlparh; do
         [ "$tool" = curlpar ] && [ "$op" = write-mpu ] && tool=curlmpu
         [ "$tool" = curl ] && [ "$op" = write-mpu ] && { cols+=("-"); continue; }
         if ! grep -q "^$row $tool-cpu " "$results"; then
