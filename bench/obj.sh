@@ -18,17 +18,21 @@
 #              time (--batch 1 --depth 1); OBJ's own parallelism inside a request (READ ranges of
 #              read_split, multipart parts) is its to use
 #     target: ixl >= 0.9x curl
-#   multipart, for each size of SIZES of at least MPU_MIN (64M, OBJ's mpu_threshold): the same
-#     WRITE compared like for like (MPU_ROWS=0 leaves these rows out):
-#       write-mpu: ixl's default (a multipart upload in parts of PART (8M), sent in parallel)
-#              against curl doing the same by hand: one curl for CreateMultipartUpload, one
+#   multipart, for each size of SIZES of at least MPU_MIN (64M): the same WRITE compared like
+#     for like (MPU_ROWS=0 leaves these rows out):
+#       write-mpu: ixl forced to a multipart upload (mpu_threshold=part_size=PART: parts of
+#              PART (8M), sent in parallel; OBJ's default sends objects up to mpu_threshold, 64M,
+#              as one PUT) against curl doing the same by hand: one curl for CreateMultipartUpload, one
 #              curl --parallel for the parts (dump-header for their ETags), one curl for
 #              CompleteMultipartUpload, per object (3 processes per object: their start-up is in
 #              curl's time)
-#       write-put: ixl with mpu_threshold above the size (one PUT, as curl's row does)
+#       write-put: ixl with mpu_threshold at the size (one PUT, as curl's row does)
 #     no target: these rows show where the time of the "write" row goes on this server
 #   many objects: MANY (1000) objects of MANY_SIZE (64K), WRITE then READ:
-#       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16)
+#       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16);
+#              for the READ also curl --parallel sending ixl's GET headers (Range of the whole
+#              object, x-amz-checksum-mode: ENABLED; HDR_ROWS=0 leaves it out): the second
+#              table's ms/obj then says whether those headers cost the server anything
 #       ixl:   one request of MANY descriptors, max_conns=PAR
 #     targets: ixl >= 2x curl one by one, and >= 0.9x curl --parallel
 # Columns srv:ixl and srv:par: the server's CPU time (user + system, /proc/PID/stat) over the
@@ -36,6 +40,10 @@
 # (s3rver: one Node process, its I/O threads included) means the server is the limit; ms/obj:
 # the server's CPU milliseconds per object during ixl's run (1000 / ms/obj objects a second is
 # what the server can serve on one core, whoever asks).
+# A second table gives, for every tool, the server's CPU milliseconds per object (all threads)
+# and its event-loop thread's share of the wall time on a CPU (main) and on a CPU or waiting
+# for one (busy), from /proc/PID/task/PID/schedstat: busy near 1.00 means the server's one
+# JavaScript thread had work all the time (saturated), whatever the client.
 # Every curl is signed like ixl's requests: --aws-sigv4 "aws:amz:REGION:s3" --user KEY:SECRET,
 # x-amz-content-sha256: UNSIGNED-PAYLOAD, no wait for "100 Continue" (--expect100-timeout 0, as
 # OBJ; not -H "Expect:", which curl 7.88 signs while leaving it out).
@@ -44,10 +52,11 @@
 #
 # Environment: BUILD_DIR (default build-bench; configured Release when missing), ROUNDS (5),
 # SIZES ("1M 16M 64M"), BYTES (128M), COUNT (BYTES/size), MANY (1000), MANY_SIZE (64K), PAR
-# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), MPU_ROWS (1), MPU_MIN
+# (16), OPS ("write read"), SERVER (s3rver | s3t), REGION (us-east-1), HDR_ROWS (1), MPU_ROWS (1), MPU_MIN
 # (64M), PART (8M), QUICK=1 (ROUNDS=3,
 # SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
-# IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"), MANY=0
+# IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"),
+# SRV_OPTS (more s3rver options, e.g. "--silent": no log line per request), MANY=0
 # (no many-object rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
 # not an error.
 set -u
@@ -71,6 +80,7 @@ sk=${SECRET_KEY:-S3RVER}
 bucket=ixlbench
 mpu_rows=${MPU_ROWS:-1}
 mpu_min=${MPU_MIN:-64M}
+hdr_rows=${HDR_ROWS:-1}
 part=${PART:-8M}
 timeout_s=300 # per command: a hung run must not hang the benchmark
 
@@ -125,7 +135,8 @@ s3rver)
     if [ ! -f "$js" ]; then
         sh "$root/tests/s3/setup.sh" "$s3dir" >&2 || exit 1
     fi
-    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" \
+    # shellcheck disable=SC2086 # SRV_OPTS: words for s3rver (e.g. --silent)
+    node "$js" -d "$work/data" -a 127.0.0.1 -p 0 --configure-bucket "$bucket" ${SRV_OPTS:-} \
         >"$work/server.log" 2>&1 &
     srv_pid=$!
     ;;
@@ -300,6 +311,9 @@ results=$work/results
 : >"$results"
 hz=$(getconf CLK_TCK)
 srv_ticks() { awk '{ print $14 + $15 }' "/proc/$srv_pid/stat" 2>/dev/null || echo 0; }
+# The server's main thread (Node's event loop: s3rver's JavaScript runs there alone): ns on a
+# CPU and ns runnable but waiting for one (/proc/PID/task/PID/schedstat).
+srv_main() { awk '{ print $1, $2 }' "/proc/$srv_pid/task/$srv_pid/schedstat" 2>/dev/null || echo 0 0; }
 # record ROW TOOL SECONDS
 record() { echo "$1 $2 $3" >>"$results"; }
 
@@ -329,10 +343,12 @@ for ((r = 1; r <= rounds; r++)); do
         [ "$batch" -gt 1 ] && src=$work/src/many.dat
         tools=(curl ixl)
         [ "$batch" -gt 1 ] && tools=(curl curlpar ixl)
+        [ "$batch" -gt 1 ] && [ "$op" = read ] && [ "$hdr_rows" = 1 ] && tools+=(curlparh)
         [ "$op" = write-mpu ] && tools=(curlmpu ixl)
         xop=${op%-*} # write-mpu, write-put: WRITE
         xopts=()
-        [ "$op" = write-put ] && xopts=("mpu_threshold=$(($(bytes "$size") + 1))")
+        [ "$op" = write-put ] && xopts=("mpu_threshold=$(bytes "$size")")
+        [ "$op" = write-mpu ] && xopts=("mpu_threshold=$part" "part_size=$part")
         if ((r % 2 == 0)); then # alternate the order
             rev=()
             for t in "${tools[@]}"; do rev=("$t" "${rev[@]}"); done
@@ -340,21 +356,33 @@ for ((r = 1; r <= rounds; r++)); do
         fi
         for tool in "${tools[@]}"; do
             c0=$(srv_ticks)
+            read -r m0 w0 < <(srv_main)
             case $tool in
             curl) s=$(curl_run "$xop" "c-$size" "$n" "$src") ;;
             curlpar) s=$(curl_run "$xop" "c-$size" "$n" "$src" --parallel --parallel-max "$par") ;;
             curlmpu) s=$(curl_mpu "cm-$size" "$n" "$src" "$size") ;;
+            curlparh) # curl --parallel sending ixl's GET headers: does the server pay for them?
+                s=$(curl_run "$xop" "c-$size" "$n" "$src" --parallel --parallel-max "$par" \
+                    -H "Range: bytes=0-$(($(bytes "$size") - 1))" -H "x-amz-checksum-mode: ENABLED")
+                ;;
             ixl)
                 if [ "${IXL_SKIP:-0}" = 1 ]; then continue; fi
                 s=$(ixl_run "$xop" "$size" "$n" "$batch" "${xopts[@]}")
                 ;;
             esac || { status=1; continue; }
             c1=$(srv_ticks)
+            read -r m1 w1 < <(srv_main)
             record "$row" "$tool" "$s"
             record "$row" "$tool-srv" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v s="$s" \
                 'BEGIN { printf "%.3f\n", (s > 0 ? (b - a) / hz / s : 0) }')"
             record "$row" "$tool-cpu" "$(awk -v a="$c0" -v b="$c1" -v hz="$hz" \
                 'BEGIN { printf "%.3f\n", (b - a) / hz }')"
+            # The event loop's share of the timed seconds: on a CPU, and on a CPU or waiting
+            # for one ("busy": 1.00 = it never waited for work).
+            record "$row" "$tool-main" "$(awk -v a="$m0" -v b="$m1" -v s="$s" \
+                'BEGIN { printf "%.2f\n", (s > 0 ? (b - a) / 1e9 / s : 0) }')"
+            record "$row" "$tool-busy" "$(awk -v a="$m0" -v b="$m1" -v c="$w0" -v d="$w1" \
+                -v s="$s" 'BEGIN { printf "%.2f\n", (s > 0 ? (b - a + d - c) / 1e9 / s : 0) }')"
         done
     done
 done
@@ -396,11 +424,11 @@ for row in "${rows[@]}"; do
     elif [ "$op" = write-mpu ]; then
         gp=-
         rp=-
-        tg="(no target: curl multipart by hand, parts of $part in parallel)"
+        tg="(no target: multipart, parts of $part in parallel: ixl, and curl by hand)"
     elif [ "$op" = write-put ]; then
         gp=-
         rp=-
-        tg="(no target: ixl with mpu_threshold above the size: one PUT)"
+        tg="(no target: ixl with mpu_threshold at the size: one PUT)"
     else
         gp=-
         rp=-
@@ -408,5 +436,35 @@ for row in "${rows[@]}"; do
     fi
     # shellcheck disable=SC2059
     printf "$fmt" "$op" "${n}x$size" "$gc" "$gp" "$gx" "$rc" "$rp" "$sx" "$sp" "$mo" "$tg"
+done
+
+# Where the server's time went, per tool (medians): ms/obj = the server's CPU (all its threads)
+# per object; main = its event-loop thread on a CPU over the tool's seconds; busy = on a CPU or
+# runnable and waiting for one. busy near 1.00: the one JavaScript thread never waited for
+# work, so no client can make the server go faster; main well under busy: it waited for a CPU
+# (the machine's cores are taken, by the client, the server's I/O threads or other load).
+echo
+echo "The server during each tool's runs: ms/obj main busy (see the script's end)"
+sfmt='%-9s %-12s %20s %20s %20s %20s\n'
+# shellcheck disable=SC2059
+printf "$sfmt" op objects "curl (one by one)" "curl-par / curl-mpu" ixl "curl-par, ixl's hdrs"
+for row in "${rows[@]}"; do
+    IFS=: read -r op size n batch <<<"$row"
+    cols=()
+    for tool in curl curlpar ixl curlparh; do
+        [ "$tool" = curlpar ] && [ "$op" = write-mpu ] && tool=curlmpu
+        [ "$tool" = curl ] && [ "$op" = write-mpu ] && { cols+=("-"); continue; }
+        if ! grep -q "^$row $tool-cpu " "$results"; then
+            cols+=("-")
+            continue
+        fi
+        ms=$(grep "^$row $tool-cpu " "$results" | awk '{ print $3 }' | median |
+            awk -v n="$n" '{ printf "%.2f", $1 * 1000 / n }')
+        mn=$(grep "^$row $tool-main " "$results" | awk '{ print $3 }' | median)
+        bz=$(grep "^$row $tool-busy " "$results" | awk '{ print $3 }' | median)
+        cols+=("$ms $(printf '%.2f %.2f' "$mn" "$bz")")
+    done
+    # shellcheck disable=SC2059
+    printf "$sfmt" "$op" "${n}x$size" "${cols[@]}"
 done
 exit $status

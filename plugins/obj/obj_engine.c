@@ -111,8 +111,9 @@ static const struct ixl_option obj_options[OO_COUNT] = {
                           .type = IXL_OPT_SIZE,
                           .min = 1,
                           .max = (int64_t)5 << 40,
-                          .description = "WRITEs of this many bytes or more go by multipart "
-                                         "upload, in parts of part_size sent in parallel"},
+                          .description = "WRITEs larger than this (and than part_size) go by "
+                                         "multipart upload, in parts of part_size sent in "
+                                         "parallel; up to it, one PUT"},
     [OO_PART_SIZE] = {.name = "part_size",
                       .default_value = "8M",
                       .type = IXL_OPT_SIZE,
@@ -622,6 +623,16 @@ free_mds:
 /* ---- requests -----------------------------------------------------------------------------------
  */
 
+/* Whether a WRITE of len bytes goes by multipart upload: only when it is larger than
+ * mpu_threshold (the largest object sent as one PUT, as the AWS CRT's multipart_upload_threshold)
+ * and than part_size: a multipart upload of one part would cost two more requests (and, on a
+ * server that assembles parts by copying them, a second pass over the bytes) for no parallelism.
+ * README.md, "Multipart threshold", says why. */
+static bool use_mpu(const struct obj_engine *e, uint64_t len)
+{
+    return len > e->mpu_threshold && len > e->part_size;
+}
+
 /* A VRAM descriptor's op: buf is a device address, moved through a bounce buffer. */
 static void obj_op_vram(struct obj_op *o, const struct obj_md *mem)
 {
@@ -683,7 +694,7 @@ static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xf
                     "partial WRITE would cut it; write all %" PRIu64 " bytes, or register the "
                     "object with length 0",
                     i, len, m->key, m->len, m->len);
-            if (len >= e->mpu_threshold) {
+            if (use_mpu(e, len)) {
                 uint64_t parts = (len + e->part_size - 1) / e->part_size;
                 if (parts > 10000)
                     return obj_error(e, IXL_ERR_TOO_LARGE,
@@ -731,7 +742,7 @@ static int obj_prep(struct ixl_engine *base, enum ixl_op op, const struct ixl_xf
                 o->off = obj[i].addr + off;
                 o->len = len - off < e->read_split ? len - off : e->read_split;
             }
-        } else if (len < e->mpu_threshold) {
+        } else if (!use_mpu(e, len)) {
             struct obj_op *o = &r->ops[k++];
             o->kind = OP_PUT;
             o->r = r;

@@ -628,8 +628,14 @@ static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
     /* A stall: less than 1 byte/s for timeout_ms (curl counts whole seconds). */
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (e->timeout_ms + 999) / 1000);
-    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
-    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+    /* libcurl allocates these buffers for each transfer (and frees them at its end): sized to
+     * the body, between 16 KiB and 512 KiB, a small GET or PUT does not get (and fault in) a
+     * fresh 512 KiB mapping each time. */
+    long bsz = op->len < (16u << 10)    ? 16L << 10
+               : op->len > (512u << 10) ? 512L << 10
+                                        : (long)op->len;
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, bsz);
+    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, bsz);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     /* No 100-continue wait before an upload's body. Not by an "Expect:" header: libcurl 7.88's
      * SigV4 signs that removed header (SignedHeaders=expect;..., curl issue 11664), and S3

@@ -211,6 +211,27 @@ static int run1(struct ctx *c, enum ixl_op op, void *buf, size_t len, uint64_t d
         fprintf(stderr, "  ok %s: %s: %s\n", what, ixl_strerror(rc_), last_msg);                  \
     } while (0)
 
+/* A WRITE of len bytes of buf to object dev must succeed and take data path want ("s3": one
+ * PUT, "s3-multipart"), as ixl_xfer_info says before the post. */
+static void write_path(struct ctx *c, void *buf, size_t len, uint64_t dev, const char *want)
+{
+    struct ixl_xfer *x = NULL;
+    uint64_t off = 0;
+    CHECK_RC(xfer_make(c, IXL_OP_WRITE, 1, &buf, &len, &dev, &off, &x), IXL_OK);
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    if (info.path == NULL || strcmp(info.path, want) != 0)
+        check_fail(__FILE__, __LINE__, "WRITE of %zu bytes: path '%s', want '%s'", len,
+                   info.path ? info.path : "(null)", want);
+    int rc = ixl_xfer_post(x);
+    if (rc == IXL_IN_PROGRESS)
+        rc = ixl_xfer_wait(x, 60000);
+    if (rc != IXL_OK)
+        check_fail(__FILE__, __LINE__, "WRITE of %zu bytes: %s: %s", len, ixl_strerror(rc),
+                   ixl_agent_last_error(c->a));
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+}
+
 /* Nothing of an error body or a wrong answer reached buf: every byte is the poison or, when
  * good is not NULL, the right byte. */
 static void check_clean(const uint8_t *buf, size_t len, const uint8_t *good, const char *what)
@@ -307,6 +328,55 @@ static void group_sig(void)
     OK1(&c, IXL_OP_READ, dst, len, dev, 0, "split READ 300 KiB");
     CHECK(memcmp(dst, src, len) == 0);
     CHECK(s3_requests(&srv, "GET", "multipart") >= len / (16 << 10));
+
+    /* The threshold's boundary: an object of mpu_threshold bytes goes as one PUT (the
+     * threshold is the largest single PUT), one byte more by multipart (4 parts of 16 KiB and
+     * one of 1 byte). Each read back whole into a poisoned buffer. */
+    fprintf(stderr, "sig: mpu_threshold boundary: 64 KiB = one PUT, 64 KiB + 1 = multipart\n");
+    uint64_t at = obj_reg(&c, "mpu-at"), over = obj_reg(&c, "mpu-over");
+    size_t th = 64 << 10;
+    fill(src, th + 1, 21);
+    s3_reset(&srv);
+    write_path(&c, src, th, at, "s3");
+    CHECK_REQS(&srv, "PUT", "mpu-at", 1);
+    CHECK_REQS(&srv, "POST", "mpu-at", 0);
+    write_path(&c, src, th + 1, over, "s3-multipart");
+    CHECK_REQS(&srv, "PUT", "mpu-over", 5);
+    CHECK_REQS(&srv, "POST", "mpu-over", 2); /* create, complete */
+    CHECK(s3_outstanding_uploads(&srv) == 0);
+    memset(dst, POISON, th + 1);
+    OK1(&c, IXL_OP_READ, dst, th, at, 0, "READ of the 64 KiB object");
+    CHECK(memcmp(dst, src, th) == 0);
+    memset(dst, POISON, th + 1);
+    OK1(&c, IXL_OP_READ, dst, th + 1, over, 0, "READ of the 64 KiB + 1 object");
+    CHECK(memcmp(dst, src, th + 1) == 0);
+    dram_free(&c, src, len);
+    dram_free(&c, dst, len);
+    ctx_close(&c);
+
+    /* A threshold under part_size: an object above the threshold that fits one part goes as
+     * one PUT (a multipart upload of one part adds two requests and no parallelism); one of
+     * more than part_size by multipart. */
+    fprintf(stderr, "sig: an object of one part goes as one PUT, above mpu_threshold too\n");
+    const char *small[] = {"mpu_threshold", "16K", "part_size", "64K", NULL};
+    ctx_open(&c, small);
+    src = dram(&c, len);
+    dst = dram(&c, len);
+    fill(src, len, 22);
+    uint64_t one = obj_reg(&c, "one-part"), two = obj_reg(&c, "two-parts");
+    s3_reset(&srv);
+    write_path(&c, src, 64 << 10, one, "s3");
+    CHECK_REQS(&srv, "PUT", "one-part", 1);
+    CHECK_REQS(&srv, "POST", "one-part", 0);
+    write_path(&c, src, 100000, two, "s3-multipart");
+    CHECK_REQS(&srv, "PUT", "two-parts", 2);
+    CHECK_REQS(&srv, "POST", "two-parts", 2);
+    memset(dst, POISON, 100000);
+    OK1(&c, IXL_OP_READ, dst, 64 << 10, one, 0, "READ of the one-part object");
+    CHECK(memcmp(dst, src, 64 << 10) == 0);
+    memset(dst, POISON, 100000);
+    OK1(&c, IXL_OP_READ, dst, 100000, two, 0, "READ of the two-part object");
+    CHECK(memcmp(dst, src, 100000) == 0);
     dram_free(&c, src, len);
     dram_free(&c, dst, len);
     ctx_close(&c);
