@@ -21,12 +21,12 @@
 #   multipart, for each size of SIZES of at least MPU_MIN (64M): the same WRITE compared like
 #     for like (MPU_ROWS=0 leaves these rows out):
 #       write-mpu: ixl forced to a multipart upload (mpu_threshold=part_size=PART: parts of
-#              PART (8M), sent in parallel; OBJ's default sends objects up to mpu_threshold, 64M,
-#              as one PUT) against curl doing the same by hand: one curl for CreateMultipartUpload, one
+#              PART (8M), sent in parallel; OBJ's default does so from mpu_threshold, 64M, up)
+#              against curl doing the same by hand: one curl for CreateMultipartUpload, one
 #              curl --parallel for the parts (dump-header for their ETags), one curl for
 #              CompleteMultipartUpload, per object (3 processes per object: their start-up is in
 #              curl's time)
-#       write-put: ixl with mpu_threshold at the size (one PUT, as curl's row does)
+#       write-put: ixl with mpu_threshold above the size (one PUT, as curl's row does)
 #     no target: these rows show where the time of the "write" row goes on this server
 #   many objects: MANY (1000) objects of MANY_SIZE (64K), WRITE then READ:
 #       curl:  one process, one by one (as above), and curl --parallel --parallel-max PAR (16);
@@ -347,7 +347,7 @@ for ((r = 1; r <= rounds; r++)); do
         [ "$op" = write-mpu ] && tools=(curlmpu ixl)
         xop=${op%-*} # write-mpu, write-put: WRITE
         xopts=()
-        [ "$op" = write-put ] && xopts=("mpu_threshold=$(bytes "$size")")
+        [ "$op" = write-put ] && xopts=("mpu_threshold=$(($(bytes "$size") + 1))")
         [ "$op" = write-mpu ] && xopts=("mpu_threshold=$part" "part_size=$part")
         if ((r % 2 == 0)); then # alternate the order
             rev=()
@@ -428,7 +428,7 @@ for row in "${rows[@]}"; do
     elif [ "$op" = write-put ]; then
         gp=-
         rp=-
-        tg="(no target: ixl with mpu_threshold at the size: one PUT)"
+        tg="(no target: ixl with mpu_threshold above the size: one PUT)"
     else
         gp=-
         rp=-

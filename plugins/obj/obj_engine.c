@@ -111,9 +111,9 @@ static const struct ixl_option obj_options[OO_COUNT] = {
                           .type = IXL_OPT_SIZE,
                           .min = 1,
                           .max = (int64_t)5 << 40,
-                          .description = "WRITEs larger than this (and than part_size) go by "
-                                         "multipart upload, in parts of part_size sent in "
-                                         "parallel; up to it, one PUT"},
+                          .description = "WRITEs of this many bytes or more (and more than "
+                                         "part_size) go by multipart upload, in parts of "
+                                         "part_size sent in parallel; smaller ones, one PUT"},
     [OO_PART_SIZE] = {.name = "part_size",
                       .default_value = "8M",
                       .type = IXL_OPT_SIZE,
@@ -623,14 +623,14 @@ free_mds:
 /* ---- requests -----------------------------------------------------------------------------------
  */
 
-/* Whether a WRITE of len bytes goes by multipart upload: only when it is larger than
- * mpu_threshold (the largest object sent as one PUT, as the AWS CRT's multipart_upload_threshold)
- * and than part_size: a multipart upload of one part would cost two more requests (and, on a
- * server that assembles parts by copying them, a second pass over the bytes) for no parallelism.
- * README.md, "Multipart threshold", says why. */
+/* Whether a WRITE of len bytes goes by multipart upload: when it is at least mpu_threshold (as
+ * boto3's and the AWS CLI's multipart_threshold) and larger than part_size: a multipart upload
+ * of one part would cost two more requests (and, on a server that assembles parts by copying
+ * them, a second pass over the bytes) for no parallelism. README.md, "Multipart threshold",
+ * says why. */
 static bool use_mpu(const struct obj_engine *e, uint64_t len)
 {
-    return len > e->mpu_threshold && len > e->part_size;
+    return len >= e->mpu_threshold && len > e->part_size;
 }
 
 /* A VRAM descriptor's op: buf is a device address, moved through a bounce buffer. */
