@@ -22,7 +22,9 @@
  *                 confirms its regions, and hands over its memfds (SCM_RIGHTS)
  *
  * Threads of an engine: io_threads event loops (epoll) that own every socket: each connection
- * belongs to one loop for its life and only that loop reads, writes or closes it, so threads
+ * belongs to one loop for its life and only that loop closes it (a poster may send a frame
+ * between whole frames under its send lock, a waiting or polling caller may read a WRITE_ACK
+ * under its receive lock: README.md, issue 18), so threads
  * and memory do not grow with the number of peers; copy_threads workers for the same-node
  * paths. Posting never blocks on a peer: frames wait in the peer's bounded queue (queue_max)
  * while the loops dial.

@@ -1,8 +1,10 @@
 /* NET's event loops: every TCP connection of an engine, both directions, on io_threads epoll
- * loops. A connection belongs to one loop for its life; only that loop's thread reads, writes
- * or closes its socket, so its rx/tx state needs no lock. Other threads reach it through its
- * peer (under p->lock) and only ever put it on a list of its loop (ready: its peer queued
- * frames; reap: torn down) and wake the loop through its eventfd.
+ * loops. A connection belongs to one loop for its life; only that loop's thread closes its
+ * socket, and reads and writes it but for two exceptions under the connection's locks: a
+ * poster sending a small request's one frame (txlock) and a caller reading the WRITE_ACKs at
+ * the head of the stream (rxlock, net_tcp_watch); the rest of its rx/tx state is the loop's. Other
+ * threads reach it through its peer (under p->lock) and only ever put it on a list of its loop
+ * (ready: its peer queued frames; reap: torn down) and wake the loop through its eventfd.
  *
  * Why epoll and not io_uring: a connection here is a byte stream parsed in place, with bodies
  * received straight into user or registered memory whose lifetime a release or deregistration
