@@ -2768,7 +2768,8 @@ static int inline_send(struct net_conn *c, struct net_req *r, uint64_t serial)
     } else {
         atomic_fetch_sub(&c->inl_out, 1); /* nothing went: queued, as usual */
     }
-    if (sent != 0) { /* its answer may be read by the caller (net_tcp_watch) */
+    if (sent == 1) { /* its answer may be read by the caller (net_tcp_watch): this thread
+                      * alone read its buffer (a part handed on is the loop's) */
         atomic_fetch_add(&c->pins, 1);
         r->wconn = c;
     }
@@ -2852,59 +2853,57 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
 
 /* ---- answers read by the caller ------------------------------------------------------------ */
 
-#define WATCH_TAKE_MAX 16 /* answers one look takes at most */
-
-/* Takes the plain WRITE_ACKs at the head of c's socket (rxlock held, c not closing), as
- * frame_begin and frame_end would: the number taken. A header that is anything else (a READ's
- * data, a notification ack riding on it, the loop mid-frame) stays for the loop. The serials
- * whose notification must now go are put in notif; *bad: an answer to no frame sent. */
-static int watch_take(struct net_engine *e, struct net_conn *c, uint64_t *notif, int *n_notif,
+/* Takes the answer of request r (posted as serial, its one frame sent by its poster on c) when
+ * it is the plain WRITE_ACK at the head of c's socket (rxlock held, c not closing), as
+ * frame_begin and frame_end would: 1 taken, 0 not (*peeked: what MSG_PEEK returned, -2 for an
+ * error). Any other header (another request's answer, a READ's data, a notification ack riding
+ * on it, the loop amid a frame) stays for the loop: the frames the loop sent, and the memory
+ * they read, are the loop's to account for. *notif: r's notification must now go; *bad: an
+ * answer that matches no frame sent. */
+static int watch_take(struct net_engine *e, struct net_conn *c, uint64_t serial, bool *notif,
                       bool *bad, ssize_t *peeked)
 {
-    int taken = 0;
     *peeked = -1;
-    while (taken < WATCH_TAKE_MAX && c->hgot == 0 && !c->in_body) {
-        uint8_t b[NET_HDR_BYTES];
-        ssize_t got = net_sys()->recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-        *peeked = got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -2 : got;
-        struct net_hdr h;
-        if (got != (ssize_t)sizeof(b) || net_hdr_decode(b, &h) != 0 || h.op != NET_WRITE_ACK ||
-            (h.flags & NET_F_ACK))
-            break;
-        /* Peeked whole under rxlock: nobody else reads, so the same bytes come. */
-        if (net_sys()->recv(c->fd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b)) {
-            *bad = true;
-            break;
-        }
-        taken++;
-        atomic_fetch_add(&c->rx_answers, 1);
-        atomic_store(&c->rx_ns, net_now_ns());
-        int v = net_req_answer(e, c->peer, &h);
-        if (v < 0) {
-            *bad = true;
-            break;
-        }
-        if (v == 0)
-            continue; /* a released request's answer, drained */
-        char why[NET_WHY] = "";
-        int status = IXL_OK;
-        if (h.status == IXL_ERR_BACKEND) {
-            status = IXL_ERR_BACKEND;
-            snprintf(why, sizeof(why),
-                     "NET: '%s' answered frame %u of the WRITE with an error: a device copy "
-                     "there failed (its log has the driver's error)",
-                     c->peer->name, h.chunk);
-        } else if (h.status != 0) {
-            status = IXL_ERR_REMOTE_REFUSED;
-            snprintf(why, sizeof(why),
-                     "NET: '%s' refused frame %u of the WRITE: outside its registered regions "
-                     "or a wrong key",
-                     c->peer->name, h.chunk);
-        }
-        if (net_req_part_done(e, h.req, status, why) == 1)
-            notif[(*n_notif)++] = h.req;
+    if (c->hgot != 0 || c->in_body || serial == 0)
+        return 0;
+    uint8_t b[NET_HDR_BYTES];
+    ssize_t got = net_sys()->recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+    *peeked = got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -2 : got;
+    struct net_hdr h;
+    if (got != (ssize_t)sizeof(b) || net_hdr_decode(b, &h) != 0 || h.op != NET_WRITE_ACK ||
+        (h.flags & NET_F_ACK) || h.req != serial)
+        return 0;
+    /* Peeked whole under rxlock: nobody else reads, so the same bytes come. */
+    if (net_sys()->recv(c->fd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b)) {
+        *bad = true;
+        return 0;
     }
-    return taken;
+    atomic_fetch_add(&c->rx_answers, 1);
+    atomic_store(&c->rx_ns, net_now_ns());
+    int v = net_req_answer(e, c->peer, &h);
+    if (v < 0) {
+        *bad = true;
+        return 1;
+    }
+    if (v == 0)
+        return 1; /* not running any more (failed meanwhile): drained */
+    char why[NET_WHY] = "";
+    int status = IXL_OK;
+    if (h.status == IXL_ERR_BACKEND) {
+        status = IXL_ERR_BACKEND;
+        snprintf(why, sizeof(why),
+                 "NET: '%s' answered frame %u of the WRITE with an error: a device copy "
+                 "there failed (its log has the driver's error)",
+                 c->peer->name, h.chunk);
+    } else if (h.status != 0) {
+        status = IXL_ERR_REMOTE_REFUSED;
+        snprintf(why, sizeof(why),
+                 "NET: '%s' refused frame %u of the WRITE: outside its registered regions "
+                 "or a wrong key",
+                 c->peer->name, h.chunk);
+    }
+    *notif = net_req_part_done(e, h.req, status, why) == 1;
+    return 1;
 }
 
 void net_tcp_unwatch(struct net_req *r)
@@ -2927,26 +2926,31 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
     if (pthread_mutex_trylock(&c->rxlock) != 0)
         return IXL_OK;
     uint64_t end = budget_ns > 0 ? net_now_ns() + budget_ns : 0;
-    bool gone = false, bad = false;
-    uint64_t notif[WATCH_TAKE_MAX];
-    int n_notif = 0;
+    uint64_t serial = r->serial; /* set by this thread's post (the core serializes) */
+    bool gone = false, bad = false, notif = false, loops = false;
     for (;;) {
         gone = c->rx_gone; /* with rxlock held c does not close */
-        if (gone || c->hgot != 0 || c->in_body)
-            break; /* closing, or the loop is amid a frame */
-        ssize_t got;
-        int more = watch_take(e, c, notif, &n_notif, &bad, &got);
-        if (bad || atomic_load(&r->state) != NR_RUNNING || n_notif > WATCH_TAKE_MAX / 2)
+        if (gone)
             break;
+        ssize_t got;
+        if (watch_take(e, c, serial, &notif, &bad, &got) != 0 || bad ||
+            atomic_load(&r->state) != NR_RUNNING)
+            break;
+        if (got == (ssize_t)NET_HDR_BYTES) {
+            loops = true;
+            break;
+        }
         uint64_t now = end ? net_now_ns() : 0;
         if (now >= end)
             break;
-        if (more == WATCH_TAKE_MAX)
-            continue;
-        /* Nothing (more) to take: the loop's to read (a frame not for us, the end, an error,
-         * the loop amid a frame), or not all of a header came yet, or nothing came yet. */
-        if (got == (ssize_t)NET_HDR_BYTES || got == 0 || got == -2 || c->hgot != 0 || c->in_body)
+        /* Not taken: the loop's to read (another frame at the head, the end, an error, the
+         * loop amid a frame), or not all of a header came yet, or nothing came yet. The
+         * loop's: r leaves it to the loop (a caller looking again at once would only keep
+         * the loop's try of rxlock failing). */
+        if (got == (ssize_t)NET_HDR_BYTES || got == 0 || got == -2 || c->hgot != 0 || c->in_body) {
+            loops = true;
             break;
+        }
         struct pollfd pf = {.fd = c->fd, .events = POLLIN};
         int ms = (int)((end - now + 999999u) / 1000000u);
         if (net_sys()->poll(&pf, 1, got > 0 ? 0 : ms) < 0 && errno != EINTR)
@@ -2955,15 +2959,15 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
             break;
     }
     pthread_mutex_unlock(&c->rxlock);
-    for (int i = 0; i < n_notif; i++)
-        net_peer_submit_notif(r->peer, notif[i]);
+    if (notif)
+        net_peer_submit_notif(r->peer, serial);
     if (bad) /* as the loop's protocol error: the generation's requests fail */
         net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT,
                           "NET: a protocol error on the connection: an answer to a frame never "
                           "sent");
-    if (gone || bad || atomic_load(&r->state) != NR_RUNNING) {
-        net_tcp_unwatch(r); /* the loop says what became of its frames if it is not done */
-        return gone || bad ? IXL_ERR_NOT_SUPPORTED : IXL_OK;
+    if (gone || bad || loops || atomic_load(&r->state) != NR_RUNNING) {
+        net_tcp_unwatch(r); /* the loop completes it (or says what became of its frame) */
+        return gone || bad || loops ? IXL_ERR_NOT_SUPPORTED : IXL_OK;
     }
     return IXL_OK;
 }

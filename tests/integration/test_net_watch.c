@@ -3,9 +3,11 @@
  * thread has its WRITE_ACK read by the caller itself, asleep in poll(2) on the socket inside
  * ixl_xfer_wait or looking once per ixl_xfer_status (net_tcp_watch), while the connection's
  * loop thread reads everything else on it. Here THREADS threads of one agent post to one peer
- * process over path=tcp (2 connections, so posters share connections and take turns on them,
- * and some frames go through the peer's queue and the loop), half of them waiting, half
- * polling, each ROUNDS times:
+ * process over path=tcp on one connection (conns=1: posters share it and take turns on it,
+ * frames of the others go through the peer's queue and the loop, and answers of the others
+ * come first; one connection also keeps the target's placing and answering on one loop thread,
+ * whose order ThreadSanitizer sees, where two loops' order comes through this process), half
+ * of them waiting, half polling, each ROUNDS times:
  *   - a fresh pattern into its source slot, the target's slot poisoned first (through a
  *     WRITE of the poison, checked by a READ back), then the WRITE with a notification naming
  *     the thread and round; completed by ixl_xfer_wait or by polling ixl_xfer_status, which
@@ -261,7 +263,7 @@ int main(void)
 
     char why[256];
     const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1", "path",
-                        "tcp",         "conns",     "2",     NULL};
+                        "tcp",         "conns",     "1",     NULL};
     if (nr_agent("watch-init", kv, &agent, why, sizeof(why)) != IXL_OK)
         check_fail(__FILE__, __LINE__, "%s", why);
     src = aligned_alloc(4096, LEN);
