@@ -12,9 +12,10 @@
  *     WRITE of the poison, checked by a READ back), then the WRITE with a notification naming
  *     the thread and round; completed by ixl_xfer_wait or by polling ixl_xfer_status, which
  *     must then say IXL_OK again (no second end, no error);
- *   - a READ back into a poisoned local slot: the bytes must be the pattern (a WRITE completed
- *     before its answer came, by an answer of another post, would leave the READ, which may
- *     take the other connection, racing it: the poison or an older pattern shows);
+ *   - the target process checks its slot at once, asked outside NET (over a socketpair): a
+ *     WRITE said done before its answer came (by an answer of another post, or of nothing)
+ *     would often find the poison there;
+ *   - a READ back into a poisoned local slot: the bytes must be the pattern;
  * some threads reuse one request per slot (its serial changes per post: an answer read late
  * must not complete a later post), the others make a request per post. The target process
  * counts the notifications: each (thread, round) exactly once, none missing (a completion
@@ -58,9 +59,17 @@ static void on_alarm(int sig)
     _exit(1);
 }
 
+/* What the initiator asks the target over the socketpair (outside NET). */
+enum { ASK_CHECK = 1, ASK_COUNT = 2 };
+struct ask {
+    uint32_t kind, t; /* ASK_COUNT: t is the number of notifications to expect */
+    uint64_t seed;
+};
+
 /* The target: registers LEN bytes, sends its metadata and the buffer's address up fd, then
  * counts notifications until fd says how many to expect (or closes); answers "ok" or what
- * was wrong. */
+ * was wrong. Meanwhile it checks a thread's slot for a pattern when asked (ASK_CHECK): the
+ * first byte that differs, or SLOT. */
 static int target_main(int fd)
 {
     char why[256];
@@ -109,8 +118,17 @@ static int target_main(int fd)
         }
         struct pollfd pf = {fd, POLLIN, 0};
         if (!told && poll(&pf, 1, 1) > 0) {
-            if (nr_read_all(fd, &expect, sizeof(expect)) != 0)
+            struct ask q;
+            if (nr_read_all(fd, &q, sizeof(q)) != 0)
                 break;
+            if (q.kind == ASK_CHECK) { /* a WRITE said done: its bytes must be here now */
+                uint64_t at =
+                    q.t < THREADS ? net_pat_find_bad(buf + 2 * q.t * SLOT, SLOT, q.seed, 0) : 0;
+                if (nr_write_all(fd, &at, sizeof(at)) != 0)
+                    break;
+                continue;
+            }
+            expect = q.t;
             told = true;
             end = nr_now() + 10.0; /* every notification was sent before the count */
         }
@@ -138,6 +156,21 @@ static struct ixl_agent *agent;
 static uint8_t *src, *dst;
 static uint64_t raddr;
 static _Atomic unsigned notifs_sent;
+static int ctl_fd;
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Asks the target, outside NET, whether thread t's slot holds pattern seed: a WRITE said done
+ * must have placed its bytes (a completion before its answer came would often not have). */
+static uint64_t target_check(unsigned t, uint64_t seed)
+{
+    struct ask q = {ASK_CHECK, t, seed};
+    uint64_t at = 0;
+    pthread_mutex_lock(&ctl_lock);
+    if (nr_write_all(ctl_fd, &q, sizeof(q)) != 0 || nr_read_all(ctl_fd, &at, sizeof(at)) != 0)
+        at = 0;
+    pthread_mutex_unlock(&ctl_lock);
+    return at;
+}
 
 /* Ends x: ixl_xfer_wait, or polling ixl_xfer_status; then the status must stay IXL_OK. */
 static ixl_status finish(struct ixl_xfer *x, bool poll_mode)
@@ -211,6 +244,13 @@ static void *worker(void *arg)
             break;
         }
         atomic_fetch_add(&notifs_sent, 1);
+        uint64_t at = target_check(t, seed);
+        if (at != SLOT) {
+            fail("thread %u round %u: the WRITE said done (%s) with byte %llu of the target's "
+                 "slot not written",
+                 t, r, poll_mode ? "polled" : "waited", (unsigned long long)at);
+            break;
+        }
         if (!reuse) {
             release(w);
             w = NULL;
@@ -255,6 +295,7 @@ int main(void)
     }
     close(sv[1]);
     int fd = sv[0];
+    ctl_fd = fd;
     uint64_t hdr[2];
     CHECK(nr_read_all(fd, hdr, sizeof(hdr)) == 0 && hdr[0] > 0 && hdr[0] < (1u << 20));
     uint8_t *md = malloc((size_t)hdr[0]);
@@ -285,8 +326,9 @@ int main(void)
     /* The target counts the notifications. */
     uint32_t expect = atomic_load(&notifs_sent), n = 0;
     char ans[201] = "";
-    if (nr_write_all(fd, &expect, sizeof(expect)) != 0 || nr_read_all(fd, &n, sizeof(n)) != 0 ||
-        n > 200 || nr_read_all(fd, ans, n) != 0)
+    struct ask q = {ASK_COUNT, expect, 0};
+    if (nr_write_all(fd, &q, sizeof(q)) != 0 || nr_read_all(fd, &n, sizeof(n)) != 0 || n > 200 ||
+        nr_read_all(fd, ans, n) != 0)
         fail("the target did not answer its count");
     ans[n] = '\0';
     if (strcmp(ans, "ok") != 0)
