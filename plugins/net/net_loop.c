@@ -2925,6 +2925,10 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
     /* Only tried: a caller never makes the loop (or another caller) wait for it. */
     if (pthread_mutex_trylock(&c->rxlock) != 0)
         return IXL_OK;
+    /* Asleep on the socket only while no other request sent on c is in flight (their answers
+     * would come first and wake this caller for nothing): else one look, and the loop reads. */
+    if (atomic_load(&c->pins) > 1)
+        budget_ns = 0;
     uint64_t end = budget_ns > 0 ? net_now_ns() + budget_ns : 0;
     uint64_t serial = r->serial; /* set by this thread's post (the core serializes) */
     bool gone = false, bad = false, notif = false, loops = false;
