@@ -22,7 +22,9 @@
  *                 confirms its regions, and hands over its memfds (SCM_RIGHTS)
  *
  * Threads of an engine: io_threads event loops (epoll) that own every socket: each connection
- * belongs to one loop for its life and only that loop reads, writes or closes it, so threads
+ * belongs to one loop for its life and only that loop closes it (a poster may send a frame
+ * between whole frames under its send lock, a waiting or polling caller may read a WRITE_ACK
+ * under its receive lock: README.md, issue 18), so threads
  * and memory do not grow with the number of peers; copy_threads workers for the same-node
  * paths. Posting never blocks on a peer: frames wait in the peer's bounded queue (queue_max)
  * while the loops dial.
@@ -277,6 +279,21 @@ struct net_conn {
     struct net_txf inl;
     size_t inl_off;
     _Atomic int tx_idle; /* a hint for posters: the loop's tx is empty, the target reads */
+    /* The socket's receive side (NC_OUT): a caller waiting for or polling a request whose
+     * frame went on c reads its answer itself when the next bytes are a plain WRITE_ACK
+     * header (net_tcp_watch, net_loop.c), so every recv on the socket, the rx state and the
+     * close happen under rxlock (both only try it to read: the loop wakes for c only when
+     * bytes came, which wake a caller asleep in poll(2) on it too; the close waits for it).
+     * rx_mine: the loop
+     * holds it (its own flag); rx_gone: closing, nothing more is read (under rxlock);
+     * rx_answers, rx_ns: answers callers took and when, folded into outstanding and last_rx
+     * by the loop (fold_inline); pins: requests that may still read it (r->wconn), which
+     * keep its memory (closed or not) from being freed. */
+    pthread_mutex_t rxlock;
+    bool rx_mine, rx_gone;
+    _Atomic int pins;
+    _Atomic uint32_t rx_answers;
+    _Atomic uint64_t rx_ns;
 };
 
 struct net_loop {
@@ -402,9 +419,13 @@ struct net_req {
     bool stage, stage_local;
     uint32_t stage_next;
 
-    /* Per post, under e->reqs_lock. */
+    /* TCP: the connection this post's one frame was sent on by the posting thread, pinned
+     * (c->pins) until the request lets it go (net_tcp_unwatch), or NULL. Written and read by
+     * the threads that post, check and release (the core serializes them). */
+    struct net_conn *wconn;
+    /* Per post, under e->reqs_lock (state also read without it: check_xfer's fast path). */
     uint64_t serial; /* 0 when not registered in the table */
-    enum net_req_state state;
+    _Atomic enum net_req_state state;
     int status;
     char why[NET_WHY]; /* an error's text, said again by check_xfer on the caller's thread */
     uint64_t pending;
@@ -634,6 +655,15 @@ void net_peer_notif_settle(struct net_peer *p, uint64_t deadline_ns);
 /* p's instance changed to instance (or the engine is destroyed: last): its unacknowledged
  * notifications are lost; logged, counted, and said by the next ixl_notif_send to it. */
 void net_peer_notif_lost(struct net_peer *p, const char *why, bool last, uint64_t instance);
+/* Reads, on the caller's thread, the answers waiting on the connection r's frame went on
+ * (r->wconn) while they are plain WRITE_ACKs, completing their requests as the loop would;
+ * budget_ns 0: one look; else it sleeps in poll(2) on the socket (as a blocking ping-pong
+ * does) for up to budget_ns or until r is no longer running or the socket's next frame is
+ * one for the loop. Never waits for a lock another thread holds. IXL_OK if it looked,
+ * IXL_ERR_NOT_SUPPORTED if r has no such connection (any more). */
+int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns);
+/* r lets its connection go (post, release). */
+void net_tcp_unwatch(struct net_req *r);
 /* Dials p if needed and waits (bounded by timeout_ms) until a connection is up. */
 int net_peer_connect(struct net_peer *p);
 /* Tears p's connections down and fails its queued and outstanding TCP work with status. */

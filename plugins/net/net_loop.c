@@ -1,8 +1,10 @@
 /* NET's event loops: every TCP connection of an engine, both directions, on io_threads epoll
- * loops. A connection belongs to one loop for its life; only that loop's thread reads, writes
- * or closes its socket, so its rx/tx state needs no lock. Other threads reach it through its
- * peer (under p->lock) and only ever put it on a list of its loop (ready: its peer queued
- * frames; reap: torn down) and wake the loop through its eventfd.
+ * loops. A connection belongs to one loop for its life; only that loop's thread closes its
+ * socket, and reads and writes it but for two exceptions under the connection's locks: a
+ * poster sending a small request's one frame (txlock) and a caller reading the WRITE_ACKs at
+ * the head of the stream (rxlock, net_tcp_watch); the rest of its rx/tx state is the loop's. Other
+ * threads reach it through its peer (under p->lock) and only ever put it on a list of its loop
+ * (ready: its peer queued frames; reap: torn down) and wake the loop through its eventfd.
  *
  * Why epoll and not io_uring: a connection here is a byte stream parsed in place, with bodies
  * received straight into user or registered memory whose lifetime a release or deregistration
@@ -22,6 +24,8 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +76,17 @@ static void loop_wake(struct net_loop *l)
         if (net_sys()->write(l->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
             atomic_store(&l->woken, 0); /* the next wake tries again; the tick takes it anyway */
     }
+}
+
+/* c->rxlock: adaptive (it spins a little before it sleeps: conn_close waits for a caller's
+ * look at the socket, which takes microseconds). */
+static void rxlock_init(struct net_conn *c)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&c->rxlock, &a);
+    pthread_mutexattr_destroy(&a);
 }
 
 static void set_cause(struct net_conn *c, const char *call, int err)
@@ -440,17 +455,26 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
     if (c->closed)
         return;
     c->closed = true;
+    /* No caller reads the socket from now on (one reading now finishes first). */
+    if (!c->rx_mine)
+        pthread_mutex_lock(&c->rxlock);
+    c->rx_gone = true;
+    if (!c->rx_mine)
+        pthread_mutex_unlock(&c->rxlock);
     /* No poster sends on the socket from now on; a frame one sent meanwhile is counted (its
      * answer will not come: a close that would lose nothing otherwise fails it), and the
      * rest of one a poster left half sent is dropped with the others. */
     pthread_mutex_lock(&c->txlock);
     c->tx_closed = true;
+    /* Answers callers took first: each answers a frame counted before it was sent. */
+    uint32_t took = atomic_exchange(&c->rx_answers, 0);
     uint32_t late = atomic_exchange(&c->inl_out, 0);
     bool handoff = atomic_exchange(&c->inl_handoff, 0) != 0;
     struct net_txf inl = c->inl;
     memset(&c->inl, 0, sizeof(c->inl));
     pthread_mutex_unlock(&c->txlock);
-    c->outstanding += late;
+    c->outstanding = c->outstanding + late > took ? c->outstanding + late - took : 0;
+    late = late > took ? late - took : 0;
     if (late > 0 && !failed && c->kind == NC_OUT) {
         failed = true;
         status = IXL_ERR_REMOTE_DISCONNECT;
@@ -552,16 +576,31 @@ static void conn_free(struct net_loop *l, struct net_conn *c)
     free(c->buf);
     free(c->stash);
     pthread_mutex_destroy(&c->txlock);
+    pthread_mutex_destroy(&c->rxlock);
     free(c);
+}
+
+/* Frees the connections closed in this batch, but those a request still pins (a caller may
+ * look at them: net_tcp_watch), which wait for a later batch; all when the loop exits. */
+static void free_dead_all(struct net_loop *l, bool all)
+{
+    struct net_conn *keep = NULL;
+    while (l->dead) {
+        struct net_conn *c = l->dead;
+        l->dead = c->dnext;
+        if (!all && atomic_load(&c->pins) > 0) {
+            c->dnext = keep;
+            keep = c;
+            continue;
+        }
+        conn_free(l, c);
+    }
+    l->dead = keep;
 }
 
 static void free_dead(struct net_loop *l)
 {
-    while (l->dead) {
-        struct net_conn *c = l->dead;
-        l->dead = c->dnext;
-        conn_free(l, c);
-    }
+    free_dead_all(l, false);
 }
 
 /* A system call on c's socket failed with err: c closes and its requests fail. */
@@ -965,14 +1004,23 @@ static int take_handoff(struct net_conn *c)
 /* Frames posters sent on c (net_peer_submit) join c's outstanding ones (loop thread). */
 static void fold_inline(struct net_conn *c)
 {
-    if (atomic_load(&c->inl_out) == 0)
+    if (atomic_load(&c->inl_out) == 0 && atomic_load(&c->rx_answers) == 0)
         return;
     pthread_mutex_lock(&c->txlock);
+    /* The answers callers took (net_tcp_watch) first: each answers a frame counted (here, or
+     * in inl_out before it was sent) before the answer came, so the sum never goes below 0. */
+    uint32_t took = atomic_exchange(&c->rx_answers, 0);
     uint32_t n = atomic_exchange(&c->inl_out, 0);
     pthread_mutex_unlock(&c->txlock);
+    uint64_t at = atomic_load(&c->rx_ns);
+    if (at > c->last_rx)
+        c->last_rx = at; /* the peer answered */
     if (n > 0 && c->outstanding == 0)
         c->last_rx = net_now_ns(); /* silence counts from when answers are owed */
-    c->outstanding += n;
+    uint64_t was = c->outstanding + n;
+    c->outstanding = was > took ? was - took : 0;
+    if (took > 0) /* each answer takes back the average, as in frame_begin */
+        c->owed_bytes = c->outstanding == 0 ? 0 : c->owed_bytes - c->owed_bytes / was * took;
 }
 
 /* Whether frame f may go: an answer gated by a staged device copy goes once the copy ended;
@@ -1928,6 +1976,25 @@ static int conn_read(struct net_loop *l, struct net_conn *c)
     return c->closed ? -1 : 0;
 }
 
+/* conn_read with c's receive side held (an initiator's connection, whose answers callers may
+ * read too: net_tcp_watch). */
+static int conn_read_rx(struct net_loop *l, struct net_conn *c, bool *skipped)
+{
+    if (c->kind != NC_OUT)
+        return conn_read(l, c);
+    /* Tried: a caller holding it was woken by the same bytes and takes them (or lets go) in
+     * microseconds; the level-triggered epoll reports c again if anything is left. */
+    if (pthread_mutex_trylock(&c->rxlock) != 0) {
+        *skipped = true;
+        return 0;
+    }
+    c->rx_mine = true;
+    int rc = conn_read(l, c);
+    c->rx_mine = false;
+    pthread_mutex_unlock(&c->rxlock);
+    return rc;
+}
+
 /* ---- the listener ----------------------------------------------------------------------- */
 
 static void adopt(struct net_loop *l, struct net_conn *c)
@@ -2029,6 +2096,7 @@ static void accept_some(struct net_loop *l)
         int one = 1;
         net_sys()->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         pthread_mutex_init(&c->txlock, NULL);
+        rxlock_init(c);
         c->e = e;
         c->kind = NC_IN;
         c->state = NCS_HELLO;
@@ -2347,7 +2415,11 @@ static void *loop_main(void *arg)
     if (tick_ns > 100000000u)
         tick_ns = 100000000u;
     l->next_tick = net_now_ns() + tick_ns;
+    bool skipped = false; /* a caller held a connection's receive side */
     while (!atomic_load(&e->stopping)) {
+        if (skipped) /* it is runnable (the same bytes woke it): let it take them first */
+            sched_yield();
+        skipped = false;
         uint64_t now = net_now_ns();
         uint64_t until = l->ack_at && l->ack_at < l->next_tick ? l->ack_at : l->next_tick;
         int ms = now >= until ? 0 : (int)((until - now + 999999u) / 1000000u);
@@ -2374,7 +2446,8 @@ static void *loop_main(void *arg)
                 dial_done(l, c);
                 continue;
             }
-            if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) && c->reading && conn_read(l, c) != 0)
+            if ((ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) && c->reading &&
+                conn_read_rx(l, c, &skipped) != 0)
                 continue;
             if ((ev & (EPOLLHUP | EPOLLERR)) && !c->reading) {
                 conn_close(l, c, true, IXL_ERR_REMOTE_DISCONNECT, "NET: the connection broke");
@@ -2408,7 +2481,7 @@ static void *loop_main(void *arg)
         }
         conn_close(l, c, false, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
     }
-    free_dead(l);
+    free_dead_all(l, true); /* no caller looks at a connection of a destroyed engine */
     return NULL;
 }
 
@@ -2591,6 +2664,7 @@ static int serve_queue(struct net_peer *p, struct net_loop **wake, int *n_wake)
         if (c == NULL)
             break;
         pthread_mutex_init(&c->txlock, NULL);
+        rxlock_init(c);
         c->e = e;
         c->peer = p;
         c->kind = NC_OUT;
@@ -2628,30 +2702,42 @@ static void wake_all(struct net_loop **wake, int n)
         loop_wake(wake[i]);
 }
 
-/* Sends request r's one frame from the posting thread (p->lock held): when nothing waits in
- * p's queues (no frame overtakes another), a connection is up and idle, and the frame goes
- * out whole or in part without waiting. A part sent goes to the connection's loop, which sends
- * the rest before anything else. 1: sent (or handed on), 0: queue it as usual. The loop's
- * bookkeeping stays its own: the frame counts as outstanding through c->inl_out. */
-static int inline_send(struct net_peer *p, struct net_req *r, uint64_t serial,
-                       struct net_loop **wake, int *n_wake)
+/* The connection a poster may send request r's one frame on itself (p->lock held): when
+ * nothing waits in p's queues (no frame overtakes another) and a connection is up, idle and
+ * not being sent on by another poster. Returned with its txlock held, or NULL: queue it. */
+static struct net_conn *inline_pick(struct net_peer *p, const struct net_req *r)
 {
-    struct net_engine *e = p->e;
     if (p->q.len > 0 || p->nq.len > 0 || r->stage_local || r->n_chunks != 1 || p->n_conns == 0)
-        return 0;
+        return NULL;
+    if (r->op == IXL_OP_WRITE && r->chunks[0].len > INLINE_SEND_BYTES)
+        return NULL;
+    for (int i = 0; i < p->n_conns; i++) {
+        struct net_conn *x = p->conns[(p->inl_next + (uint32_t)i) % (uint32_t)p->n_conns];
+        if (!x->up || atomic_load(&x->doomed) || x->gen != p->gen || !atomic_load(&x->tx_idle))
+            continue;
+        /* Tried, not waited for: another poster sending on it takes the next one. */
+        if (pthread_mutex_trylock(&x->txlock) != 0)
+            continue;
+        if (!x->tx_closed && !x->wire_partial && !atomic_load(&x->inl_handoff)) {
+            p->inl_next++; /* spread posters over the connections */
+            return x;
+        }
+        pthread_mutex_unlock(&x->txlock);
+    }
+    return NULL;
+}
+
+/* Sends request r's one frame on c from the posting thread, without p->lock (so posters to
+ * one peer send on its connections at once) and with c->txlock held from inline_pick (so c
+ * cannot close meanwhile); unlocks it. The frame goes out whole or in part without waiting; a
+ * part sent goes to the connection's loop, which sends the rest before anything else. 1: sent
+ * (or handed on), 0: nothing went, queue it as usual. The loop's bookkeeping stays its own:
+ * the frame counts as outstanding through c->inl_out. */
+static int inline_send(struct net_conn *c, struct net_req *r, uint64_t serial)
+{
+    struct net_engine *e = c->e;
     const struct net_chunk *ch = &r->chunks[0];
     size_t dlen = r->op == IXL_OP_WRITE ? (size_t)ch->len : 0;
-    if (dlen > INLINE_SEND_BYTES)
-        return 0;
-    struct net_conn *c = NULL;
-    for (int i = 0; i < p->n_conns && c == NULL; i++) {
-        struct net_conn *x = p->conns[(p->inl_next + (uint32_t)i) % (uint32_t)p->n_conns];
-        if (x->up && !atomic_load(&x->doomed) && x->gen == p->gen && atomic_load(&x->tx_idle))
-            c = x;
-    }
-    if (c == NULL)
-        return 0;
-    p->inl_next++; /* spread posters over the connections */
     struct net_hdr h = {.op = r->op == IXL_OP_WRITE ? NET_WRITE : NET_READ,
                         .chunk = 0,
                         .req = serial,
@@ -2664,32 +2750,37 @@ static int inline_send(struct net_peer *p, struct net_req *r, uint64_t serial,
     r->busy++; /* the user's buffer is read until the frame is out: release waits for it */
     pthread_mutex_unlock(&e->reqs_lock);
     int sent = 0;
-    pthread_mutex_lock(&c->txlock);
-    if (!c->tx_closed && !c->wire_partial && !atomic_load(&c->inl_handoff)) {
-        atomic_fetch_add(&c->inl_out, 1); /* before the answer can come */
-        struct iovec iov[2] = {{f.hdr, NET_HDR_BYTES}, {(void *)(uintptr_t)f.data, dlen}};
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = dlen > 0 ? 2 : 1};
-        ssize_t w;
-        do
-            w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        while (w < 0 && errno == EINTR);
-        if (w == (ssize_t)(NET_HDR_BYTES + dlen)) {
-            sent = 1;
-        } else if (w > 0) {
-            c->inl = f; /* the rest is the loop's, with the busy reference */
-            c->inl_off = (size_t)w;
-            c->wire_partial = true;
-            atomic_store(&c->inl_handoff, 1);
-            sent = 2;
-        } else {
-            atomic_fetch_sub(&c->inl_out, 1); /* nothing went: queued below, as usual */
-        }
+    atomic_fetch_add(&c->inl_out, 1); /* before the answer can come */
+    struct iovec iov[2] = {{f.hdr, NET_HDR_BYTES}, {(void *)(uintptr_t)f.data, dlen}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = dlen > 0 ? 2 : 1};
+    ssize_t w;
+    do
+        w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    if (w == (ssize_t)(NET_HDR_BYTES + dlen)) {
+        sent = 1;
+    } else if (w > 0) {
+        c->inl = f; /* the rest is the loop's, with the busy reference */
+        c->inl_off = (size_t)w;
+        c->wire_partial = true;
+        atomic_store(&c->inl_handoff, 1);
+        sent = 2;
+    } else {
+        atomic_fetch_sub(&c->inl_out, 1); /* nothing went: queued, as usual */
     }
-    pthread_mutex_unlock(&c->txlock);
+    if (sent == 1) { /* its answer may be read by the caller (net_tcp_watch): this thread
+                      * alone read its buffer (a part handed on is the loop's) */
+        atomic_fetch_add(&c->pins, 1);
+        r->wconn = c;
+    }
+    struct net_loop *wake[1];
+    int n_wake = 0;
     if (sent == 2)
-        mark_ready(c, wake, n_wake);
-    else
+        mark_ready(c, wake, &n_wake); /* under txlock: c is not closed before */
+    pthread_mutex_unlock(&c->txlock);
+    if (sent != 2)
         net_req_unbusy(e, r);
+    wake_all(wake, n_wake);
     return sent != 0;
 }
 
@@ -2705,6 +2796,7 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
     struct net_engine *e = p->e;
     struct net_loop *wake[NET_MAX_LOOPS];
     int n_wake = 0;
+    net_tcp_unwatch(r);
     pthread_mutex_lock(&p->lock);
     int rc = IXL_OK;
     if (!p->loaded || atomic_load(&e->stopping))
@@ -2713,24 +2805,36 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
         rc = IXL_ERR_BUSY;
     else
         rc = ring_room(&p->q, n);
-    if (rc == IXL_OK) {
-        /* The generation the frames go to: a teardown of older connections does not fail
+    struct net_conn *ic = rc == IXL_OK && n == 1 ? inline_pick(p, r) : NULL;
+    if (ic != NULL) {
+        /* The generation the frame goes to: a teardown of older connections does not fail
          * this post. */
         pthread_mutex_lock(&e->reqs_lock);
         r->gen = p->gen;
         pthread_mutex_unlock(&e->reqs_lock);
-        if (n == 1 && inline_send(p, r, serial, wake, &n_wake)) {
-            /* sent from this thread */
-        } else {
-            for (uint32_t i = 0; i < n; i++)
-                ring_push(&p->q, (struct net_item){.serial = serial,
-                                                   .chunk = i,
-                                                   .len = frame_len(r, i),
-                                                   .kind = NI_FRAME});
-            rc = serve_queue(p, wake, &n_wake);
-            if (rc != IXL_OK)
-                p->q.len -= n; /* nothing can serve them: the post fails */
-        }
+        pthread_mutex_unlock(&p->lock);
+        if (inline_send(ic, r, serial))
+            return IXL_OK; /* sent from this thread */
+        /* The socket took nothing: queued as usual (the peer's state looked at again). */
+        pthread_mutex_lock(&p->lock);
+        if (!p->loaded || atomic_load(&e->stopping))
+            rc = IXL_ERR_REMOTE_DISCONNECT;
+        else if (p->q.len + p->nq.len + n > e->queue_max)
+            rc = IXL_ERR_BUSY;
+        else
+            rc = ring_room(&p->q, n);
+    }
+    if (rc == IXL_OK) {
+        pthread_mutex_lock(&e->reqs_lock);
+        r->gen = p->gen;
+        pthread_mutex_unlock(&e->reqs_lock);
+        for (uint32_t i = 0; i < n; i++)
+            ring_push(&p->q,
+                      (struct net_item){
+                          .serial = serial, .chunk = i, .len = frame_len(r, i), .kind = NI_FRAME});
+        rc = serve_queue(p, wake, &n_wake);
+        if (rc != IXL_OK)
+            p->q.len -= n; /* nothing can serve them: the post fails */
     }
     size_t queued = p->q.len + p->nq.len;
     pthread_mutex_unlock(&p->lock);
@@ -2744,6 +2848,131 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
         return net_error(e, rc, "NET: out of memory queueing frames to '%s'", p->name);
     if (rc != IXL_OK)
         return net_error(e, rc, "NET: '%s' is disconnected", p->name);
+    return IXL_OK;
+}
+
+/* ---- answers read by the caller ------------------------------------------------------------ */
+
+/* Takes the answer of request r (posted as serial, its one frame sent by its poster on c) when
+ * it is the plain WRITE_ACK at the head of c's socket (rxlock held, c not closing), as
+ * frame_begin and frame_end would: 1 taken, 0 not (*peeked: what MSG_PEEK returned, -2 for an
+ * error). Any other header (another request's answer, a READ's data, a notification ack riding
+ * on it, the loop amid a frame) stays for the loop: the frames the loop sent, and the memory
+ * they read, are the loop's to account for. *notif: r's notification must now go; *bad: an
+ * answer that matches no frame sent. */
+static int watch_take(struct net_engine *e, struct net_conn *c, uint64_t serial, bool *notif,
+                      bool *bad, ssize_t *peeked)
+{
+    *peeked = -1;
+    if (c->hgot != 0 || c->in_body || serial == 0)
+        return 0;
+    uint8_t b[NET_HDR_BYTES];
+    ssize_t got = net_sys()->recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+    *peeked = got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -2 : got;
+    struct net_hdr h;
+    if (got != (ssize_t)sizeof(b) || net_hdr_decode(b, &h) != 0 || h.op != NET_WRITE_ACK ||
+        (h.flags & NET_F_ACK) || h.req != serial)
+        return 0;
+    /* Peeked whole under rxlock: nobody else reads, so the same bytes come. */
+    if (net_sys()->recv(c->fd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b)) {
+        *bad = true;
+        return 0;
+    }
+    atomic_fetch_add(&c->rx_answers, 1);
+    atomic_store(&c->rx_ns, net_now_ns());
+    int v = net_req_answer(e, c->peer, &h);
+    if (v < 0) {
+        *bad = true;
+        return 1;
+    }
+    if (v == 0)
+        return 1; /* not running any more (failed meanwhile): drained */
+    char why[NET_WHY] = "";
+    int status = IXL_OK;
+    if (h.status == IXL_ERR_BACKEND) {
+        status = IXL_ERR_BACKEND;
+        snprintf(why, sizeof(why),
+                 "NET: '%s' answered frame %u of the WRITE with an error: a device copy "
+                 "there failed (its log has the driver's error)",
+                 c->peer->name, h.chunk);
+    } else if (h.status != 0) {
+        status = IXL_ERR_REMOTE_REFUSED;
+        snprintf(why, sizeof(why),
+                 "NET: '%s' refused frame %u of the WRITE: outside its registered regions "
+                 "or a wrong key",
+                 c->peer->name, h.chunk);
+    }
+    *notif = net_req_part_done(e, h.req, status, why) == 1;
+    return 1;
+}
+
+void net_tcp_unwatch(struct net_req *r)
+{
+    if (r->wconn != NULL)
+        atomic_fetch_sub(&r->wconn->pins, 1);
+    r->wconn = NULL;
+}
+
+int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
+{
+    struct net_conn *c = r->wconn; /* pinned: its memory stays, closed or not */
+    if (c == NULL)
+        return IXL_ERR_NOT_SUPPORTED;
+    if (atomic_load(&r->state) != NR_RUNNING) {
+        net_tcp_unwatch(r);
+        return IXL_OK;
+    }
+    /* Only tried: a caller never makes the loop (or another caller) wait for it. */
+    if (pthread_mutex_trylock(&c->rxlock) != 0)
+        return IXL_OK;
+    /* Asleep on the socket only while no other request sent on c is in flight (their answers
+     * would come first and wake this caller for nothing): else one look, and the loop reads. */
+    if (atomic_load(&c->pins) > 1)
+        budget_ns = 0;
+    uint64_t end = budget_ns > 0 ? net_now_ns() + budget_ns : 0;
+    uint64_t serial = r->serial; /* set by this thread's post (the core serializes) */
+    bool gone = false, bad = false, notif = false, loops = false;
+    for (;;) {
+        gone = c->rx_gone; /* with rxlock held c does not close */
+        if (gone)
+            break;
+        ssize_t got;
+        if (watch_take(e, c, serial, &notif, &bad, &got) != 0 || bad ||
+            atomic_load(&r->state) != NR_RUNNING)
+            break;
+        if (got == (ssize_t)NET_HDR_BYTES) {
+            loops = true;
+            break;
+        }
+        uint64_t now = end ? net_now_ns() : 0;
+        if (now >= end)
+            break;
+        /* Not taken: the loop's to read (another frame at the head, the end, an error, the
+         * loop amid a frame), or not all of a header came yet, or nothing came yet. The
+         * loop's: r leaves it to the loop (a caller looking again at once would only keep
+         * the loop's try of rxlock failing). */
+        if (got == (ssize_t)NET_HDR_BYTES || got == 0 || got == -2 || c->hgot != 0 || c->in_body) {
+            loops = true;
+            break;
+        }
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+        int ms = (int)((end - now + 999999u) / 1000000u);
+        if (net_sys()->poll(&pf, 1, got > 0 ? 0 : ms) < 0 && errno != EINTR)
+            break;
+        if (pf.revents & (POLLHUP | POLLERR | POLLNVAL))
+            break;
+    }
+    pthread_mutex_unlock(&c->rxlock);
+    if (notif)
+        net_peer_submit_notif(r->peer, serial);
+    if (bad) /* as the loop's protocol error: the generation's requests fail */
+        net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT,
+                          "NET: a protocol error on the connection: an answer to a frame never "
+                          "sent");
+    if (gone || bad || loops || atomic_load(&r->state) != NR_RUNNING) {
+        net_tcp_unwatch(r); /* the loop completes it (or says what became of its frame) */
+        return gone || bad || loops ? IXL_ERR_NOT_SUPPORTED : IXL_OK;
+    }
     return IXL_OK;
 }
 

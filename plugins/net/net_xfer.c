@@ -756,6 +756,12 @@ int net_check_xfer(struct ixl_engine *base, struct ixl_req *req)
      * it as soon as its copies are done, without the completion thread's hand-off. */
     if (r->dev)
         (void)net_dev_watch(e, r, 0);
+    else if (r->wconn != NULL)
+        (void)net_tcp_watch(e, r, 0); /* its answer, read here if it came */
+    /* Running and not canceled (release, on this thread, cancels): in progress, without the
+     * lock the completing threads need (a polling caller would keep taking it from them). */
+    if (atomic_load(&r->state) == NR_RUNNING && !r->canceled)
+        return IXL_IN_PROGRESS;
     pthread_mutex_lock(&e->reqs_lock);
     /* An error is reported once no thread of this post touches its buffers any more. */
     int rc = r->state == NR_DONE                    ? IXL_OK
@@ -779,8 +785,15 @@ int net_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
     /* Device copies are watched here (their event polled); everything else NET moves on its
      * own threads' CPUs, which a spinning caller would take from them: nothing to watch, and
      * the core has just asked check_xfer. */
-    if (!r->dev)
-        return IXL_IN_PROGRESS;
+    if (!r->dev) {
+        /* A TCP frame sent on this thread: its answer is read here as it comes, the caller
+         * asleep in poll(2) on the socket meanwhile (no hand-off from the loop thread that
+         * would read it, no core taken). */
+        if (r->wconn == NULL)
+            return IXL_IN_PROGRESS;
+        (void)net_tcp_watch(e, r, budget_ns);
+        return net_check_xfer(base, req);
+    }
     if (budget_ns > 0)
         (void)net_dev_watch(e, r, budget_ns);
     return net_check_xfer(base, req);
@@ -790,6 +803,7 @@ int net_release_req(struct ixl_engine *base, struct ixl_req *req)
 {
     struct net_engine *e = (struct net_engine *)base;
     struct net_req *r = (struct net_req *)req;
+    net_tcp_unwatch(r);
     pthread_mutex_lock(&e->reqs_lock);
     r->canceled = true;
     /* Out of the table: no frame or copy can start touching the user's buffers for it. */

@@ -1,0 +1,78 @@
+#!/bin/bash
+# NET tcp 4 KiB post->done latency, build A against build B, interleaved: ROUNDS rounds, each
+# runs the raw baselines of bench/net.sh's latency section (net_driver tcplat: a blocking
+# ping-pong; tcplat-poll: both sides spinning) and, for A then B (B then A on even rounds),
+# ixlbench WRITE over NET tcp in two processes (depth 1, --reuse, data checked after every
+# iteration outside the timing) with the caller waiting in ixl_xfer_wait and polling
+# ixl_xfer_status (--poll). Prints the median of each row's per-run medians (us) and the
+# ratios against the baselines (bench/net.sh's targets: waiting <= 1.1 x raw-pp, polling
+# <= 1.1 x raw-pp-poll).
+#
+#   bench/net_lat_ab.sh BUILD_A BUILD_B
+#
+# Environment: ROUNDS (default 5), ITERS (default 2000), SIZE (default 4K), NET_OPTS (more NET
+# options for both sides). The raw baselines come from BUILD_A's net_driver.
+set -u
+A=${1:?build dir A}
+B=${2:?build dir B}
+ROUNDS=${ROUNDS:-5}
+ITERS=${ITERS:-2000}
+SIZE=${SIZE:-4K}
+tmp=$(mktemp -d /tmp/ixl-net-lat-ab.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+opts=""
+for o in ${NET_OPTS:-}; do opts="$opts --opt $o"; done
+bytes=$(numfmt --from=iec "$SIZE")
+
+lat() { # build mode -> p50 us of post->done
+    local md=$tmp/md extra=""
+    [ "$2" = poll ] && extra=--poll
+    rm -f "$md"
+    # shellcheck disable=SC2086
+    timeout 120 "$1/tools/ixlbench" --role target --md-file "$md" --idle-timeout 60 --quiet $opts \
+        >/dev/null 2>"$tmp/t.err" &
+    local t=$!
+    # shellcheck disable=SC2086
+    timeout 120 "$1/tools/ixlbench" --role initiator --md-file "$md" --op write --block "$SIZE" \
+        --iters "$ITERS" --warmup 100 --depth 1 --reuse --path tcp --csv --quiet --no-progress \
+        $extra $opts 2>>"$tmp/i.err" |
+        awk -F, '$1 == "sweep" { v = $16; c = $NF } END { if (c != "pass") v = "FAIL"; print v }'
+    wait "$t"
+}
+raw() { # mode -> p50 us
+    "$A/bench/net_driver" "$1" "$bytes" "$ITERS" | sed -n 's/^RESULT .*p50_us=\([0-9.]*\).*/\1/p'
+}
+
+: >"$tmp/rows"
+for r in $(seq 1 "$ROUNDS"); do
+    echo "net_lat_ab.sh: round $r" >&2
+    echo "raw-pp $(raw tcplat)" >>"$tmp/rows"
+    echo "raw-pp-poll $(raw tcplat-poll)" >>"$tmp/rows"
+    if [ $((r % 2)) -eq 1 ]; then order="A B"; else order="B A"; fi
+    for b in $order; do
+        dir=$A
+        [ "$b" = B ] && dir=$B
+        echo "$b-wait $(lat "$dir" wait)" >>"$tmp/rows"
+        echo "$b-poll $(lat "$dir" poll)" >>"$tmp/rows"
+    done
+done
+echo "NET tcp $SIZE post->done, two processes, loopback; medians of $ROUNDS interleaved rounds (us)"
+echo "(A = $A, B = $B; load $(cut -d' ' -f1-3 /proc/loadavg))"
+awk '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
+    function med(k,   i, j, t, m, a) {
+        m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i] + 0
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return a[int((m + 1) / 2)] }
+    function all(k,   i, s) { s = ""; for (i = 1; i <= n[k]; i++) s = s " " v[k, i]; return s }
+    END {
+        pp = med("raw-pp"); pq = med("raw-pp-poll")
+        printf "| row | median | per round |\n|---|---:|---|\n"
+        printf "| raw-pp (blocking) | %.1f |%s |\n", pp, all("raw-pp")
+        printf "| raw-pp-poll (busy) | %.1f |%s |\n", pq, all("raw-pp-poll")
+        split("A B", bs, " ")
+        for (i = 1; i <= 2; i++) {
+            b = bs[i]
+            printf "| %s waiting | %.1f (%.2f x raw-pp)%s |%s |\n", b, med(b "-wait"), med(b "-wait") / pp, bad[b "-wait"] ? " FAIL" : "", all(b "-wait")
+            printf "| %s polling | %.1f (%.2f x raw-pp-poll)%s |%s |\n", b, med(b "-poll"), med(b "-poll") / pq, bad[b "-poll"] ? " FAIL" : "", all(b "-poll")
+        }
+    }' "$tmp/rows"
