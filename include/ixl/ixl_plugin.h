@@ -713,8 +713,10 @@ struct ixl_engine_ops {
     /** Watches, on the calling thread and for at most budget_ns, for the end of a request
      *  whose remaining work no CPU of the engine's does (a device's copies, whose event the
      *  caller can poll), or whose polling the caller's thread takes over from the engine's
-     *  own thread while it watches (UCX: the worker's progress, its thread standing back),
-     *  completing it there when it ends; then answers as check_xfer does.
+     *  own thread while it watches (UCX: the worker's progress, its thread standing back), or
+     *  whose answer the caller can sleep on itself (NET: the socket its frame went out on;
+     *  POSIX: the io_uring), completing it there when it ends; then answers as check_xfer
+     *  does.
      *  A request with nothing to watch that way answers IXL_IN_PROGRESS at once (the core has
      *  just asked check_xfer), or as check_xfer. Asked by
      *  ixl_xfer_wait, once per wait before it sleeps, under check_xfer's rules (never
