@@ -33,17 +33,19 @@
 
 /* ---- failures and the hang guard -------------------------------------------------------- */
 
-/* A FAIL line on stderr, counted in nr_failures (the test's exit status comes from it). */
-static int nr_failures __attribute__((unused));
+/* A FAIL line on stderr, counted in nr_failures (the test's exit status comes from it); any
+ * thread may call it (the line is written whole, the count is atomic). */
+static _Atomic int nr_failures __attribute__((unused));
 static inline void nr_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline void nr_fail(const char *fmt, ...)
 {
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    (void)n;
+    fprintf(stderr, "FAIL: %s\n", line);
     nr_failures++;
 }
 

@@ -34,29 +34,13 @@
 #define SLOT 4096u
 #define LEN (2u * THREADS * SLOT) /* per thread: a data slot and a poison slot */
 
-static int failures;
-static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t target_pid;
 
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
+/* The hang guard's (nr_guard) last act: the target does not outlive the test. */
+static void kill_target(void)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&fail_lock);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    failures++;
-    pthread_mutex_unlock(&fail_lock);
-    va_end(ap);
-}
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_net_watch: timed out (a hang)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
-    _exit(1);
+    if (target_pid > 0)
+        kill(target_pid, SIGKILL);
 }
 
 /* The target's check reads bytes a loop thread placed, ordered by the initiator's completion
@@ -216,7 +200,7 @@ static ixl_status finish(struct ixl_xfer *x, bool poll_mode)
 static void release(struct ixl_xfer *x)
 {
     if (x != NULL && ixl_xfer_release(x) != IXL_OK)
-        fail("release: %s", ixl_agent_last_error(agent));
+        nr_fail("release: %s", ixl_agent_last_error(agent));
 }
 
 static void *worker(void *arg)
@@ -227,14 +211,14 @@ static void *worker(void *arg)
     uint64_t r_slot = raddr + 2 * t * SLOT;
     struct ixl_xfer *w = NULL, *rb = NULL;
     memset(p, 0xee, SLOT);
-    for (unsigned r = 0; r < ROUNDS && failures == 0; r++) {
+    for (unsigned r = 0; r < ROUNDS && nr_failures == 0; r++) {
         uint64_t seed = ((uint64_t)t << 32) + r * 7919u + 1;
         /* The target's slot poisoned, and checked poisoned through a READ. */
         struct ixl_xfer *x = NULL;
         memset(d, 0x11, SLOT);
         if (nr_xfer(agent, IXL_OP_WRITE, p, r_slot, SLOT, "watch-target", &x) != IXL_OK ||
             nr_post_wait(x, 10000) != IXL_OK) {
-            fail("thread %u round %u: the poison WRITE: %s", t, r, ixl_agent_last_error(agent));
+            nr_fail("thread %u round %u: the poison WRITE: %s", t, r, ixl_agent_last_error(agent));
             release(x);
             break;
         }
@@ -242,7 +226,7 @@ static void *worker(void *arg)
         x = NULL;
         if (nr_xfer(agent, IXL_OP_READ, d, r_slot, SLOT, "watch-target", &x) != IXL_OK ||
             nr_post_wait(x, 10000) != IXL_OK || net_byte_find_bad(d, SLOT, 0xee) != SLOT) {
-            fail("thread %u round %u: the target's slot is not poisoned", t, r);
+            nr_fail("thread %u round %u: the target's slot is not poisoned", t, r);
             release(x);
             break;
         }
@@ -251,7 +235,7 @@ static void *worker(void *arg)
         net_pat_fill(s, SLOT, seed, 0);
         if (w == NULL &&
             nr_xfer(agent, IXL_OP_WRITE, s, r_slot, SLOT, "watch-target", &w) != IXL_OK) {
-            fail("thread %u: create: %s", t, ixl_agent_last_error(agent));
+            nr_fail("thread %u: create: %s", t, ixl_agent_last_error(agent));
             break;
         }
         char msg[32];
@@ -262,16 +246,16 @@ static void *worker(void *arg)
         if (st == IXL_IN_PROGRESS || st == IXL_OK)
             st = finish(w, poll_mode);
         if (st != IXL_OK) {
-            fail("thread %u round %u: the WRITE (%s): %s (%s)", t, r,
-                 poll_mode ? "polled" : "waited", ixl_strerror(st), ixl_agent_last_error(agent));
+            nr_fail("thread %u round %u: the WRITE (%s): %s (%s)", t, r,
+                    poll_mode ? "polled" : "waited", ixl_strerror(st), ixl_agent_last_error(agent));
             break;
         }
         atomic_fetch_add(&notifs_sent, 1);
         uint64_t at = target_check(t, seed);
         if (at != SLOT) {
-            fail("thread %u round %u: the WRITE said done (%s) with byte %llu of the target's "
-                 "slot not written",
-                 t, r, poll_mode ? "polled" : "waited", (unsigned long long)at);
+            nr_fail("thread %u round %u: the WRITE said done (%s) with byte %llu of the target's "
+                    "slot not written",
+                    t, r, poll_mode ? "polled" : "waited", (unsigned long long)at);
             break;
         }
         if (!reuse) {
@@ -282,7 +266,7 @@ static void *worker(void *arg)
         memset(d, 0x11, SLOT);
         if (rb == NULL &&
             nr_xfer(agent, IXL_OP_READ, d, r_slot, SLOT, "watch-target", &rb) != IXL_OK) {
-            fail("thread %u: create the READ: %s", t, ixl_agent_last_error(agent));
+            nr_fail("thread %u: create the READ: %s", t, ixl_agent_last_error(agent));
             break;
         }
         st = ixl_xfer_post(rb);
@@ -290,8 +274,8 @@ static void *worker(void *arg)
             st = finish(rb, poll_mode);
         size_t bad = st == IXL_OK ? net_pat_find_bad(d, SLOT, seed, 0) : 0;
         if (st != IXL_OK || bad != SLOT) {
-            fail("thread %u round %u: READ back: %s, first bad byte %zu", t, r, ixl_strerror(st),
-                 bad);
+            nr_fail("thread %u round %u: READ back: %s, first bad byte %zu", t, r, ixl_strerror(st),
+                    bad);
             break;
         }
     }
@@ -303,8 +287,7 @@ static void *worker(void *arg)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    signal(SIGALRM, on_alarm);
-    alarm(110);
+    nr_guard("test_net_watch", 110, kill_target);
     ixl_log_set_level(IXL_LOG_NONE);
 
     int sv[2];
@@ -312,6 +295,7 @@ int main(void)
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);
+    target_pid = pid;
     if (pid == 0) {
         close(sv[0]);
         _exit(target_main(sv[1]));
@@ -352,23 +336,23 @@ int main(void)
     struct ask q = {ASK_COUNT, expect, 0};
     if (nr_write_all(fd, &q, sizeof(q)) != 0 || nr_read_all(fd, &n, sizeof(n)) != 0 || n > 200 ||
         nr_read_all(fd, ans, n) != 0)
-        fail("the target did not answer its count");
+        nr_fail("the target did not answer its count");
     ans[n] = '\0';
     if (strcmp(ans, "ok") != 0)
-        fail("the target: %s", ans);
-    if (expect != THREADS * ROUNDS && failures == 0)
-        fail("%u WRITEs ended, %u expected", expect, THREADS * ROUNDS);
+        nr_fail("the target: %s", ans);
+    if (expect != THREADS * ROUNDS && nr_failures == 0)
+        nr_fail("%u WRITEs ended, %u expected", expect, THREADS * ROUNDS);
     close(fd);
     int ws;
     CHECK(waitpid(pid, &ws, 0) == pid);
     if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
-        fail("the target process ended badly (%d)", ws);
+        nr_fail("the target process ended badly (%d)", ws);
     CHECK_RC(ixl_mem_deregister(agent, IXL_MEM_DRAM, rd, 2, NULL), IXL_OK);
     ixl_agent_destroy(agent);
     free(md);
     free(src);
     free(dst);
-    if (failures > 0)
+    if (nr_failures > 0)
         return 1;
     printf("test_net_watch: %u threads x %u rounds (waiting and polling), data and "
            "notifications checked, %.2f s\n",
