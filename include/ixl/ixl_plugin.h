@@ -69,9 +69,10 @@ extern "C" {
 /* 2.0: struct ixl_engine and struct ixl_req_info begin with their size; struct ixl_cost too.
  * 2.3: struct ixl_devops ends with ctx_enter/ctx_leave.
  * 2.4: struct ixl_host ends with env (a plugin's documented environment defaults).
- * 2.5: struct ixl_engine_ops ends with wait_xfer (a waiting caller watches the request's end). */
+ * 2.5: struct ixl_engine_ops ends with wait_xfer (a waiting caller watches the request's end).
+ * 2.6: struct ixl_devops ends with copy_batch (many copies in a few driver calls). */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 5
+#define IXL_PLUGIN_ABI_MINOR 6
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
@@ -203,6 +204,16 @@ struct ixl_dev_ipc {
     uint8_t bytes[IXL_DEV_IPC_LEN];
 };
 
+/** One copy of ixl_devops.copy_batch. */
+struct ixl_dev_copy {
+    void *dst;
+    const void *src;
+    size_t len;
+};
+/** copy_batch flags: every dst and src is device memory the stream's device can reach from a
+ *  kernel (its own memory, or a peer's mapped through ipc_open/vmm_open on that device). */
+#define IXL_DEV_COPY_DEVICE_ONLY 1u
+
 struct ixl_devops {
     uint32_t size; /* sizeof(struct ixl_devops) as the core built it; grows at the end */
     void *ctx;     /* pass back to every method */
@@ -280,6 +291,19 @@ struct ixl_devops {
      */
     int (*ctx_enter)(void *ctx, int dev, void **saved);
     void (*ctx_leave)(void *ctx, void *saved);
+    /**
+     * ABI 2.6 (read only when size covers it): enqueues the n copies v[0..n) on s, as n calls
+     * of copy() would but in a few driver calls: with IXL_DEV_COPY_DEVICE_ONLY, one launch of
+     * the layer's copy kernel per up to 65,536 copies (those under 16 MiB; larger ones go to the
+     * copy engines one call each); else the driver's batched copy (cuMemcpyBatchAsync, CUDA
+     * 12.8 on), else one copy call each. The order among the n copies is unspecified (none
+     * may depend on another); the batch as a whole is in stream order. Host memory must stay
+     * valid until an event recorded after the batch reports done. On an error some copies may
+     * have been enqueued: wait for an event recorded after the call before reusing the memory.
+     * docs/device.md, "Batched copies", gives the choice and IXL_DEV_COPY, which overrides it.
+     */
+    int (*copy_batch)(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_copy *v, size_t n,
+                      uint32_t flags);
 };
 
 /**

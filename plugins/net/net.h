@@ -402,6 +402,7 @@ struct net_req {
     bool dev;          /* loopback with VRAM on a side: device copies on events (net_dev.c) */
     int dev_ord;       /* the GPU whose streams carry it */
     int dev_dir;       /* NET_DIR_*: which of that GPU's streams */
+    bool dev_same;     /* D2D, every byte on both sides reachable by a kernel on dev_ord */
     /* VRAM between agents of one node (net_ipc.c): per descriptor the target's bytes as this
      * process reaches them (an imported device allocation, or a mapped memfd), the imported
      * allocations it holds (NULL where none) and the path's name; NULL/"" otherwise. */

@@ -36,6 +36,9 @@ struct net_dstream {
     bool stop;
     bool started; /* the thread runs (started with the stream, under lock) */
     pthread_t thread;
+    /* A request's copies for copy_batch (under lock), grown to the largest request posted. */
+    struct ixl_dev_copy *cv;
+    size_t cv_cap;
 };
 
 /* An event the completion thread waits for: request serial's device work. A request's event
@@ -116,6 +119,7 @@ void net_dev_stop(struct net_engine *e)
         pthread_cond_destroy(&ds->qcond);
         pthread_mutex_destroy(&ds->qlock);
         pthread_mutex_destroy(&ds->lock);
+        free(ds->cv);
     }
     free(e->dstreams);
     e->dstreams = NULL;
@@ -196,7 +200,30 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
     pthread_mutex_lock(&ds->lock);
     int rc = stream_get(e, ds, &s, why, why_len);
     int copy_rc = IXL_OK, rec_rc = IXL_OK;
-    for (; rc == IXL_OK && i < r->n; i++) {
+    bool batch = DEVOPS_COVERS(d, copy_batch) && d->copy_batch != NULL && r->n > 1;
+    if (rc == IXL_OK && batch && ds->cv_cap < r->n) {
+        struct ixl_dev_copy *cv = net_sys()->realloc(ds->cv, r->n * sizeof(*cv));
+        if (cv != NULL) {
+            ds->cv = cv;
+            ds->cv_cap = r->n;
+        }
+        batch = cv != NULL; /* else one copy call each */
+    }
+    if (rc == IXL_OK && batch) {
+        /* Every copy in a few driver calls (the device layer's copy kernel when both sides
+         * are memory the stream's GPU reaches: r->dev_same). On an error the layer may have
+         * enqueued part of them: the event below is waited for (i = n). */
+        for (size_t k = 0; k < r->n; k++) {
+            void *l = (void *)(uintptr_t)r->ld[k].addr,
+                 *t = (void *)(uintptr_t)(r->dev_tgt ? r->dev_tgt[k] : r->rd[k].addr);
+            ds->cv[k] = (struct ixl_dev_copy){r->op == IXL_OP_WRITE ? t : l,
+                                              r->op == IXL_OP_WRITE ? l : t, (size_t)r->ld[k].len};
+        }
+        copy_rc =
+            d->copy_batch(d->ctx, s, ds->cv, r->n, r->dev_same ? IXL_DEV_COPY_DEVICE_ONLY : 0u);
+        i = r->n;
+    }
+    for (; rc == IXL_OK && !batch && i < r->n; i++) {
         void *l = (void *)(uintptr_t)r->ld[i].addr,
              *t = (void *)(uintptr_t)(r->dev_tgt ? r->dev_tgt[i] : r->rd[i].addr);
         copy_rc = d->copy(d->ctx, s, r->op == IXL_OP_WRITE ? t : l, r->op == IXL_OP_WRITE ? l : t,
@@ -244,6 +271,13 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
     net_req_unbusy(e, r);
     if (rc != IXL_OK)
         return rc; /* why: from stream_get */
+    if (copy_rc != IXL_OK && batch) {
+        snprintf(why, why_len,
+                 "NET: the device layer refused to enqueue the request's %zu copies as a batch "
+                 "(status %d; its log says why); what it had enqueued was waited for",
+                 r->n, copy_rc);
+        return copy_rc;
+    }
     if (copy_rc != IXL_OK) {
         snprintf(why, why_len,
                  "NET: the device layer refused to enqueue the copy of descriptor %zu (%" PRIu64

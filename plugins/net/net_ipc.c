@@ -279,6 +279,13 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     r->dev = true;
     r->dev_ord = dev;
     r->dev_dir = src_dev && dst_dev ? NET_DIR_D2D : src_dev ? NET_DIR_D2H : NET_DIR_H2D;
+    /* The peer's allocations are mapped for GPU dev (with peer access where they live on
+     * another): a kernel on dev reaches them; the local regions must lie on dev too. */
+    r->dev_same = r->dev_dir == NET_DIR_D2D;
+    for (size_t i = 0; i < r->n && r->dev_same; i++) {
+        const struct net_region *l = (const struct net_region *)r->ld[i].md;
+        r->dev_same = l != NULL && l->magic == NET_REGION_MAGIC && l->vram && l->dev == dev;
+    }
     r->path = NET_PATH_SHM; /* a same-node path: the peer's liveness is checked at post */
     r->dev_path = rv ? "cuda-ipc" : "cuda-shm";
     return IXL_OK;

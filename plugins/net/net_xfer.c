@@ -421,6 +421,15 @@ static int dev_route(struct net_engine *e, struct net_req *r, bool lv, bool rv)
     r->dev = true;
     r->dev_ord = lv ? lg->dev : rm->dev;
     r->dev_dir = src_dev && dst_dev ? NET_DIR_D2D : src_dev ? NET_DIR_D2H : NET_DIR_H2D;
+    /* The device layer's copy kernel may take it when every region lies on that GPU (memory
+     * of another GPU would need peer access the layer does not enable). */
+    r->dev_same = r->dev_dir == NET_DIR_D2D;
+    for (size_t i = 0; i < r->n && r->dev_same; i++) {
+        const struct net_region *l = (const struct net_region *)r->ld[i].md;
+        const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
+        r->dev_same = l != NULL && m != NULL && l->magic == NET_REGION_MAGIC && l->vram &&
+                      m->vram && l->dev == r->dev_ord && (int)m->dev == r->dev_ord;
+    }
     return IXL_OK;
 }
 

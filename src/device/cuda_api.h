@@ -43,9 +43,12 @@ typedef enum cudaError_enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_MAP_FAILED = 205,
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
     CUDA_ERROR_UNMAP_FAILED = 206,
     CUDA_ERROR_ALREADY_MAPPED = 208,
     CUDA_ERROR_NOT_MAPPED = 211,
+    CUDA_ERROR_INVALID_PTX = 218,
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
     CUDA_ERROR_OPERATING_SYSTEM = 304,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_ILLEGAL_STATE = 401,
@@ -69,6 +72,7 @@ typedef enum cudaError_enum {
 /* ---- enums and flags -------------------------------------------------------------------- */
 
 typedef enum CUdevice_attribute_enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
     CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
     CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
@@ -120,6 +124,32 @@ typedef enum CUmemorytype_enum {
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02u
 #define CU_MEMHOSTREGISTER_IOMEMORY 0x04u
 #define CU_MEMHOSTREGISTER_READ_ONLY 0x08u
+
+/* cuMemHostAlloc flags */
+#define CU_MEMHOSTALLOC_PORTABLE 0x01u
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02u
+
+/* ---- modules, kernels, batched copies (the device layer's batched copies) ---------------- */
+
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+
+typedef enum CUjit_option_enum {
+    CU_JIT_INFO_LOG_BUFFER = 3,
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_JIT_ERROR_LOG_BUFFER = 5,
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+} CUjit_option;
+
+typedef enum CUmemcpySrcAccessOrder_enum {
+    CU_MEMCPY_SRC_ACCESS_ORDER_INVALID = 0x0,
+    CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1,
+    CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL = 0x2,
+    CU_MEMCPY_SRC_ACCESS_ORDER_ANY = 0x3,
+    CU_MEMCPY_SRC_ACCESS_ORDER_MAX = 0x7FFFFFFF
+} CUmemcpySrcAccessOrder;
+
+#define CU_MEMCPY_FLAG_DEFAULT 0x0
 
 /* ---- virtual memory management (cuMemCreate / cuMemMap) --------------------------------- */
 
@@ -178,6 +208,14 @@ typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
     CUmemAccess_flags flags;
 } CUmemAccessDesc;
+
+/* cuMemcpyBatchAsync's attributes (CUDA 12.8). */
+typedef struct CUmemcpyAttributes_st {
+    CUmemcpySrcAccessOrder srcAccessOrder;
+    CUmemLocation srcLocHint;
+    CUmemLocation dstLocHint;
+    unsigned int flags;
+} CUmemcpyAttributes;
 
 _Static_assert(sizeof(CUdeviceptr) == sizeof(void *), "CUdeviceptr is pointer-sized");
 _Static_assert(sizeof(CUipcMemHandle) == 64, "CUipcMemHandle is 64 bytes");
@@ -262,6 +300,31 @@ typedef CUresult ixl_cuMemImportFromShareableHandle_fn(CUmemGenericAllocationHan
                                                        void *os_handle,
                                                        CUmemAllocationHandleType type);
 
+typedef CUresult ixl_cuModuleLoadDataEx_fn(CUmodule *module, const void *image,
+                                           unsigned int numOptions, CUjit_option *options,
+                                           void **optionValues);
+typedef CUresult ixl_cuModuleGetFunction_fn(CUfunction *hfunc, CUmodule hmod, const char *name);
+typedef CUresult ixl_cuModuleUnload_fn(CUmodule hmod);
+typedef CUresult ixl_cuLaunchKernel_fn(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                       unsigned int gridDimZ, unsigned int blockDimX,
+                                       unsigned int blockDimY, unsigned int blockDimZ,
+                                       unsigned int sharedMemBytes, CUstream hStream,
+                                       void **kernelParams, void **extra);
+typedef CUresult ixl_cuMemHostAlloc_fn(void **pp, size_t bytesize, unsigned int Flags);
+typedef CUresult ixl_cuMemFreeHost_fn(void *p);
+typedef CUresult ixl_cuMemHostGetDevicePointer_v2_fn(CUdeviceptr *pdptr, void *p,
+                                                     unsigned int Flags);
+/* CUDA 13.0's cuMemcpyBatchAsync (the symbol cuMemcpyBatchAsync_v2). */
+typedef CUresult ixl_cuMemcpyBatchAsync_v2_fn(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                              size_t count, CUmemcpyAttributes *attrs,
+                                              size_t *attrsIdxs, size_t numAttrs, CUstream hStream);
+/* CUDA 12.8's (the symbol cuMemcpyBatchAsync, which cuda.h 13 no longer declares: it names
+ * the _v2 one, so test_cuda_api_h cannot compare this type; its failIdx is the difference). */
+typedef CUresult ixl_cuMemcpyBatchAsync_v1_fn(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                              size_t count, CUmemcpyAttributes *attrs,
+                                              size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                                              CUstream hStream);
+
 /*
  * The entry points the device layer resolves (every one required: a missing one makes the
  * driver unusable, and the layer says which). X(name) per entry point; the layer's table and
@@ -320,5 +383,17 @@ typedef CUresult ixl_cuMemImportFromShareableHandle_fn(CUmemGenericAllocationHan
     X(cuMemGetAllocationPropertiesFromHandle) \
     X(cuMemExportToShareableHandle)           \
     X(cuMemImportFromShareableHandle)
+
+/* Optional: the device layer's batched copies use them when the driver has them
+ * (docs/device.md, "Batched copies"); the simulated device exports them too. */
+#define IXL_CUDA_BATCH_ENTRY_POINTS(X) \
+    X(cuModuleLoadDataEx)              \
+    X(cuModuleGetFunction)             \
+    X(cuModuleUnload)                  \
+    X(cuLaunchKernel)                  \
+    X(cuMemHostAlloc)                  \
+    X(cuMemFreeHost)                   \
+    X(cuMemHostGetDevicePointer_v2)    \
+    X(cuMemcpyBatchAsync_v2)
 
 #endif

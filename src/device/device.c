@@ -30,6 +30,7 @@
 
 #include <ixl/ixl.h>
 
+#include "device/copy_kernel_ptx.h"
 #include "device/cuda_api.h"
 #include "util/config.h"
 #include "util/log.h"
@@ -57,10 +58,49 @@ static const size_t entry_offsets[] = {
 #define N_ENTRIES (sizeof(entry_names) / sizeof(entry_names[0]))
 _Static_assert(sizeof(entry_offsets) / sizeof(entry_offsets[0]) == N_ENTRIES, "one list");
 
+/* copy_batch's kernel path: a ring of tables the copy kernel reads (mapped pinned host
+ * memory), each reused once the launch that read it is done. */
+#define BATCH_SLOTS 4
+#define BATCH_MAX 65536u /* table entries per launch (one slot: 1.5 MiB pinned at most) */
+
+struct kdesc { /* copy_kernel.cu's struct ixl_copy_desc */
+    uint64_t dst, src, len;
+};
+
+struct batch_slot {
+    struct kdesc *tab; /* cuMemHostAlloc'd, mapped */
+    CUdeviceptr dtab;  /* tab as the kernel sees it */
+    size_t cap;        /* entries */
+    CUevent ev;        /* recorded after the launch that last read tab */
+    int busy;
+};
+
 struct ixl_dev_stream {
     int dev;
     CUstream s;
+    struct batch_slot slot[BATCH_SLOTS];
+    unsigned next;
+    CUdeviceptr *bdst, *bsrc; /* cuMemcpyBatchAsync's arrays */
+    size_t *blen, bcap;
 };
+
+enum copy_mode { COPY_AUTO, COPY_KERNEL, COPY_BATCH, COPY_LOOP };
+
+/* The optional entry points, looked up on first use (IXL_CUDA_BATCH_ENTRY_POINTS), and the
+ * mode IXL_DEV_COPY asks for. */
+static struct {
+    pthread_once_t once;
+    ixl_cuModuleLoadDataEx_fn *load;
+    ixl_cuModuleGetFunction_fn *func;
+    ixl_cuLaunchKernel_fn *launch;
+    ixl_cuMemHostAlloc_fn *alloc_host;
+    ixl_cuMemFreeHost_fn *free_host;
+    ixl_cuMemHostGetDevicePointer_v2_fn *host_dptr;
+    ixl_cuMemcpyBatchAsync_v2_fn *batch2;
+    ixl_cuMemcpyBatchAsync_v1_fn *batch1;
+    int batch_off; /* set when the driver refused a batch as unsupported */
+    enum copy_mode mode;
+} B = {.once = PTHREAD_ONCE_INIT};
 
 struct ixl_dev_event {
     int dev;
@@ -79,6 +119,13 @@ struct device {
     pthread_mutex_t pool_lock;
     struct ixl_dev_event *pool;
     unsigned pooled;
+    /* The copy kernel, loaded on first use under L.lock: kstate 0 not tried, 1 loaded, -1
+     * the driver refused it (logged once; copy_batch goes on without it). The module stays
+     * loaded for the process's life, as the primary context does. */
+    int kstate;
+    CUmodule kmod;
+    CUfunction kfn;
+    unsigned kblocks; /* blocks per launch at most: 16 per multiprocessor */
 };
 
 /* What the layer knows of one allocation (by buffer id). */
@@ -149,6 +196,12 @@ static const char *known_name(CUresult rc)
         return "CUDA_ERROR_ILLEGAL_ADDRESS";
     case CUDA_ERROR_NOT_SUPPORTED:
         return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+        return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case CUDA_ERROR_INVALID_PTX:
+        return "CUDA_ERROR_INVALID_PTX";
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+        return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
         return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     default:
@@ -750,8 +803,17 @@ static void op_stream_destroy(void *ctx, struct ixl_dev_stream *s)
         r = L.f.cuStreamDestroy_v2(s->s);
         if (r != CUDA_SUCCESS)
             cu_fail("cuStreamDestroy_v2", r);
+        for (int i = 0; i < BATCH_SLOTS; i++) {
+            if (s->slot[i].tab != NULL)
+                B.free_host(s->slot[i].tab);
+            if (s->slot[i].ev != NULL)
+                L.f.cuEventDestroy_v2(s->slot[i].ev);
+        }
         ctx_leave(&sc);
     }
+    free(s->bdst);
+    free(s->bsrc);
+    free(s->blen);
     free(s);
 }
 
@@ -770,6 +832,279 @@ static int op_copy(void *ctx, struct ixl_dev_stream *s, void *dst, const void *s
         L.f.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len, s->s);
     ctx_leave(&sc);
     return r == CUDA_SUCCESS ? IXL_OK : cu_fail("cuMemcpyAsync", r);
+}
+
+/* ---- batched copies (docs/device.md, "Batched copies") -------------------------------- */
+
+#define KERNEL_MAX_LEN ((size_t)16 << 20) /* copies this large go to the copy engines */
+#define KERNEL_CHUNK ((size_t)256 << 10)  /* one block copies at most this much of an entry */
+#define KERNEL_THREADS 256u               /* copy_kernel.cu's __launch_bounds__ */
+
+static void *sym(const char *name)
+{
+    return L.lib != NULL ? dlsym(L.lib, name) : NULL;
+}
+
+static void batch_resolve(void)
+{
+    void *p[6] = {sym("cuModuleLoadDataEx"), sym("cuModuleGetFunction"),
+                  sym("cuLaunchKernel"),     sym("cuMemHostAlloc"),
+                  sym("cuMemFreeHost"),      sym("cuMemHostGetDevicePointer_v2")};
+    int all = 1;
+    for (int i = 0; i < 6; i++)
+        all &= p[i] != NULL;
+    if (all) {
+        memcpy(&B.load, &p[0], sizeof(p[0]));
+        memcpy(&B.func, &p[1], sizeof(p[1]));
+        memcpy(&B.launch, &p[2], sizeof(p[2]));
+        memcpy(&B.alloc_host, &p[3], sizeof(p[3]));
+        memcpy(&B.free_host, &p[4], sizeof(p[4]));
+        memcpy(&B.host_dptr, &p[5], sizeof(p[5]));
+    }
+    void *b2 = sym("cuMemcpyBatchAsync_v2"), *b1 = b2 == NULL ? sym("cuMemcpyBatchAsync") : NULL;
+    memcpy(&B.batch2, &b2, sizeof(b2));
+    memcpy(&B.batch1, &b1, sizeof(b1));
+    const char *m = ixl_cfg_get(IXL_CFG_DEV_COPY);
+    B.mode = strcmp(m, "kernel") == 0  ? COPY_KERNEL
+             : strcmp(m, "batch") == 0 ? COPY_BATCH
+             : strcmp(m, "loop") == 0  ? COPY_LOOP
+                                       : COPY_AUTO;
+    if (B.mode == COPY_AUTO && strcmp(m, "auto") != 0)
+        IXL_LOG_ERR("device layer: IXL_DEV_COPY=%s is not auto, kernel, batch or loop: using auto",
+                    m);
+    IXL_LOG_INF("device layer: batched copies: mode %s, copy kernel entry points %s, "
+                "cuMemcpyBatchAsync %s",
+                m, B.launch != NULL ? "present" : "missing",
+                b2 != NULL   ? "(CUDA 13 ABI)"
+                : b1 != NULL ? "(CUDA 12.8 ABI)"
+                             : "missing");
+}
+
+/* Device d's copy kernel (its context current), loaded on first use; NULL when the driver
+ * refused it (logged once, with the JIT's log). */
+static CUfunction kernel_get(int d)
+{
+    struct device *dv = &L.devs[d];
+    int st = __atomic_load_n(&dv->kstate, __ATOMIC_ACQUIRE);
+    if (st != 0)
+        return st > 0 ? dv->kfn : NULL;
+    pthread_mutex_lock(&L.lock);
+    if (dv->kstate == 0) {
+        char log[1024] = "";
+        CUjit_option o[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+        void *ov[2] = {log, (void *)(uintptr_t)sizeof(log)};
+        const char *what = "cuModuleLoadDataEx";
+        CUresult r = B.load(&dv->kmod, ixl_copy_kernel_ptx, 2, o, ov);
+        if (r == CUDA_SUCCESS)
+            what = "cuModuleGetFunction", r = B.func(&dv->kfn, dv->kmod, "ixl_copy_batch");
+        int sms = 0;
+        if (r == CUDA_SUCCESS)
+            what = "cuDeviceGetAttribute",
+            r = L.f.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dv->cu);
+        if (r == CUDA_SUCCESS) {
+            dv->kblocks = sms > 0 && sms < 4096 ? (unsigned)sms * 16u : 1024u;
+            IXL_LOG_INF("device layer: GPU %d: copy kernel loaded (%u blocks per launch at most)",
+                        d, dv->kblocks);
+        } else {
+            char t[256];
+            log[sizeof(log) - 1] = '\0';
+            IXL_LOG_ERR("device layer: GPU %d: the copy kernel is unusable (%s failed: %s%s%s): "
+                        "batches of device copies go through the driver's copies",
+                        d, what, cu_text(r, t, sizeof(t)), log[0] ? "; JIT log: " : "", log);
+        }
+        __atomic_store_n(&dv->kstate, r == CUDA_SUCCESS ? 1 : -1, __ATOMIC_RELEASE);
+    }
+    CUfunction f = dv->kstate > 0 ? dv->kfn : NULL;
+    pthread_mutex_unlock(&L.lock);
+    return f;
+}
+
+/* The next table of s with room for want entries (1..BATCH_MAX), once the launch that last
+ * read it is done. */
+static int slot_take(struct ixl_dev_stream *s, size_t want, struct batch_slot **out)
+{
+    struct batch_slot *b = &s->slot[s->next];
+    if (b->busy) {
+        CUresult r = L.f.cuEventSynchronize(b->ev);
+        if (r != CUDA_SUCCESS)
+            return cu_fail("cuEventSynchronize (a copy table's last launch)", r);
+        b->busy = 0;
+    }
+    if (b->ev == NULL) {
+        CUresult r = L.f.cuEventCreate(&b->ev, CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            b->ev = NULL;
+            return cu_fail("cuEventCreate", r);
+        }
+    }
+    if (b->cap < want) {
+        size_t cap = 1024;
+        while (cap < want)
+            cap *= 2;
+        if (b->tab != NULL)
+            B.free_host(b->tab);
+        b->tab = NULL;
+        b->cap = 0;
+        void *p = NULL;
+        CUresult r = B.alloc_host(&p, cap * sizeof(struct kdesc),
+                                  CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+        if (r != CUDA_SUCCESS)
+            return cu_fail("cuMemHostAlloc (a copy table)", r);
+        r = B.host_dptr(&b->dtab, p, 0);
+        if (r != CUDA_SUCCESS) {
+            B.free_host(p);
+            return cu_fail("cuMemHostGetDevicePointer_v2 (a copy table)", r);
+        }
+        b->tab = p;
+        b->cap = cap;
+    }
+    *out = b;
+    return IXL_OK;
+}
+
+static int copy_one(struct ixl_dev_stream *s, const struct ixl_dev_copy *c)
+{
+    __atomic_add_fetch(&L.n.single_copies, 1, __ATOMIC_RELAXED);
+    CUresult r = L.f.cuMemcpyAsync((CUdeviceptr)(uintptr_t)c->dst, (CUdeviceptr)(uintptr_t)c->src,
+                                   c->len, s->s);
+    return r == CUDA_SUCCESS ? IXL_OK : cu_fail("cuMemcpyAsync", r);
+}
+
+/* Device-to-device copies by the copy kernel: entries of up to KERNEL_CHUNK bytes into the
+ * tables, one launch per table; copies of KERNEL_MAX_LEN and more to the copy engines. */
+static int batch_kernel(struct ixl_dev_stream *s, CUfunction fn, const struct ixl_dev_copy *v,
+                        size_t n)
+{
+    size_t i = 0, off = 0; /* the next byte to place: v[i] from off */
+    while (i < n) {
+        struct batch_slot *b = NULL;
+        int rc = slot_take(s, n - i < BATCH_MAX ? n - i : BATCH_MAX, &b);
+        if (rc != IXL_OK)
+            return rc;
+        size_t k = 0;
+        while (i < n && k < b->cap) {
+            const struct ixl_dev_copy *c = &v[i];
+            if (c->len >= KERNEL_MAX_LEN) {
+                if ((rc = copy_one(s, c)) != IXL_OK)
+                    return rc;
+                i++;
+                continue;
+            }
+            size_t piece = c->len - off < KERNEL_CHUNK ? c->len - off : KERNEL_CHUNK;
+            if (piece > 0)
+                b->tab[k++] = (struct kdesc){(uint64_t)(uintptr_t)c->dst + off,
+                                             (uint64_t)(uintptr_t)c->src + off, piece};
+            off += piece;
+            if (off == c->len) {
+                i++;
+                off = 0;
+            }
+        }
+        if (k == 0)
+            continue;
+        unsigned nk = (unsigned)k, grid = nk < L.devs[s->dev].kblocks ? nk : L.devs[s->dev].kblocks;
+        void *args[2] = {&b->dtab, &nk};
+        CUresult r = B.launch(fn, grid, 1, 1, KERNEL_THREADS, 1, 1, 0, s->s, args, NULL);
+        if (r != CUDA_SUCCESS)
+            return cu_fail("cuLaunchKernel (the copy kernel)", r);
+        r = L.f.cuEventRecord(b->ev, s->s);
+        if (r != CUDA_SUCCESS) {
+            /* No event to wait for before the table is reused: wait for the stream now. */
+            L.f.cuStreamSynchronize(s->s);
+            return cu_fail("cuEventRecord (after the copy kernel)", r);
+        }
+        b->busy = 1;
+        s->next = (s->next + 1) % BATCH_SLOTS;
+        __atomic_add_fetch(&L.n.kernel_launches, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&L.n.kernel_copies, k, __ATOMIC_RELAXED);
+    }
+    return IXL_OK;
+}
+
+/* The driver's batched copy, up to BATCH_MAX copies a call; IXL_ERR_NOT_SUPPORTED when the
+ * driver refused the first call as unsupported (nothing was enqueued then). */
+static int batch_driver(struct ixl_dev_stream *s, const struct ixl_dev_copy *v, size_t n)
+{
+    size_t want = n < BATCH_MAX ? n : BATCH_MAX;
+    if (s->bcap < want) {
+        CUdeviceptr *d = realloc(s->bdst, want * sizeof(*d)), *sr = NULL;
+        if (d != NULL)
+            s->bdst = d;
+        sr = d != NULL ? realloc(s->bsrc, want * sizeof(*sr)) : NULL;
+        if (sr != NULL)
+            s->bsrc = sr;
+        size_t *l = sr != NULL ? realloc(s->blen, want * sizeof(*l)) : NULL;
+        if (l == NULL)
+            return IXL_ERR_NO_MEMORY;
+        s->blen = l;
+        s->bcap = want;
+    }
+    for (size_t i = 0, first = 1; i < n; first = 0) {
+        size_t m = 0;
+        for (; i < n && m < s->bcap; i++) {
+            if (v[i].len == 0)
+                continue;
+            s->bdst[m] = (CUdeviceptr)(uintptr_t)v[i].dst;
+            s->bsrc[m] = (CUdeviceptr)(uintptr_t)v[i].src;
+            s->blen[m++] = v[i].len;
+        }
+        if (m == 0)
+            break;
+        CUmemcpyAttributes a = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+        size_t idx = 0, fail = 0;
+        CUresult r = B.batch2 != NULL
+                         ? B.batch2(s->bdst, s->bsrc, s->blen, m, &a, &idx, 1, s->s)
+                         : B.batch1(s->bdst, s->bsrc, s->blen, m, &a, &idx, 1, &fail, s->s);
+        if (r == CUDA_ERROR_NOT_SUPPORTED && first) {
+            __atomic_store_n(&B.batch_off, 1, __ATOMIC_RELAXED);
+            IXL_LOG_ERR("device layer: cuMemcpyBatchAsync: CUDA_ERROR_NOT_SUPPORTED: batches go "
+                        "one cuMemcpyAsync per copy from now on");
+            return IXL_ERR_NOT_SUPPORTED;
+        }
+        if (r != CUDA_SUCCESS)
+            return cu_fail("cuMemcpyBatchAsync", r);
+        __atomic_add_fetch(&L.n.batch_calls, 1, __ATOMIC_RELAXED);
+    }
+    return IXL_OK;
+}
+
+static int op_copy_batch(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_copy *v,
+                         size_t n, uint32_t flags)
+{
+    (void)ctx;
+    if (s == NULL || (n > 0 && v == NULL))
+        return IXL_ERR_INVALID_ARG;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].len > 0 && (v[i].dst == NULL || v[i].src == NULL))
+            return IXL_ERR_INVALID_ARG;
+    if (n == 0)
+        return IXL_OK;
+    pthread_once(&B.once, batch_resolve);
+    struct saved_ctx sc;
+    int rc = ctx_enter(s->dev, &sc);
+    if (rc != IXL_OK)
+        return rc;
+    enum copy_mode m = B.mode;
+    CUfunction fn = NULL;
+    if ((flags & IXL_DEV_COPY_DEVICE_ONLY) && (m == COPY_AUTO || m == COPY_KERNEL) &&
+        B.launch != NULL)
+        fn = kernel_get(s->dev);
+    if (fn != NULL) {
+        rc = batch_kernel(s, fn, v, n);
+    } else {
+        rc = IXL_ERR_NOT_SUPPORTED;
+        if (m != COPY_LOOP && (B.batch2 != NULL || B.batch1 != NULL) &&
+            !__atomic_load_n(&B.batch_off, __ATOMIC_RELAXED))
+            rc = batch_driver(s, v, n);
+        if (rc == IXL_ERR_NOT_SUPPORTED) {
+            rc = IXL_OK;
+            for (size_t i = 0; rc == IXL_OK && i < n; i++)
+                if (v[i].len > 0)
+                    rc = copy_one(s, &v[i]);
+        }
+    }
+    ctx_leave(&sc);
+    return rc;
 }
 
 static int op_record(void *ctx, struct ixl_dev_stream *s, struct ixl_dev_event **out)
@@ -1250,6 +1585,7 @@ static const struct ixl_devops devops = {
     .vmm_close = op_vmm_close,
     .ctx_enter = op_ctx_enter,
     .ctx_leave = op_ctx_leave,
+    .copy_batch = op_copy_batch,
 };
 
 const struct ixl_devops *ixl_dev_ops(void)
@@ -1262,6 +1598,10 @@ void ixl_dev_counters(struct ixl_dev_counters *out)
     out->probes = __atomic_load_n(&L.n.probes, __ATOMIC_RELAXED);
     out->alloc_misses = __atomic_load_n(&L.n.alloc_misses, __ATOMIC_RELAXED);
     out->ipc_exports = __atomic_load_n(&L.n.ipc_exports, __ATOMIC_RELAXED);
+    out->kernel_launches = __atomic_load_n(&L.n.kernel_launches, __ATOMIC_RELAXED);
+    out->kernel_copies = __atomic_load_n(&L.n.kernel_copies, __ATOMIC_RELAXED);
+    out->batch_calls = __atomic_load_n(&L.n.batch_calls, __ATOMIC_RELAXED);
+    out->single_copies = __atomic_load_n(&L.n.single_copies, __ATOMIC_RELAXED);
 }
 
 size_t ixl_device_entry_points(const char *const **out)

@@ -79,6 +79,14 @@ static const struct ixl_option table[IXL_CFG_COUNT] = {
                               .description = "the CUDA driver library the device layer loads "
                                              "(docs/device.md): a name the dynamic linker "
                                              "searches for, or a path"},
+    [IXL_CFG_DEV_COPY] = {.name = "IXL_DEV_COPY",
+                          .default_value = "auto",
+                          .type = IXL_OPT_STRING,
+                          .description = "how the device layer enqueues a batch of copies "
+                                         "(docs/device.md, \"Batched copies\"): auto, kernel "
+                                         "(the copy kernel for device-to-device batches), "
+                                         "batch (cuMemcpyBatchAsync) or loop (one "
+                                         "cuMemcpyAsync per copy)"},
 };
 
 static const char *values[IXL_CFG_COUNT];

@@ -69,7 +69,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info ixlbench test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_stage test_gpu_storage test_gpu_gds"
+targets="ixl ixl-info ixlbench test_device_batch test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_stage test_gpu_storage test_gpu_gds"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -192,6 +192,8 @@ run test_gpu_reg 120 "registration: cuMemAlloc and VMM (POSIX fd) memory, tensor
     "$BUILD/tests/gpu/test_gpu_reg"
 nogpu=0
 [ $rc -eq 77 ] && nogpu=1
+run test_device_batch 120 "batched device copies (copy_batch): the copy kernel (odd sizes and offsets, 70,000 entries, tables reused), cuMemcpyBatchAsync host<->device, one copy each, data checked" \
+    "$BUILD/tests/test_device_batch"
 run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM, data checked" \
     "$BUILD/tests/gpu/test_gpu_xfer"
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \

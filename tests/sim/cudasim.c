@@ -17,7 +17,7 @@
  *
  * Configuration is read from the environment here (a test artifact, not ixl code):
  * IXL_CUDASIM_DEVICES, IXL_CUDASIM_NO_DEVICE, IXL_CUDASIM_STUB, IXL_CUDASIM_DELAY_US,
- * IXL_CUDASIM_FAIL_COPY, IXL_CUDASIM_MEM_MB.
+ * IXL_CUDASIM_FAIL_COPY, IXL_CUDASIM_MEM_MB, IXL_CUDASIM_NO_KERNEL, IXL_CUDASIM_NO_BATCH.
  *
  * Lock order: g_lock (contexts, memory tables) before a stream's mu before g_ev_lock. A stream
  * worker holds no lock while it copies.
@@ -44,6 +44,7 @@
 #define SIM_DECLARE(name) __attribute__((visibility("default"))) ixl_##name##_fn name;
 IXL_CUDA_LAYER_ENTRY_POINTS(SIM_DECLARE)
 IXL_CUDA_OTHER_ENTRY_POINTS(SIM_DECLARE)
+IXL_CUDA_BATCH_ENTRY_POINTS(SIM_DECLARE)
 #undef SIM_DECLARE
 
 /* Pointer attributes beyond cuda_api.h's list (cuda.h 12.x values). */
@@ -75,6 +76,8 @@ static struct {
     long fail_copy[SIM_MAX_FAILS]; /* which copies fail (1-based; 0 ends the list) */
     bool fail_sticky;              /* a failed stream stays failed */
     size_t mem_bytes;
+    bool no_kernel; /* cuModuleLoadDataEx refuses every image (a driver too old for its PTX) */
+    bool no_batch;  /* cuMemcpyBatchAsync_v2 answers CUDA_ERROR_NOT_SUPPORTED */
 } g_cfg;
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
 
@@ -133,6 +136,8 @@ static void cfg_load(void)
     const char *sticky = getenv("IXL_CUDASIM_FAIL_STICKY");
     g_cfg.fail_sticky = sticky == NULL || *sticky == '\0' || strcmp(sticky, "0") != 0;
     g_cfg.mem_bytes = (size_t)env_long("IXL_CUDASIM_MEM_MB", 16384, 1, 1L << 30) << 20;
+    g_cfg.no_kernel = env_flag("IXL_CUDASIM_NO_KERNEL");
+    g_cfg.no_batch = env_flag("IXL_CUDASIM_NO_BATCH");
 }
 
 static void cfg_get(void)
@@ -177,8 +182,10 @@ struct sim_region {
     struct CUctx_st *ctx; /* NULL for VMM */
     char *alias;          /* read-write view of [base, base + map_len) */
     struct sim_phys *phys;
-    int access; /* VMM: CUmemAccess_flags set by cuMemSetAccess */
-    int refs;   /* g_lock: 1 while listed + 1 per copy in flight */
+    int access;      /* VMM: CUmemAccess_flags set by cuMemSetAccess */
+    bool host_alloc; /* SIM_HOSTREG made by cuMemHostAlloc (freed by cuMemFreeHost) */
+    bool devmap;     /* ... with CU_MEMHOSTALLOC_DEVICEMAP: kernels may read it */
+    int refs;        /* g_lock: 1 while listed + 1 per copy in flight */
     bool listed;
     /* SIM_IPC: who exported it, and how many opens are outstanding */
     int ipc_pid, ipc_fd, ipc_opens;
@@ -373,6 +380,8 @@ static void region_put(struct sim_region *r)
         munmap(r->alias, r->map_len);
     if (r->phys != NULL)
         phys_put(r->phys);
+    if (r->host_alloc)
+        munmap((void *)r->base, r->map_len);
     free(r);
 }
 
@@ -542,6 +551,10 @@ static const char *error_name(CUresult e)
         return "CUDA_ERROR_NO_DEVICE";
     case CUDA_ERROR_INVALID_DEVICE:
         return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+        return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    case CUDA_ERROR_INVALID_PTX:
+        return "CUDA_ERROR_INVALID_PTX";
     case CUDA_ERROR_INVALID_CONTEXT:
         return "CUDA_ERROR_INVALID_CONTEXT";
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
@@ -587,6 +600,10 @@ static const char *error_string(CUresult e)
         return "out of memory";
     case CUDA_ERROR_NOT_INITIALIZED:
         return "initialization error";
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+        return "no kernel image is available for execution on the device";
+    case CUDA_ERROR_INVALID_PTX:
+        return "a PTX JIT compilation failed";
     case CUDA_ERROR_DEINITIALIZED:
         return "driver shutting down";
     case CUDA_ERROR_STUB_LIBRARY:
@@ -1234,10 +1251,12 @@ struct CUevent_st {
     int refs;        /* g_ev_lock: the handle + marks in queues */
 };
 
-enum sim_op_type { SIM_OP_COPY, SIM_OP_SET, SIM_OP_MARK };
+enum sim_op_type { SIM_OP_COPY, SIM_OP_SET, SIM_OP_MARK, SIM_OP_KERNEL };
 
 struct sim_op {
     enum sim_op_type type;
+    uintptr_t ktab; /* KERNEL: ixl_copy_batch's arguments, as launched */
+    uint32_t kn;
     struct sim_end dst, src; /* SET: dst only */
     size_t len;
     unsigned char value;
@@ -1269,6 +1288,55 @@ static void event_put_locked(struct CUevent_st *e)
     }
 }
 
+/* ixl_copy_batch (src/device/copy_kernel.cu) as the GPU runs it: the table is read now, from
+ * mapped pinned host memory, and every entry's two ends must be device memory this context
+ * reaches (a kernel touching anything else faults: CUDA_ERROR_ILLEGAL_ADDRESS, sticky).
+ * IXL_CUDASIM_FAIL_COPY counts each entry as a copy. */
+static CUresult kernel_run(uintptr_t tab, uint32_t n)
+{
+    size_t bytes = (size_t)n * 24;
+    pthread_mutex_lock(&g_lock);
+    struct sim_region *t = region_find(tab);
+    bool ok = t != NULL && t->kind == SIM_HOSTREG && t->devmap && tab - t->base <= t->len &&
+              bytes <= t->len - (tab - t->base);
+    if (ok)
+        t->refs++;
+    pthread_mutex_unlock(&g_lock);
+    if (!ok)
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    CUresult rc = CUDA_SUCCESS;
+    for (uint32_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+        uint64_t e[3];
+        memcpy(e, (const char *)tab + (size_t)i * 24, sizeof(e));
+        if (copy_fails()) {
+            rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+            break;
+        }
+        if (e[2] == 0)
+            continue;
+        struct sim_end d[SIM_MAX_PIECES], sr[SIM_MAX_PIECES];
+        size_t lens[SIM_MAX_PIECES];
+        int np = 0;
+        if (pieces_get((uintptr_t)e[0], (uintptr_t)e[1], (size_t)e[2], d, sr, lens, &np) !=
+            CUDA_SUCCESS)
+            rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (int k = 0; k < np; k++) {
+            if (d[k].r == NULL || sr[k].r == NULL)
+                rc = CUDA_ERROR_ILLEGAL_ADDRESS; /* host memory: not mapped for the GPU */
+            else if (rc == CUDA_SUCCESS)
+                memmove(d[k].p, sr[k].p, lens[k]);
+        }
+        for (int k = 0; k < np; k++) {
+            end_put(&d[k]);
+            end_put(&sr[k]);
+        }
+    }
+    pthread_mutex_lock(&g_lock);
+    region_put(t);
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
 static void op_run(struct CUstream_st *s, struct sim_op *op)
 {
     pthread_mutex_lock(&s->mu);
@@ -1291,6 +1359,17 @@ static void op_run(struct CUstream_st *s, struct sim_op *op)
         }
         end_put(&op->dst);
         end_put(&op->src);
+        break;
+    case SIM_OP_KERNEL:
+        if (err == CUDA_SUCCESS) {
+            sleep_us(g_cfg.delay_us);
+            err = kernel_run(op->ktab, op->kn);
+            if (err != CUDA_SUCCESS) {
+                pthread_mutex_lock(&s->mu);
+                s->err = err;
+                pthread_mutex_unlock(&s->mu);
+            }
+        }
         break;
     case SIM_OP_MARK:
         if (!g_cfg.fail_sticky && err != CUDA_SUCCESS) {
@@ -2335,5 +2414,233 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     g_phys = p;
     pthread_mutex_unlock(&g_lock);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+/* ---- pinned host allocations, the copy kernel, batched copies --------------------------- */
+
+CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+{
+    struct CUctx_st *c;
+    CUresult rc = current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (pp == NULL || bytes == 0 ||
+        (flags & ~(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | 0x04u)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t len = round_up(bytes, page_size());
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct sim_region *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        munmap(p, len);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r->kind = SIM_HOSTREG;
+    r->base = (uintptr_t)p;
+    r->len = bytes;
+    r->map_len = len;
+    r->dev = c->dev;
+    r->ctx = c;
+    r->host_alloc = true;
+    r->devmap = (flags & CU_MEMHOSTALLOC_DEVICEMAP) != 0;
+    pthread_mutex_lock(&g_lock);
+    region_list(r);
+    pthread_mutex_unlock(&g_lock);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    CUresult rc = check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&g_lock);
+    struct sim_region *r = region_find((uintptr_t)p);
+    rc = r != NULL && r->host_alloc && r->base == (uintptr_t)p ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        region_unlist(r); /* unmapped once no kernel in flight reads it */
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+    struct CUctx_st *c;
+    CUresult rc = current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (pdptr == NULL || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    struct sim_region *r = region_find((uintptr_t)p);
+    rc = r != NULL && r->kind == SIM_HOSTREG && r->devmap ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&g_lock);
+    if (rc == CUDA_SUCCESS)
+        *pdptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: the same address */
+    return rc;
+}
+
+/* A module is known by its image: the sim runs one kernel, ixl_copy_batch, and accepts a PTX
+ * image only when it declares that entry with its two parameters. */
+struct CUmod_st {
+    uint32_t magic;
+};
+struct CUfunc_st {
+    uint32_t magic;
+    struct CUmod_st *mod;
+};
+#define SIM_MODULE_MAGIC 0x4d4f4455u
+#define SIM_FUNC_MAGIC 0x46554e43u
+
+static void jit_log(unsigned n, CUjit_option *o, void **v, const char *msg)
+{
+    char *buf = NULL;
+    size_t cap = 0;
+    for (unsigned i = 0; i < n && o != NULL && v != NULL; i++) {
+        if (o[i] == CU_JIT_ERROR_LOG_BUFFER)
+            buf = v[i];
+        else if (o[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            cap = (size_t)(uintptr_t)v[i];
+    }
+    if (buf != NULL && cap > 0)
+        snprintf(buf, cap, "%s", msg);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
+                            CUjit_option *options, void **values)
+{
+    struct CUctx_st *c;
+    CUresult rc = current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (module == NULL || image == NULL || (n > 0 && (options == NULL || values == NULL)))
+        return CUDA_ERROR_INVALID_VALUE;
+    cfg_get();
+    if (g_cfg.no_kernel) {
+        jit_log(n, options, values, "cudasim: IXL_CUDASIM_NO_KERNEL: no binary for this GPU");
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    const char *ptx = image;
+    if (strncmp(ptx, ".version ", 9) != 0 || strstr(ptx, "\n.target sm_") == NULL ||
+        strstr(ptx, ".visible .entry ixl_copy_batch(\n    .param .u64 ixl_copy_batch_param_0,\n"
+                    "    .param .u32 ixl_copy_batch_param_1\n)") == NULL) {
+        jit_log(n, options, values, "cudasim: not the PTX of ixl_copy_batch");
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    struct CUmod_st *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->magic = SIM_MODULE_MAGIC;
+    *module = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
+{
+    CUresult rc = check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (f == NULL || name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (mod == NULL || mod->magic != SIM_MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (strcmp(name, "ixl_copy_batch") != 0)
+        return CUDA_ERROR_NOT_FOUND;
+    struct CUfunc_st *fn = calloc(1, sizeof(*fn));
+    if (fn == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fn->magic = SIM_FUNC_MAGIC;
+    fn->mod = mod;
+    *f = fn;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule mod)
+{
+    CUresult rc = check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mod == NULL || mod->magic != SIM_MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    mod->magic = 0; /* its functions stay allocated: a launch through them is caught */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream stream, void **params, void **extra)
+{
+    struct CUctx_st *c;
+    CUresult rc = current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (f == NULL || f->magic != SIM_FUNC_MAGIC || f->mod->magic != SIM_MODULE_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* ixl_copy_batch: at most 256 threads (.maxntid), no dynamic shared memory, its two
+     * parameters through kernelParams. */
+    if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 256 || by != 1 || bz != 1 || shmem != 0 ||
+        params == NULL || params[0] == NULL || params[1] == NULL || extra != NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *s;
+    rc = stream_resolve(c, stream, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_op *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t tab;
+    memcpy(&tab, params[0], sizeof(tab)); /* the arguments are copied at launch */
+    memcpy(&op->kn, params[1], sizeof(op->kn));
+    op->type = SIM_OP_KERNEL;
+    op->ktab = (uintptr_t)tab;
+    stream_enqueue(s, op);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                               CUstream stream)
+{
+    struct CUctx_st *c;
+    CUresult rc = current_ctx(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    cfg_get();
+    if (g_cfg.no_batch)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (dsts == NULL || srcs == NULL || sizes == NULL || count == 0 || attrs == NULL ||
+        attrsIdxs == NULL || numAttrs == 0 || numAttrs > count || attrsIdxs[0] != 0 ||
+        (uintptr_t)stream <= 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < numAttrs; i++) {
+        if (attrs[i].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+            attrs[i].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY ||
+            (i > 0 && attrsIdxs[i] <= attrsIdxs[i - 1]) || attrsIdxs[i] >= count)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* Every copy checked first: an invalid one fails the call with nothing enqueued. */
+    for (size_t i = 0; i < count; i++) {
+        struct sim_end d[SIM_MAX_PIECES], sr[SIM_MAX_PIECES];
+        size_t lens[SIM_MAX_PIECES];
+        int n = 0;
+        if (sizes[i] == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        rc = pieces_get((uintptr_t)dsts[i], (uintptr_t)srcs[i], sizes[i], d, sr, lens, &n);
+        for (int k = 0; k < n; k++) {
+            end_put(&d[k]);
+            end_put(&sr[k]);
+        }
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    for (size_t i = 0; i < count; i++) {
+        rc = cuMemcpyAsync(dsts[i], srcs[i], sizes[i], stream);
+        if (rc != CUDA_SUCCESS)
+            return rc; /* freed meanwhile by another thread: the caller's race */
+    }
     return CUDA_SUCCESS;
 }
