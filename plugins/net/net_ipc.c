@@ -96,16 +96,6 @@ void net_ipc_drop_peer(struct net_engine *e, struct net_peer *p)
     free_list(to_free);
 }
 
-static void unref(struct net_engine *e, struct net_ipc *c)
-{
-    struct net_ipc *to_free = NULL;
-    pthread_mutex_lock(&ipc_lock);
-    c->refs--;
-    settle_locked(e, c, &to_free);
-    pthread_mutex_unlock(&ipc_lock);
-    free_list(to_free);
-}
-
 /* ipc_lock held: the open allocation of instance that is [rbase, +len), or NULL. */
 static struct net_ipc *find_locked(struct net_peer *p, uint64_t instance, uint64_t rbase,
                                    uint64_t len)
@@ -218,6 +208,25 @@ static int ipc_get(struct net_engine *e, struct net_peer *p, struct net_rmd *m, 
     return IXL_OK;
 }
 
+/* net_ipc_route's per-call memo: region m's allocation c, and the references taken for the
+ * descriptors that found it here (added to c's count in one go). */
+#define IPC_MEMO 64
+struct ipc_memo {
+    struct net_rmd *m;
+    struct net_ipc *c;
+    int extra;
+};
+
+static void memo_flush(struct ipc_memo *h)
+{
+    if (h->extra > 0) {
+        pthread_mutex_lock(&ipc_lock);
+        h->c->refs += h->extra;
+        pthread_mutex_unlock(&ipc_lock);
+    }
+    h->extra = 0;
+}
+
 int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, bool lv, bool rv)
 {
     char why[400] = "";
@@ -243,6 +252,7 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     /* The local GPU whose streams carry it: the local VRAM's; else the target's ordinal when
      * this process has it, else GPU 0 (an imported allocation is usable from any context). */
     int dev = lv ? lg->dev : 0;
+    struct ipc_memo memo[IPC_MEMO] = {{0}};
     for (size_t i = 0; i < r->n && rc == IXL_OK; i++) {
         struct net_rmd *m = (struct net_rmd *)r->rd[i].md;
         if (m->peer != p || m->vram != rv || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
@@ -261,13 +271,25 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
             r->dev_tgt[i] = (uint64_t)(uintptr_t)(map + m->map_off + (r->rd[i].addr - m->addr));
             continue;
         }
+        /* A request's descriptors fall in few regions: the region's allocation is looked up
+         * (three locks) once per region of this call, later hits only count a reference. */
+        struct ipc_memo *h = &memo[((uintptr_t)m >> 4) % IPC_MEMO];
         struct net_ipc *c = NULL;
-        rc = ipc_get(e, p, m, dev, &c, why, sizeof(why));
-        if (rc != IXL_OK)
-            break;
+        if (h->m == m) {
+            c = h->c;
+            h->extra++;
+        } else {
+            rc = ipc_get(e, p, m, dev, &c, why, sizeof(why));
+            if (rc != IXL_OK)
+                break;
+            memo_flush(h);
+            *h = (struct ipc_memo){m, c, 0};
+        }
         r->ipc[i] = c;
         r->dev_tgt[i] = (uint64_t)(uintptr_t)c->lbase + (r->rd[i].addr - c->rbase);
     }
+    for (size_t k = 0; k < IPC_MEMO; k++)
+        memo_flush(&memo[k]);
     if (rc != IXL_OK)
         return net_error(e, rc, "NET: VRAM (%s) between '%s' and '%s' cannot use CUDA IPC: %s%s",
                          side, e->name, p->name, why,
@@ -362,9 +384,15 @@ void net_ipc_req_free(struct net_req *r)
 {
     if (r->ipc != NULL) {
         net_ipc_unhold(r);
+        struct net_ipc *to_free = NULL; /* every reference dropped under one hold of the lock */
+        pthread_mutex_lock(&ipc_lock);
         for (size_t i = 0; i < r->n; i++)
-            if (r->ipc[i] != NULL)
-                unref(r->e, r->ipc[i]);
+            if (r->ipc[i] != NULL) {
+                r->ipc[i]->refs--;
+                settle_locked(r->e, r->ipc[i], &to_free);
+            }
+        pthread_mutex_unlock(&ipc_lock);
+        free_list(to_free);
     }
     free(r->ipc);
     free(r->dev_tgt);
