@@ -11,8 +11,9 @@
 
 /* Blocks kept: at most SCRATCH_KEEP, SCRATCH_BYTES in all (what the process holds at most when
  * no call runs); smaller requests than SCRATCH_MIN are not worth keeping. A prepared list of
- * many runs gives back six or seven blocks at once (core/xfer.c), the calls' own one or two. */
-#define SCRATCH_KEEP 12
+ * many runs gives back six or seven blocks at once (core/xfer.c), and a few more that its merged
+ * runs grew out of; the calls' own one or two. */
+#define SCRATCH_KEEP 16
 #define SCRATCH_BYTES ((size_t)24 << 20)
 #define SCRATCH_MIN ((size_t)16 << 10)
 /* A new block this large is mapped with its pages in (ixlp_map) rather than malloc'd: a fresh
