@@ -27,14 +27,14 @@
  * preparing 10^6 single descriptors (ixl_dlist_add, runs of one) and its resident memory, and
  * for the 10^4 regions ixl_mem_register, ixl_md_get, ixl_remote_invalidate and
  * ixl_mem_deregister (each in one call); one region per register / deregister call; preparing
- * 10^5 descriptors each in a random one of 10^4 regions (a region lookup each), before and
- * after the churn. With them, the page faults (getrusage's minor faults) of the registration,
- * of an ixl_md_get and an ixl_md_load (median, and the first load) and of churn rounds 1 and
- * 100: on a virtual machine a fault can cost tens of microseconds, and fault counts stay
- * meaningful on a loaded machine where times do not. The count includes the pages the kernel
- * puts in when memory is mapped populated (MAP_POPULATE, MADV_POPULATE_WRITE: one per small
- * page, one per huge page), which take no exception; `perf record -e page-faults:u -g` tells
- * the two apart.
+ * 10^5 descriptors each in a random one of 10^4 regions (a region lookup each), before the
+ * churn, after its first round and after the last, each with its page faults. With them, the page
+ * faults (getrusage's minor faults) of the registration, of an ixl_md_get and an ixl_md_load
+ * (median, and the first load) and of churn rounds 1 and 100: on a virtual machine a fault can cost
+ * tens of microseconds, and fault counts stay meaningful on a loaded machine where times do not.
+ * The count includes the pages the kernel puts in when memory is mapped populated (MAP_POPULATE,
+ * MADV_POPULATE_WRITE: one per small page, one per huge page), which take no exception; `perf
+ * record -e page-faults:u -g` tells the two apart.
  *
  * Exit status: 0 when every step ran (targets missed or not), 1 when an ixl call failed, 77
  * when the TEST plugin cannot be found (build with BUILD_TESTING=ON).
@@ -273,22 +273,35 @@ static struct ixl_dlist *kv_list(const struct kv_agent *kv, int interleaved)
 
 /* ---- measurements -------------------------------------------------------------------------- */
 
-/* Median ns of ixl_prep_create(list) (each created list destroyed again). */
-static double time_prep(struct ixl_agent *a, const char *remote, const struct ixl_dlist *list)
+/* Median ns of ixl_prep_create(list) (each created list destroyed again); with faults, the
+ * median page faults of one ixl_prep_create there. */
+static double time_prep_faults(struct ixl_agent *a, const char *remote,
+                               const struct ixl_dlist *list, double *faults)
 {
     double *t = need_mem(calloc((size_t)g_reps, sizeof(double)), "timings");
+    double *f = need_mem(calloc((size_t)g_reps, sizeof(double)), "faults");
     for (int i = 0; i < g_reps; i++) {
         struct ixl_prep *p = NULL;
+        double f0 = minflt();
         uint64_t t0 = now_ns();
         int rc = ixl_prep_create(a, remote, list, NULL, &p);
         uint64_t t1 = now_ns();
+        f[i] = minflt() - f0;
         need(rc, a, "ixl_prep_create");
         ixl_prep_destroy(p);
         t[i] = (double)(t1 - t0);
     }
     double m = median(t, g_reps);
+    if (faults != NULL)
+        *faults = median(f, g_reps);
     free(t);
+    free(f);
     return m;
+}
+
+static double time_prep(struct ixl_agent *a, const char *remote, const struct ixl_dlist *list)
+{
+    return time_prep_faults(a, remote, list, NULL);
 }
 
 struct req_result {
@@ -526,8 +539,12 @@ static void shuffle(uint64_t *v, size_t n)
 }
 
 /* Median ns per descriptor of ixl_prep_create of N_LOOKUP descriptors, each in a random one of
- * the resident regions (so each needs its own region lookup): the lookup of the transfer path. */
-static double time_lookup(struct ixl_agent *a, const uint8_t *base, const uint64_t *resident)
+ * the resident regions (so each needs its own region lookup): the lookup of the transfer path.
+ * Its rows (when says when, e.g. "before churn"): that, and the median page faults of one
+ * ixl_prep_create, which a loaded machine does not change (a list of 10^5 single descriptors
+ * holds ~10 MB: from memory given back to the system, ~2000 faults each time). */
+static void lookup_rows(struct ixl_agent *a, const uint8_t *base, const uint64_t *resident,
+                        const char *when)
 {
     struct ixl_desc *d = need_mem(malloc(N_LOOKUP * sizeof(*d)), "descriptors");
     for (uint64_t i = 0; i < N_LOOKUP; i++) {
@@ -539,9 +556,14 @@ static double time_lookup(struct ixl_agent *a, const uint8_t *base, const uint64
     need(ixl_dlist_create(IXL_MEM_DRAM, N_LOOKUP, &list), NULL, "ixl_dlist_create");
     need(ixl_dlist_add(list, d, N_LOOKUP), NULL, "ixl_dlist_add");
     free(d);
-    double ns = time_prep(a, NULL, list) / (double)N_LOOKUP;
+    double faults = 0;
+    double ns = time_prep_faults(a, NULL, list, &faults) / (double)N_LOOKUP;
     ixl_dlist_destroy(list);
-    return ns;
+    char what[72];
+    snprintf(what, sizeof(what), "prepare 10^5 descs in random regions of 10^4, %s", when);
+    add_row(what, ns, "ns/desc", -1);
+    snprintf(what, sizeof(what), "  page faults of one such prepare, %s", when);
+    add_row(what, faults, "faults", -1);
 }
 
 /*
@@ -549,8 +571,8 @@ static double time_lookup(struct ixl_agent *a, const uint8_t *base, const uint64
  * of an address range); each round registers N_CHURN other regions, drawn at random from the
  * free slots and given in random order, in one ixl_mem_register call, then deregisters them in
  * one call, in another random order. Rounds 1 and CHURN_ROUNDS say whether the cost stays
- * flat. Then one region per call, and the lookup cost over the resident regions before and
- * after the rounds.
+ * flat. Then one region per call, and the lookup cost over the resident regions before the
+ * rounds, after the first and after the last.
  */
 static void bench_churn(void)
 {
@@ -571,7 +593,10 @@ static void bench_churn(void)
                                         MD_REGION_LEN, 0, NULL, 0};
     need(ixl_mem_register(a, IXL_MEM_DRAM, regs, N_CHURN, NULL), a,
          "ixl_mem_register (resident regions)");
-    double lookup0 = time_lookup(a, base, resident);
+    /* The lookup rows come last in the table; their measurements here, between the rounds. */
+    struct row lookup[4];
+    int n_before = g_n_rows;
+    lookup_rows(a, base, resident, "before churn");
 
     double *tr = need_mem(calloc(CHURN_ROUNDS, sizeof(double)), "timings");
     double *td = need_mem(calloc(CHURN_ROUNDS, sizeof(double)), "timings");
@@ -595,7 +620,12 @@ static void bench_churn(void)
         uint64_t t3 = now_ns();
         tr[round] = (double)(t1 - t0) / 1e6;
         td[round] = (double)(t3 - t2) / 1e6;
+        if (round == 0)
+            lookup_rows(a, base, resident, "after round 1");
     }
+    int n_lookup = g_n_rows - n_before; /* (4, fewer only when the table is full) */
+    memcpy(lookup, &g_rows[n_before], (size_t)n_lookup * sizeof(*lookup));
+    g_n_rows = n_before;
     char what[72];
     snprintf(what, sizeof(what), "churn: register 10^4 regions in one call, round 1 (10^4 kept)");
     add_row(what, tr[0], "ms", T_CHURN_MS);
@@ -633,10 +663,10 @@ static void bench_churn(void)
             "us/call", -1);
     add_row("deregister 1 region per call (10^4 kept)", (double)(t3 - t2) / 1e3 / N_SINGLE_CALLS,
             "us/call", -1);
-    add_row("prepare 10^5 descs in random regions of 10^4, before churn", lookup0, "ns/desc", -1);
-    snprintf(what, sizeof(what), "prepare 10^5 descs in random regions of 10^4, after %d rounds",
-             CHURN_ROUNDS);
-    add_row(what, time_lookup(a, base, resident), "ns/desc", -1);
+    for (int i = 0; i < n_lookup && g_n_rows < (int)(sizeof(g_rows) / sizeof(g_rows[0])); i++)
+        g_rows[g_n_rows++] = lookup[i];
+    snprintf(what, sizeof(what), "after %d rounds", CHURN_ROUNDS);
+    lookup_rows(a, base, resident, what);
 
     free(tr);
     free(td);

@@ -7,10 +7,85 @@
 #include "core/internal.h"
 #include "util/log.h"
 #include "util/out.h"
+#include "util/scratch.h"
 #include "util/time.h"
 #include "util/sys.h"
 
 /* ---- prepared lists ------------------------------------------------------------------------ */
+
+/*
+ * The arrays of a prepared list (its merged runs and their first indices, the segment offsets,
+ * steps and divisors, the segments, the regions): ~100 bytes per run, so a list of 10^5 single
+ * descriptors holds ~10 MB. From malloc, such a list destroyed and made again left the top of
+ * the heap free once the dynamic thresholds had moved (bench_core: after registration churn),
+ * glibc gave it back to the system and the next list faulted ~2000 pages in again: 168 ->
+ * 553-577 ns per descriptor on this VM, which looked like a registry that degrades. Arrays of
+ * PREP_KEPT bytes and more come from the kept blocks of util/scratch.h (bounded, process-wide),
+ * smaller ones from malloc; each starts after a header that says which.
+ */
+#define PREP_KEPT ((size_t)64 << 10)
+#define PREP_RUNS0 1024 /* the merged runs' first room (copy_merged) */
+
+struct parr {
+    size_t kept; /* 1: a block of ixl_scratch_take, 0: malloc */
+    size_t pad;  /* (keeps the array 16-byte aligned) */
+};
+
+/* An array of bytes (uninitialised), or NULL without memory. */
+static void *parr_new(size_t bytes)
+{
+    if (bytes > SIZE_MAX - sizeof(struct parr))
+        return NULL;
+    int kept = bytes >= PREP_KEPT;
+    struct parr *h =
+        kept ? ixl_scratch_take_fit(sizeof(*h) + bytes) : sys_malloc(sizeof(*h) + bytes);
+    if (h == NULL)
+        return NULL;
+    h->kept = (size_t)kept;
+    return h + 1;
+}
+
+static void parr_free(void *a)
+{
+    if (a == NULL)
+        return;
+    struct parr *h = (struct parr *)a - 1;
+    if (h->kept)
+        ixl_scratch_give(h);
+    else
+        free(h);
+}
+
+/* a (old bytes of it kept) moved to an array of bytes; NULL without memory (a unchanged). */
+static void *parr_grow(void *a, size_t old, size_t bytes)
+{
+    void *b = parr_new(bytes);
+    if (b == NULL)
+        return NULL;
+    if (a != NULL)
+        memcpy(b, a, old);
+    parr_free(a);
+    return b;
+}
+
+static void prep_backend_free(struct prep_backend *pb)
+{
+    parr_free(pb->seg_start);
+    parr_free(pb->seg_step);
+    parr_free(pb->seg_step_m);
+    parr_free(pb->segs);
+    memset(pb, 0, sizeof(*pb));
+}
+
+/* The prepared list's own copy of the runs (copy_merged), its arrays from parr_new. */
+static void prep_list_free(struct ixl_dlist *l)
+{
+    if (l == NULL)
+        return;
+    parr_free(l->runs);
+    parr_free(l->first);
+    free(l);
+}
 
 static void prep_free(struct ixl_prep *p)
 {
@@ -18,16 +93,12 @@ static void prep_free(struct ixl_prep *p)
         return;
     if (p->counted)
         ixl_regions_unuse(p->regions, p->n_regions);
-    free(p->regions);
-    for (int b = 0; b < IXL_MAX_BACKENDS; b++) {
-        free(p->per[b].seg_start);
-        free(p->per[b].seg_step);
-        free(p->per[b].seg_step_m);
-        free(p->per[b].segs);
-    }
+    parr_free(p->regions);
+    for (int b = 0; b < IXL_MAX_BACKENDS; b++)
+        prep_backend_free(&p->per[b]);
     if (p->remote)
         ixl_remote_put(p->remote, 0);
-    ixl_dlist_destroy(p->list);
+    prep_list_free(p->list);
     free(p);
 }
 
@@ -38,8 +109,12 @@ static int push_region(struct ixl_prep *p, struct region *g, size_t *cap)
         if (p->regions[i - 1] == g)
             return IXL_OK;
     if (p->n_regions == *cap) {
-        size_t c = *cap ? *cap * 2 : 8;
-        struct region **v = sys_realloc(p->regions, c * sizeof(*v));
+        /* First room for a region per run, like the segments: a list of runs in scattered
+         * regions then never grows it (each growth left a block of the old size behind). */
+        size_t c = *cap ? *cap * 2 : p->list->n_runs + 4;
+        if (c > SIZE_MAX / sizeof(struct region *))
+            return IXL_ERR_NO_MEMORY;
+        struct region **v = parr_grow(p->regions, *cap * sizeof(*v), c * sizeof(*v));
         if (v == NULL)
             return IXL_ERR_NO_MEMORY;
         p->regions = v;
@@ -58,9 +133,10 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
     const struct ixl_dlist *l = p->list;
     struct prep_backend *pb = &p->per[b];
     size_t cap = l->n_runs + 4;
-    pb->seg_start = sys_malloc((l->n_runs + 1) * sizeof(*pb->seg_start));
-    pb->seg_step = sys_calloc(l->n_runs ? l->n_runs : 1, sizeof(*pb->seg_step));
-    pb->segs = sys_malloc(cap * sizeof(*pb->segs));
+    /* (n_runs is bounded by ixl_dlist's reserve: none of these byte counts wraps) */
+    pb->seg_start = parr_new((l->n_runs + 1) * sizeof(*pb->seg_start));
+    pb->seg_step = parr_new((l->n_runs ? l->n_runs : 1) * sizeof(*pb->seg_step));
+    pb->segs = parr_new(cap * sizeof(*pb->segs));
     if (pb->seg_start == NULL || pb->seg_step == NULL || pb->segs == NULL)
         return IXL_ERR_NO_MEMORY;
     pb->n_segs = 0;
@@ -78,11 +154,13 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
             }
             uint64_t last = ixl_region_last_covered(g, run);
             if (pb->n_segs == cap) {
-                cap *= 2;
-                struct prep_seg *s = sys_realloc(pb->segs, cap * sizeof(*s));
+                if (cap > SIZE_MAX / 2 / sizeof(struct prep_seg))
+                    return IXL_ERR_NO_MEMORY;
+                struct prep_seg *s = parr_grow(pb->segs, cap * sizeof(*s), 2 * cap * sizeof(*s));
                 if (s == NULL)
                     return IXL_ERR_NO_MEMORY;
                 pb->segs = s;
+                cap *= 2;
             }
             pb->segs[pb->n_segs++] = (struct prep_seg){e, last - e + 1, md, g};
             if (!p->remote && push_region(p, g, region_cap) != IXL_OK)
@@ -104,9 +182,10 @@ static int prep_backend(struct ixl_prep *p, const struct ixl_registry *reg, unsi
         if (pb->seg_step[r] == 0)
             continue;
         if (pb->seg_step_m == NULL) {
-            pb->seg_step_m = sys_calloc(l->n_runs, sizeof(*pb->seg_step_m));
+            pb->seg_step_m = parr_new(l->n_runs * sizeof(*pb->seg_step_m));
             if (pb->seg_step_m == NULL)
                 return IXL_ERR_NO_MEMORY;
+            memset(pb->seg_step_m, 0, l->n_runs * sizeof(*pb->seg_step_m));
         }
         if (pb->seg_step[r] > 1)
             pb->seg_step_m[r] = ixl_udiv_magic(pb->seg_step[r]);
@@ -148,24 +227,54 @@ static int extend_run(struct ixl_run *t, const struct ixl_run *r)
     return 1;
 }
 
+/* The prepared list's copy of src, consecutive progressions merged straight into it (no
+ * temporary array): arrays of parr_new, freed with prep_list_free, never appended to. */
 static int copy_merged(const struct ixl_dlist *src, struct ixl_dlist **out)
 {
-    struct ixl_run *runs = sys_malloc((src->n_runs ? src->n_runs : 1) * sizeof(*runs));
-    if (runs == NULL)
+    /* One pass over src (10^6 single descriptors are 40 MB of runs: a second pass to count
+     * them first showed as 2x in bench_core), merged into an array that doubles from
+     * PREP_RUNS0 runs up to src's count; src's arrays exist for that many runs (ixl_dlist's
+     * reserve), so no byte count wraps. The first indices then for exactly the merged runs. */
+    size_t cap = src->n_runs < PREP_RUNS0 ? src->n_runs : PREP_RUNS0;
+    cap = cap ? cap : 1;
+    struct ixl_dlist *l = sys_calloc(1, sizeof(*l));
+    if (l == NULL)
         return IXL_ERR_NO_MEMORY;
-    size_t n = 0;
-    for (size_t i = 0; i < src->n_runs; i++)
-        if (n == 0 || !extend_run(&runs[n - 1], &src->runs[i]))
-            runs[n++] = src->runs[i];
-    struct ixl_dlist *l = NULL;
-    int rc = ixl_dlist_create(src->type, n, &l);
-    if (rc == IXL_OK && (rc = ixl_dlist_append_runs(l, runs, n)) != IXL_OK) {
-        ixl_dlist_destroy(l);
-        l = NULL;
+    l->type = src->type;
+    l->runs = parr_new(cap * sizeof(*l->runs));
+    if (l->runs == NULL) {
+        prep_list_free(l);
+        return IXL_ERR_NO_MEMORY;
     }
-    free(runs);
+    size_t n = 0;
+    for (size_t i = 0; i < src->n_runs; i++) {
+        if (n > 0 && extend_run(&l->runs[n - 1], &src->runs[i]))
+            continue;
+        if (n == cap) { /* (n <= i < src->n_runs) */
+            size_t c = cap < src->n_runs / 2 ? 2 * cap : src->n_runs;
+            struct ixl_run *r = parr_grow(l->runs, n * sizeof(*r), c * sizeof(*r));
+            if (r == NULL) {
+                prep_list_free(l);
+                return IXL_ERR_NO_MEMORY;
+            }
+            l->runs = r;
+            cap = c;
+        }
+        l->runs[n++] = src->runs[i];
+    }
+    l->first = parr_new((n + 1) * sizeof(*l->first));
+    if (l->first == NULL) {
+        prep_list_free(l);
+        return IXL_ERR_NO_MEMORY;
+    }
+    l->cap = n; /* (never appended to: first[] has n + 1 entries) */
+    /* Merging keeps the total, which src's first[] holds without overflow. */
+    l->first[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        l->first[i + 1] = l->first[i] + l->runs[i].count;
+    l->n_runs = n;
     *out = l;
-    return rc;
+    return IXL_OK;
 }
 
 /* The count every run has, or 0: with it, an index's run is a division, not a search. */
@@ -247,11 +356,7 @@ static int prep_build(struct ixl_agent *agent, const char *remote, const struct 
             p->valid_mask |= 1u << b;
             continue;
         }
-        free(p->per[b].seg_start);
-        free(p->per[b].seg_step);
-        free(p->per[b].seg_step_m);
-        free(p->per[b].segs);
-        memset(&p->per[b], 0, sizeof(p->per[b]));
+        prep_backend_free(&p->per[b]);
         p->n_regions = keep_regions;
         if (rc != IXL_ERR_NOT_REGISTERED) {
             prep_free(p);

@@ -10,8 +10,10 @@
 #include "../../plugins/common/ixl_pool.h" /* ixlp_map: populated memory */
 
 /* Blocks kept: at most SCRATCH_KEEP, SCRATCH_BYTES in all (what the process holds at most when
- * no call runs); smaller requests than SCRATCH_MIN are not worth keeping. */
-#define SCRATCH_KEEP 6
+ * no call runs); smaller requests than SCRATCH_MIN are not worth keeping. A prepared list of
+ * many runs gives back six or seven blocks at once (core/xfer.c), and a few more that its merged
+ * runs grew out of; the calls' own one or two. */
+#define SCRATCH_KEEP 16
 #define SCRATCH_BYTES ((size_t)24 << 20)
 #define SCRATCH_MIN ((size_t)16 << 10)
 /* A new block this large is mapped with its pages in (ixlp_map) rather than malloc'd: a fresh
@@ -46,13 +48,15 @@ static struct scratch *head(const void *p)
     return (struct scratch *)((char *)(uintptr_t)p - sizeof(struct scratch));
 }
 
-void *ixl_scratch_take(size_t bytes)
+/* A block of at least bytes and at most most bytes (SIZE_MAX: a call's temporary arrays). */
+static void *take(size_t bytes, size_t most)
 {
     struct scratch *s = NULL;
     int at = -1;
     pthread_mutex_lock(&pool.lock);
     for (int i = 0; i < SCRATCH_KEEP; i++) /* the smallest that fits */
-        if (pool.kept[i] && pool.kept[i]->cap >= bytes && (at < 0 || pool.kept[i]->cap < s->cap))
+        if (pool.kept[i] && pool.kept[i]->cap >= bytes && pool.kept[i]->cap <= most &&
+            (at < 0 || pool.kept[i]->cap < s->cap))
             s = pool.kept[at = i];
     if (at >= 0) {
         pool.kept[at] = NULL;
@@ -63,8 +67,9 @@ void *ixl_scratch_take(size_t bytes)
         IXL_UNPOISON(s + 1, s->cap);
         return s + 1;
     }
-    /* Room to grow a little: the next call's arrays are often slightly larger. */
-    size_t cap = bytes < SCRATCH_MIN ? SCRATCH_MIN : bytes + bytes / 8;
+    /* Room to grow a little: the next call's arrays are often slightly larger (not for
+     * memory that stays in use: there it would only be resident and unused). */
+    size_t cap = bytes < SCRATCH_MIN ? SCRATCH_MIN : bytes + (most == SIZE_MAX ? bytes / 8 : 0);
     cap = (cap + 4095) & ~(size_t)4095;
     if (cap < bytes || cap > SIZE_MAX - sizeof(*s))
         return NULL;
@@ -82,6 +87,16 @@ void *ixl_scratch_take(size_t bytes)
     }
     s->cap = cap;
     return s + 1;
+}
+
+void *ixl_scratch_take(size_t bytes)
+{
+    return take(bytes, SIZE_MAX);
+}
+
+void *ixl_scratch_take_fit(size_t bytes)
+{
+    return take(bytes, bytes > SIZE_MAX / 2 ? SIZE_MAX : 2 * bytes);
 }
 
 size_t ixl_scratch_cap(const void *p)

@@ -686,6 +686,75 @@ static void test_scattered(void)
     ixl_agent_destroy(a);
 }
 
+/* Prepared lists large enough that their arrays come from kept blocks (core/xfer.c: from 64 KiB)
+ * and are handed from one list to the next: lists of thousands of single blocks in random
+ * regions (runs that merge into progressions, segments that outgrow their first room), made,
+ * used and destroyed one after another with different sizes, through ixl_prep_create and
+ * through ixl_xfer_create; every block must land where its list says each time, whatever a
+ * reused block held before. */
+static void test_prep_kept(void)
+{
+    struct ixl_agent *a = make_agent("K", "TEST");
+    enum { PARTS = 64, BL = 64, NB = SZ / BL };
+    for (int i = 0; i < PARTS; i++) {
+        struct ixl_reg_desc d[2] = {
+            {(uintptr_t)src + (size_t)i * (SZ / PARTS), SZ / PARTS, 0, NULL, 0},
+            {(uintptr_t)dst + (size_t)i * (SZ / PARTS), SZ / PARTS, 0, NULL, 0}};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, d, 2, NULL), IXL_OK);
+    }
+    static int64_t sel[NB], li[NB], ri[NB];
+    static struct ixl_desc d[NB];
+    const int sizes[4] = {12000, 7000, 15000, 9000};
+    srand(17);
+    for (int round = 0; round < 8; round++) {
+        int n = sizes[round % 4];
+        /* n distinct random source blocks (a shuffled prefix), in that order. */
+        for (int i = 0; i < NB; i++)
+            sel[i] = i;
+        for (int i = 0; i < n; i++) {
+            int j = i + rand() % (NB - i);
+            int64_t t = sel[i];
+            sel[i] = sel[j];
+            sel[j] = t;
+        }
+        for (int i = 0; i < n; i++) {
+            d[i] = (struct ixl_desc){(uintptr_t)src + (size_t)sel[i] * BL, BL, 0};
+            li[i] = ri[i] = i;
+        }
+        struct ixl_dlist *ll, *rl;
+        CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, (size_t)n, &ll), IXL_OK);
+        CHECK_RC(ixl_dlist_add(ll, d, (size_t)n), IXL_OK);
+        struct ixl_run rr = {(uintptr_t)dst, BL, BL, (uint64_t)n, 0};
+        CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &rl), IXL_OK);
+        CHECK_RC(ixl_dlist_add_runs(rl, &rr, 1), IXL_OK);
+        fill(src, SZ);
+        memset(dst, 0xa5, SZ);
+        struct ixl_xfer *x;
+        struct ixl_prep *lp = NULL, *rp = NULL;
+        if (round % 2 == 0) {
+            CHECK_RC(ixl_prep_create(a, NULL, ll, NULL, &lp), IXL_OK);
+            CHECK_RC(ixl_prep_create(a, "K", rl, NULL, &rp), IXL_OK);
+            CHECK(ixl_prep_count(lp) == (uint64_t)n);
+            CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, (size_t)n, NULL, &x),
+                     IXL_OK);
+        } else {
+            CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, ll, rl, "K", NULL, &x), IXL_OK);
+        }
+        CHECK(ixl_xfer_post(x) >= 0);
+        CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+        for (int i = 0; i < n; i++)
+            CHECK(memcmp(dst + (size_t)i * BL, src + (size_t)sel[i] * BL, BL) == 0);
+        for (size_t i = (size_t)n * BL; i < SZ; i++)
+            CHECK(dst[i] == 0xa5);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        ixl_prep_destroy(lp);
+        ixl_prep_destroy(rp);
+        ixl_dlist_destroy(ll);
+        ixl_dlist_destroy(rl);
+    }
+    ixl_agent_destroy(a);
+}
+
 int main(void)
 {
     if (getenv("IXL_TEST_PLUGIN_DIR") == NULL)
@@ -702,6 +771,7 @@ int main(void)
     test_backend_choice();
     test_run_across_regions();
     test_scattered();
+    test_prep_kept();
     free(src);
     free(dst);
     free(other);
