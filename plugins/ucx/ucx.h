@@ -89,6 +89,9 @@
 /* A notification with no request (gen_notif) waits this long for the target's answer when
  * timeout_ms is 0 (never). */
 #define UCX_NOTIF_WAIT_MS 30000
+/* caller_ns while a polling caller (check_xfer) progresses the worker: recent, whatever the
+ * clock says (ucx_worker.c, caller_recent). */
+#define UCX_CALLER_IN UINT64_MAX
 #define UCX_STRIPE_MIN ((uint64_t)256 << 10) /* smallest share of a request given to a worker */
 
 enum md_kind { MD_LOCAL = 1, MD_REMOTE = 2 };
@@ -250,7 +253,8 @@ struct ucx_worker {
     size_t n_active;
     uint64_t last_any_ms;           /* last progress that did something, or a part added */
     uint64_t last_any_ns;           /* the same in ns, for the spin window (spin_us) */
-    atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back */
+    atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back
+                                       (UCX_CALLER_IN: a caller's pass is under way) */
     atomic_bool watched;  /* a waiting caller watches a request on it (wait_xfer): one at a time */
     unsigned watch_spins; /* empty polls before a watcher yields (wait_xfer); the watcher's */
     atomic_bool asleep;   /* its thread armed the worker and may sleep in epoll: wake() it */

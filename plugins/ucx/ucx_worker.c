@@ -321,9 +321,10 @@ bool progress_locked(struct ucx_worker *w)
 /* Whether a caller drives w: a waiter watches it (wait_xfer; for at most its budget, and it
  * wakes this thread when it stops with work left), or a caller marked it within UCX_CALLER_NS.
  * A watcher that yielded its CPU (to this thread, on a CPU they share) still drives it. The
- * mark is read before the clock: a caller that polls marks continuously, and a mark newer than
- * this thread's clock reading must not count as an ancient one through the unsigned difference
- * (then the thread never stood back from a polling caller and fought it for the lock). */
+ * mark is read before the clock (UCX_CALLER_IN: a caller is in the worker now): a caller that
+ * polls marks continuously, and a mark newer than this thread's clock reading must not count as
+ * an ancient one through the unsigned difference (then the thread never stood back from a
+ * polling caller and fought it for the lock). */
 static bool caller_recent(struct ucx_worker *w)
 {
     if (atomic_load(&w->watched))
@@ -358,7 +359,15 @@ void *progress_main(void *arg)
             atomic_store(&w->standby, false);
             continue;
         }
-        pthread_mutex_lock(&w->lock);
+        if (pthread_mutex_trylock(&w->lock) != 0) {
+            /* A caller holds the worker (a post, or a poll or watch that began after the look
+             * above): it progresses it. Blocking here would park this thread in the kernel
+             * and make the caller's unlock wake it, and the thread's own unlock after a
+             * contended lock wakes again: two to three futex calls per request against a
+             * polling caller (issue 18). It yields and looks again instead. */
+            sched_yield();
+            continue;
+        }
         bool any = progress_locked(w);
         /* Spins while parts are in flight, unless nothing happened for UCX_STALL_MS (a stalled
          * peer): then it sleeps on the worker's events like an idle worker. An idle worker

@@ -401,9 +401,17 @@ static bool req_progress(struct ucx_req *q, bool block)
             atomic_store(&w->caller_ns, ns); /* a polling caller: the thread stands back */
             if (pthread_mutex_trylock(&w->lock) != 0)
                 continue;
+            /* Inside the pass the mark reads as recent however long the pass takes (a system
+             * call or two over tcp, more on a loaded machine), and after it the mark is the
+             * pass's end: otherwise a caller that polls continuously read as gone while it was
+             * in the worker, and the thread, finding the lock taken, spun on it (32 yields per
+             * 4 KiB request over tcp). */
+            atomic_store(&w->caller_ns, UCX_CALLER_IN);
         }
         any = progress_locked(w) || any;
         pthread_mutex_unlock(&w->lock);
+        if (!block)
+            atomic_store(&w->caller_ns, now_ns());
     }
     return any;
 }

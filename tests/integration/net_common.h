@@ -65,10 +65,20 @@ static inline size_t net_pat_find_bad(const uint8_t *src, size_t n, uint64_t see
     return n;
 }
 
-/* Index of the first byte of src[0..n) other than b, or n. */
+/* Index of the first byte of src[0..n) other than b, or n. Eight bytes at a time (a byte loop
+ * over the 256 MiB buffers of test_ucx took 0.2 s, 0.8 s under ASan), the byte loop naming the
+ * first bad one. */
 static inline size_t net_byte_find_bad(const uint8_t *src, size_t n, uint8_t b)
 {
-    for (size_t i = 0; i < n; i++)
+    uint64_t want = 0x0101010101010101ull * b;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t got;
+        memcpy(&got, src + i, 8);
+        if (got != want)
+            break;
+    }
+    for (; i < n; i++)
         if (src[i] != b)
             return i;
     return n;

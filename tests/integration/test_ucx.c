@@ -22,7 +22,8 @@
  *                   delivered exactly once
  *   test_ucx big    the 64 MiB READ/WRITE over both, 1 and 2 workers
  *   test_ucx churn N  the peer-failure sequence N times in one process
- *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn)
+ *   test_ucx stops N  the stopped-peer sequence N times (workers 1 and 2 in turn; without the
+ *                   idle period before the stop, which test_ucx checks)
  *   test_ucx ikill N [ucx|setup]  N initiators killed in the middle of a WRITE or READ with
  *                     this process as target, which goes on serving (ctest: test_ucx_ikill;
  *                     with ucx: the initiators use rma_emulation=ucx, and UCX 1.13.1 aborts
@@ -67,8 +68,13 @@
 #define POISON_R 0xa5
 #define POISON_L 0x5a
 #define WAIT_MS 30000
-#define FAIL_BOUND_MS 3000   /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
-#define STOP_TIMEOUT_MS 1000 /* timeout_ms of the agent that meets a stopped peer */
+#define FAIL_BOUND_MS 3000  /* a dead peer's requests fail within this (NET: timeout_ms 2000) */
+#define STOP_TIMEOUT_MS 500 /* timeout_ms of the agent that meets a stopped peer */
+/* A WRITE to a stopped peer: the plugin hands UCX at most UCX_AM_WINDOW (8 MiB) of a part's
+ * messages before their replies come, and a stopped peer sends none, so any WRITE of more than
+ * 8 MiB per worker leaves UCX holding the same as 256 MiB did (its socket full, the rest queued):
+ * 32 MiB, for 1 and 2 workers, without filling and faulting in 256 MiB each time. */
+#define STOP_BYTES ((size_t)32 << 20)
 
 /* ---- local side ------------------------------------------------------------------------------ */
 
@@ -482,12 +488,20 @@ static void test_shm_peer_refused(const struct rbuf *rb)
     ixl_agent_destroy(a);
 }
 
-static uint8_t *BL; /* INFLIGHT_BYTES */
+static uint8_t *BL; /* INFLIGHT_BYTES, allocated once (bl_get): every round of `test_ucx churn`
+                       and `stops` would fault in its 256 MiB again */
 
-static struct ixl_xfer *post_inflight(struct ixl_agent *a, enum ixl_op op, const struct rbuf *rb,
-                                      size_t len)
+static void bl_get(void)
 {
-    struct ixl_dlist *l = list1((uintptr_t)BL, len), *r = list1(rb->addr, len);
+    if (BL == NULL)
+        BL = aligned_alloc(4096, INFLIGHT_BYTES);
+    CHECK(BL != NULL);
+}
+
+static struct ixl_xfer *post_inflight_from(struct ixl_agent *a, enum ixl_op op, uint8_t *buf,
+                                           const struct rbuf *rb, size_t len)
+{
+    struct ixl_dlist *l = list1((uintptr_t)buf, len), *r = list1(rb->addr, len);
     struct ixl_xfer *x;
     CHECK_RC(ixl_xfer_create(a, op, l, r, rb->p->name, NULL, &x), IXL_OK);
     CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
@@ -497,12 +511,19 @@ static struct ixl_xfer *post_inflight(struct ixl_agent *a, enum ixl_op op, const
     return x;
 }
 
-static void small_ok(struct ixl_agent *a, const struct rbuf *rb)
+static struct ixl_xfer *post_inflight(struct ixl_agent *a, enum ixl_op op, const struct rbuf *rb,
+                                      size_t len)
+{
+    return post_inflight_from(a, op, BL, rb, len);
+}
+
+/* A 64 KiB WRITE from buf and READ back into it, both checked. */
+static void small_ok_from(struct ixl_agent *a, uint8_t *buf, const struct rbuf *rb)
 {
     size_t len = 64 * 1024;
     uint64_t s = fresh_seed(0);
-    net_pat_fill(BL, len, s, 0);
-    struct ixl_dlist *l = list1((uintptr_t)BL, len), *r = list1(rb->addr, len);
+    net_pat_fill(buf, len, s, 0);
+    struct ixl_dlist *l = list1((uintptr_t)buf, len), *r = list1(rb->addr, len);
     struct ixl_xfer *x;
     CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, NULL, &x), IXL_OK);
     CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
@@ -510,13 +531,18 @@ static void small_ok(struct ixl_agent *a, const struct rbuf *rb)
     PEER_OK(rb->p, "check %d %" PRIu64 " 0 %zu", rb->id, s, len);
     s = fresh_seed(0);
     PEER_OK(rb->p, "fill %d %" PRIu64 " 0 %zu", rb->id, s, len);
-    memset(BL, POISON_L, len);
+    memset(buf, POISON_L, len);
     CHECK_RC(ixl_xfer_create(a, IXL_OP_READ, l, r, rb->p->name, NULL, &x), IXL_OK);
     CHECK_RC(post_wait(x, WAIT_MS), IXL_OK);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
-    CHECK(net_pat_find_bad(BL, len, s, 0) == len);
+    CHECK(net_pat_find_bad(buf, len, s, 0) == len);
     ixl_dlist_destroy(l);
     ixl_dlist_destroy(r);
+}
+
+static void small_ok(struct ixl_agent *a, const struct rbuf *rb)
+{
+    small_ok_from(a, BL, rb);
 }
 
 static uint64_t expect_failure(struct ixl_xfer *x, int want, uint64_t since)
@@ -554,8 +580,7 @@ static void test_peer_failures(const char *workers)
     snprintf(wopt, sizeof(wopt), "workers=%s", workers);
     workers_opt = wopt;
     fprintf(stderr, "tcp, %s: release in flight, SIGKILL in flight, restart\n", wopt);
-    BL = aligned_alloc(4096, INFLIGHT_BYTES);
-    CHECK(BL != NULL);
+    bl_get();
     const struct ixl_kv kv[] = {{"transports", "tcp"}, {"workers", workers}};
     struct ixl_agent *a = make_initiator("i_fail", kv, 2, BL, INFLIGHT_BYTES);
     struct rbuf rb;
@@ -629,7 +654,6 @@ static void test_peer_failures(const char *workers)
             took);
     peer_exit(v);
     drop_initiator(a, BL, INFLIGHT_BYTES);
-    free(BL);
 }
 
 /* Releases x, answered BUSY while the peer is stopped, until it returns IXL_OK (within ms). */
@@ -663,8 +687,10 @@ static void post_to_stalled(struct ixl_agent *a, const struct rbuf *rb)
  * and new posts to that peer fail at once. UCX 1.13 cannot cancel operations on such an
  * endpoint safely (a forced close corrupts its memory once the peer resumes), so release
  * answers BUSY while the peer is stopped, also before the deadline; after SIGCONT the held
- * operations end, release succeeds, and the peer is usable again. */
-static void test_stopped_peer(const char *workers)
+ * operations end, release succeeds, and the peer is usable again. idle_first: the agent idles
+ * for longer than timeout_ms before the stop (silence only counts while work is outstanding);
+ * `test_ucx` checks that, `test_ucx stops` (which repeats the stop for UCX's sake) skips it. */
+static void test_stopped_peer(const char *workers, bool idle_first)
 {
     char wopt[32], tmo[16];
     snprintf(wopt, sizeof(wopt), "workers=%s", workers);
@@ -672,24 +698,24 @@ static void test_stopped_peer(const char *workers)
     workers_opt = wopt;
     fprintf(stderr, "tcp, %s: SIGSTOP with a request in flight (timeout_ms=%d)\n", wopt,
             STOP_TIMEOUT_MS);
-    BL = aligned_alloc(4096, INFLIGHT_BYTES);
-    CHECK(BL != NULL);
+    bl_get();
     const struct ixl_kv kv[] = {
         {"transports", "tcp"}, {"workers", workers}, {"timeout_ms", tmo}, {"err_mode", "peer"}};
-    struct ixl_agent *a = make_initiator("i_stop", kv, 4, BL, INFLIGHT_BYTES);
+    struct ixl_agent *a = make_initiator("i_stop", kv, 4, BL, STOP_BYTES);
     struct rbuf rb;
     struct peer *v = victim_start(&rb);
     load_peer(a, v);
     small_ok(a, &rb);
     /* Idle for longer than timeout_ms first: silence only counts while work is outstanding. */
-    sleep_ms(STOP_TIMEOUT_MS + 300);
+    if (idle_first)
+        sleep_ms(STOP_TIMEOUT_MS + 300);
     int st;
     for (int round = 0; round < 2; round++) {
         CHECK(kill(v->pid, SIGSTOP) == 0);
         CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
-        net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
+        net_pat_fill(BL, STOP_BYTES, fresh_seed(0), 0);
         uint64_t t0 = now_ms();
-        struct ixl_xfer *x = post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
+        struct ixl_xfer *x = post_inflight(a, IXL_OP_WRITE, &rb, STOP_BYTES);
         int rc;
         if (round == 0) {
             while ((rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS &&
@@ -709,7 +735,9 @@ static void test_stopped_peer(const char *workers)
             post_to_stalled(a, &rb);
             CHECK_RC(ixl_xfer_post(x), IXL_ERR_BUSY); /* its operations are still held */
         } else {
-            sleep_ms(300); /* before the deadline: nothing completes, it is in flight */
+            /* before the deadline (and before release's own wait, 200 ms, reaches it): nothing
+             * completes, it is in flight */
+            sleep_ms(STOP_TIMEOUT_MS / 5);
             CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS);
         }
         t0 = now_ms();
@@ -726,39 +754,64 @@ static void test_stopped_peer(const char *workers)
         fprintf(stderr, "  after SIGCONT: new requests ok\n");
     }
     peer_exit(v);
-    drop_initiator(a, BL, INFLIGHT_BYTES);
-    free(BL);
+    drop_initiator(a, BL, STOP_BYTES);
 }
 
 /* An agent destroyed while a WRITE to a stopped peer is in flight: the core's release keeps
  * answering BUSY for its 5 s and abandons the request, the plugin's destroy frees it (ASan
  * would see the leak otherwise). The peer is killed, not continued: a target whose initiator
  * went away in the middle of a WRITE is aborted by UCX 1.13 itself once it runs again (see
- * `test_ucx ikill`). */
-static void test_destroy_stopped(void)
+ * `test_ucx ikill`). The destroy runs on a thread of its own while the tests of the modes and
+ * the peer failures go on (destroy_stopped_start, destroy_stopped_end): its 5 s are the core's
+ * fixed wait, idle time otherwise. It has its own buffer, peer and agent. */
+struct dstop {
+    struct ixl_agent *a;
+    struct peer *v;
+    uint8_t *buf;
+    uint64_t t0, took;
+    pthread_t th;
+};
+
+static void *dstop_main(void *arg)
 {
-    fprintf(stderr, "tcp: agent destroyed with a WRITE to a stopped peer in flight\n");
-    BL = aligned_alloc(4096, INFLIGHT_BYTES);
-    CHECK(BL != NULL);
+    struct dstop *d = arg;
+    ixl_agent_destroy(d->a);
+    d->took = now_ms() - d->t0;
+    return NULL;
+}
+
+static void destroy_stopped_start(struct dstop *d)
+{
+    fprintf(stderr, "tcp: agent destroyed with a WRITE to a stopped peer in flight (on a thread, "
+                    "beside the modes and the peer failures)\n");
+    d->buf = aligned_alloc(4096, STOP_BYTES);
+    CHECK(d->buf != NULL);
     const struct ixl_kv kv[] = {{"transports", "tcp"}, {"err_mode", "peer"}};
-    struct ixl_agent *a = make_initiator("i_dstop", kv, 2, BL, INFLIGHT_BYTES);
+    d->a = make_initiator("i_dstop", kv, 2, d->buf, STOP_BYTES);
     workers_opt = "workers=1";
     struct rbuf rb;
-    struct peer *v = victim_start(&rb);
-    load_peer(a, v);
-    small_ok(a, &rb);
+    d->v = victim_start(&rb);
+    load_peer(d->a, d->v);
+    small_ok_from(d->a, d->buf, &rb);
     int st;
-    CHECK(kill(v->pid, SIGSTOP) == 0);
-    CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
-    net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
-    (void)post_inflight(a, IXL_OP_WRITE, &rb, INFLIGHT_BYTES);
-    uint64_t t0 = now_ms();
-    ixl_agent_destroy(a);
-    uint64_t took = now_ms() - t0;
-    CHECK(took <= 9000);
-    peer_kill(v);
-    free(BL);
-    fprintf(stderr, "  destroyed in %" PRIu64 " ms (the request abandoned and freed)\n", took);
+    CHECK(kill(d->v->pid, SIGSTOP) == 0);
+    CHECK(waitpid(d->v->pid, &st, WUNTRACED) == d->v->pid && WIFSTOPPED(st));
+    net_pat_fill(d->buf, STOP_BYTES, fresh_seed(0), 0);
+    (void)post_inflight_from(d->a, IXL_OP_WRITE, d->buf, &rb, STOP_BYTES);
+    d->t0 = now_ms();
+    CHECK(pthread_create(&d->th, NULL, dstop_main, d) == 0);
+}
+
+static void destroy_stopped_end(struct dstop *d)
+{
+    CHECK(pthread_join(d->th, NULL) == 0);
+    CHECK(d->took <= 9000);
+    peer_kill(d->v);
+    free(d->buf);
+    fprintf(stderr,
+            "tcp: agent destroyed with a WRITE to a stopped peer in flight: in %" PRIu64
+            " ms (the request abandoned and freed)\n",
+            d->took);
 }
 
 /* Peers killed while a WRITE to them is in the middle of a send, 1-30 ms after the post (every
@@ -770,8 +823,7 @@ static void test_destroy_stopped(void)
 static void test_write_killed(int rounds)
 {
     fprintf(stderr, "tcp: peers killed in the middle of a WRITE's send\n");
-    BL = aligned_alloc(4096, INFLIGHT_BYTES);
-    CHECK(BL != NULL);
+    bl_get();
     net_pat_fill(BL, INFLIGHT_BYTES, fresh_seed(0), 0);
     for (int i = 0; i < rounds; i++) {
         const char *nw = i % 4 < 2 ? "1" : "2";
@@ -798,7 +850,6 @@ static void test_write_killed(int rounds)
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
         drop_initiator(a, BL, INFLIGHT_BYTES);
     }
-    free(BL);
     fprintf(stderr,
             "  %d peers killed mid-WRITE (a quarter of them stopped first): "
             "REMOTE_DISCONNECT each time\n",
@@ -832,8 +883,7 @@ static void test_initiator_killed(int rounds, const char *emulation, bool during
             "tcp (rma_emulation=%s): initiators killed with their WRITE/READ with this "
             "process in flight\n",
             emulation);
-    BL = aligned_alloc(4096, INFLIGHT_BYTES);
-    CHECK(BL != NULL);
+    bl_get();
     const struct ixl_kv kv[] = {
         {"transports", "tcp"}, {"err_mode", "peer"}, {"rma_emulation", emulation}};
     struct ixl_agent *a = make_initiator("t_ikill", kv, 3, BL, INFLIGHT_BYTES);
@@ -859,7 +909,10 @@ static void test_initiator_killed(int rounds, const char *emulation, bool during
         peer_send(v, "xfer %s t_ikill 0 0 %s", i % 4 < 2 ? "write" : "read", dhex);
         sleep_ms(20 + (unsigned)(i * 37) % 200);
         peer_kill(v);
-        sleep_ms(300); /* this process's progress threads meet the dead peer */
+        /* this process's progress threads meet the dead peer: its connections reset at the
+         * kill, and they see that within milliseconds (strace: the last close 54 ms after the
+         * kill, under strace -f); the next victim may start while they do */
+        sleep_ms(100);
     }
     /* still a working target: a new initiator writes and reads a fresh pattern */
     workers_opt = "workers=1";
@@ -881,7 +934,6 @@ static void test_initiator_killed(int rounds, const char *emulation, bool during
     free(warm);
     free(dhex);
     drop_initiator(a, BL, INFLIGHT_BYTES);
-    free(BL);
 }
 
 /* This process as a target whose region was deregistered while an initiator still holds its
@@ -1050,7 +1102,7 @@ int main(int argc, char **argv)
     }
     if (stops > 0) {
         for (int i = 0; i < stops; i++)
-            test_stopped_peer(i % 2 ? "2" : "1");
+            test_stopped_peer(i % 2 ? "2" : "1", false);
         fprintf(stderr, "test_ucx stops: %d rounds passed\n", stops);
         return 0;
     }
@@ -1058,6 +1110,9 @@ int main(int argc, char **argv)
     L_len = rlen;
     L = aligned_alloc(4096, L_len);
     CHECK(L != NULL);
+    struct dstop d;
+    if (!big)
+        destroy_stopped_start(&d); /* ends after the modes and the peer failures */
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         const struct mode *md = &modes[m];
         fprintf(stderr, "%s (%s %s %s %s)\n", md->name, md->peer_opts[0], md->peer_opts[1],
@@ -1097,11 +1152,12 @@ int main(int argc, char **argv)
     if (!big) {
         test_peer_failures("1");
         test_peer_failures("2");
-        test_stopped_peer("1");
-        test_stopped_peer("2");
-        test_destroy_stopped();
+        destroy_stopped_end(&d);
+        test_stopped_peer("1", true);
+        test_stopped_peer("2", true);
         test_target_refuses();
     }
+    free(BL);
     free(L);
     fprintf(stderr, "test_ucx%s: all passed in %" PRIu64 " ms\n", big ? " big" : "", now_ms() - t0);
     return 0;
