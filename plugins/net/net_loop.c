@@ -2702,6 +2702,9 @@ static void wake_all(struct net_loop **wake, int n)
         loop_wake(wake[i]);
 }
 
+/* The connection this thread last sent a frame on itself (inline_pick). */
+static _Thread_local const struct net_conn *inl_last;
+
 /* The connection a poster may send request r's one frame on itself (p->lock held): when
  * nothing waits in p's queues (no frame overtakes another) and a connection is up, idle and
  * not being sent on by another poster. Returned with its txlock held, or NULL: queue it. */
@@ -2711,8 +2714,15 @@ static struct net_conn *inline_pick(struct net_peer *p, const struct net_req *r)
         return NULL;
     if (r->op == IXL_OP_WRITE && r->chunks[0].len > INLINE_SEND_BYTES)
         return NULL;
+    /* The connection this thread sent on last first (compared, never dereferenced: it may
+     * be gone), while no answer of a poster's frame is awaited on it: one caller's requests
+     * keep to one connection, so to one loop at each end. */
+    uint32_t first = p->inl_next;
+    for (int i = 0; i < p->n_conns; i++)
+        if (p->conns[i] == inl_last && atomic_load(&p->conns[i]->pins) == 0)
+            first = (uint32_t)i;
     for (int i = 0; i < p->n_conns; i++) {
-        struct net_conn *x = p->conns[(p->inl_next + (uint32_t)i) % (uint32_t)p->n_conns];
+        struct net_conn *x = p->conns[(first + (uint32_t)i) % (uint32_t)p->n_conns];
         if (!x->up || atomic_load(&x->doomed) || x->gen != p->gen || !atomic_load(&x->tx_idle))
             continue;
         /* Tried, not waited for: another poster sending on it takes the next one. */
@@ -2720,6 +2730,7 @@ static struct net_conn *inline_pick(struct net_peer *p, const struct net_req *r)
             continue;
         if (!x->tx_closed && !x->wire_partial && !atomic_load(&x->inl_handoff)) {
             p->inl_next++; /* spread posters over the connections */
+            inl_last = x;
             return x;
         }
         pthread_mutex_unlock(&x->txlock);
