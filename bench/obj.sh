@@ -8,8 +8,10 @@
 # Python, so it measures mostly itself). Its data directory is under /var/tmp (s3rver keeps
 # objects in files).
 #
-# Rows, each measured ROUNDS (5) times in interleaved rounds (the order of the tools alternates
-# from round to round), medians, GB/s = 10^9 B/s of object bytes over the wall time:
+# Rows, each measured ROUNDS (5) times in interleaved rounds (the order of the tools changes
+# from round to round: reversed every second round, rotated by one every two, so that with
+# three or more tools each runs first, in the middle and last, after each of the others),
+# medians, GB/s = 10^9 B/s of object bytes over the wall time:
 #   single objects of each size of SIZES (1M 16M 64M): COUNT objects of that size (default
 #     BYTES / size, BYTES = 128M, at least 2), WRITE then READ, one object after the other:
 #       curl:  one process given all the URLs (a --config file: keep-alive, one by one), PUT
@@ -365,7 +367,9 @@ for ((r = 1; r <= rounds; r++)); do
         xopts=()
         [ "$op" = write-put ] && xopts=("mpu_threshold=$(($(bytes "$size") + 1))")
         [ "$op" = write-mpu ] && xopts=("mpu_threshold=$part" "part_size=$part")
-        if ((r % 2 == 0)); then # alternate the order
+        k=$(((r - 1) / 2 % ${#tools[@]}))
+        tools=("${tools[@]:k}" "${tools[@]:0:k}")
+        if ((r % 2 == 0)); then # and reverse it
             rev=()
             for t in "${tools[@]}"; do rev=("$t" "${rev[@]}"); done
             tools=("${rev[@]}")
