@@ -8,8 +8,10 @@
 # Python, so it measures mostly itself). Its data directory is under /var/tmp (s3rver keeps
 # objects in files).
 #
-# Rows, each measured ROUNDS (5) times in interleaved rounds (the order of the tools alternates
-# from round to round), medians, GB/s = 10^9 B/s of object bytes over the wall time:
+# Rows, each measured ROUNDS (5) times in interleaved rounds (the order of the tools changes
+# from round to round: reversed every second round, rotated by one every two, so that with
+# three or more tools each runs first, in the middle and last, after each of the others),
+# medians, GB/s = 10^9 B/s of object bytes over the wall time:
 #   single objects of each size of SIZES (1M 16M 64M): COUNT objects of that size (default
 #     BYTES / size, BYTES = 128M, at least 2), WRITE then READ, one object after the other:
 #       curl:  one process given all the URLs (a --config file: keep-alive, one by one), PUT
@@ -57,7 +59,10 @@
 # SIZES=16M, BYTES=64M, MANY=300: a short look while developing), IXL_SKIP=1 (curl only),
 # IXL_OPTS ("KEY=VALUE ...": more OBJ options for ixlbench, e.g. "mpu_threshold=128M"),
 # SRV_OPTS (more s3rver options, e.g. "--silent": no log line per request), MANY=0
-# (no many-object rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
+# (no many-object rows), IXL_BASE (a second build directory, e.g. main's Release build: its
+# ixlbench runs every ixl row too, as tool "base" in the same interleaved rounds, on objects of
+# its own, and a last table gives ixl over base per row: an A/B of two builds against the same
+# server and the same curl rows). Exit status: 0, or 1 when a run failed; a FAIL of a target is reported,
 # not an error.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -249,20 +254,29 @@ curl_mpu() {
 }
 
 # --- ixl ------------------------------------------------------------------------------------
-[ -d "$build/lib/plugins" ] && export IXL_PLUGIN_DIR="$build/lib/plugins"
+base=${IXL_BASE:-}
+if [ -n "$base" ]; then
+    base=$(cd "$base" && pwd) || exit 1
+    if [ ! -x "$base/tools/ixlbench" ] || [ ! -d "$base/lib/plugins" ]; then
+        echo "obj.sh: IXL_BASE=$base has no tools/ixlbench and lib/plugins (build ixlbench and" \
+            "ixl_plugin_OBJ there)" >&2
+        exit 1
+    fi
+fi
 ixl_opts=(--opt "endpoint_override=$endpoint" --opt "bucket=$bucket" --opt "access_key=$ak"
     --opt "secret_key=$sk" --opt "region=$region")
 for o in ${IXL_OPTS:-}; do ixl_opts+=(--opt "$o"); done
 
-# ixl_run OP SIZE N BATCH [OPTION...]: prints the seconds ixlbench took to move N objects of SIZE (BATCH
-# per request, one request at a time; objects ixl-SIZE/0.., see docs/ixlbench.md), from its CSV
-# (the timed part: request creation, post, completion, release).
+# ixl_run BUILD PREFIX OP SIZE N BATCH [OPTION...]: prints the seconds BUILD's ixlbench took to
+# move N objects of SIZE (BATCH per request, one request at a time; objects PREFIX-SIZE/0.., see
+# docs/ixlbench.md), from its CSV (the timed part: request creation, post, completion, release).
 ixl_run() {
-    local op=$1 size=$2 n=$3 batch=$4 out o more=()
-    shift 4
+    local b=$1 prefix=$2 op=$3 size=$4 n=$5 batch=$6 out o more=()
+    shift 6
     for o in "$@"; do more+=(--opt "$o"); done
-    out=$(timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" "${more[@]}" \
-        --opt "max_conns=$par" --obj-prefix "ixl-$size" --op "$op" --block "$size" \
+    out=$(IXL_PLUGIN_DIR="$b/lib/plugins" timeout "$timeout_s" "$b/tools/ixlbench" --backend OBJ \
+        --target-mem OBJ "${ixl_opts[@]}" "${more[@]}" \
+        --opt "max_conns=$par" --obj-prefix "$prefix-$size" --op "$op" --block "$size" \
         --batch "$batch" --iters $((n / batch)) --warmup 0 --no-check --csv 2>"$work/ixl.err")
     local rc=$?
     if [ $rc -ne 0 ]; then
@@ -290,15 +304,18 @@ check_once() {
         echo "obj.sh: the curl round trip through $server does not give the bytes back" >&2
         return 1
     fi
-    if [ "${IXL_SKIP:-0}" != 1 ]; then
-        timeout "$timeout_s" "$bench" --backend OBJ --target-mem OBJ "${ixl_opts[@]}" \
-            --block 1M --block-max 4M --iters 2 --warmup 0 >"$work/ixl.check" 2>&1 ||
+    local b builds=()
+    [ "${IXL_SKIP:-0}" != 1 ] && builds+=("$build")
+    [ -n "$base" ] && builds+=("$base")
+    for b in "${builds[@]}"; do
+        IXL_PLUGIN_DIR="$b/lib/plugins" timeout "$timeout_s" "$b/tools/ixlbench" --backend OBJ \
+            --target-mem OBJ "${ixl_opts[@]}" --block 1M --block-max 4M --iters 2 --warmup 0 >"$work/ixl.check" 2>&1 ||
             {
                 tail -n 20 "$work/ixl.check" >&2
-                echo "obj.sh: ixlbench's data check failed" >&2
+                echo "obj.sh: ixlbench's data check failed ($b)" >&2
                 return 1
             }
-    fi
+    done
 }
 
 median() {
@@ -345,11 +362,14 @@ for ((r = 1; r <= rounds; r++)); do
         [ "$batch" -gt 1 ] && tools=(curl curlpar ixl)
         [ "$batch" -gt 1 ] && [ "$op" = read ] && [ "$hdr_rows" = 1 ] && tools+=(curlparh)
         [ "$op" = write-mpu ] && tools=(curlmpu ixl)
+        [ -n "$base" ] && tools+=(base)
         xop=${op%-*} # write-mpu, write-put: WRITE
         xopts=()
         [ "$op" = write-put ] && xopts=("mpu_threshold=$(($(bytes "$size") + 1))")
         [ "$op" = write-mpu ] && xopts=("mpu_threshold=$part" "part_size=$part")
-        if ((r % 2 == 0)); then # alternate the order
+        k=$(((r - 1) / 2 % ${#tools[@]}))
+        tools=("${tools[@]:k}" "${tools[@]:0:k}")
+        if ((r % 2 == 0)); then # and reverse it
             rev=()
             for t in "${tools[@]}"; do rev=("$t" "${rev[@]}"); done
             tools=("${rev[@]}")
@@ -367,8 +387,9 @@ for ((r = 1; r <= rounds; r++)); do
                 ;;
             ixl)
                 if [ "${IXL_SKIP:-0}" = 1 ]; then continue; fi
-                s=$(ixl_run "$xop" "$size" "$n" "$batch" "${xopts[@]}")
+                s=$(ixl_run "$build" ixl "$xop" "$size" "$n" "$batch" "${xopts[@]}")
                 ;;
+            base) s=$(ixl_run "$base" ixlb "$xop" "$size" "$n" "$batch" "${xopts[@]}") ;;
             esac || { status=1; continue; }
             c1=$(srv_ticks)
             read -r m1 w1 < <(srv_main)
@@ -467,4 +488,22 @@ for row in "${rows[@]}"; do
     # shellcheck disable=SC2059
     printf "$sfmt" "$op" "${n}x$size" "${cols[@]}"
 done
+
+if [ -n "$base" ]; then
+    echo
+    echo "A/B: ixl = $build, base = $base (same rounds, medians; GB/s)"
+    afmt='%-9s %-12s %9s %9s %8s %9s %9s\n'
+    # shellcheck disable=SC2059
+    printf "$afmt" op objects base ixl ixl/base base/curl ixl/curl
+    for row in "${rows[@]}"; do
+        IFS=: read -r op size n batch <<<"$row"
+        total=$(($(bytes "$size") * n))
+        c=$(grep -E "^$row curl(mpu)? " "$results" | awk '{ print $3 }' | median)
+        x=$(grep "^$row ixl " "$results" | awk '{ print $3 }' | median)
+        y=$(grep "^$row base " "$results" | awk '{ print $3 }' | median)
+        # shellcheck disable=SC2059
+        printf "$afmt" "$op" "${n}x$size" "$(gbps "$y" "$total")" "$(gbps "$x" "$total")" \
+            "$(ratio "$y" "$x")" "$(ratio "$c" "$y")" "$(ratio "$c" "$x")"
+    done
+fi
 exit $status

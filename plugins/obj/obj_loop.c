@@ -630,11 +630,14 @@ static int setup(struct obj_engine *e, struct obj_op *op, CURL *c)
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (e->timeout_ms + 999) / 1000);
     /* libcurl allocates these buffers for each transfer (and frees them at its end): sized to
      * the body, between 16 KiB and 512 KiB, a small GET or PUT does not get (and fault in) a
-     * fresh 512 KiB mapping each time. */
+     * fresh 512 KiB mapping each time. The receive buffer has 4 KiB more, for the answer's
+     * headers: a small GET's whole answer then comes in one recv and one write callback (a
+     * 64 KiB one took two of each). */
     long bsz = op->len < (16u << 10)    ? 16L << 10
                : op->len > (512u << 10) ? 512L << 10
                                         : (long)op->len;
-    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, bsz);
+    long rsz = bsz + (4L << 10) > (512L << 10) ? 512L << 10 : bsz + (4L << 10);
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, rsz);
     curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, bsz);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     /* No 100-continue wait before an upload's body. Not by an "Expect:" header: libcurl 7.88's

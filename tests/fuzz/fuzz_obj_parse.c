@@ -4,7 +4,10 @@
  * The input's first byte picks what the rest is fed to as; every parser also sees the whole
  * input. Oracle: nothing is read outside the input (ASan), outputs stay within their buffers
  * and NUL-terminated, and what is accepted is consistent (a range's last byte >= its first, an
- * ETag holds only its allowed characters, a checksum round-trips through the encoder).
+ * ETag holds only its allowed characters, a checksum round-trips through the encoder), and
+ * CRC-32C (SSE4.2's three interleaved lanes for long buffers) equals a bitwise reference, whole
+ * and continued from a split point the input picks, on the input and on the input repeated past
+ * the length where the lanes start.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -66,6 +69,26 @@ static void headers(const char *p, size_t n)
     }
 }
 
+/* CRC-32C one bit at a time: the reference. */
+static uint32_t crc_ref(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint32_t c = ~crc;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+}
+
+static void crc(const uint8_t *p, size_t n)
+{
+    uint32_t want = crc_ref(0, p, n);
+    REQUIRE(obj_crc32c(0, p, n) == want);
+    size_t split = n ? p[0] * n / 256 : 0;
+    REQUIRE(obj_crc32c(obj_crc32c(0, p, split), p + split, n - split) == want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     /* A copy of exactly size bytes, so ASan catches a read one past the end. */
@@ -79,7 +102,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         xml(p + 1, size - 1);
         headers(p + 1, size - 1);
     }
-    (void)obj_crc32c(0, p, size);
+    crc((const uint8_t *)p, size);
+    /* Past 3 x 8 KiB (the lanes' threshold), up to 64 KiB: the input over and over, the lanes
+     * offset by its first byte. */
+    size_t big = 3 * 8192 + (size ? (size_t)(uint8_t)p[0] * 157 : 1);
+    uint8_t *b = size ? malloc(big) : NULL;
+    if (b) {
+        for (size_t i = 0; i < big; i++)
+            b[i] = (uint8_t)(p[i % size] + i / size);
+        crc(b, big);
+        free(b);
+    }
     free(p);
     return 0;
 }
