@@ -90,11 +90,26 @@ struct peer *peer_start(const char *name, ...)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != main_pid)
             _exit(127);
+        /* A process group of its own: tests stop peers (SIGSTOP) for seconds, and a group with a
+         * stopped member that is orphaned (the shell or job that started the test exits, its
+         * last link outside the group) gets SIGHUP and SIGCONT from the kernel, every member:
+         * SIGHUP turns UCX's debug logging on (UCX_DEBUG_SIGNO) and ends or derails the
+         * running peers, SIGCONT wakes the stopped one. Alone in its group, a stopped peer's
+         * group keeps this process as its link outside until the peer is killed, and this
+         * process's group holds no stopped process. The peer still dies with this process
+         * (PDEATHSIG above). */
+        if (setpgid(0, 0) != 0)
+            _exit(127);
         if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
             _exit(127);
         execv(peer_path, (char *const *)argv);
         _exit(127);
     }
+    /* Both sides set the group (whichever runs first; the parent's call fails once the child has
+     * exec'd, by then it is set): a stop of the peer right after this must not find it still in
+     * this process's group. */
+    (void)setpgid(pid, pid);
+    CHECK(getpgid(pid) == pid);
     close(in[0]);
     close(out[1]);
     memset(p, 0, sizeof(*p));
