@@ -25,6 +25,7 @@
 #include <ixl/ixl_plugin.h>
 
 #include "check.h"
+#include "in_child.h"
 #include "device/cuda_api.h"
 #include "device/device.h"
 
@@ -165,31 +166,16 @@ static void child_copy_fails(void)
     ops->stream_destroy(ops->ctx, s);
 }
 
-/* Forks; the child sets name=value (if name) and IXL_CUDA_LIBRARY=lib (if lib), then runs
- * fn(arg). Checks the child's exit status (0) or its signal (sig). */
+/* The children's device table (check_in_child's setup). */
+static void set_ops(void)
+{
+    ops = ixl_dev_ops();
+}
+
 static void in_child(const char *lib, const char *name, const char *value, void (*fn)(const char *),
                      const char *arg, int sig)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        if (lib != NULL)
-            setenv("IXL_CUDA_LIBRARY", lib, 1);
-        if (name != NULL)
-            setenv(name, value, 1);
-        ops = ixl_dev_ops();
-        fn(arg);
-        _exit(0);
-    }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    if (sig != 0) {
-        if (!WIFSIGNALED(st) || WTERMSIG(st) != sig)
-            check_fail(__FILE__, __LINE__, "child %s: want signal %d, status 0x%x", arg, sig, st);
-    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        check_fail(__FILE__, __LINE__, "child %s failed (status 0x%x)", arg, st);
-    }
+    check_in_child(lib, name, value, set_ops, fn, arg, sig);
 }
 
 static void run_copy_fails(const char *arg)

@@ -32,6 +32,7 @@
 #include <ixl/ixl_plugin.h>
 
 #include "check.h"
+#include "in_child.h"
 #include "device/device.h"
 
 #define KB ((size_t)1 << 10)
@@ -296,22 +297,14 @@ static void child_host_in_kernel(const char *arg)
     ops->stream_destroy(ops->ctx, s);
 }
 
+static void set_ops(void)
+{
+    ops = ixl_dev_ops();
+}
+
 static void in_child(const char *name, const char *value, void (*fn)(const char *), const char *arg)
 {
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        if (name != NULL)
-            setenv(name, value, 1);
-        ops = ixl_dev_ops();
-        fn(arg);
-        _exit(0);
-    }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        check_fail(__FILE__, __LINE__, "child %s failed (status 0x%x)", arg, st);
+    check_in_child(NULL, name, value, set_ops, fn, arg, 0);
 }
 
 int main(void)
