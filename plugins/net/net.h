@@ -385,6 +385,13 @@ struct net_chunk {
     int dev;
 };
 
+/* An imported device allocation a request uses, and for how many of its descriptors: the
+ * references and in-flight holds it takes are counted per descriptor (net_ipc.c). */
+struct net_ipc_use {
+    struct net_ipc *c;
+    size_t descs;
+};
+
 struct net_req {
     struct net_engine *e;
     enum ixl_op op;
@@ -405,9 +412,12 @@ struct net_req {
     bool dev_same;     /* D2D, every byte on both sides reachable by a kernel on dev_ord */
     /* VRAM between agents of one node (net_ipc.c): per descriptor the target's bytes as this
      * process reaches them (an imported device allocation, or a mapped memfd), the imported
-     * allocations it holds (NULL where none) and the path's name; NULL/"" otherwise. */
+     * allocations it holds, each once or a few times with the count of its descriptors
+     * (n_ipc entries; the array is allocated on this path even when it holds none), and the
+     * path's name; NULL/0/"" otherwise. */
     uint64_t *dev_tgt;
-    struct net_ipc **ipc;
+    struct net_ipc_use *ipc;
+    size_t n_ipc;
     bool ipc_held; /* an in-flight hold on ipc[] (net_ipc_hold), under net_ipc's lock */
     const char *dev_path;
     /* The device event of the post in flight, while its completion is still to be claimed

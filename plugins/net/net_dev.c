@@ -60,6 +60,11 @@ struct net_dwait {
 
 static void *dstream_main(void *arg);
 
+/* A request's copies go to copy_batch in batches of NET_DEV_BATCH_FIRST, twice that, ... up
+ * to NET_DEV_BATCH_MAX copies (net_dev_post). */
+#define NET_DEV_BATCH_FIRST 1024u
+#define NET_DEV_BATCH_MAX 16384u
+
 /* The devops methods NET calls, all within the first generation of struct ixl_devops. */
 #define DEVOPS_COVERS(d, f) ((d)->size >= offsetof(struct ixl_devops, f) + sizeof((d)->f))
 
@@ -211,16 +216,25 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
     }
     if (rc == IXL_OK && batch) {
         /* Every copy in a few driver calls (the device layer's copy kernel when both sides
-         * are memory the stream's GPU reaches: r->dev_same). On an error the layer may have
-         * enqueued part of them: the event below is waited for (i = n). */
-        for (size_t k = 0; k < r->n; k++) {
-            void *l = (void *)(uintptr_t)r->ld[k].addr,
-                 *t = (void *)(uintptr_t)(r->dev_tgt ? r->dev_tgt[k] : r->rd[k].addr);
-            ds->cv[k] = (struct ixl_dev_copy){r->op == IXL_OP_WRITE ? t : l,
-                                              r->op == IXL_OP_WRITE ? l : t, (size_t)r->ld[k].len};
+         * are memory the stream's GPU reaches: r->dev_same), in batches that double from
+         * NET_DEV_BATCH_FIRST copies to NET_DEV_BATCH_MAX: the device starts on the first
+         * while this thread fills the next (a 32,768-copy request: 6 batches, the first
+         * enqueued after 1,024 entries). On an error the layer may have enqueued part of
+         * them: the event below is waited for (i = n). */
+        bool wr = r->op == IXL_OP_WRITE;
+        uint32_t flags = r->dev_same ? IXL_DEV_COPY_DEVICE_ONLY : 0u;
+        size_t chunk = NET_DEV_BATCH_FIRST;
+        for (size_t k0 = 0; k0 < r->n && copy_rc == IXL_OK; k0 += chunk, chunk *= 2) {
+            if (chunk > NET_DEV_BATCH_MAX)
+                chunk = NET_DEV_BATCH_MAX;
+            size_t k1 = r->n - k0 < chunk ? r->n : k0 + chunk;
+            for (size_t k = k0; k < k1; k++) {
+                void *l = (void *)(uintptr_t)r->ld[k].addr,
+                     *t = (void *)(uintptr_t)(r->dev_tgt ? r->dev_tgt[k] : r->rd[k].addr);
+                ds->cv[k] = (struct ixl_dev_copy){wr ? t : l, wr ? l : t, (size_t)r->ld[k].len};
+            }
+            copy_rc = d->copy_batch(d->ctx, s, ds->cv + k0, k1 - k0, flags);
         }
-        copy_rc =
-            d->copy_batch(d->ctx, s, ds->cv, r->n, r->dev_same ? IXL_DEV_COPY_DEVICE_ONLY : 0u);
         i = r->n;
     }
     for (; rc == IXL_OK && !batch && i < r->n; i++) {

@@ -208,23 +208,30 @@ static int ipc_get(struct net_engine *e, struct net_peer *p, struct net_rmd *m, 
     return IXL_OK;
 }
 
-/* net_ipc_route's per-call memo: region m's allocation c, and the references taken for the
- * descriptors that found it here (added to c's count in one go). */
+/* net_ipc_route's per-call memo: region m's allocation c, and the descriptors that found it
+ * here (the first took its reference in ipc_get; the others' are added in one go when the
+ * entry leaves the memo, as one entry of r->ipc). */
 #define IPC_MEMO 64
 struct ipc_memo {
     struct net_rmd *m;
     struct net_ipc *c;
-    int extra;
+    size_t descs;
 };
 
-static void memo_flush(struct ipc_memo *h)
+/* Entry h into r->ipc (which has room for one entry per descriptor: each entry stands for
+ * at least one). */
+static void memo_flush(struct net_req *r, struct ipc_memo *h)
 {
-    if (h->extra > 0) {
+    if (h->descs == 0)
+        return;
+    if (h->descs > 1) {
         pthread_mutex_lock(&ipc_lock);
-        h->c->refs += h->extra;
+        h->c->refs += (int)(h->descs - 1);
         pthread_mutex_unlock(&ipc_lock);
     }
-    h->extra = 0;
+    r->ipc[r->n_ipc++] = (struct net_ipc_use){h->c, h->descs};
+    h->descs = 0;
+    h->m = NULL;
 }
 
 int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, bool lv, bool rv)
@@ -242,8 +249,11 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     if (lg == NULL || lg->magic != NET_REGION_MAGIC || lg->vram != lv)
         return net_error(e, IXL_ERR_INVALID_ARG,
                          "NET: descriptor 0's metadata does not match the request's memory types");
-    r->dev_tgt = net_sys()->calloc(r->n ? r->n : 1, sizeof(*r->dev_tgt));
-    r->ipc = net_sys()->calloc(r->n ? r->n : 1, sizeof(*r->ipc));
+    /* r->ipc: room for one entry per descriptor (a few are used: the pages beyond are never
+     * touched). */
+    r->dev_tgt = net_sys()->malloc((r->n ? r->n : 1) * sizeof(*r->dev_tgt));
+    r->ipc = net_sys()->malloc((r->n ? r->n : 1) * sizeof(*r->ipc));
+    r->n_ipc = 0;
     if (r->dev_tgt == NULL || r->ipc == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     int rc = allows ? IXL_OK : IXL_ERR_NOT_SUPPORTED;
@@ -253,6 +263,7 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
      * this process has it, else GPU 0 (an imported allocation is usable from any context). */
     int dev = lv ? lg->dev : 0;
     struct ipc_memo memo[IPC_MEMO] = {{0}};
+    bool same = true;
     for (size_t i = 0; i < r->n && rc == IXL_OK; i++) {
         struct net_rmd *m = (struct net_rmd *)r->rd[i].md;
         if (m->peer != p || m->vram != rv || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
@@ -277,19 +288,21 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
         struct net_ipc *c = NULL;
         if (h->m == m) {
             c = h->c;
-            h->extra++;
+            h->descs++;
         } else {
             rc = ipc_get(e, p, m, dev, &c, why, sizeof(why));
             if (rc != IXL_OK)
                 break;
-            memo_flush(h);
-            *h = (struct ipc_memo){m, c, 0};
+            memo_flush(r, h);
+            *h = (struct ipc_memo){m, c, 1};
         }
-        r->ipc[i] = c;
         r->dev_tgt[i] = (uint64_t)(uintptr_t)c->lbase + (r->rd[i].addr - c->rbase);
+        /* The kernel path needs every local region on dev (below). */
+        const struct net_region *l = (const struct net_region *)r->ld[i].md;
+        same = same && l != NULL && l->magic == NET_REGION_MAGIC && l->vram && l->dev == dev;
     }
     for (size_t k = 0; k < IPC_MEMO; k++)
-        memo_flush(&memo[k]);
+        memo_flush(r, &memo[k]);
     if (rc != IXL_OK)
         return net_error(e, rc, "NET: VRAM (%s) between '%s' and '%s' cannot use CUDA IPC: %s%s",
                          side, e->name, p->name, why,
@@ -303,11 +316,7 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     r->dev_dir = src_dev && dst_dev ? NET_DIR_D2D : src_dev ? NET_DIR_D2H : NET_DIR_H2D;
     /* The peer's allocations are mapped for GPU dev (with peer access where they live on
      * another): a kernel on dev reaches them; the local regions must lie on dev too. */
-    r->dev_same = r->dev_dir == NET_DIR_D2D;
-    for (size_t i = 0; i < r->n && r->dev_same; i++) {
-        const struct net_region *l = (const struct net_region *)r->ld[i].md;
-        r->dev_same = l != NULL && l->magic == NET_REGION_MAGIC && l->vram && l->dev == dev;
-    }
+    r->dev_same = r->dev_dir == NET_DIR_D2D && same;
     r->path = NET_PATH_SHM; /* a same-node path: the peer's liveness is checked at post */
     r->dev_path = rv ? "cuda-ipc" : "cuda-shm";
     return IXL_OK;
@@ -319,12 +328,11 @@ int net_ipc_hold(struct net_engine *e, struct net_req *r)
         return IXL_OK;
     int stale = 0;
     pthread_mutex_lock(&ipc_lock);
-    for (size_t i = 0; i < r->n && !stale; i++)
-        stale = r->ipc[i] != NULL && r->ipc[i]->dead;
+    for (size_t i = 0; i < r->n_ipc && !stale; i++)
+        stale = r->ipc[i].c->dead;
     if (!stale && !r->ipc_held) {
-        for (size_t i = 0; i < r->n; i++)
-            if (r->ipc[i] != NULL)
-                r->ipc[i]->inflight++;
+        for (size_t i = 0; i < r->n_ipc; i++)
+            r->ipc[i].c->inflight += (int)r->ipc[i].descs;
         r->ipc_held = true;
     }
     pthread_mutex_unlock(&ipc_lock);
@@ -344,11 +352,10 @@ void net_ipc_unhold(struct net_req *r)
     pthread_mutex_lock(&ipc_lock);
     if (r->ipc_held) {
         r->ipc_held = false;
-        for (size_t i = 0; i < r->n; i++)
-            if (r->ipc[i] != NULL) {
-                r->ipc[i]->inflight--;
-                settle_locked(r->e, r->ipc[i], &to_free);
-            }
+        for (size_t i = 0; i < r->n_ipc; i++) {
+            r->ipc[i].c->inflight -= (int)r->ipc[i].descs;
+            settle_locked(r->e, r->ipc[i].c, &to_free);
+        }
     }
     pthread_mutex_unlock(&ipc_lock);
     free_list(to_free);
@@ -386,16 +393,16 @@ void net_ipc_req_free(struct net_req *r)
         net_ipc_unhold(r);
         struct net_ipc *to_free = NULL; /* every reference dropped under one hold of the lock */
         pthread_mutex_lock(&ipc_lock);
-        for (size_t i = 0; i < r->n; i++)
-            if (r->ipc[i] != NULL) {
-                r->ipc[i]->refs--;
-                settle_locked(r->e, r->ipc[i], &to_free);
-            }
+        for (size_t i = 0; i < r->n_ipc; i++) {
+            r->ipc[i].c->refs -= (int)r->ipc[i].descs;
+            settle_locked(r->e, r->ipc[i].c, &to_free);
+        }
         pthread_mutex_unlock(&ipc_lock);
         free_list(to_free);
     }
     free(r->ipc);
     free(r->dev_tgt);
     r->ipc = NULL;
+    r->n_ipc = 0;
     r->dev_tgt = NULL;
 }

@@ -470,9 +470,8 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
             return net_error(e, IXL_ERR_INVALID_ARG, "NET: descriptor %zu has no target metadata",
                              i);
         }
-    }
-    for (size_t i = 0; i < r->n; i++)
         r->bytes += r->ld[i].len;
+    }
     int rc = IXL_OK;
     if (strcmp(remote_agent, e->name) == 0) {
         r->path = NET_PATH_LOCAL;

@@ -60,7 +60,7 @@ _Static_assert(sizeof(entry_offsets) / sizeof(entry_offsets[0]) == N_ENTRIES, "o
 
 /* copy_batch's kernel path: a ring of tables the copy kernel reads (mapped pinned host
  * memory), each reused once the launch that read it is done. */
-#define BATCH_SLOTS 4
+#define BATCH_SLOTS 8
 #define BATCH_MAX 65536u /* table entries per launch (one slot: 1.5 MiB pinned at most) */
 
 struct kdesc { /* copy_kernel.cu's struct ixl_copy_desc */

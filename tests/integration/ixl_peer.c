@@ -11,7 +11,7 @@
  * stdin closes or on `exit`, releasing everything, so a leak checker sees a clean process.
  *
  *   alloc ID SIZE shm|heap|vram|vmm|vmmnox
- *                                  buffer ID (0..63), zeroed and registered: shm from
+ *                                  buffer ID (0..127), zeroed and registered: shm from
  *                                  ixl_mem_alloc, heap other memory (anonymous mmap); device
  *                                  memory registered as VRAM (GPU 0): vram from
  *                                  ixl_device_alloc (cuMemAlloc), vmm from cuMemCreate with a
@@ -65,7 +65,7 @@
 #include "../../src/device/cuda_api.h"
 #include "net_common.h"
 
-#define MAX_BUFS 64
+#define MAX_BUFS 128
 #define MAX_ARGS 16
 #define MAX_KV 32
 

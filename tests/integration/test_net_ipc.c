@@ -16,6 +16,9 @@
  *            target's imported memory is unmapped here
  *   release  copies slowed: a WRITE released in flight: once release returns IXL_OK nothing
  *            lands at the target afterwards and its notification never comes
+ *   many     WRITE and READ of 1,536 descriptors interleaved over 96 of the target's
+ *            allocations (more than NET's memo per request, more than its first copy batch),
+ *            every byte checked, twice; invalidating the peer then closes every import
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -334,6 +337,107 @@ static int case_release(void)
     return 0;
 }
 
+/* One request into many of the target's allocations: more than NET's per-request memo has
+ * slots (64), its descriptors interleaved so that consecutive ones hit other allocations, and
+ * more descriptors than NET's first copy batch (1,024): the bytes land, and once the peer is
+ * invalidated every import is closed (the per-allocation counts of references and in-flight
+ * holds came back to zero). */
+#define MANY_REGS 96
+#define MANY_REG (64u << 10)
+#define MANY_BLK (4u << 10)
+#define MANY_PER (MANY_REG / MANY_BLK) /* blocks per allocation: 16 */
+static int many_xfer(struct ixl_agent *a, enum ixl_op op, const struct lbuf *l,
+                     const struct rbuf *rb)
+{
+    size_t n = (size_t)MANY_REGS * MANY_PER;
+    struct ixl_dlist *ll = NULL, *rl = NULL;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_VRAM, n, &ll), IXL_OK);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_VRAM, n, &rl), IXL_OK);
+    for (size_t b = 0; b < MANY_PER; b++) /* block b of every allocation, then b + 1 */
+        for (size_t g = 0; g < MANY_REGS; g++) {
+            size_t k = (b * 7 + 3) % MANY_PER; /* a permutation of the blocks */
+            struct ixl_desc ld = {(uint64_t)(uintptr_t)l->p + g * MANY_REG + k * MANY_BLK, MANY_BLK,
+                                  0};
+            struct ixl_desc rd = {rb[g].addr + k * MANY_BLK, MANY_BLK, 0};
+            CHECK_RC(ixl_dlist_add(ll, &ld, 1), IXL_OK);
+            CHECK_RC(ixl_dlist_add(rl, &rd, 1), IXL_OK);
+        }
+    struct ixl_xfer_params prm = {.field_mask = IXL_XFER_F_NO_MERGE, .no_merge = true};
+    struct ixl_xfer *x = NULL;
+    int rc = ixl_xfer_create(a, op, ll, rl, rb[0].p->name, &prm, &x);
+    ixl_dlist_destroy(ll);
+    ixl_dlist_destroy(rl);
+    if (rc != IXL_OK)
+        check_fail(__FILE__, __LINE__, "%s of %zu descriptors: %s: %s",
+                   op == IXL_OP_WRITE ? "WRITE" : "READ", n, ixl_strerror(rc),
+                   ixl_agent_last_error(a));
+    CHECK_STR_EQ(path_of(x), "cuda-ipc");
+    rc = ixl_xfer_post(x);
+    if (rc == IXL_IN_PROGRESS)
+        rc = ixl_xfer_wait(x, 30000);
+    CHECK_RC(rc, IXL_OK);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    return 0;
+}
+
+static int case_many(void)
+{
+    peers_init("test_net_ipc", IXL_PEER_PATH);
+    alarm(100);
+    struct peer *p = peer_start("ipc-tgt", NULL);
+    peer_ready(p);
+    static struct rbuf rb[MANY_REGS];
+    for (int g = 0; g < MANY_REGS; g++)
+        rb[g] = peer_alloc(p, g, MANY_REG, "vram");
+    struct ixl_agent *a = agent_new("ipc-init");
+    load_peer(a, p);
+    struct lbuf lv = lbuf_new(a, IXL_MEM_VRAM, (size_t)MANY_REGS * MANY_REG);
+    int before = sim_maps(); /* the local allocation's own mappings */
+    uint64_t seed[MANY_REGS];
+    uint8_t *h = malloc(MANY_REG);
+    CHECK(h != NULL);
+    for (int round = 0; round < 2; round++) {
+        /* WRITE: allocation g receives the pattern of seed[g] at its own offsets. */
+        for (int g = 0; g < MANY_REGS; g++) {
+            seed[g] = peer_fresh_seed();
+            net_pat_fill(h, MANY_REG, seed[g], 0);
+            CHECK_RC(ixl_device_copy(lv.p + (size_t)g * MANY_REG, h, MANY_REG), IXL_OK);
+            PEER_OK(p, "poison %d 165", g);
+        }
+        many_xfer(a, IXL_OP_WRITE, &lv, rb);
+        for (int g = 0; g < MANY_REGS; g++)
+            PEER_OK(p, "check %d %" PRIu64, g, seed[g]);
+        /* READ: fresh bytes at the target, the local side poisoned. */
+        for (int g = 0; g < MANY_REGS; g++) {
+            seed[g] = peer_fresh_seed();
+            PEER_OK(p, "fill %d %" PRIu64, g, seed[g]);
+        }
+        lput(&lv, 0, lv.len, 0, 1);
+        many_xfer(a, IXL_OP_READ, &lv, rb);
+        for (int g = 0; g < MANY_REGS; g++) {
+            CHECK_RC(ixl_device_copy(h, lv.p + (size_t)g * MANY_REG, MANY_REG), IXL_OK);
+            size_t bad = net_pat_find_bad(h, MANY_REG, seed[g], 0);
+            if (bad != MANY_REG)
+                check_fail(__FILE__, __LINE__, "READ: allocation %d, byte %zu is 0x%02x", g, bad,
+                           h[bad]);
+        }
+    }
+    free(h);
+    printf("many: %d allocations x %u blocks, interleaved, WRITE + READ twice: every byte "
+           "checked\n",
+           MANY_REGS, MANY_PER);
+    CHECK(sim_maps() >= before + MANY_REGS); /* each allocation imported once, kept open */
+    CHECK_RC(ixl_remote_invalidate(a, p->name), IXL_OK);
+    int after = sim_maps();
+    printf("many: the peer invalidated: %d of the sim's mappings before, %d after\n", before,
+           after);
+    CHECK(after == before); /* every import closed: no count was left behind */
+    lbuf_free(a, &lv);
+    ixl_agent_destroy(a);
+    peer_exit(p);
+    return 0;
+}
+
 static int run_case(const char *name)
 {
     uint64_t t0 = now_ms();
@@ -366,6 +470,8 @@ int main(int argc, char **argv)
             return case_kill();
         if (strcmp(argv[1], "release") == 0)
             return case_release();
+        if (strcmp(argv[1], "many") == 0)
+            return case_many();
         fprintf(stderr, "unknown case %s\n", argv[1]);
         return 2;
     }
@@ -376,5 +482,6 @@ int main(int argc, char **argv)
     rc |= run_case("pairs");
     rc |= run_case("kill");
     rc |= run_case("release");
+    rc |= run_case("many");
     return rc;
 }

@@ -6,8 +6,8 @@
  *
  * In this process (IXL_DEV_COPY=auto): device-to-device batches of odd sizes and offsets go
  * through the kernel (entries over 256 KiB split, 16 MiB ones to the copy engines), with the
- * request in flight first and the bytes between the copies left poisoned; six batches posted
- * back to back (more than the layer's 4 tables, each launch 2 ms late) all land, so a table is
+ * request in flight first and the bytes between the copies left poisoned; twelve batches posted
+ * back to back (more than the layer's 8 tables, each launch 2 ms late) all land, so a table is
  * reused only after its launch ran; 70,000 entries take two launches; host<->device batches
  * go through cuMemcpyBatchAsync; bad arguments are refused. In children: IXL_DEV_COPY=loop (one
  * cuMemcpyAsync each), the driver refusing the kernel (IXL_CUDASIM_NO_KERNEL: the batch API
@@ -149,25 +149,28 @@ static void mixed(struct ixl_dev_stream *s, uint32_t flags, unsigned seed)
     pair_free(&p);
 }
 
-/* Six batches back to back: the fifth and sixth reuse the first tables. */
+/* More batches back to back than the layer has tables (8): the ninth and later reuse the
+ * first tables while earlier launches may still be waiting to run. */
+#define RING_BATCHES 12
 static void ring(struct ixl_dev_stream *s)
 {
     struct pair p;
-    pair_make(&p, 6 * 100 * 4 * KB, 7);
-    struct ixl_dev_copy v[6][100];
-    struct ixl_dev_event *e[6];
+    pair_make(&p, RING_BATCHES * 100 * 4 * KB, 7);
+    struct ixl_dev_copy v[RING_BATCHES][100];
+    struct ixl_dev_event *e[RING_BATCHES];
     uint64_t k0 = counters().kernel_launches;
-    for (int b = 0; b < 6; b++) {
+    for (int b = 0; b < RING_BATCHES; b++) {
         size_t n = 0;
-        for (int i = 0; i < 100; i++) { /* batch b's blocks, every sixth, in reverse */
-            size_t blk = (size_t)(99 - i) * 6 + (size_t)b;
-            add(&p, v[b], &n, blk * 4 * KB, ((size_t)i * 6 + (size_t)b) * 4 * KB, 4 * KB);
+        for (int i = 0; i < 100; i++) { /* batch b's blocks, every RING_BATCHES-th, reversed */
+            size_t blk = (size_t)(99 - i) * RING_BATCHES + (size_t)b;
+            add(&p, v[b], &n, blk * 4 * KB, ((size_t)i * RING_BATCHES + (size_t)b) * 4 * KB,
+                4 * KB);
         }
         CHECK_RC(ops->copy_batch(ops->ctx, s, v[b], n, IXL_DEV_COPY_DEVICE_ONLY), IXL_OK);
         CHECK_RC(ops->record(ops->ctx, s, &e[b]), IXL_OK);
     }
-    CHECK(counters().kernel_launches - k0 == 6);
-    for (int b = 0; b < 6; b++) {
+    CHECK(counters().kernel_launches - k0 == RING_BATCHES);
+    for (int b = 0; b < RING_BATCHES; b++) {
         CHECK_RC(ops->wait(ops->ctx, e[b]), IXL_OK);
         ops->event_destroy(ops->ctx, e[b]);
     }
