@@ -61,9 +61,16 @@ struct net_dwait {
 static void *dstream_main(void *arg);
 
 /* A request's copies go to copy_batch in batches of NET_DEV_BATCH_FIRST, twice that, ... up
- * to NET_DEV_BATCH_MAX copies (net_dev_post). */
+ * to NET_DEV_BATCH_MAX copies (net_dev_post). On an H200 (docs/benchmarks.md, "Real GPU,
+ * fourth pass"), post + transfer of a random 32,768-copy READ took 0.99-1.02 ms with caps of
+ * 2,048 to 8,192 and 1.21 ms with 16,384 (medians of 3 rounds): the device idled while the
+ * last large batch was filled. Both may be set at build time (-D) to measure others. */
+#ifndef NET_DEV_BATCH_FIRST
 #define NET_DEV_BATCH_FIRST 1024u
-#define NET_DEV_BATCH_MAX 16384u
+#endif
+#ifndef NET_DEV_BATCH_MAX
+#define NET_DEV_BATCH_MAX 8192u
+#endif
 
 /* The devops methods NET calls, all within the first generation of struct ixl_devops. */
 #define DEVOPS_COVERS(d, f) ((d)->size >= offsetof(struct ixl_devops, f) + sizeof((d)->f))
@@ -218,7 +225,7 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
         /* Every copy in a few driver calls (the device layer's copy kernel when both sides
          * are memory the stream's GPU reaches: r->dev_same), in batches that double from
          * NET_DEV_BATCH_FIRST copies to NET_DEV_BATCH_MAX: the device starts on the first
-         * while this thread fills the next (a 32,768-copy request: 6 batches, the first
+         * while this thread fills the next (a 32,768-copy request: 7 batches, the first
          * enqueued after 1,024 entries). On an error the layer may have enqueued part of
          * them: the event below is waited for (i = n). */
         bool wr = r->op == IXL_OP_WRITE;
