@@ -113,7 +113,8 @@ struct obj_op {
     bool have_range, have_crc, ignore;
     uint64_t cr_first, cr_last, cr_total;
     uint32_t resp_crc;
-    int crc_kind; /* 1: crc32c, 2: crc32 */
+    int crc_kind;     /* 1: crc32c, 2: crc32 */
+    uint32_t put_crc; /* PUT/PART with req_checksum: the CRC32C its header carries */
     char etag[OBJ_ETAG_MAX];
     char *resp; /* a bounded copy of a body that is not data (XML), malloc'd */
     size_t resp_len;

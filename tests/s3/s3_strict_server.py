@@ -59,7 +59,8 @@ Control (unauthenticated, for tests; JSON in and out):
          "truncate"   serve the request, but send only "bytes" (default half) of the body
                       under a Content-Length of all of it, then close the connection
          "bad_checksum" serve the request with a wrong x-amz-checksum-"algo" header (default
-                      crc32) and a wrong ETag (GET/HEAD)
+                      crc32) and a wrong ETag (GET/HEAD); on a PUT or UploadPart that sent a
+                      checksum, store the body but echo a wrong value of that checksum
          "corrupt"    serve the request with one body byte flipped (headers as stored; with
                       "with_checksum": true, the stored checksum also on a ranged GET of the
                       whole object, which S3 itself leaves out)
@@ -150,6 +151,13 @@ def checksum(algo, data):
     else:
         raise ValueError(algo)
     return base64.b64encode(raw).decode()
+
+
+def echo_checksum(algo, value, body, fault):
+    """The checksum an upload's answer echoes: the stored one, or a wrong one ("bad_checksum")."""
+    if fault and fault["action"] == "bad_checksum":
+        return checksum(algo, body + b"\x00")
+    return value
 
 
 CHECKSUM_ALGOS = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
@@ -519,7 +527,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.bucket_of(st, bucket)[key] = Obj(body, etag, algo, value)
             hs = [("ETag", etag)]
             if algo:
-                hs.append(("x-amz-checksum-" + algo, value))
+                hs.append(("x-amz-checksum-" + algo, echo_checksum(algo, value, body, fault)))
             self.send(200, b"", hs, fault)
             return 200
         if m == "POST" and "uploads" in q:
@@ -613,7 +621,7 @@ class Handler(BaseHTTPRequestHandler):
             u["parts"][n] = (body, etag, algo, value)
         hs = [("ETag", etag)]
         if algo:
-            hs.append(("x-amz-checksum-" + algo, value))
+            hs.append(("x-amz-checksum-" + algo, echo_checksum(algo, value, body, fault)))
         self.send(200, b"", hs, fault)
         return 200
 

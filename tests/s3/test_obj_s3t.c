@@ -586,6 +586,12 @@ static void group_faults(void)
     memcpy(src, obj, len);
     uint64_t ck = obj_reg(&c, "checked");
     OK1(&c, IXL_OP_WRITE, src, len, ck, 0, "WRITE with req_checksum");
+    fprintf(stderr, "faults: a PUT answered with another CRC32C than the one it sent\n");
+    s3_reset(&srv);
+    s3_fault(&srv, "{\"method\": \"PUT\", \"key\": \"echo\", \"action\": \"bad_checksum\", "
+                   "\"algo\": \"crc32c\", \"count\": -1}");
+    FAIL1(&c, IXL_OP_WRITE, src, len, obj_reg(&c, "echo"), 0, "the server stored",
+          "PUT answered with a wrong CRC32C");
     s3_reset(&srv);
     /* S3 sends no checksum with a ranged GET (OBJ always sends a Range); the rule makes the
      * server send the stored CRC32C with the whole-object range. */
@@ -616,6 +622,9 @@ static void group_faults(void)
          "AccessDenied", "part 2 refused"},
         {"{\"method\": \"PUT\", \"key\": \"mp\", \"count\": -1, \"skip\": 2}", "SlowDown",
          "parts throttled past max_retries"},
+        {"{\"method\": \"PUT\", \"key\": \"mp\", \"skip\": 1, \"action\": \"bad_checksum\", "
+         "\"algo\": \"crc32c\"}",
+         "the server stored", "part 2 answered with a wrong CRC32C"},
         {"{\"method\": \"POST\", \"key\": \"mp\", \"query\": \"uploadId\", \"action\": "
          "\"malformed\", \"count\": -1, \"body\": \"<?xml version=\\\"1.0\\\"?><Error><Code>"
          "InternalError</Code><Message>We encountered an internal error.</Message></Error>\"}",
