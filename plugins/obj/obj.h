@@ -196,6 +196,8 @@ struct obj_engine {
     pthread_t thread;
     bool thread_started, stop;
     void *multi;                  /* CURLM * */
+    int epfd, evfd;               /* the loop's epoll set (libcurl's sockets) and its wake-up */
+    long long curl_due_ms;        /* libcurl's timer: when to call it with no socket (-1: none) */
     struct obj_op *qhead, *qtail; /* ops waiting for a connection slot */
     struct obj_op *delayed;       /* ops waiting for their retry time */
     uint32_t n_active;

@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "obj.h"
@@ -91,8 +94,12 @@ void obj_enqueue(struct obj_engine *e, struct obj_op *op)
 
 void obj_wake(struct obj_engine *e)
 {
-    if (e->multi)
-        curl_multi_wakeup(e->multi);
+    if (e->multi) {
+        uint64_t one = 1;
+        if (write(e->evfd, &one, sizeof(one)) < 0) {
+            /* The counter is full: the loop has a wake-up pending anyway. */
+        }
+    }
 }
 
 void obj_abort_upload(struct obj_engine *e, const char *obj_url, const char *key,
@@ -1170,6 +1177,37 @@ static void op_end(struct obj_engine *e, struct obj_op *op, int status, const ch
 /* ---- the loop ---------------------------------------------------------------------------------
  */
 
+/* libcurl's socket and timer callbacks (loop thread, inside curl_multi_socket_action or
+ * curl_multi_add/remove_handle): the loop waits in epoll for what libcurl asks, and calls it
+ * back with the socket that is ready, so libcurl looks at that transfer alone (curl_multi_perform
+ * polled every running transfer's socket on each call). */
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *ctx, void *sp)
+{
+    struct obj_engine *e = ctx;
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(e->epfd, EPOLL_CTL_DEL, s, NULL);
+        return 0; /* libcurl forgets the socket's assignment itself */
+    }
+    struct epoll_event ev = {.data.fd = s};
+    ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    /* sp: set (curl_multi_assign) once the socket is in the set. */
+    int op = sp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(e->epfd, op, s, &ev) != 0)
+        epoll_ctl(e->epfd, op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, s, &ev);
+    if (sp == NULL)
+        curl_multi_assign(e->multi, s, e);
+    return 0;
+}
+
+static int on_timer(CURLM *m, long ms, void *ctx)
+{
+    struct obj_engine *e = ctx;
+    (void)m;
+    e->curl_due_ms = ms < 0 ? -1 : obj_now_ms() + ms;
+    return 0;
+}
+
 static void *loop_main(void *arg)
 {
     struct obj_engine *e = arg;
@@ -1177,6 +1215,9 @@ static void *loop_main(void *arg)
     struct obj_op **active = obj_sys()->calloc(e->max_conns, sizeof(*active));
     char(*errbufs)[CURL_ERROR_SIZE] = obj_sys()->calloc(e->max_conns, CURL_ERROR_SIZE);
     long long stop_by = 0;
+    enum { NEV = 64 };
+    struct epoll_event evs[NEV];
+    int n_evs = 0;
     pthread_mutex_lock(&e->lock);
     while (active && errbufs) {
         if (e->stop) {
@@ -1287,7 +1328,24 @@ static void *loop_main(void *arg)
         pthread_mutex_unlock(&e->lock);
 
         int running = 0;
-        curl_multi_perform(m, &running);
+        for (int i = 0; i < n_evs; i++) {
+            if (evs[i].data.fd == e->evfd) {
+                uint64_t v;
+                if (read(e->evfd, &v, sizeof(v)) < 0) {
+                    /* nothing to read: another read took it */
+                }
+                continue;
+            }
+            int f = ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ? CURL_CSELECT_IN : 0) |
+                    ((evs[i].events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) ? CURL_CSELECT_OUT : 0) |
+                    ((evs[i].events & EPOLLERR) ? CURL_CSELECT_ERR : 0);
+            curl_multi_socket_action(m, evs[i].data.fd, f, &running);
+        }
+        n_evs = 0;
+        if (e->curl_due_ms >= 0 && obj_now_ms() >= e->curl_due_ms) {
+            e->curl_due_ms = -1;
+            curl_multi_socket_action(m, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
         CURLMsg *msg;
         int left;
         while ((msg = curl_multi_info_read(m, &left)) != NULL) {
@@ -1333,8 +1391,13 @@ static void *loop_main(void *arg)
         if (e->stop)
             wait = wait > 50 ? 50 : wait;
         pthread_mutex_unlock(&e->lock);
-        if (!work)
-            curl_multi_poll(m, NULL, 0, (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait), NULL);
+        if (e->curl_due_ms >= 0 && e->curl_due_ms - obj_now_ms() < wait)
+            wait = e->curl_due_ms - obj_now_ms();
+        if (work)
+            wait = 0;
+        n_evs = epoll_wait(e->epfd, evs, NEV, (int)(wait < 0 ? 0 : wait > 1000 ? 1000 : wait));
+        if (n_evs < 0)
+            n_evs = 0;
         pthread_mutex_lock(&e->lock);
     }
     /* Stopping: whatever is still in the multi goes. */
@@ -1368,6 +1431,18 @@ static void *loop_main(void *arg)
 
 int obj_loop_start(struct obj_engine *e, char *why, size_t cap)
 {
+    e->curl_due_ms = -1;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    e->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (e->epfd < 0 || e->evfd < 0) {
+        snprintf(why, cap, "cannot make the event loop's epoll set: %s", strerror(errno));
+        goto free_fds;
+    }
+    struct epoll_event wev = {.events = EPOLLIN, .data.fd = e->evfd};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->evfd, &wev) != 0) {
+        snprintf(why, cap, "cannot make the event loop's epoll set: %s", strerror(errno));
+        goto free_fds;
+    }
     e->easy_free = obj_sys()->calloc(e->max_conns, sizeof(void *));
     e->multi = curl_multi_init();
     if (e->easy_free == NULL || e->multi == NULL) {
@@ -1376,6 +1451,10 @@ int obj_loop_start(struct obj_engine *e, char *why, size_t cap)
     }
     curl_multi_setopt(e->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)e->max_conns);
     curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, (long)e->max_conns);
+    curl_multi_setopt(e->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(e->multi, CURLMOPT_SOCKETDATA, e);
+    curl_multi_setopt(e->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(e->multi, CURLMOPT_TIMERDATA, e);
     int rc = obj_sys()->pthread_create(&e->thread, NULL, loop_main, e);
     if (rc != 0) {
         snprintf(why, cap, "cannot start the event loop thread: %s", strerror(rc));
@@ -1389,6 +1468,12 @@ free_multi:
     e->multi = NULL;
     free(e->easy_free);
     e->easy_free = NULL;
+free_fds:
+    if (e->epfd >= 0)
+        close(e->epfd);
+    if (e->evfd >= 0)
+        close(e->evfd);
+    e->epfd = e->evfd = -1;
     return IXL_ERR_SYSTEM;
 }
 
@@ -1410,4 +1495,9 @@ void obj_loop_stop(struct obj_engine *e)
     if (e->multi)
         curl_multi_cleanup(e->multi);
     e->multi = NULL;
+    if (e->epfd >= 0)
+        close(e->epfd);
+    if (e->evfd >= 0)
+        close(e->evfd);
+    e->epfd = e->evfd = -1;
 }
