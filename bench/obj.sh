@@ -23,7 +23,7 @@
 #   multipart, for each size of SIZES of at least MPU_MIN (64M): the same WRITE compared like
 #     for like (MPU_ROWS=0 leaves these rows out):
 #       write-mpu: ixl forced to a multipart upload (mpu_threshold=part_size=PART: parts of
-#              PART (8M), sent in parallel; OBJ's default does so from mpu_threshold, 64M, up)
+#              PART (8M), sent in parallel; OBJ's default does so above mpu_threshold, 64M)
 #              against curl doing the same by hand: one curl for CreateMultipartUpload, one
 #              curl --parallel for the parts (dump-header for their ETags), one curl for
 #              CompleteMultipartUpload, per object (3 processes per object: their start-up is in

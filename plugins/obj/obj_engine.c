@@ -623,14 +623,14 @@ free_mds:
 /* ---- requests -----------------------------------------------------------------------------------
  */
 
-/* Whether a WRITE of len bytes goes by multipart upload: when it is at least mpu_threshold (as
- * boto3's and the AWS CLI's multipart_threshold) and larger than part_size: a multipart upload
- * of one part would cost two more requests (and, on a server that assembles parts by copying
- * them, a second pass over the bytes) for no parallelism. README.md, "Multipart threshold",
- * says why. */
+/* Whether a WRITE of len bytes goes by multipart upload: when it is larger than mpu_threshold
+ * (as the AWS CRT's multipart_upload_threshold, aws-sdk-cpp's and Java's TransferManager; boto3
+ * counts its threshold in) and than part_size: a multipart upload of one part would cost two
+ * more requests (and, on a server that assembles parts by copying them, a second pass over the
+ * bytes) for no parallelism. README.md, "Multipart threshold", says why. */
 static bool use_mpu(const struct obj_engine *e, uint64_t len)
 {
-    return len >= e->mpu_threshold && len > e->part_size;
+    return len > e->mpu_threshold && len > e->part_size;
 }
 
 /* A VRAM descriptor's op: buf is a device address, moved through a bounce buffer. */

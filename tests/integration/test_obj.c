@@ -159,14 +159,25 @@ static int xfer1(struct ixl_agent *a, enum ixl_op op, const uint8_t *mem, uint64
                        last_msg[0] ? last_msg : ixl_agent_last_error(a));          \
     } while (0)
 
-/* DRAM -> OBJ -> DRAM of one object of len bytes. */
-static void round_trip(struct ixl_agent *a, const char *key, uint64_t dev, size_t len)
+/* DRAM -> OBJ -> DRAM of one object of len bytes; the WRITE's data path must be path ("s3":
+ * one PUT, "s3-multipart") unless NULL. */
+static void round_trip_path(struct ixl_agent *a, const char *key, uint64_t dev, size_t len,
+                            const char *path)
 {
     const char *keys[] = {key};
     reg_objs(a, keys, 1, dev);
     fill(SRC, len, (uint32_t)len);
     memset(DST, 0x5a, len + 1);
-    XOK(a, xfer1(a, IXL_OP_WRITE, SRC, dev, 0, len));
+    const uint8_t *mem = SRC;
+    uint64_t off = 0;
+    struct ixl_xfer *x = NULL;
+    XOK(a, xfer(a, IXL_OP_WRITE, &mem, &dev, &off, &len, 1, &x));
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    if (path && (info.path == NULL || strcmp(info.path, path) != 0))
+        check_fail(__FILE__, __LINE__, "WRITE of %zu bytes: path '%s', want '%s'", len,
+                   info.path ? info.path : "(null)", path);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
     XOK(a, xfer1(a, IXL_OP_READ, DST, dev, 0, len));
     CHECK(memcmp(SRC, DST, len) == 0);
     CHECK(DST[len] == 0x5a);
@@ -174,6 +185,11 @@ static void round_trip(struct ixl_agent *a, const char *key, uint64_t dev, size_
     struct ixl_mem_query out = {0};
     XOK(a, ixl_mem_query(a, IXL_MEM_OBJ, &q, 1, NULL, &out));
     CHECK(out.exists && out.size == len);
+}
+
+static void round_trip(struct ixl_agent *a, const char *key, uint64_t dev, size_t len)
+{
+    round_trip_path(a, key, dev, len, NULL);
 }
 
 static void case_round_trips(void)
@@ -190,11 +206,13 @@ static void case_round_trips(void)
 
 static void case_big(void)
 {
-    /* 64 MiB: multipart (default threshold 64M) and split reads. */
+    /* 64 MiB: one PUT at the default threshold (64M, counted out), and split reads; one byte
+     * more: multipart (9 parts of the default 8M, the last of 1 byte) above it. */
     struct ixl_agent *a = agent_new("big");
-    round_trip(a, "big/64m", 1, 64 * MIB);
+    round_trip_path(a, "big/64m", 1, 64 * MIB, "s3");
+    round_trip_path(a, "big/64m+1", 2, 64 * MIB + 1, "s3-multipart");
     ixl_agent_destroy(a);
-    fprintf(stderr, "ok round trip 64 MiB\n");
+    fprintf(stderr, "ok round trips 64 MiB (one PUT) and 64 MiB + 1 (multipart)\n");
 }
 
 static int many_n = 1000; /* objects of case_many: 10^3 (250 in the sanitizer builds) */

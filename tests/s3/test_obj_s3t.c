@@ -329,27 +329,28 @@ static void group_sig(void)
     CHECK(memcmp(dst, src, len) == 0);
     CHECK(s3_requests(&srv, "GET", "multipart") >= len / (16 << 10));
 
-    /* The threshold's boundary: an object of mpu_threshold bytes goes by multipart (4 parts of
-     * 16 KiB), one byte less as one PUT. Each read back whole into a poisoned buffer. */
-    fprintf(stderr, "sig: mpu_threshold boundary: 64 KiB - 1 = one PUT, 64 KiB = multipart\n");
-    uint64_t under = obj_reg(&c, "mpu-under"), at = obj_reg(&c, "mpu-at");
+    /* The threshold's boundary: an object of mpu_threshold bytes goes as one PUT, one byte more
+     * by multipart (5 parts of 16 KiB, the last of 1 byte). Each read back whole into a
+     * poisoned buffer. */
+    fprintf(stderr, "sig: mpu_threshold boundary: 64 KiB = one PUT, 64 KiB + 1 = multipart\n");
+    uint64_t at = obj_reg(&c, "mpu-at"), over = obj_reg(&c, "mpu-over");
     size_t th = 64 << 10;
-    fill(src, th, 21);
+    fill(src, th + 1, 21);
     s3_reset(&srv);
-    write_path(&c, src, th - 1, under, "s3");
-    CHECK_REQS(&srv, "PUT", "mpu-under", 1);
-    CHECK_REQS(&srv, "POST", "mpu-under", 0);
-    write_path(&c, src, th, at, "s3-multipart");
-    CHECK_REQS(&srv, "PUT", "mpu-at", 4);
-    CHECK_REQS(&srv, "POST", "mpu-at", 2); /* create, complete */
+    write_path(&c, src, th, at, "s3");
+    CHECK_REQS(&srv, "PUT", "mpu-at", 1);
+    CHECK_REQS(&srv, "POST", "mpu-at", 0);
+    write_path(&c, src, th + 1, over, "s3-multipart");
+    CHECK_REQS(&srv, "PUT", "mpu-over", 5);
+    CHECK_REQS(&srv, "POST", "mpu-over", 2); /* create, complete */
     CHECK(s3_outstanding_uploads(&srv) == 0);
-    memset(dst, POISON, th + 1);
-    OK1(&c, IXL_OP_READ, dst, th - 1, under, 0, "READ of the 64 KiB - 1 object");
-    CHECK(memcmp(dst, src, th - 1) == 0);
-    CHECK(dst[th - 1] == POISON);
-    memset(dst, POISON, th + 1);
+    memset(dst, POISON, th + 2);
     OK1(&c, IXL_OP_READ, dst, th, at, 0, "READ of the 64 KiB object");
     CHECK(memcmp(dst, src, th) == 0);
+    CHECK(dst[th] == POISON);
+    memset(dst, POISON, th + 2);
+    OK1(&c, IXL_OP_READ, dst, th + 1, over, 0, "READ of the 64 KiB + 1 object");
+    CHECK(memcmp(dst, src, th + 1) == 0);
     dram_free(&c, src, len);
     dram_free(&c, dst, len);
     ctx_close(&c);
