@@ -2,6 +2,11 @@
  * net_driver - a small two-process driver for bench/net.sh, until ixlbench exists.
  *
  *   net_driver memcpy SIZE ITERS       one thread copying between two buffers of SIZE bytes
+ *   net_driver memcpy-mt SIZE MS THREADS
+ *                                      THREADS threads, each copying between two buffers of its
+ *                                      own of SIZE bytes, as often as it can for MS milliseconds
+ *                                      (bench/threads.sh's baseline: the copies NET's shm path
+ *                                      makes, without NET); adds copies_per_s=
  *   net_driver pvm SIZE ITERS          process_vm_writev of SIZE bytes into a child's buffer
  *   net_driver tcp SIZE ITERS          one TCP loopback stream into a child, acked per SIZE
  *   net_driver tcplat SIZE ITERS       ping-pong: SIZE bytes to a child over TCP loopback, one
@@ -35,7 +40,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -239,6 +247,105 @@ static int run_memcpy(size_t size, unsigned iters)
     print_result("memcpy", NULL, NULL, size, iters, gbps(size, iters, t1 - t0), NULL);
     free(src);
     free(dst);
+    return 0;
+}
+
+/* memcpy-mt: one thread's buffers and count; the window opens and closes through `state`. */
+struct mt_thread {
+    pthread_t tid;
+    size_t size;
+    _Atomic int *state; /* 0: get ready, 1: copy, 2: stop */
+    _Atomic unsigned *ready;
+    uint64_t copies; /* inside the window */
+    int rc;
+};
+
+static void *mt_main(void *arg)
+{
+    struct mt_thread *t = arg;
+    unsigned char *src = alloc_buf(t->size);
+    unsigned char *dst = alloc_buf(t->size);
+
+    if (src == NULL || dst == NULL) {
+        t->rc = 1;
+    } else {
+        fill_pattern(src, t->size, 1);
+        memset(dst, 0, t->size);
+        memcpy(dst, src, t->size); /* warm-up: every page touched before the window */
+    }
+    atomic_fetch_add(t->ready, 1);
+    while (atomic_load(t->state) == 0) {
+        sched_yield();
+    }
+    /* Locals: threads' counters (or one global sink) written side by side would share a
+     * cache line and make the threads wait for each other. */
+    uint64_t copies = 0;
+    unsigned sink = 0;
+    while (t->rc == 0 && atomic_load(t->state) == 1) {
+        memcpy(dst, src, t->size);
+        sink += dst[(size_t)copies * 4096 % t->size];
+        if (atomic_load(t->state) == 1) {
+            copies++; /* a copy that ended after the window closed is not counted */
+        }
+    }
+    t->copies = copies;
+    g_sink = (unsigned char)sink;
+    if (t->rc == 0 && memcmp(dst, src, t->size) != 0) {
+        t->rc = 1;
+    }
+    free(src);
+    free(dst);
+    return NULL;
+}
+
+static int run_memcpy_mt(size_t size, unsigned ms, unsigned n)
+{
+    struct mt_thread *t = calloc(n, sizeof(*t));
+    _Atomic int state = 0;
+    _Atomic unsigned ready = 0;
+    unsigned started = 0;
+    uint64_t copies = 0;
+    double t0, t1;
+    int rc = 0;
+
+    if (t == NULL) {
+        return 1;
+    }
+    for (; started < n; started++) {
+        t[started] = (struct mt_thread){.size = size, .state = &state, .ready = &ready};
+        if (pthread_create(&t[started].tid, NULL, mt_main, &t[started]) != 0) {
+            rc = 1;
+            break;
+        }
+    }
+    while (atomic_load(&ready) < started) {
+        sched_yield();
+    }
+    t0 = now_s();
+    atomic_store(&state, rc == 0 ? 1 : 2);
+    if (rc == 0) {
+        struct timespec w = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&w, &w) != 0 && errno == EINTR) {
+        }
+    }
+    atomic_store(&state, 2);
+    t1 = now_s();
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(t[i].tid, NULL);
+        copies += t[i].copies;
+        rc |= t[i].rc;
+    }
+    free(t);
+    if (rc != 0) {
+        fprintf(stderr, "net_driver: memcpy-mt: a thread failed (memory, or a copy that did not "
+                        "match)\n");
+        return 1;
+    }
+    printf("RESULT mode=memcpy-mt size=%zu iters=%" PRIu64 " threads=%u gbps=%.3f "
+           "copies_per_s=%.0f\n",
+           size, copies, n, (double)copies * (double)size / (t1 - t0) / 1e9,
+           (double)copies / (t1 - t0));
+    fflush(stdout);
     return 0;
 }
 
@@ -978,6 +1085,7 @@ out:
 static int usage(void)
 {
     fprintf(stderr, "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll SIZE ITERS\n"
+                    "       net_driver memcpy-mt SIZE MS THREADS\n"
                     "       net_driver ixl auto|shm|cma|tcp SIZE ITERS [KEY=VALUE...]\n"
                     "SIZE takes K/M/G suffixes (binary); KEY=VALUE are NET options given to\n"
                     "both processes' backends (at most 8); exit 77 when NET is unavailable\n");
@@ -1009,6 +1117,14 @@ int main(int argc, char **argv)
             *eq = '\0';
             extra[n_extra++] = (struct ixl_kv){argv[i], eq + 1};
         }
+    } else if (strcmp(mode, "memcpy-mt") == 0) {
+        uint64_t n;
+        if (argc != 5 || parse_u64(argv[2], &size) != 0 || parse_u64(argv[3], &iters) != 0 ||
+            parse_u64(argv[4], &n) != 0 || size == 0 || size > SIZE_MAX / 2 || iters == 0 ||
+            iters > 600000 || n == 0 || n > 1024) {
+            return usage();
+        }
+        return run_memcpy_mt((size_t)size, (unsigned)iters, (unsigned)n);
     } else if (argc != 4) {
         return usage();
     }

@@ -10,6 +10,11 @@
 # medians and the ratios against the issue's targets:
 #   shm, cma: 2 threads >= 1.6 x 1 thread; 8 threads >= 0.9 x 2 threads;
 #   tcp:      every count >= 0.9 x 1 thread.
+# Beside each shm and cma row, in the same rounds (right after each ixlbench run), the baseline
+# `net_driver memcpy-mt SIZE RUNTIME THREADS`: the same number of threads, each copying its own
+# SIZE buffer into another of its own as often as it can, without NET: what the machine's cores
+# and caches give the copies those paths make (a row of its own, "memcpy", with the same
+# ratios, and ixl's ratios over the baseline's).
 # The environment may set BUILD_DIR (default build), ROUNDS, RUNTIME (seconds per run),
 # PATHS (default "shm cma tcp"), SIZES (default "4K 1M"), THREADS (default "1 2 4 8"), NET_OPTS
 # (more NET options for both sides, e.g. "conns=1"), and WAIT=poll to make the initiator
@@ -31,7 +36,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$build" >/dev/null || exit 1
 fi
 bench=$build/tools/ixlbench
-if ! cmake --build "$build" -j"$(nproc)" --target ixlbench >"$build/threads_build.log" 2>&1; then
+if ! cmake --build "$build" -j"$(nproc)" --target ixlbench net_driver >"$build/threads_build.log" 2>&1; then
     if [ -x "$bench" ]; then
         echo "threads.sh: WARNING: the build failed (see $build/threads_build.log); using the" \
             "ixlbench and libixl built earlier" >&2
@@ -45,6 +50,7 @@ for kv in ${NET_OPTS:-}; do
     extra="$extra --opt $kv"
 done
 [ "${WAIT:-}" = poll ] && poll=--poll || poll=""
+ms=$(awk -v s="$runtime" 'BEGIN { printf "%d", s * 1000 }')
 
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 echo "machine: $(uname -n), $(nproc) CPUs, ${cpu:-unknown CPU}, kernel $(uname -r)"
@@ -101,7 +107,7 @@ for n in $threads; do printf ' %12s' "${n}T req/s"; done
 printf '   %s\n' "ratios (target)"
 for p in $paths; do
     for s in $sizes; do
-        for n in $threads; do : >"$tmp/r.$n"; done
+        for n in $threads; do : >"$tmp/r.$n"; : >"$tmp/b.$n"; done
         r=0
         while [ $r -lt "$rounds" ]; do
             for n in $threads; do
@@ -112,6 +118,10 @@ for p in $paths; do
                     exit 77
                 fi
                 if [ -n "$v" ]; then echo "$v" >>"$tmp/r.$n"; else failures=$((failures + 1)); fi
+                [ "$p" = tcp ] && continue
+                v=$("$build/bench/net_driver" memcpy-mt "$s" "$ms" "$n" |
+                    sed -n 's/^RESULT .*copies_per_s=\([0-9.]*\).*/\1/p')
+                if [ -n "$v" ]; then echo "$v" >>"$tmp/b.$n"; else failures=$((failures + 1)); fi
             done
             r=$((r + 1))
         done
@@ -141,6 +151,24 @@ for p in $paths; do
             fi
         fi
         printf '  %s\n' "$notes"
+        if [ "$p" != tcp ]; then
+            declare -A base=()
+            printf '%-5s %-5s' memcpy "$s"
+            for n in $threads; do
+                base[$n]=$(median <"$tmp/b.$n")
+                printf ' %12.0f' "${base[$n]:-0}"
+            done
+            if [ -n "${base[1]:-}" ] && [ -n "${base[2]:-}" ] && [ -n "${base[8]:-}" ] &&
+                [ -n "$one" ] && [ -n "$two" ] && [ -n "$eight" ]; then
+                awk -v b1="${base[1]}" -v b2="${base[2]}" -v b8="${base[8]}" -v i1="$one" \
+                    -v i2="$two" -v i8="$eight" 'BEGIN {
+                    printf "   2T/1T=%.2f 8T/2T=%.2f (baseline; %s over it: 2T/1T %.2f, 8T/2T %.2f)\n",
+                        b2 / b1, b8 / b2, "ixl", (i2 / i1) / (b2 / b1), (i8 / i2) / (b8 / b2) }'
+            else
+                echo
+            fi
+            unset base
+        fi
         unset med
     done
 done
