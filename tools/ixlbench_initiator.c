@@ -304,6 +304,7 @@ struct thr {
     pthread_t tid;
     double *prep, *post, *comp, *lat;
     size_t n_prep, n_samp;
+    size_t cap_prep, cap_samp;   /* the arrays' room (--runtime: grown as requests complete) */
     struct ixl_dlist **ll, **rl; /* plain API: per slot */
     int64_t *li, *ri;            /* prepared API: per slot, batch entries each */
     struct ixl_xfer **x;
@@ -465,6 +466,24 @@ static void note_info(struct thr *th, struct ixl_xfer *x)
     pthread_mutex_unlock(&rc->lock);
 }
 
+/* Doubles the room of the n arrays of elem-byte entries at *a[0..n) from *cap entries. A time-based
+ * row (--runtime) grows its samples as requests complete rather than reserving them for every
+ * iteration it might run. 0, or -1 when out of memory. */
+static int grow_samples(void **a[], size_t n, size_t elem, size_t *cap)
+{
+    _Static_assert(sizeof(double) == sizeof(uint64_t), "done_at grows with the doubles");
+    size_t want = *cap ? *cap * 2 : 1024;
+
+    for (size_t i = 0; i < n; i++) {
+        void *p = realloc(*a[i], want * elem);
+        if (p == NULL)
+            return -1;
+        *a[i] = p;
+    }
+    *cap = want;
+    return 0;
+}
+
 static int make_req(struct thr *th, unsigned s, bool record)
 {
     struct row_ctx *rc = th->rc;
@@ -487,6 +506,11 @@ static int make_req(struct thr *th, unsigned s, bool record)
         th->x[s] = NULL;
         row_error(rc, "creating a request: %s: %s", ixl_strerror(st),
                   ixl_agent_last_error(in->agent));
+        return -1;
+    }
+    if (record && th->n_prep == th->cap_prep &&
+        grow_samples((void **[]){(void **)&th->prep}, 1, sizeof(double), &th->cap_prep) != 0) {
+        row_error(rc, "out of memory for the row's samples");
         return -1;
     }
     if (record)
@@ -528,10 +552,16 @@ static int finish_req(struct thr *th, unsigned s, int record)
     if (record < 0) {
         uint64_t t0 = atomic_load(&rc->win_t0);
         record = t0 != 0 && d > t0;
-        if (record)
-            th->done_at[th->n_samp] = d;
+    }
+    if (record && th->n_samp == th->cap_samp &&
+        grow_samples((void **[]){(void **)&th->post, (void **)&th->comp, (void **)&th->lat,
+                                 (void **)&th->done_at},
+                     4, sizeof(double), &th->cap_samp) != 0) {
+        row_error(rc, "out of memory for the row's samples");
+        return -1;
     }
     if (record) {
+        th->done_at[th->n_samp] = d;
         th->post[th->n_samp] = (double)(th->t_post1[s] - th->t_post0[s]) / 1e3;
         th->comp[th->n_samp] = (double)(d - th->t_post1[s]) / 1e3;
         th->lat[th->n_samp] = (double)(d - th->t_post0[s]) / 1e3;
@@ -1106,6 +1136,11 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     size_t nreq = ((size_t)rc->warmup + rc->iters) * rc->depth + rc->depth;
     const struct ixb_opts *o = rc->in->o;
 
+    /* A time-based row records what completes in its time, however many: its arrays start
+     * small and grow (make_req, finish_req); any other row reserves every sample. */
+    if (o->runtime_s > 0 && nreq > 4096)
+        nreq = 4096;
+
     memset(th, 0, sizeof(*th));
     th->rc = rc;
     th->t = t;
@@ -1118,6 +1153,7 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     th->comp = calloc(nreq, sizeof(double));
     th->lat = calloc(nreq, sizeof(double));
     th->done_at = calloc(nreq, sizeof(uint64_t));
+    th->cap_prep = th->cap_samp = nreq;
     if (!th->done_at || !th->x || !th->t_post0 || !th->t_post1 || !th->inflight || !th->prep ||
         !th->post || !th->comp || !th->lat)
         return -1;
@@ -1273,7 +1309,8 @@ static int run_row(struct ixb_init *in, enum ixl_op op, uint64_t block, uint64_t
     rc.lp = lp;
     rc.rp = rp;
     rc.iters = o->iters;
-    if ((uint64_t)rc.iters * per_iter > o->max_bytes)
+    /* --max-bytes cuts a row by its iterations; a time-based row is cut by its time. */
+    if (o->runtime_s == 0 && (uint64_t)rc.iters * per_iter > o->max_bytes)
         rc.iters = (unsigned)(o->max_bytes / per_iter > 0 ? o->max_bytes / per_iter : 1);
     rc.warmup = o->warmup < rc.iters / 8 ? o->warmup : rc.iters / 8;
     if (rc.warmup == 0 && o->warmup > 0)

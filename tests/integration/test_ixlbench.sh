@@ -149,6 +149,19 @@ grep -q "^WRITE .* tcp .* pass$" "$tmp/c.out" || fail "no TCP WRITE row: $(cat "
 grep -q "^READ .* off$" "$tmp/d.out" || fail "no unchecked row: $(cat "$tmp/d.out")"
 grep -q " shm " "$tmp/d.out" && fail "memory from mmap went through the mapped path"
 
+# --- a time-based row ends by its time, not by --max-bytes ---------------------------------
+# --max-bytes 2M would cut 1 MiB rows to 2 iterations (the threads bench's rows were once cut
+# so, to a few milliseconds); with --runtime the row runs for its time and keeps every sample.
+for chk in --no-check --check; do
+    "$bench" --op write --block 1M --iters 1000000 --warmup 2 --max-bytes 2M --runtime 0.2 \
+        $chk --reuse --no-progress --csv="$tmp/r.csv" >"$tmp/r.out" 2>"$tmp/r.err" ||
+        fail "--runtime $chk run: $(cat "$tmp/r.err")"
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $1 == "sweep" { n++; it = $c["iters"]; s = $c["seconds"] }
+        END { exit !(n == 1 && it > 2 && s >= 0.15) }' "$tmp/r.csv" ||
+        fail "--runtime 0.2 $chk: the row did not run for its time: $(cat "$tmp/r.csv")"
+done
+
 # --- the checks can fail ------------------------------------------------------------------
 for args in "$small --op read" "$small --op write" "--no-progress --scenario kv $kv"; do
     # shellcheck disable=SC2086
