@@ -7,6 +7,10 @@
  *                                      own of SIZE bytes, as often as it can for MS milliseconds
  *                                      (bench/threads.sh's baseline: the copies NET's shm path
  *                                      makes, without NET); adds copies_per_s=
+ *   net_driver tcp-mt SIZE MS THREADS  THREADS threads, each with its own TCP loopback connection
+ *                                      into a child (a thread of its own there), sending SIZE
+ *                                      bytes and waiting for a 1-byte ack, for MS milliseconds
+ *                                      (bench/threads.sh's tcp baseline); adds msgs_per_s=
  *   net_driver pvm SIZE ITERS          process_vm_writev of SIZE bytes into a child's buffer
  *   net_driver tcp SIZE ITERS          one TCP loopback stream into a child, acked per SIZE
  *   net_driver tcplat SIZE ITERS       ping-pong: SIZE bytes to a child over TCP loopback, one
@@ -563,6 +567,183 @@ out:
     return rc;
 }
 
+/* tcp-mt: one connection per thread on each side; the sender's window as in memcpy-mt. */
+struct tmt_thread {
+    pthread_t tid;
+    int fd;
+    size_t size;
+    _Atomic int *state; /* 0: get ready, 1: send, 2: stop */
+    _Atomic unsigned *ready;
+    uint64_t msgs; /* acknowledged inside the window */
+    int rc;
+};
+
+/* The child's side of one connection: SIZE bytes in, one byte back, until the sender closes. */
+static void *tmt_recv_main(void *arg)
+{
+    struct tmt_thread *t = arg;
+    unsigned char *buf = alloc_buf(t->size);
+    char ack = 'k';
+    int r = 0;
+
+    t->rc = buf == NULL;
+    while (t->rc == 0 && (r = read_all(t->fd, buf, t->size)) == 0) {
+        if (write_all(t->fd, &ack, 1) != 0) {
+            t->rc = 1;
+        }
+    }
+    if (r < 0) {
+        t->rc = 1; /* a short message: the sender closes only between messages */
+    }
+    free(buf);
+    return NULL;
+}
+
+static int tmt_child(uint16_t port, size_t size, unsigned n)
+{
+    struct tmt_thread *t = calloc(n, sizeof(*t));
+    int rc = t == NULL;
+
+    for (unsigned i = 0; rc == 0 && i < n; i++) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        t[i] = (struct tmt_thread){.fd = socket(AF_INET, SOCK_STREAM, 0), .size = size};
+        if (t[i].fd < 0) {
+            return 1;
+        }
+        tcp_tune(t[i].fd);
+        if (connect(t[i].fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+            pthread_create(&t[i].tid, NULL, tmt_recv_main, &t[i]) != 0) {
+            return 1;
+        }
+    }
+    for (unsigned i = 0; rc == 0 && i < n; i++) {
+        pthread_join(t[i].tid, NULL);
+        rc |= t[i].rc;
+        close(t[i].fd);
+    }
+    free(t);
+    return rc;
+}
+
+static void *tmt_send_main(void *arg)
+{
+    struct tmt_thread *t = arg;
+    unsigned char *src = alloc_buf(t->size);
+    uint64_t msgs = 0;
+    char ack;
+
+    if (src == NULL) {
+        t->rc = 1;
+    } else {
+        fill_pattern(src, t->size, 3);
+    }
+    atomic_fetch_add(t->ready, 1);
+    while (atomic_load(t->state) == 0) {
+        sched_yield();
+    }
+    while (t->rc == 0 && atomic_load(t->state) == 1) {
+        if (write_all(t->fd, src, t->size) != 0 || read_all(t->fd, &ack, 1) != 0) {
+            t->rc = 1;
+            break;
+        }
+        if (atomic_load(t->state) == 1) {
+            msgs++; /* one acknowledged after the window closed is not counted */
+        }
+    }
+    t->msgs = msgs;
+    free(src);
+    return NULL;
+}
+
+static int run_tcp_mt(size_t size, unsigned ms, unsigned n)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    struct tmt_thread *t = calloc(n, sizeof(*t));
+    _Atomic int state = 0;
+    _Atomic unsigned ready = 0;
+    unsigned started = 0;
+    uint64_t msgs = 0;
+    int lfd, rc = 0, child_rc, one = 1;
+    double t0, t1;
+    pid_t pid;
+
+    if (t == NULL) {
+        return 1;
+    }
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0) {
+        perror("net_driver: socket");
+        return 1;
+    }
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    tcp_tune(lfd);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, (int)n) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+        perror("net_driver: listen");
+        return 1;
+    }
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) {
+        perror("net_driver: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        close(lfd);
+        _exit(tmt_child(ntohs(sa.sin_port), size, n));
+    }
+    for (; started < n; started++) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) {
+            perror("net_driver: accept");
+            rc = 1;
+            break;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        t[started] = (struct tmt_thread){.fd = fd, .size = size, .state = &state, .ready = &ready};
+        if (pthread_create(&t[started].tid, NULL, tmt_send_main, &t[started]) != 0) {
+            close(fd);
+            rc = 1;
+            break;
+        }
+    }
+    close(lfd);
+    while (atomic_load(&ready) < started) {
+        sched_yield();
+    }
+    t0 = now_s();
+    atomic_store(&state, rc == 0 ? 1 : 2);
+    if (rc == 0) {
+        struct timespec w = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&w, &w) != 0 && errno == EINTR) {
+        }
+    }
+    atomic_store(&state, 2);
+    t1 = now_s();
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(t[i].tid, NULL);
+        msgs += t[i].msgs;
+        rc |= t[i].rc;
+        close(t[i].fd); /* the child's thread reads the end of the stream and ends */
+    }
+    free(t);
+    child_rc = reap(pid);
+    if (rc != 0 || child_rc != 0) {
+        fprintf(stderr, "net_driver: tcp-mt: a connection failed (sender %d, receiver %d)\n", rc,
+                child_rc);
+        return 1;
+    }
+    printf("RESULT mode=tcp-mt size=%zu iters=%" PRIu64 " threads=%u gbps=%.3f msgs_per_s=%.0f\n",
+           size, msgs, n, (double)msgs * (double)size / (t1 - t0) / 1e9, (double)msgs / (t1 - t0));
+    fflush(stdout);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Raw TCP ping-pong (latency)                                                              */
 /* ---------------------------------------------------------------------------------------- */
@@ -1085,7 +1266,7 @@ out:
 static int usage(void)
 {
     fprintf(stderr, "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll SIZE ITERS\n"
-                    "       net_driver memcpy-mt SIZE MS THREADS\n"
+                    "       net_driver memcpy-mt|tcp-mt SIZE MS THREADS\n"
                     "       net_driver ixl auto|shm|cma|tcp SIZE ITERS [KEY=VALUE...]\n"
                     "SIZE takes K/M/G suffixes (binary); KEY=VALUE are NET options given to\n"
                     "both processes' backends (at most 8); exit 77 when NET is unavailable\n");
@@ -1117,12 +1298,16 @@ int main(int argc, char **argv)
             *eq = '\0';
             extra[n_extra++] = (struct ixl_kv){argv[i], eq + 1};
         }
-    } else if (strcmp(mode, "memcpy-mt") == 0) {
+    } else if (strcmp(mode, "memcpy-mt") == 0 || strcmp(mode, "tcp-mt") == 0) {
         uint64_t n;
         if (argc != 5 || parse_u64(argv[2], &size) != 0 || parse_u64(argv[3], &iters) != 0 ||
             parse_u64(argv[4], &n) != 0 || size == 0 || size > SIZE_MAX / 2 || iters == 0 ||
             iters > 600000 || n == 0 || n > 1024) {
             return usage();
+        }
+        if (strcmp(mode, "tcp-mt") == 0) {
+            signal(SIGPIPE, SIG_IGN);
+            return run_tcp_mt((size_t)size, (unsigned)iters, (unsigned)n);
         }
         return run_memcpy_mt((size_t)size, (unsigned)iters, (unsigned)n);
     } else if (argc != 4) {

@@ -10,11 +10,13 @@
 # medians and the ratios against the issue's targets:
 #   shm, cma: 2 threads >= 1.6 x 1 thread; 8 threads >= 0.9 x 2 threads;
 #   tcp:      every count >= 0.9 x 1 thread.
-# Beside each shm and cma row, in the same rounds (right after each ixlbench run), the baseline
-# `net_driver memcpy-mt SIZE RUNTIME THREADS`: the same number of threads, each copying its own
-# SIZE buffer into another of its own as often as it can, without NET: what the machine's cores
-# and caches give the copies those paths make (a row of its own, "memcpy", with the same
-# ratios, and ixl's ratios over the baseline's).
+# Beside each row, in the same rounds (right after each ixlbench run), a baseline without NET:
+# for shm and cma `net_driver memcpy-mt SIZE RUNTIME THREADS` (the same number of threads, each
+# copying its own SIZE buffer into another of its own as often as it can: what the machine's
+# cores and caches give the copies those paths make), for tcp `net_driver tcp-mt SIZE RUNTIME
+# THREADS` (each thread its own loopback connection into a second process, SIZE bytes out and
+# a 1-byte ack back, as a blocking raw-socket sender would). Each is a row of its own
+# ("memcpy", "raw-tcp") with the same ratios, and ixl's figure over the baseline's.
 # The environment may set BUILD_DIR (default build), ROUNDS, RUNTIME (seconds per run),
 # PATHS (default "shm cma tcp"), SIZES (default "4K 1M"), THREADS (default "1 2 4 8"), NET_OPTS
 # (more NET options for both sides, e.g. "conns=1"), and WAIT=poll to make the initiator
@@ -118,9 +120,13 @@ for p in $paths; do
                     exit 77
                 fi
                 if [ -n "$v" ]; then echo "$v" >>"$tmp/r.$n"; else failures=$((failures + 1)); fi
-                [ "$p" = tcp ] && continue
-                v=$("$build/bench/net_driver" memcpy-mt "$s" "$ms" "$n" |
-                    sed -n 's/^RESULT .*copies_per_s=\([0-9.]*\).*/\1/p')
+                if [ "$p" = tcp ]; then
+                    v=$("$build/bench/net_driver" tcp-mt "$s" "$ms" "$n" |
+                        sed -n 's/^RESULT .*msgs_per_s=\([0-9.]*\).*/\1/p')
+                else
+                    v=$("$build/bench/net_driver" memcpy-mt "$s" "$ms" "$n" |
+                        sed -n 's/^RESULT .*copies_per_s=\([0-9.]*\).*/\1/p')
+                fi
                 if [ -n "$v" ]; then echo "$v" >>"$tmp/b.$n"; else failures=$((failures + 1)); fi
             done
             r=$((r + 1))
@@ -151,24 +157,32 @@ for p in $paths; do
             fi
         fi
         printf '  %s\n' "$notes"
-        if [ "$p" != tcp ]; then
-            declare -A base=()
-            printf '%-5s %-5s' memcpy "$s"
-            for n in $threads; do
-                base[$n]=$(median <"$tmp/b.$n")
-                printf ' %12.0f' "${base[$n]:-0}"
-            done
-            if [ -n "${base[1]:-}" ] && [ -n "${base[2]:-}" ] && [ -n "${base[8]:-}" ] &&
-                [ -n "$one" ] && [ -n "$two" ] && [ -n "$eight" ]; then
+        declare -A base=()
+        if [ "$p" = tcp ]; then name=raw-tcp; else name=memcpy; fi
+        printf '%-5s %-5s' "$name" "$s"
+        for n in $threads; do
+            base[$n]=$(median <"$tmp/b.$n")
+            printf ' %12.0f' "${base[$n]:-0}"
+        done
+        if [ -n "${base[1]:-}" ] && [ -n "${base[2]:-}" ] && [ -n "${base[8]:-}" ] &&
+            [ -n "$one" ] && [ -n "$two" ] && [ -n "$eight" ]; then
+            if [ "$p" = tcp ]; then
+                printf '   (baseline)'
+                for n in $threads; do
+                    awk -v b="${base[$n]}" -v b1="${base[1]}" -v i="${med[$n]}" -v n="$n" \
+                        'BEGIN { printf " %dT/1T=%.2f ixl/it=%.2f", n, b / b1, i / b }'
+                done
+                echo
+            else
                 awk -v b1="${base[1]}" -v b2="${base[2]}" -v b8="${base[8]}" -v i1="$one" \
                     -v i2="$two" -v i8="$eight" 'BEGIN {
                     printf "   2T/1T=%.2f 8T/2T=%.2f (baseline; %s over it: 2T/1T %.2f, 8T/2T %.2f)\n",
                         b2 / b1, b8 / b2, "ixl", (i2 / i1) / (b2 / b1), (i8 / i2) / (b8 / b2) }'
-            else
-                echo
             fi
-            unset base
+        else
+            echo
         fi
+        unset base
         unset med
     done
 done
