@@ -17,6 +17,14 @@
  *                                      byte back, blocking sockets (both sides sleep in read)
  *   net_driver tcplat-poll SIZE ITERS  the same with non-blocking sockets, both sides spinning
  *                                      on recv (a busy-polling transport's floor)
+ *   net_driver tcplat-chk SIZE ITERS, tcplat-poll-chk SIZE ITERS
+ *                                      the same two with ixlbench's per-iteration data check
+ *                                      around each timed round trip, untimed: a fresh pattern
+ *                                      into the source before it, and after it a second
+ *                                      connection to another thread of the child, which checks
+ *                                      the bytes it received, poisons them and answers (the
+ *                                      shape of ixlbench --reuse with checks on; the plain modes
+ *                                      stay the targets' baselines)
  *   net_driver ixl PATH SIZE ITERS [KEY=VALUE...]
  *                                      NET backend WRITE of SIZE bytes into a target process,
  *                                      PATH (auto|shm|cma|tcp) forced on the initiator; the
@@ -772,15 +780,46 @@ static int xfer_all(int fd, void *buf, size_t len, bool rd, bool spin)
 }
 
 /* The echoing side: per round, SIZE bytes in, one byte out. */
-static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin)
+/* tcplat-chk: the child's checker, on a connection of its own: for each 8-byte seed, compares
+ * the ping-pong buffer with the pattern of that seed, poisons it, answers 'y' or 'n'. */
+struct lat_check {
+    int fd;
+    unsigned char *buf;
+    size_t size;
+    int bad;
+};
+
+static void *lat_check_main(void *arg)
+{
+    struct lat_check *k = arg;
+    unsigned char *want = alloc_buf(k->size);
+    uint64_t seed;
+
+    if (want == NULL) {
+        k->bad = 1;
+        return NULL;
+    }
+    while (read_all(k->fd, &seed, sizeof(seed)) == 0) {
+        fill_pattern(want, k->size, seed);
+        char a = memcmp(k->buf, want, k->size) == 0 ? 'y' : 'n';
+        k->bad |= a != 'y';
+        memset(k->buf, 0xA5, k->size);
+        if (write_all(k->fd, &a, 1) != 0) {
+            k->bad = 1;
+            break;
+        }
+    }
+    free(want);
+    return NULL;
+}
+
+static int lat_connect(uint16_t port)
 {
     struct sockaddr_in sa;
-    unsigned char *buf = alloc_buf(size);
     int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    char ack = 'k';
 
-    if (buf == NULL || fd < 0) {
-        return 1;
+    if (fd < 0) {
+        return -1;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     memset(&sa, 0, sizeof(sa));
@@ -788,16 +827,44 @@ static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin)
     sa.sin_port = htons(port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin, bool check)
+{
+    unsigned char *buf = alloc_buf(size);
+    int fd = lat_connect(port);
+    struct lat_check k = {.fd = -1, .buf = buf, .size = size};
+    pthread_t tid;
+    char ack = 'k';
+    int rc = 0;
+
+    if (buf == NULL || fd < 0) {
         return 1;
     }
-    for (unsigned i = 0; i < rounds; i++) {
-        if (xfer_all(fd, buf, size, true, spin) != 0 || xfer_all(fd, &ack, 1, false, spin) != 0) {
+    if (check) {
+        k.fd = lat_connect(port); /* accepted second */
+        if (k.fd < 0 || pthread_create(&tid, NULL, lat_check_main, &k) != 0) {
             return 1;
         }
     }
+    for (unsigned i = 0; i < rounds; i++) {
+        if (xfer_all(fd, buf, size, true, spin) != 0 || xfer_all(fd, &ack, 1, false, spin) != 0) {
+            rc = 1;
+            break;
+        }
+    }
     close(fd);
+    if (check) {
+        pthread_join(tid, NULL); /* it ends when the parent closes the check connection */
+        close(k.fd);
+        rc |= k.bad;
+    }
     free(buf);
-    return 0;
+    return rc;
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -807,14 +874,14 @@ static int cmp_dbl(const void *a, const void *b)
 }
 
 /* ITERS timed round trips after WARM untimed ones; prints their median and mean. */
-static int run_tcplat(size_t size, unsigned iters, bool spin)
+static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
 {
     const unsigned warm = iters / 10 + 10;
     struct sockaddr_in sa;
     socklen_t sl = sizeof(sa);
     unsigned char *src = alloc_buf(size);
     double *us = calloc(iters, sizeof(double)), sum = 0;
-    int lfd, fd = -1, rc = 1, child_rc, one = 1;
+    int lfd, fd = -1, cfd = -1, rc = 1, child_rc, one = 1;
     pid_t pid;
     char ack;
 
@@ -845,9 +912,17 @@ static int run_tcplat(size_t size, unsigned iters, bool spin)
     }
     if (pid == 0) {
         close(lfd);
-        _exit(lat_child(ntohs(sa.sin_port), size, warm + iters, spin));
+        _exit(lat_child(ntohs(sa.sin_port), size, warm + iters, spin, check));
     }
     fd = accept(lfd, NULL, NULL);
+    if (check && fd >= 0) {
+        cfd = accept(lfd, NULL, NULL); /* the child's checker, connected second */
+        if (cfd < 0) {
+            perror("net_driver: accept");
+            goto out;
+        }
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     close(lfd);
     if (fd < 0) {
         perror("net_driver: accept");
@@ -855,6 +930,10 @@ static int run_tcplat(size_t size, unsigned iters, bool spin)
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     for (unsigned i = 0; i < warm + iters; i++) {
+        uint64_t seed = 0x5eed0000u + i;
+        if (check) {
+            fill_pattern(src, size, seed); /* untimed, as ixlbench's fill */
+        }
         double t0 = now_s();
         if (xfer_all(fd, src, size, false, spin) != 0 || xfer_all(fd, &ack, 1, true, spin) != 0) {
             fprintf(stderr, "net_driver: ping-pong broke at round %u\n", i);
@@ -864,16 +943,27 @@ static int run_tcplat(size_t size, unsigned iters, bool spin)
             us[i - warm] = (now_s() - t0) * 1e6;
             sum += us[i - warm];
         }
+        char a = 0;
+        if (check &&
+            (write_all(cfd, &seed, sizeof(seed)) != 0 || read_all(cfd, &a, 1) != 0 || a != 'y')) {
+            fprintf(stderr, "net_driver: round %u: the child's check %s\n", i,
+                    a == 'n' ? "found other bytes" : "broke");
+            goto out;
+        }
     }
     qsort(us, iters, sizeof(double), cmp_dbl);
     printf("RESULT mode=%s size=%zu iters=%u p50_us=%.2f avg_us=%.2f\n",
-           spin ? "tcplat-poll" : "tcplat", size, iters,
-           iters % 2 ? us[iters / 2] : (us[iters / 2 - 1] + us[iters / 2]) / 2, sum / iters);
+           spin ? (check ? "tcplat-poll-chk" : "tcplat-poll") : (check ? "tcplat-chk" : "tcplat"),
+           size, iters, iters % 2 ? us[iters / 2] : (us[iters / 2 - 1] + us[iters / 2]) / 2,
+           sum / iters);
     fflush(stdout);
     rc = 0;
 out:
     if (fd >= 0) {
         close(fd);
+    }
+    if (cfd >= 0) {
+        close(cfd);
     }
     child_rc = reap(pid);
     if (rc == 0 && child_rc != 0) {
@@ -1265,11 +1355,13 @@ out:
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll SIZE ITERS\n"
-                    "       net_driver memcpy-mt|tcp-mt SIZE MS THREADS\n"
-                    "       net_driver ixl auto|shm|cma|tcp SIZE ITERS [KEY=VALUE...]\n"
-                    "SIZE takes K/M/G suffixes (binary); KEY=VALUE are NET options given to\n"
-                    "both processes' backends (at most 8); exit 77 when NET is unavailable\n");
+    fprintf(stderr,
+            "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll|tcplat-chk|tcplat-poll-chk "
+            "SIZE ITERS\n"
+            "       net_driver memcpy-mt|tcp-mt SIZE MS THREADS\n"
+            "       net_driver ixl auto|shm|cma|tcp SIZE ITERS [KEY=VALUE...]\n"
+            "SIZE takes K/M/G suffixes (binary); KEY=VALUE are NET options given to\n"
+            "both processes' backends (at most 8); exit 77 when NET is unavailable\n");
     return 2;
 }
 
@@ -1328,8 +1420,10 @@ int main(int argc, char **argv)
     if (strcmp(mode, "tcp") == 0) {
         return run_tcp((size_t)size, (unsigned)iters);
     }
-    if (strcmp(mode, "tcplat") == 0 || strcmp(mode, "tcplat-poll") == 0) {
-        return run_tcplat((size_t)size, (unsigned)iters, strcmp(mode, "tcplat-poll") == 0);
+    if (strcmp(mode, "tcplat") == 0 || strcmp(mode, "tcplat-poll") == 0 ||
+        strcmp(mode, "tcplat-chk") == 0 || strcmp(mode, "tcplat-poll-chk") == 0) {
+        return run_tcplat((size_t)size, (unsigned)iters, strncmp(mode, "tcplat-poll", 11) == 0,
+                          strstr(mode, "-chk") != NULL);
     }
     if (strcmp(mode, "ixl") == 0) {
         return run_ixl(path, (size_t)size, (unsigned)iters, extra, n_extra);

@@ -6,7 +6,11 @@
 # iteration outside the timing) with the caller waiting in ixl_xfer_wait and polling
 # ixl_xfer_status (--poll). Prints the median of each row's per-run medians (us) and the
 # ratios against the baselines (bench/net.sh's targets: waiting <= 1.1 x raw-pp, polling
-# <= 1.1 x raw-pp-poll).
+# <= 1.1 x raw-pp-poll). Two more baselines, for reading those ratios, not targets: the same
+# ping-pongs with ixlbench's per-iteration check around each timed round trip, untimed
+# (net_driver tcplat-chk, tcplat-poll-chk: a fresh pattern before, and after it another thread
+# of the echoing process checks and poisons the bytes over a second connection), printed as
+# raw-pp-chk and raw-pp-poll-chk with ixl's ratios over them too.
 #
 #   bench/net_lat_ab.sh BUILD_A BUILD_B
 #
@@ -46,8 +50,12 @@ raw() { # mode -> p50 us
 : >"$tmp/rows"
 for r in $(seq 1 "$ROUNDS"); do
     echo "net_lat_ab.sh: round $r" >&2
-    echo "raw-pp $(raw tcplat)" >>"$tmp/rows"
-    echo "raw-pp-poll $(raw tcplat-poll)" >>"$tmp/rows"
+    {
+        echo "raw-pp $(raw tcplat)"
+        echo "raw-pp-poll $(raw tcplat-poll)"
+        echo "raw-pp-chk $(raw tcplat-chk)"
+        echo "raw-pp-poll-chk $(raw tcplat-poll-chk)"
+    } >>"$tmp/rows"
     if [ $((r % 2)) -eq 1 ]; then order="A B"; else order="B A"; fi
     for b in $order; do
         dir=$A
@@ -65,14 +73,16 @@ awk '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
         return a[int((m + 1) / 2)] }
     function all(k,   i, s) { s = ""; for (i = 1; i <= n[k]; i++) s = s " " v[k, i]; return s }
     END {
-        pp = med("raw-pp"); pq = med("raw-pp-poll")
+        pp = med("raw-pp"); pq = med("raw-pp-poll"); pc = med("raw-pp-chk"); qc = med("raw-pp-poll-chk")
         printf "| row | median | per round |\n|---|---:|---|\n"
         printf "| raw-pp (blocking) | %.1f |%s |\n", pp, all("raw-pp")
         printf "| raw-pp-poll (busy) | %.1f |%s |\n", pq, all("raw-pp-poll")
+        printf "| raw-pp-chk (blocking, checked like ixlbench; not a target) | %.1f |%s |\n", pc, all("raw-pp-chk")
+        printf "| raw-pp-poll-chk (busy, checked; not a target) | %.1f |%s |\n", qc, all("raw-pp-poll-chk")
         split("A B", bs, " ")
         for (i = 1; i <= 2; i++) {
             b = bs[i]
-            printf "| %s waiting | %.1f (%.2f x raw-pp)%s |%s |\n", b, med(b "-wait"), med(b "-wait") / pp, bad[b "-wait"] ? " FAIL" : "", all(b "-wait")
-            printf "| %s polling | %.1f (%.2f x raw-pp-poll)%s |%s |\n", b, med(b "-poll"), med(b "-poll") / pq, bad[b "-poll"] ? " FAIL" : "", all(b "-poll")
+            printf "| %s waiting | %.1f (%.2f x raw-pp; %.2f x raw-pp-chk)%s |%s |\n", b, med(b "-wait"), med(b "-wait") / pp, med(b "-wait") / pc, bad[b "-wait"] ? " FAIL" : "", all(b "-wait")
+            printf "| %s polling | %.1f (%.2f x raw-pp-poll; %.2f x raw-pp-poll-chk)%s |%s |\n", b, med(b "-poll"), med(b "-poll") / pq, med(b "-poll") / qc, bad[b "-poll"] ? " FAIL" : "", all(b "-poll")
         }
     }' "$tmp/rows"
