@@ -1137,9 +1137,10 @@ static int thr_init(struct row_ctx *rc, struct thr *th, unsigned t)
     const struct ixb_opts *o = rc->in->o;
 
     /* A time-based row records what completes in its time, however many: its arrays start
-     * small and grow (make_req, finish_req); any other row reserves every sample. */
-    if (o->runtime_s > 0 && nreq > 4096)
-        nreq = 4096;
+     * small and grow (make_req, finish_req: doubling, so a few reallocations in all, and the
+     * short rows of test_ixlbench grow them too); any other row reserves every sample. */
+    if (o->runtime_s > 0 && nreq > 64)
+        nreq = 64;
 
     memset(th, 0, sizeof(*th));
     th->rc = rc;
