@@ -262,12 +262,50 @@ static int run_memcpy(size_t size, unsigned iters)
     return 0;
 }
 
-/* memcpy-mt: one thread's buffers and count; the window opens and closes through `state`. */
+/* The measurement window of the -mt modes: the threads get ready, then work while it is open
+ * and count what they finished inside it. */
+struct mt_window {
+    _Atomic int state; /* 0: get ready, 1: open, 2: closed */
+    _Atomic unsigned ready;
+};
+
+/* A thread: ready, waiting for the window to open (or close at once). */
+static void mt_wait_open(struct mt_window *w)
+{
+    atomic_fetch_add(&w->ready, 1);
+    while (atomic_load(&w->state) == 0) {
+        sched_yield();
+    }
+}
+
+static bool mt_is_open(struct mt_window *w)
+{
+    return atomic_load(&w->state) == 1;
+}
+
+/* Once `started` threads are ready, opens the window for ms milliseconds (closes it at once
+ * when !ok) and closes it: how long it was open, in seconds. */
+static double mt_window_run(struct mt_window *w, unsigned started, unsigned ms, bool ok)
+{
+    while (atomic_load(&w->ready) < started) {
+        sched_yield();
+    }
+    double t0 = now_s();
+    atomic_store(&w->state, ok ? 1 : 2);
+    if (ok) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    atomic_store(&w->state, 2);
+    return now_s() - t0;
+}
+
+/* memcpy-mt: one thread's buffers and count. */
 struct mt_thread {
     pthread_t tid;
     size_t size;
-    _Atomic int *state; /* 0: get ready, 1: copy, 2: stop */
-    _Atomic unsigned *ready;
+    struct mt_window *win;
     uint64_t copies; /* inside the window */
     int rc;
 };
@@ -285,18 +323,15 @@ static void *mt_main(void *arg)
         memset(dst, 0, t->size);
         memcpy(dst, src, t->size); /* warm-up: every page touched before the window */
     }
-    atomic_fetch_add(t->ready, 1);
-    while (atomic_load(t->state) == 0) {
-        sched_yield();
-    }
+    mt_wait_open(t->win);
     /* Locals: threads' counters (or one global sink) written side by side would share a
      * cache line and make the threads wait for each other. */
     uint64_t copies = 0;
     unsigned sink = 0;
-    while (t->rc == 0 && atomic_load(t->state) == 1) {
+    while (t->rc == 0 && mt_is_open(t->win)) {
         memcpy(dst, src, t->size);
         sink += dst[(size_t)copies * 4096 % t->size];
-        if (atomic_load(t->state) == 1) {
+        if (mt_is_open(t->win)) {
             copies++; /* a copy that ended after the window closed is not counted */
         }
     }
@@ -313,35 +348,23 @@ static void *mt_main(void *arg)
 static int run_memcpy_mt(size_t size, unsigned ms, unsigned n)
 {
     struct mt_thread *t = calloc(n, sizeof(*t));
-    _Atomic int state = 0;
-    _Atomic unsigned ready = 0;
+    struct mt_window win = {0};
     unsigned started = 0;
     uint64_t copies = 0;
-    double t0, t1;
+    double secs;
     int rc = 0;
 
     if (t == NULL) {
         return 1;
     }
     for (; started < n; started++) {
-        t[started] = (struct mt_thread){.size = size, .state = &state, .ready = &ready};
+        t[started] = (struct mt_thread){.size = size, .win = &win};
         if (pthread_create(&t[started].tid, NULL, mt_main, &t[started]) != 0) {
             rc = 1;
             break;
         }
     }
-    while (atomic_load(&ready) < started) {
-        sched_yield();
-    }
-    t0 = now_s();
-    atomic_store(&state, rc == 0 ? 1 : 2);
-    if (rc == 0) {
-        struct timespec w = {ms / 1000, (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&w, &w) != 0 && errno == EINTR) {
-        }
-    }
-    atomic_store(&state, 2);
-    t1 = now_s();
+    secs = mt_window_run(&win, started, ms, rc == 0);
     for (unsigned i = 0; i < started; i++) {
         pthread_join(t[i].tid, NULL);
         copies += t[i].copies;
@@ -355,8 +378,7 @@ static int run_memcpy_mt(size_t size, unsigned ms, unsigned n)
     }
     printf("RESULT mode=memcpy-mt size=%zu iters=%" PRIu64 " threads=%u gbps=%.3f "
            "copies_per_s=%.0f\n",
-           size, copies, n, (double)copies * (double)size / (t1 - t0) / 1e9,
-           (double)copies / (t1 - t0));
+           size, copies, n, (double)copies * (double)size / secs / 1e9, (double)copies / secs);
     fflush(stdout);
     return 0;
 }
@@ -575,13 +597,13 @@ out:
     return rc;
 }
 
-/* tcp-mt: one connection per thread on each side; the sender's window as in memcpy-mt. */
+/* tcp-mt: one connection per thread on each side; the senders' window as in memcpy-mt (the
+ * receivers leave it NULL). */
 struct tmt_thread {
     pthread_t tid;
     int fd;
     size_t size;
-    _Atomic int *state; /* 0: get ready, 1: send, 2: stop */
-    _Atomic unsigned *ready;
+    struct mt_window *win;
     uint64_t msgs; /* acknowledged inside the window */
     int rc;
 };
@@ -646,16 +668,13 @@ static void *tmt_send_main(void *arg)
     } else {
         fill_pattern(src, t->size, 3);
     }
-    atomic_fetch_add(t->ready, 1);
-    while (atomic_load(t->state) == 0) {
-        sched_yield();
-    }
-    while (t->rc == 0 && atomic_load(t->state) == 1) {
+    mt_wait_open(t->win);
+    while (t->rc == 0 && mt_is_open(t->win)) {
         if (write_all(t->fd, src, t->size) != 0 || read_all(t->fd, &ack, 1) != 0) {
             t->rc = 1;
             break;
         }
-        if (atomic_load(t->state) == 1) {
+        if (mt_is_open(t->win)) {
             msgs++; /* one acknowledged after the window closed is not counted */
         }
     }
@@ -669,12 +688,11 @@ static int run_tcp_mt(size_t size, unsigned ms, unsigned n)
     struct sockaddr_in sa;
     socklen_t sl = sizeof(sa);
     struct tmt_thread *t = calloc(n, sizeof(*t));
-    _Atomic int state = 0;
-    _Atomic unsigned ready = 0;
+    struct mt_window win = {0};
     unsigned started = 0;
     uint64_t msgs = 0;
     int lfd, rc = 0, child_rc, one = 1;
-    double t0, t1;
+    double secs;
     pid_t pid;
 
     if (t == NULL) {
@@ -713,7 +731,7 @@ static int run_tcp_mt(size_t size, unsigned ms, unsigned n)
             break;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        t[started] = (struct tmt_thread){.fd = fd, .size = size, .state = &state, .ready = &ready};
+        t[started] = (struct tmt_thread){.fd = fd, .size = size, .win = &win};
         if (pthread_create(&t[started].tid, NULL, tmt_send_main, &t[started]) != 0) {
             close(fd);
             rc = 1;
@@ -721,18 +739,7 @@ static int run_tcp_mt(size_t size, unsigned ms, unsigned n)
         }
     }
     close(lfd);
-    while (atomic_load(&ready) < started) {
-        sched_yield();
-    }
-    t0 = now_s();
-    atomic_store(&state, rc == 0 ? 1 : 2);
-    if (rc == 0) {
-        struct timespec w = {ms / 1000, (long)(ms % 1000) * 1000000L};
-        while (nanosleep(&w, &w) != 0 && errno == EINTR) {
-        }
-    }
-    atomic_store(&state, 2);
-    t1 = now_s();
+    secs = mt_window_run(&win, started, ms, rc == 0);
     for (unsigned i = 0; i < started; i++) {
         pthread_join(t[i].tid, NULL);
         msgs += t[i].msgs;
@@ -747,7 +754,7 @@ static int run_tcp_mt(size_t size, unsigned ms, unsigned n)
         return 1;
     }
     printf("RESULT mode=tcp-mt size=%zu iters=%" PRIu64 " threads=%u gbps=%.3f msgs_per_s=%.0f\n",
-           size, msgs, n, (double)msgs * (double)size / (t1 - t0) / 1e9, (double)msgs / (t1 - t0));
+           size, msgs, n, (double)msgs * (double)size / secs / 1e9, (double)msgs / secs);
     fflush(stdout);
     return 0;
 }
