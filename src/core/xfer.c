@@ -546,7 +546,18 @@ struct side {
     const struct ixl_dlist *list;
     uint64_t uniform, uniform_m, count;
     int one_run;
+    /* The shape fast_pairs knows (enum fast_shape), and for FAST_ONE_RUN its segments' count
+     * (step, magic) and last index. */
+    int fast;
+    uint64_t fstep, fstep_m;
+    size_t fseg_last;
 };
+
+/* Shapes of a prepared list (for one backend) where a descriptor is found by division alone:
+ * FAST_RUN_SEG: every run has the same count (> 1) and lies in one region (segment r is run
+ * r's: a KV cache's per-layer runs); FAST_ONE_RUN: one run across regions of equal counts
+ * (> 1), the last one possibly different (layers contiguous in memory, merged into one run). */
+enum fast_shape { FAST_NONE, FAST_RUN_SEG, FAST_ONE_RUN };
 
 static void side_init(struct side *s, const struct ixl_prep *p, unsigned b)
 {
@@ -561,7 +572,20 @@ static void side_init(struct side *s, const struct ixl_prep *p, unsigned b)
                        p->uniform,
                        p->uniform_m,
                        ixl_dlist_count(p->list),
-                       p->list->n_runs == 1};
+                       p->list->n_runs == 1,
+                       FAST_NONE,
+                       0,
+                       0,
+                       0};
+    /* (a run's count is > 0: in a uniform list each run has a segment or more) */
+    if (p->uniform > 1 && pb->n_segs == p->list->n_runs) {
+        s->fast = FAST_RUN_SEG;
+    } else if (s->one_run && pb->n_segs > 1 && pb->seg_step[0] > 1) {
+        s->fast = FAST_ONE_RUN;
+        s->fstep = pb->seg_step[0];
+        s->fstep_m = pb->seg_step_m[0];
+        s->fseg_last = pb->n_segs - 1;
+    }
 }
 
 /* The descriptor of idx (< s->count) into *d. */
@@ -643,6 +667,111 @@ scattered_pairs(const struct side *L, const struct side *R, const int64_t *li, c
     *m_io = m;
     *bytes_io = bytes;
     return i;
+}
+
+/* side_get for a side of shape `shape` (a constant where inlined): no branch on the shape. */
+static inline __attribute__((always_inline)) void fast_get(const struct side *s, int shape,
+                                                           uint64_t idx, struct ixl_xfer_desc *d)
+{
+    const struct ixl_run *run;
+    size_t seg;
+    if (shape == FAST_RUN_SEG) {
+        uint64_t r = ixl_udiv_m(idx, s->uniform, s->uniform_m);
+        run = &s->runs[r];
+        seg = (size_t)r;
+        idx -= r * s->uniform;
+    } else {
+        uint64_t k = ixl_udiv_m(idx, s->fstep, s->fstep_m);
+        run = &s->runs[0];
+        seg = k < s->fseg_last ? (size_t)k : s->fseg_last;
+    }
+    d->addr = run->addr + idx * run->stride;
+    d->len = run->len;
+    d->dev = run->dev;
+    d->md = s->segs[seg].md;
+}
+
+/* scattered_pairs for the shapes of enum fast_shape, inlined once per pair of shapes. */
+static inline __attribute__((always_inline)) size_t
+fast_pairs_of(const struct side *L, int lshape, const struct side *R, int rshape, const int64_t *li,
+              const int64_t *ri, size_t i, size_t end, struct ixl_xfer_desc *restrict lout,
+              struct ixl_xfer_desc *restrict rout, int merge, size_t *m_io, uint64_t *bytes_io)
+{
+    size_t m = *m_io;
+    uint64_t bytes = *bytes_io;
+    const uint64_t lcount = L->count, rcount = R->count;
+    for (; i < end; i++) {
+        uint64_t a = (uint64_t)li[i], c = (uint64_t)ri[i]; /* a negative index is huge */
+        if (a >= lcount || c >= rcount)
+            break;
+        if ((uint64_t)li[i + 1] == a + 1 && (uint64_t)ri[i + 1] == c + 1)
+            break; /* a consecutive stretch: the caller's loop takes it whole */
+        struct ixl_xfer_desc ld, rd;
+        fast_get(L, lshape, a, &ld);
+        fast_get(R, rshape, c, &rd);
+        if (ld.len != rd.len)
+            break;
+        bytes += ld.len;
+        if (merge && m > 0) {
+            struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
+            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
+                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
+                pl->len += ld.len;
+                pr->len += rd.len;
+                continue;
+            }
+        }
+        lout[m] = ld;
+        rout[m] = rd;
+        m++;
+    }
+    *m_io = m;
+    *bytes_io = bytes;
+    return i;
+}
+
+/* scattered_pairs where both sides have a shape of enum fast_shape (side_get's branches over
+ * the list's shape and its segment search cost more than the rest of a random index pair).
+ * Stops, for scattered_pairs to go on from i, before the last pair, at room for out_cap -
+ * *m_io more descriptors, and where scattered_pairs would stop. */
+static __attribute__((noinline)) size_t fast_pairs(const struct side *L, const struct side *R,
+                                                   const int64_t *li, const int64_t *ri, size_t i,
+                                                   size_t n, struct ixl_xfer_desc *restrict lout,
+                                                   struct ixl_xfer_desc *restrict rout,
+                                                   size_t out_cap, int merge, size_t *m_io,
+                                                   uint64_t *bytes_io)
+{
+    size_t end = n - 1 > i ? n - 1 : i; /* the look at pair i + 1 stays inside */
+    if (end - i > out_cap - *m_io)
+        end = i + (out_cap - *m_io); /* each pair adds at most one descriptor */
+    const int R1 = FAST_RUN_SEG, O1 = FAST_ONE_RUN;
+    if (L->fast == R1 && R->fast == R1)
+        return fast_pairs_of(L, R1, R, R1, li, ri, i, end, lout, rout, merge, m_io, bytes_io);
+    if (L->fast == R1 && R->fast == O1)
+        return fast_pairs_of(L, R1, R, O1, li, ri, i, end, lout, rout, merge, m_io, bytes_io);
+    if (L->fast == O1 && R->fast == R1)
+        return fast_pairs_of(L, O1, R, R1, li, ri, i, end, lout, rout, merge, m_io, bytes_io);
+    if (L->fast == O1 && R->fast == O1)
+        return fast_pairs_of(L, O1, R, O1, li, ri, i, end, lout, rout, merge, m_io, bytes_io);
+    return i;
+}
+
+/* The first k' >= k (<= kmax) where li[k'] != a + k' or ri[k'] != c + k': the end of a stretch
+ * of consecutive pairs. Four pairs a test (one branch for eight compares) while they continue. */
+static inline size_t stretch_end(const int64_t *li, const int64_t *ri, uint64_t a, uint64_t c,
+                                 size_t k, size_t kmax)
+{
+    for (; kmax - k >= 4; k += 4) {
+        uint64_t d = ((uint64_t)li[k] ^ (a + k)) | ((uint64_t)li[k + 1] ^ (a + k + 1)) |
+                     ((uint64_t)li[k + 2] ^ (a + k + 2)) | ((uint64_t)li[k + 3] ^ (a + k + 3)) |
+                     ((uint64_t)ri[k] ^ (c + k)) | ((uint64_t)ri[k + 1] ^ (c + k + 1)) |
+                     ((uint64_t)ri[k + 2] ^ (c + k + 2)) | ((uint64_t)ri[k + 3] ^ (c + k + 3));
+        if (d != 0)
+            break;
+    }
+    while (k < kmax && (uint64_t)li[k] == a + k && (uint64_t)ri[k] == c + k)
+        k++;
+    return k;
 }
 
 /* Descriptor arrays of finished requests, kept for the next ones: a 10^5-descriptor request
@@ -845,6 +974,8 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
     size_t out_cap = desc_cap(x->ldesc);
     for (size_t i = 0; i < n;) {
         if (li && ri) {
+            if (ls.fast != FAST_NONE && rs.fast != FAST_NONE)
+                i = fast_pairs(&ls, &rs, li, ri, i, n, lout, rout, out_cap, merge, &m, &bytes);
             i = scattered_pairs(&ls, &rs, li, ri, i, n, lout, rout, out_cap, merge, &m, &bytes);
             if (i == n)
                 break;
@@ -875,8 +1006,7 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
         if (kmax > n - i)
             kmax = n - i;
         if (li && ri)
-            while (k < kmax && li[i + k] == a + (int64_t)k && ri[i + k] == c + (int64_t)k)
-                k++;
+            k = stretch_end(li + i, ri + i, (uint64_t)a, (uint64_t)c, k, kmax);
         else if (li || ri)
             while (k < kmax && (li ? li[i + k] == a + (int64_t)k : ri[i + k] == c + (int64_t)k))
                 k++;
@@ -890,18 +1020,21 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
             rd.len *= k;
             k = 1;
         }
-        for (uint64_t j = 0; j < k; j++) {
-            if (merge && m > 0) {
-                struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
-                if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr &&
-                    pl->md == ld.md && pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
-                    pl->len += ld.len;
-                    pr->len += rd.len;
-                    ld.addr += lstride;
-                    rd.addr += rstride;
-                    continue;
-                }
+        /* Only the first can merge with the descriptor before: past it, one side at least
+         * has a stride other than its length (else k is 1 now). */
+        uint64_t j = 0;
+        if (merge && m > 0) {
+            struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
+            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
+                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
+                pl->len += ld.len;
+                pr->len += rd.len;
+                ld.addr += lstride;
+                rd.addr += rstride;
+                j = 1;
             }
+        }
+        while (j < k) {
             if (m == out_cap) {
                 if (desc_grow(x, m, n) != IXL_OK) {
                     rc = IXL_AGENT_ERR(agent, IXL_ERR_NO_MEMORY, "out of memory");
@@ -911,11 +1044,15 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
                 rout = x->rdesc;
                 out_cap = desc_cap(x->ldesc);
             }
-            lout[m] = ld;
-            rout[m] = rd;
-            m++;
-            ld.addr += lstride;
-            rd.addr += rstride;
+            uint64_t cnt = k - j < out_cap - m ? k - j : out_cap - m;
+            for (uint64_t t = 0; t < cnt; t++) {
+                lout[m + t] = (struct ixl_xfer_desc){ld.addr + t * lstride, ld.len, ld.dev, ld.md};
+                rout[m + t] = (struct ixl_xfer_desc){rd.addr + t * rstride, rd.len, rd.dev, rd.md};
+            }
+            m += (size_t)cnt;
+            j += cnt;
+            ld.addr += cnt * lstride;
+            rd.addr += cnt * rstride;
         }
         i += (size_t)pairs;
     }

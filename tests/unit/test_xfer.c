@@ -686,6 +686,245 @@ static void test_scattered(void)
     ixl_agent_destroy(a);
 }
 
+/* The list shapes the core finds a random index's descriptor in by division alone (core/xfer.c,
+ * fast_pairs): SH_RUNS, K and V runs of one count each inside each region (a KV cache's per-layer
+ * runs); SH_ONE, one run across regions, equal but for a longer last one. */
+enum { SH_RUNS, SH_ONE };
+struct shape {
+    int kind;
+    unsigned char *base;
+    size_t bl, per;     /* block bytes; SH_RUNS: bytes of each region the runs cover */
+    uint64_t count, rc; /* descriptors; SH_RUNS: per run */
+};
+
+static struct ixl_dlist *shape_list(struct shape *s, int kind, unsigned char *base, size_t size,
+                                    size_t bl, size_t per, int nper, size_t vlen)
+{
+    *s = (struct shape){kind, base, bl, per, 0, 0};
+    struct ixl_dlist *l;
+    if (kind == SH_ONE) {
+        struct ixl_run r = {(uintptr_t)base, bl, bl, size / bl, 0};
+        CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 1, &l), IXL_OK);
+        CHECK_RC(ixl_dlist_add_runs(l, &r, 1), IXL_OK);
+        s->count = size / bl;
+        return l;
+    }
+    s->rc = per / (2 * bl);
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, (size_t)(2 * nper), &l), IXL_OK);
+    for (int p = 0; p < nper; p++)
+        for (int kv = 0; kv < 2; kv++) {
+            struct ixl_run r = {(uintptr_t)base + (size_t)p * per + (size_t)kv * bl, kv ? vlen : bl,
+                                2 * bl, s->rc, 0};
+            CHECK_RC(ixl_dlist_add_runs(l, &r, 1), IXL_OK);
+        }
+    s->count = 2 * (uint64_t)nper * s->rc;
+    return l;
+}
+
+static unsigned char *shape_addr(const struct shape *s, uint64_t idx)
+{
+    if (s->kind == SH_ONE)
+        return s->base + idx * s->bl;
+    uint64_t r = idx / s->rc, e = idx % s->rc;
+    return s->base + (r / 2) * s->per + (r % 2) * s->bl + e * 2 * s->bl;
+}
+
+/* n random pairs from ls into rs with distinct targets (slots of two: every fifth slot takes
+ * two pairs consecutive on both sides, the general loop's case between the others); each block
+ * checked where the reference mapping puts it, every other byte of rbuf still poisoned. */
+static void shape_request(struct ixl_agent *a, const struct shape *ls, struct ixl_prep *lp,
+                          const struct shape *rs, struct ixl_prep *rp, unsigned char *lbuf,
+                          unsigned char *rbuf, size_t size, size_t n, unsigned seed)
+{
+    int64_t *li = malloc(n * sizeof(*li)), *ri = malloc(n * sizeof(*ri));
+    uint64_t nslot = rs->count / 2;
+    int64_t *slot = malloc(nslot * sizeof(*slot));
+    unsigned char *hit = calloc(size / rs->bl, 1);
+    CHECK(li && ri && slot && hit && n <= nslot);
+    srand(seed);
+    for (uint64_t i = 0; i < nslot; i++)
+        slot[i] = (int64_t)i;
+    for (uint64_t i = nslot - 1; i > 0; i--) {
+        uint64_t j = ((uint64_t)rand() * RAND_MAX + (uint64_t)rand()) % (i + 1);
+        int64_t t = slot[i];
+        slot[i] = slot[j];
+        slot[j] = t;
+    }
+    size_t m = 0;
+    for (uint64_t k = 0; m < n; k++) {
+        int64_t l = (int64_t)(((uint64_t)rand() * RAND_MAX + (uint64_t)rand()) % (ls->count - 1));
+        li[m] = l;
+        ri[m++] = 2 * slot[k];
+        if (k % 5 == 2 && m < n) {
+            li[m] = l + 1;
+            ri[m++] = 2 * slot[k] + 1;
+        }
+    }
+    fill(lbuf, size);
+    memset(rbuf, 0xa5, size);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, n, NULL, &x), IXL_OK);
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    CHECK(info.bytes == (uint64_t)n * ls->bl);
+    CHECK(ixl_xfer_post(x) >= 0);
+    CHECK_RC(ixl_xfer_wait(x, 20000), IXL_OK);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *to = shape_addr(rs, (uint64_t)ri[i]);
+        CHECK(memcmp(to, shape_addr(ls, (uint64_t)li[i]), ls->bl) == 0);
+        hit[(size_t)(to - rbuf) / rs->bl] = 1;
+    }
+    for (size_t b = 0; b < size / rs->bl; b++)
+        if (!hit[b])
+            for (size_t j = 0; j < rs->bl; j++)
+                CHECK(rbuf[b * rs->bl + j] == 0xa5);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+
+    /* An index out of range or negative, or a pair of unequal lengths, in the middle: the
+     * request fails naming that pair. */
+    char want[32];
+    snprintf(want, sizeof(want), "index pair %zu ", n / 2);
+    int64_t keep = li[n / 2];
+    li[n / 2] = (int64_t)ls->count;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, n, NULL, &x), IXL_ERR_INDEX);
+    CHECK_STR_HAS(ixl_agent_last_error(a), want);
+    li[n / 2] = -1;
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, n, NULL, &x), IXL_ERR_INDEX);
+    CHECK_STR_HAS(ixl_agent_last_error(a), want);
+    li[n / 2] = keep;
+    free(li);
+    free(ri);
+    free(slot);
+    free(hit);
+}
+
+static void test_fast_shapes_at(size_t size, size_t bl, size_t n)
+{
+    unsigned char *lbuf = malloc(size), *rbuf = malloc(size);
+    CHECK(lbuf && rbuf);
+    struct ixl_agent *a = make_agent("F", "TEST");
+    /* Local: 8 equal regions. Remote: 7 of x and a longer last one. */
+    size_t lper = size / 8, x = size / 10 / (2 * bl) * (2 * bl);
+    for (int p = 0; p < 8; p++) {
+        struct ixl_reg_desc d[2] = {
+            {(uintptr_t)lbuf + (size_t)p * lper, lper, 0, NULL, 0},
+            {(uintptr_t)rbuf + (size_t)p * x, p < 7 ? x : size - 7 * x, 0, NULL, 0}};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, d, 2, NULL), IXL_OK);
+    }
+    struct shape ls[2], rs[2];
+    struct ixl_dlist *ll[2], *rl[2];
+    struct ixl_prep *lp[2], *rp[2];
+    for (int k = 0; k < 2; k++) {
+        ll[k] = shape_list(&ls[k], k, lbuf, size, bl, lper, 8, bl);
+        rl[k] = shape_list(&rs[k], k, rbuf, size, bl, x, 7, bl);
+        CHECK_RC(ixl_prep_create(a, NULL, ll[k], NULL, &lp[k]), IXL_OK);
+        CHECK_RC(ixl_prep_create(a, "F", rl[k], NULL, &rp[k]), IXL_OK);
+    }
+    for (int l = 0; l < 2; l++)
+        for (int r = 0; r < 2; r++) {
+            size_t cap = (size_t)(rs[r].count / 2 < n ? rs[r].count / 2 : n);
+            shape_request(a, &ls[l], lp[l], &rs[r], rp[r], lbuf, rbuf, size, cap,
+                          (unsigned)(17 + 2 * l + r));
+        }
+
+    /* Local K0, V0, K1, V1 (indices 0, rc, 1, rc + 1: none continues the one before) are
+     * adjacent in memory, as are remote blocks t..t + 3: one descriptor. */
+    struct ixl_xfer *xf;
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    int64_t rc1 = (int64_t)ls[SH_RUNS].rc, t = 40;
+    int64_t ml[4] = {0, rc1, 1, rc1 + 1}, mr[4] = {t, t + 1, t + 2, t + 3};
+    fill(lbuf, size);
+    memset(rbuf, 0, size);
+    CHECK_RC(
+        ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp[SH_RUNS], ml, rp[SH_ONE], mr, 4, NULL, &xf),
+        IXL_OK);
+    CHECK_RC(ixl_xfer_info(xf, &info), IXL_OK);
+    CHECK(info.desc_count == 1 && info.bytes == 4 * bl);
+    CHECK(ixl_xfer_post(xf) >= 0);
+    CHECK_RC(ixl_xfer_wait(xf, 10000), IXL_OK);
+    CHECK(memcmp(rbuf + (size_t)t * bl, lbuf, 4 * bl) == 0);
+    CHECK_RC(ixl_xfer_release(xf), IXL_OK);
+
+    /* The same across a region boundary, local (between pairs 1 and 2) or remote: two
+     * descriptors, each inside its regions. */
+    int64_t xb = (int64_t)(x / bl);
+    int64_t bl1[4] = {rc1 - 1, 2 * rc1 - 1, 2 * rc1, 3 * rc1}, br1[4] = {t, t + 1, t + 2, t + 3};
+    int64_t bl2[4] = {0, rc1, 1, rc1 + 1}, br2[4] = {xb - 2, xb - 1, xb, xb + 1};
+    for (int c = 0; c < 2; c++) {
+        fill(lbuf, size);
+        memset(rbuf, 0, size);
+        CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp[SH_RUNS], c ? bl2 : bl1, rp[SH_ONE],
+                                         c ? br2 : br1, 4, NULL, &xf),
+                 IXL_OK);
+        CHECK_RC(ixl_xfer_info(xf, &info), IXL_OK);
+        CHECK(info.desc_count == 2);
+        CHECK(ixl_xfer_post(xf) >= 0);
+        CHECK_RC(ixl_xfer_wait(xf, 10000), IXL_OK);
+        for (int i = 0; i < 4; i++)
+            CHECK(memcmp(shape_addr(&rs[SH_ONE], (uint64_t)(c ? br2 : br1)[i]),
+                         shape_addr(&ls[SH_RUNS], (uint64_t)(c ? bl2 : bl1)[i]), bl) == 0);
+        CHECK_RC(ixl_xfer_release(xf), IXL_OK);
+    }
+
+    /* A stretch of consecutive pairs ends where either side stops continuing, wherever in a
+     * group of four that is: 12 pairs whose remote or local side jumps at pair p only are 3
+     * pieces (2 when p is the last), each one descriptor (contiguous on both sides). */
+    for (int jp = 1; jp < 24; jp += jp == 11 ? 2 : 1) {
+        int64_t sl[12], sr[12];
+        for (int i = 0; i < 12; i++) {
+            sl[i] = i == jp - 12 ? 300 : 10 + i; /* jp >= 12: the local side jumps */
+            sr[i] = i == jp ? 300 : 50 + i;
+        }
+        fill(lbuf, size);
+        memset(rbuf, 0, size);
+        CHECK_RC(
+            ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp[SH_ONE], sl, rp[SH_ONE], sr, 12, NULL, &xf),
+            IXL_OK);
+        CHECK_RC(ixl_xfer_info(xf, &info), IXL_OK);
+        CHECK(info.desc_count == (jp % 12 < 11 ? 3u : 2u));
+        CHECK(ixl_xfer_post(xf) >= 0);
+        CHECK_RC(ixl_xfer_wait(xf, 10000), IXL_OK);
+        for (int i = 0; i < 12; i++)
+            CHECK(memcmp(rbuf + (size_t)sr[i] * bl, lbuf + (size_t)sl[i] * bl, bl) == 0);
+        CHECK_RC(ixl_xfer_release(xf), IXL_OK);
+    }
+
+    /* Remote V runs half as long as K: a pair into one, in the middle, is named. */
+    struct shape hs;
+    struct ixl_dlist *hl = shape_list(&hs, SH_RUNS, rbuf, size, bl, x, 7, bl / 2);
+    struct ixl_prep *hp;
+    CHECK_RC(ixl_prep_create(a, "F", hl, NULL, &hp), IXL_OK);
+    enum { H = 64 };
+    int64_t hli[H], hri[H];
+    for (int i = 0; i < H; i++) {
+        hli[i] = (int64_t)(((size_t)i * 7919) % ls[SH_RUNS].count);
+        hri[i] = 2 * (int64_t)hs.rc * (i % 7) + 3 * i; /* K runs only, never consecutive */
+    }
+    hri[H / 2] = (int64_t)hs.rc + 5; /* in V run 0 */
+    CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp[SH_RUNS], hli, hp, hri, H, NULL, &xf),
+             IXL_ERR_MISMATCH);
+    CHECK_STR_HAS(ixl_agent_last_error(a), "descriptor pair 32:");
+    ixl_prep_destroy(hp);
+    ixl_dlist_destroy(hl);
+    for (int k = 0; k < 2; k++) {
+        ixl_prep_destroy(lp[k]);
+        ixl_prep_destroy(rp[k]);
+        ixl_dlist_destroy(ll[k]);
+        ixl_dlist_destroy(rl[k]);
+    }
+    ixl_agent_destroy(a);
+    free(lbuf);
+    free(rbuf);
+}
+
+/* Every pair of the two shapes with 4,000 random pairs; and a request of 300,000 pairs, more
+ * than the first descriptor arrays hold (2^18: they grow while it is built). */
+static void test_fast_shapes(void)
+{
+    test_fast_shapes_at(SZ, 16, 4000);
+    test_fast_shapes_at((size_t)8 << 20, 8, 300000);
+}
+
 /* Prepared lists large enough that their arrays come from kept blocks (core/xfer.c: from 64 KiB)
  * and are handed from one list to the next: lists of thousands of single blocks in random
  * regions (runs that merge into progressions, segments that outgrow their first room), made,
@@ -771,6 +1010,7 @@ int main(void)
     test_backend_choice();
     test_run_across_regions();
     test_scattered();
+    test_fast_shapes();
     test_prep_kept();
     free(src);
     free(dst);
