@@ -104,10 +104,12 @@ struct ucx_lane {
     bool stalled;         /* missed the deadline (timeout_ms): no new operations until it answers */
     bool reached;         /* an endpoint to the current address was created once */
     bool sw_rma;          /* ep has no RMA transport: WRITE/READ are the plugin's messages */
-    uint64_t quiet_until; /* CLOCK_MONOTONIC ms: no new ep to addr before (UCX_REOPEN_QUIET_MS) */
+    uint64_t quiet_until; /* now_ms: no new ep to addr before (UCX_REOPEN_QUIET_MS) */
     size_t outstanding;   /* operations on ep not completed */
-    uint64_t last_ms;     /* last completion on ep, or when outstanding left 0 */
-    char path[32];        /* transports of ep's RMA and AM lanes */
+    uint64_t last_ms;     /* now_ms of the deadline scan that saw `acts` move last */
+    uint64_t acts, acts_seen; /* completions on ep, and starts from none outstanding: counted
+                                 without a clock; the scan dates last_ms from their change */
+    char path[32];            /* transports of ep's RMA and AM lanes */
 };
 
 struct ucx_remote {
@@ -251,8 +253,11 @@ struct ucx_worker {
     struct ucx_part *ready;             /* parts whose operations all completed: next phase */
     struct ucx_part *active;            /* parts in flight on this worker */
     size_t n_active;
-    uint64_t last_any_ms;           /* last progress that did something, or a part added */
+    uint64_t any_seq, any_seen;     /* passes that did something, and parts added: counted
+                                       without a clock, dated by the thread's next look */
+    uint64_t last_any_ms;           /* when the thread saw any_seq move last */
     uint64_t last_any_ns;           /* the same in ns, for the spin window (spin_us) */
+    unsigned passes;                /* callers' passes: every UCX_SCAN_PASSES-th one scans */
     atomic_uint_fast64_t caller_ns; /* the latest progress by a caller: the thread stands back
                                        (UCX_CALLER_IN: a caller's pass is under way) */
     atomic_bool watched;  /* a waiting caller watches a request on it (wait_xfer): one at a time */
@@ -329,7 +334,7 @@ int ep_get_locked(struct ucx_worker *w, struct ucx_remote *r, ucp_ep_h *out);
 void active_add(struct ucx_worker *w, struct ucx_part *p);
 void active_del(struct ucx_worker *w, struct ucx_part *p);
 bool lane_down(const struct ucx_lane *l, struct ucx_remote *r);
-bool progress_locked(struct ucx_worker *w);
+bool progress_locked(struct ucx_worker *w, bool scan);
 void *progress_main(void *arg);
 void caller_release(struct ucx_worker *w);
 int ucx_progress(struct ixl_engine *base);

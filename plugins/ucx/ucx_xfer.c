@@ -26,7 +26,7 @@ void op_done(struct ucx_part *p, int status, bool answered)
 {
     struct ucx_lane *l = &p->q->rem->lane[p->w->idx];
     l->outstanding--;
-    l->last_ms = now_ms();
+    l->acts++;
     if (answered) {
         l->stalled = false; /* the peer answers (again) */
         if (atomic_exchange(&p->q->rem->stalled, false)) {
@@ -68,7 +68,7 @@ void op_count(struct ucx_part *p)
 {
     struct ucx_lane *l = &p->q->rem->lane[p->w->idx];
     if (l->outstanding++ == 0)
-        l->last_ms = now_ms();
+        l->acts++;
     p->pending++;
 }
 
@@ -380,7 +380,7 @@ int ucx_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     q->part[0].queued = false;
     active_add(w, &q->part[0]); /* makes its progress thread spin while this is in flight */
     part_start_locked(w, &q->part[0]);
-    progress_locked(w);
+    progress_locked(w, false);
     pthread_mutex_unlock(&w->lock);
     int rc = atomic_load(&q->status);
     if (rc == IXL_IN_PROGRESS)
@@ -408,7 +408,7 @@ static bool req_progress(struct ucx_req *q, bool block)
              * 4 KiB request over tcp). */
             atomic_store(&w->caller_ns, UCX_CALLER_IN);
         }
-        any = progress_locked(w) || any;
+        any = progress_locked(w, false) || any;
         pthread_mutex_unlock(&w->lock);
         if (!block)
             atomic_store(&w->caller_ns, now_ns());
@@ -438,6 +438,8 @@ int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
  * system call. */
 #define UCX_WATCH_IDLE_SPINS 64
 #define UCX_YIELD_SHARED_NS 3000u
+/* Passes of a watch between readings of the clock (its budget). */
+#define UCX_WATCH_CLOCK_PASSES 8
 
 /* ixl_xfer_wait's watch (plugin ABI 2.5): the caller's thread progresses the worker of q's
  * part for up to budget_ns, and that worker's thread stands back meanwhile (caller_ns): the
@@ -469,19 +471,25 @@ int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
     uint64_t t0 = now_ns(), ns = t0;
     /* w->watch_spins is the watcher's alone (watched); 0: not set yet */
     unsigned idle = 0, spins = w->watch_spins ? w->watch_spins : UCX_WATCH_IDLE_SPINS;
-    for (;;) {
-        atomic_store(&w->caller_ns, ns);
+    atomic_store(&w->caller_ns, ns);
+    for (unsigned pass = 1;; pass++) {
         bool any = false;
         if (pthread_mutex_trylock(&w->lock) == 0) {
-            any = progress_locked(w);
+            any = progress_locked(w, false);
             pthread_mutex_unlock(&w->lock);
         }
         st = atomic_load(&q->status);
         if (st != IXL_IN_PROGRESS)
             break;
-        ns = now_ns();
-        if (ns - t0 >= budget_ns)
-            break;
+        /* The clock every UCX_WATCH_CLOCK_PASSES passes, and before a yield: a reading costs
+         * about what a pass that finds nothing does. (The thread stands back while `watched`
+         * is set, whatever caller_ns says.) */
+        bool yield = !any && idle + 1 >= spins;
+        if (yield || pass % UCX_WATCH_CLOCK_PASSES == 0) {
+            ns = now_ns();
+            if (ns - t0 >= budget_ns)
+                break;
+        }
         if (any) {
             idle = 0;
         } else if (++idle >= spins) {
@@ -495,6 +503,7 @@ int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
         }
     }
     w->watch_spins = spins;
+    atomic_store(&w->caller_ns, ns); /* read within the last UCX_WATCH_CLOCK_PASSES passes */
     atomic_store(&w->watched, false);
     /* The worker's thread takes over again at once when this request is still in flight (the
      * caller sleeps next) or other parts are; otherwise it looks again within UCX_STANDBY_NS
