@@ -3,7 +3,7 @@
 # processes (a target and an initiator), and the medians of what matters: GB/s of each variant
 # and the ratio of the 32,768-descriptor requests to one 1 GiB descriptor over the same path
 # (target >= 0.8), next to the same ratio for plain memcpy inside one process (what the memory
-# system allows for that shape).
+# system allows for that shape); and the median time to make each request (its round's mean).
 #
 # Environment: BUILD_DIR (default build), ROUNDS (3), PATHS ("shm cma tcp"; cma runs with the
 # target's memory from mmap, as an application's would be, so NET cannot map it), KV_ARGS (more
@@ -73,9 +73,9 @@ for r in $(seq "$rounds"); do
                 "$(tail -n 2 "$results.err")" >&2
             continue
         fi
-        # path variant gbps used-path check
+        # path variant gbps used-path check make-us (the mean of ixl_xfer_create_prepped)
         awk -f "$root/bench/csv2tsv.awk" "$results.csv" |
-            awk -F'\t' -v p="$p" '$1 ~ /^kv-/ { print p, substr($1, 4), $14, $4, $NF }' \
+            awk -F'\t' -v p="$p" '$1 ~ /^kv-/ { print p, substr($1, 4), $14, $4, $NF, $18 }' \
                 >>"$results"
         echo "  round $r, path $p: done" >&2
     done
@@ -84,15 +84,15 @@ echo "($(($(date +%s) - start)) s of runs)" >&2
 echo
 
 awk -v rounds="$rounds" -v paths="$paths" '
-function median(key,    n, i, j, t, a) {
+function median(key, mk,    n, i, j, t, a) {
     n = cnt[key]
-    for (i = 1; i <= n; i++) a[i] = val[key, i]
+    for (i = 1; i <= n; i++) a[i] = mk ? mkv[key, i] : val[key, i]
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 {
     key = $1 SUBSEP $2
-    cnt[key]++; val[key, cnt[key]] = $3
+    cnt[key]++; val[key, cnt[key]] = $3; mkv[key, cnt[key]] = $6
     if ($5 == "FAIL") bad[key] = 1
     if ($2 !~ /^memcpy/ && $4 != $1 && !($1 == "shm" && $4 == "shm")) note[key] = $4
 }
@@ -106,8 +106,19 @@ END {
         printf "%-15s", vs[k]
         for (i = 1; i <= np; i++) {
             key = ps[i] SUBSEP vs[k]
-            med[key] = cnt[key] ? median(key) : -1
+            med[key] = cnt[key] ? median(key, 0) : -1
             printf "  %9s", med[key] < 0 ? "-" : sprintf("%.3f%s", med[key], (key in bad) ? "!" : "")
+        }
+        printf "\n"
+    }
+    printf "\nmake (ixl_xfer_create_prepped; ixl_xfer_create for single), ms, median of the rounds\x27 means\n%-15s", "variant"
+    for (i = 1; i <= np; i++) printf "  %9s", ps[i]
+    printf "\n"
+    for (k = 1; k <= 4; k++) {
+        printf "%-15s", vs[k]
+        for (i = 1; i <= np; i++) {
+            key = ps[i] SUBSEP vs[k]
+            printf "  %9s", cnt[key] ? sprintf("%.3f", median(key, 1) / 1000) : "-"
         }
         printf "\n"
     }

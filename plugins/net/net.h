@@ -108,7 +108,8 @@ struct net_rmd {
     /* Lazily mapped view of the owner's memfd (same-node peers), passed by the verified peer
      * over the same-node channel (net_local.c). */
     pthread_mutex_t map_lock;
-    int map_tried;
+    atomic_int map_tried;  /* set once (release), after map, map_len, map_off, map_instance:
+                              those then stay until unload, and are read without map_lock */
     uint64_t map_instance; /* the peer instance that handed the memfd over */
     /* cma: the verified peer confirmed the region (1), denied it (-1), not asked yet (0);
      * for peer instance confirmed_instance. Under the peer's lock. */

@@ -526,8 +526,13 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         }
         if (local_ok && (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_SHM)) {
             shm_ok = 1;
-            for (size_t i = 0; i < r->n && shm_ok; i++)
+            const struct ixl_md *last = NULL; /* runs of one region are asked once */
+            for (size_t i = 0; i < r->n && shm_ok; i++) {
+                if (r->rd[i].md == last)
+                    continue;
+                last = r->rd[i].md;
                 shm_ok = net_rmd_map((struct net_rmd *)r->rd[i].md, why, sizeof(why)) != NULL;
+            }
         }
         if (local_ok && !shm_ok &&
             (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_CMA)) {
