@@ -380,9 +380,9 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
 {
     /* Frames to or from VRAM fit a staging slot at both ends (net_stage.c). */
     uint64_t step = r->stage && e->chunk > NET_STAGE_FRAME ? NET_STAGE_FRAME : e->chunk;
-    uint64_t count = 0;
+    uint64_t count = 0; /* (a division only for a descriptor longer than a frame, or empty) */
     for (size_t i = 0; i < r->n; i++)
-        count += (r->ld[i].len + step - 1) / step;
+        count += r->ld[i].len - 1 < step ? 1 : (r->ld[i].len + step - 1) / step;
     if (count > UINT32_MAX)
         return net_error(e, IXL_ERR_TOO_LARGE, "NET: request of %" PRIu64 " frames", count);
     free(r->chunks);
@@ -396,6 +396,11 @@ static int build_chunks(struct net_engine *e, struct net_req *r)
         const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
         const struct net_region *lg = (const struct net_region *)r->ld[i].md;
         int dev = r->stage_local ? lg->dev : -1;
+        if (r->ld[i].len - 1 < step) { /* one frame */
+            r->chunks[k++] =
+                (struct net_chunk){r->ld[i].addr, r->rd[i].addr, r->ld[i].len, m->key, NULL, dev};
+            continue;
+        }
         for (uint64_t off = 0; off < r->ld[i].len; off += step) {
             uint64_t len = r->ld[i].len - off < step ? r->ld[i].len - off : step;
             r->chunks[k++] = (struct net_chunk){
@@ -463,6 +468,10 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     r->ld = local->descs;
     r->rd = remote->descs;
     r->n = local->count;
+    /* In the same pass: whether every target descriptor lies inside its region, all of one
+     * peer (the same-node paths' condition below), else the first that does not. */
+    const struct net_peer *m_peer = NULL;
+    size_t outside = SIZE_MAX;
     for (size_t i = 0; i < r->n; i++) {
         const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
         if (m == NULL || m->magic != NET_RMD_MAGIC) {
@@ -471,6 +480,12 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
                              i);
         }
         r->bytes += r->ld[i].len;
+        if (i == 0)
+            m_peer = m->peer;
+        if (outside == SIZE_MAX &&
+            (m->peer != m_peer || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
+             r->rd[i].addr - m->addr > m->len - r->rd[i].len))
+            outside = i;
     }
     int rc = IXL_OK;
     if (strcmp(remote_agent, e->name) == 0) {
@@ -516,13 +531,10 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
         pthread_mutex_unlock(&p->lock);
         int shm_ok = 0, cma_ok = 0;
         char why[256] = "the peer switched its same-node paths off";
-        for (size_t i = 0; i < r->n && local_ok; i++) {
-            const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
-            if (m->peer != p || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
-                r->rd[i].addr - m->addr > m->len - r->rd[i].len) {
-                snprintf(why, sizeof(why), "descriptor %zu lies outside its region", i);
-                local_ok = 0;
-            }
+        if (local_ok && r->n && (m_peer != p || outside != SIZE_MAX)) {
+            snprintf(why, sizeof(why), "descriptor %zu lies outside its region",
+                     m_peer != p ? (size_t)0 : outside);
+            local_ok = 0;
         }
         if (local_ok && (e->force_path == NET_PATH_AUTO || e->force_path == NET_PATH_SHM)) {
             shm_ok = 1;
