@@ -79,7 +79,9 @@
 # BENCH_DIR (/var/tmp), FILE_SIZE (2G), BYTES (FILE_SIZE), POLICIES ("direct buffered"), OPS
 # ("read write"), IOPS_QD (64), IOPS_BYTES (1G), LAT_ROWS ("direct:write direct:read
 # buffered:read buffered:write"; "" skips the section), LAT_BLOCK (1M), LAT_ITERS (300),
-# LAT_ROUNDS (ROUNDS), KEEP_FILE (0: the file is removed at the end; 1: kept for the next run).
+# LAT_ROUNDS (ROUNDS), KEEP_FILE (0: the file is removed at the end; 1: kept for the next run),
+# THP (always: transparent huge pages for both tools during the run, restored at exit; keep:
+# the system's setting; bench/thp.sh says why).
 # SECTIONS ("rate iops lat"): which parts run (the data checks always do). Duration with the
 # defaults on the 2-core test VM: the rate rows took about 5 minutes at 5 rounds on a quiet
 # machine (so about 7 at 7); the latency rows (4 x 7 rounds) took 4 minutes under a load
@@ -168,9 +170,13 @@ results=$(mktemp)
 cleanup() {
     rm -f "$results" "$results".*
     [ "$keep" = 1 ] || rm -f "$file"
+    thp_restore
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# shellcheck source=bench/thp.sh
+. "$root/bench/thp.sh"
+thp_set
 
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
 type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
@@ -184,6 +190,7 @@ echo "source:  $(git -C "$root" describe --always --dirty 2>/dev/null || echo "n
     "plugins/posix digest ${src}"
 echo "fio:     $(fio --version)"
 echo "file:    $file, $file_size on $fstype ($dev)"
+echo "thp:     transparent huge pages $(thp_mode) for both tools (THP=${THP:-always}; bench/thp.sh)"
 echo "runs:    $rounds interleaved round(s) per row, each run $bytes_run from idle to idle;" \
     "SIZES: $sizes; QDS: $qds; POSIX chunk $((px_chunk >> 20)) MiB"
 

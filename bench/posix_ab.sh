@@ -20,7 +20,9 @@
 #        and this tree's; RelWithDebInfo or Release)
 # Environment: ROUNDS (7), SECTIONS ("lat rate"), LAT_ROWS, LAT_BLOCK (1M), LAT_ITERS (300),
 # SIZES ("16M 64M"), BENCH_DIR (/var/tmp; the file is BENCH_DIR/ixl-posix-ab/bench.dat, FILE_SIZE
-# 1G, kept when KEEP_FILE=1). Needs fio (apt-get install fio).
+# 1G, kept when KEEP_FILE=1), THP (always: transparent huge pages for fio and both builds during
+# the run, restored at exit; keep: the system's setting; bench/thp.sh says why). Needs fio
+# (apt-get install fio).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 2 ]; then
@@ -58,9 +60,13 @@ out=$(mktemp -d /tmp/ixl_posix_ab.XXXXXX)
 cleanup() {
     rm -rf "$out"
     [ "${KEEP_FILE:-0}" = 1 ] || rm -f "$file"
+    thp_restore
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# shellcheck source=bench/thp.sh
+. "$root/bench/thp.sh"
+thp_set
 if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" != "$(numfmt --from=iec "$file_size")" ]; then
     fio --name=layout --filename="$file" --size="$file_size" --rw=write --bs=1M --direct=1 \
         --ioengine=io_uring --iodepth=16 --output=/dev/null || exit 1
@@ -72,6 +78,7 @@ have_perf=0
 perf stat -e context-switches true >/dev/null 2>&1 && have_perf=1
 echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(uname -n), $(nproc) CPUs, kernel $(uname -r); fio: $(fio --version)"
+echo "thp:     transparent huge pages $(thp_mode) for fio and both builds (THP=${THP:-always}; bench/thp.sh)"
 src_of() { # build dir -> "source dir, commit" (the commit where the source is a git tree's top)
     local s
     s=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$1/CMakeCache.txt" 2>/dev/null)
