@@ -631,6 +631,23 @@ static inline __attribute__((always_inline)) void side_get(const struct side *s,
     d->md = s->segs[lo].md;
 }
 
+/* Extends the last of the m pairs of lout and rout by (ld, rd) when both sides continue it in
+ * memory, in the same region (metadata) and on the same device: 1 merged, 0 not. */
+static inline __attribute__((always_inline)) int
+pair_merge(struct ixl_xfer_desc *restrict lout, struct ixl_xfer_desc *restrict rout, size_t m,
+           const struct ixl_xfer_desc *ld, const struct ixl_xfer_desc *rd)
+{
+    if (m == 0)
+        return 0;
+    struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
+    if (pl->addr + pl->len != ld->addr || pr->addr + pr->len != rd->addr || pl->md != ld->md ||
+        pr->md != rd->md || pl->dev != ld->dev || pr->dev != rd->dev)
+        return 0;
+    pl->len += ld->len;
+    pr->len += rd->len;
+    return 1;
+}
+
 static __attribute__((noinline)) size_t
 scattered_pairs(const struct side *L, const struct side *R, const int64_t *li, const int64_t *ri,
                 size_t i, size_t n, struct ixl_xfer_desc *restrict lout,
@@ -651,15 +668,8 @@ scattered_pairs(const struct side *L, const struct side *R, const int64_t *li, c
         if (ld.len != rd.len)
             break;
         bytes += ld.len;
-        if (merge && m > 0) {
-            struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
-            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
-                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
-                pl->len += ld.len;
-                pr->len += rd.len;
-                continue;
-            }
-        }
+        if (merge && pair_merge(lout, rout, m, &ld, &rd))
+            continue;
         lout[m] = ld;
         rout[m] = rd;
         m++;
@@ -712,15 +722,8 @@ fast_pairs_of(const struct side *L, int lshape, const struct side *R, int rshape
         if (ld.len != rd.len)
             break;
         bytes += ld.len;
-        if (merge && m > 0) {
-            struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
-            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
-                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
-                pl->len += ld.len;
-                pr->len += rd.len;
-                continue;
-            }
-        }
+        if (merge && pair_merge(lout, rout, m, &ld, &rd))
+            continue;
         lout[m] = ld;
         rout[m] = rd;
         m++;
@@ -1023,16 +1026,10 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
         /* Only the first can merge with the descriptor before: past it, one side at least
          * has a stride other than its length (else k is 1 now). */
         uint64_t j = 0;
-        if (merge && m > 0) {
-            struct ixl_xfer_desc *pl = &lout[m - 1], *pr = &rout[m - 1];
-            if (pl->addr + pl->len == ld.addr && pr->addr + pr->len == rd.addr && pl->md == ld.md &&
-                pr->md == rd.md && pl->dev == ld.dev && pr->dev == rd.dev) {
-                pl->len += ld.len;
-                pr->len += rd.len;
-                ld.addr += lstride;
-                rd.addr += rstride;
-                j = 1;
-            }
+        if (merge && pair_merge(lout, rout, m, &ld, &rd)) {
+            ld.addr += lstride;
+            rd.addr += rstride;
+            j = 1;
         }
         while (j < k) {
             if (m == out_cap) {
