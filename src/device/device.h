@@ -30,10 +30,11 @@ struct ixl_dev_counters {
     uint64_t alloc_misses; /* allocations derived (not found in the cache) */
     uint64_t ipc_exports;  /* cuIpcGetMemHandle calls */
     /* copy_batch: which way the copies went (docs/device.md, "Batched copies") */
-    uint64_t kernel_launches; /* launches of the copy kernel */
-    uint64_t kernel_copies;   /* table entries those launches copied */
-    uint64_t batch_calls;     /* cuMemcpyBatchAsync calls */
-    uint64_t single_copies;   /* cuMemcpyAsync calls made by copy_batch */
+    uint64_t kernel_launches;     /* launches of the copy kernel */
+    uint64_t kernel_copies;       /* table entries those launches copied */
+    uint64_t kernel_table_copies; /* launches whose table was copied to device memory first */
+    uint64_t batch_calls;         /* cuMemcpyBatchAsync calls */
+    uint64_t single_copies;       /* cuMemcpyAsync calls made by copy_batch */
 };
 void ixl_dev_counters(struct ixl_dev_counters *out);
 

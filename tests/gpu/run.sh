@@ -69,7 +69,7 @@ done
 off=$(sed -n 's/^\(IXL_WITH_[A-Z0-9_]*\):BOOL=OFF$/ -D\1=OFF/p' "$BUILD/CMakeCache.txt" | tr -d '\n')
 say "configured $BUILD (Release${off:+;$off})"
 
-targets="ixl ixl-info ixlbench test_device_batch test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_stage test_gpu_storage test_gpu_gds"
+targets="ixl ixl-info ixlbench test_device_batch bench_copy_kernel test_gpu_reg test_gpu_xfer test_gpu_ipc test_gpu_stage test_gpu_storage test_gpu_gds"
 build() {
     # shellcheck disable=SC2086
     cmake --build "$BUILD" -j "$JOBS" --target $targets >"$LOGS/build.log" 2>&1
@@ -194,6 +194,11 @@ nogpu=0
 [ $rc -eq 77 ] && nogpu=1
 run test_device_batch 120 "batched device copies (copy_batch): the copy kernel (odd sizes and offsets, 70,000 entries, tables reused), cuMemcpyBatchAsync host<->device, one copy each, data checked" \
     "$BUILD/tests/test_device_batch"
+# The copy kernel alone: tables read mapped or from device memory, one launch or NET's batches,
+# against the copy engines (bench/bench_copy_kernel.c; docs/device.md, "Batched copies").
+# shellcheck disable=SC2016 # $0 is sh -c's, expanded there
+run bench_copy_kernel 120 "the copy kernel alone: 4/16/32 KiB entries, mapped or device-resident tables, one launch or NET's batches, against cuMemcpyAsync 1 GiB" \
+    sh -c 'echo "The copy kernel alone (bench/bench_copy_kernel.c):"; echo; echo "\`\`\`"; "$0"; rc=$?; echo "\`\`\`"; exit $rc' "$BUILD/bench/bench_copy_kernel"
 run test_gpu_xfer 180 "NET within one agent: VRAM<->VRAM, VRAM->DRAM, DRAM->VRAM, data checked" \
     "$BUILD/tests/gpu/test_gpu_xfer"
 run bench_gpu 300 "bandwidth: ixl (NET, one agent) against cuMemcpy, interleaved, medians" \
@@ -357,7 +362,7 @@ fi
 emit "| test | result | time | what |"
 emit "|---|---|---|---|"
 cat "$results" >>"$OUTMD"
-for name in ixl-info test_gpu_reg test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc test_gpu_stage ixlbench_kv calibrate test_gpu_storage bench_storage test_gpu_gds cufile-env test_gpu_gds_compat python_gpu python_gpu_2p; do
+for name in ixl-info test_gpu_reg bench_copy_kernel test_gpu_xfer bench_gpu test_gpu_ipc bench_gpu_ipc test_gpu_stage ixlbench_kv calibrate test_gpu_storage bench_storage test_gpu_gds cufile-env test_gpu_gds_compat python_gpu python_gpu_2p; do
     [ -s "$LOGS/$name.md" ] || continue
     emit ""
     cat "$LOGS/$name.md" >>"$OUTMD"

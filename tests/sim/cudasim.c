@@ -1289,7 +1289,8 @@ static void event_put_locked(struct CUevent_st *e)
 }
 
 /* ixl_copy_batch (src/device/copy_kernel.cu) as the GPU runs it: the table is read now, from
- * mapped pinned host memory, and every entry's two ends must be device memory this context
+ * mapped pinned host memory or from device memory (cuMemAlloc: the layer copies small
+ * entries' tables there first), and every entry's two ends must be device memory this context
  * reaches (a kernel touching anything else faults: CUDA_ERROR_ILLEGAL_ADDRESS, sticky).
  * IXL_CUDASIM_FAIL_COPY counts each entry as a copy. */
 static CUresult kernel_run(uintptr_t tab, uint32_t n)
@@ -1297,17 +1298,18 @@ static CUresult kernel_run(uintptr_t tab, uint32_t n)
     size_t bytes = (size_t)n * 24;
     pthread_mutex_lock(&g_lock);
     struct sim_region *t = region_find(tab);
-    bool ok = t != NULL && t->kind == SIM_HOSTREG && t->devmap && tab - t->base <= t->len &&
-              bytes <= t->len - (tab - t->base);
+    bool ok = t != NULL && ((t->kind == SIM_HOSTREG && t->devmap) || t->kind == SIM_ALLOC) &&
+              tab - t->base <= t->len && bytes <= t->len - (tab - t->base);
     if (ok)
         t->refs++;
+    const char *rows = ok && t->kind == SIM_ALLOC ? t->alias + (tab - t->base) : (const char *)tab;
     pthread_mutex_unlock(&g_lock);
     if (!ok)
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     CUresult rc = CUDA_SUCCESS;
     for (uint32_t i = 0; i < n && rc == CUDA_SUCCESS; i++) {
         uint64_t e[3];
-        memcpy(e, (const char *)tab + (size_t)i * 24, sizeof(e));
+        memcpy(e, rows + (size_t)i * 24, sizeof(e));
         if (copy_fails()) {
             rc = CUDA_ERROR_ILLEGAL_ADDRESS;
             break;

@@ -8,7 +8,9 @@
  * through the kernel (entries over 256 KiB split, 16 MiB ones to the copy engines), with the
  * request in flight first and the bytes between the copies left poisoned; twelve batches posted
  * back to back (more than the layer's 8 tables, each launch 2 ms late) all land, so a table is
- * reused only after its launch ran; 70,000 entries take two launches; host<->device batches
+ * reused only after its launch ran (tables of small entries copied to device memory first, as
+ * the counters show; in a child with no device memory left, read from the mapped table);
+ * 70,000 entries take two launches; host<->device batches
  * go through cuMemcpyBatchAsync; bad arguments are refused. In children: IXL_DEV_COPY=loop (one
  * cuMemcpyAsync each), the driver refusing the kernel (IXL_CUDASIM_NO_KERNEL: the batch API
  * takes over) and the batch API (IXL_CUDASIM_NO_BATCH: one call each), an injected failure of
@@ -158,7 +160,7 @@ static void ring(struct ixl_dev_stream *s)
     pair_make(&p, RING_BATCHES * 100 * 4 * KB, 7);
     struct ixl_dev_copy v[RING_BATCHES][100];
     struct ixl_dev_event *e[RING_BATCHES];
-    uint64_t k0 = counters().kernel_launches;
+    struct ixl_dev_counters c0 = counters();
     for (int b = 0; b < RING_BATCHES; b++) {
         size_t n = 0;
         for (int i = 0; i < 100; i++) { /* batch b's blocks, every RING_BATCHES-th, reversed */
@@ -169,7 +171,10 @@ static void ring(struct ixl_dev_stream *s)
         CHECK_RC(ops->copy_batch(ops->ctx, s, v[b], n, IXL_DEV_COPY_DEVICE_ONLY), IXL_OK);
         CHECK_RC(ops->record(ops->ctx, s, &e[b]), IXL_OK);
     }
-    CHECK(counters().kernel_launches - k0 == RING_BATCHES);
+    struct ixl_dev_counters c1 = counters();
+    CHECK(c1.kernel_launches - c0.kernel_launches == RING_BATCHES);
+    /* 4 KiB entries: each table went to device memory first (the tables reused alike) */
+    CHECK(c1.kernel_table_copies - c0.kernel_table_copies == RING_BATCHES);
     for (int b = 0; b < RING_BATCHES; b++) {
         CHECK_RC(ops->wait(ops->ctx, e[b]), IXL_OK);
         ops->event_destroy(ops->ctx, e[b]);
@@ -196,6 +201,7 @@ static void many(struct ixl_dev_stream *s)
     struct ixl_dev_counters c1 = counters();
     CHECK(c1.kernel_launches - c0.kernel_launches == 2);
     CHECK(c1.kernel_copies - c0.kernel_copies == n);
+    CHECK(c1.kernel_table_copies - c0.kernel_table_copies == 2);
     pair_check(&p);
     pair_free(&p);
     free(v);
@@ -284,6 +290,43 @@ static void child_entry_fails(const char *arg)
     ops->stream_destroy(ops->ctx, s);
 }
 
+/* No device memory left for a table: the kernel reads the mapped table instead. */
+static void child_no_table_mem(const char *arg)
+{
+    (void)arg;
+    ixl_log_set_sink(log_sink, NULL); /* (the refused allocations below log) */
+    struct ixl_dev_stream *s;
+    CHECK_RC(ops->stream_create(ops->ctx, 0, &s), IXL_OK);
+    struct pair p;
+    size_t n = 200;
+    pair_make(&p, n * 4 * KB, 43);
+    /* Every byte of the device's memory taken (IXL_CUDASIM_MEM_MB=64 here). */
+    void *held[64];
+    int nh = 0;
+    for (size_t sz = 64 * MB; sz >= 4 * KB && nh < 64;)
+        if (ixl_device_alloc(0, sz, &held[nh]) == IXL_OK)
+            nh++;
+        else
+            sz /= 2;
+    CHECK(nh > 0 && nh < 64);
+    struct ixl_dev_copy *v = malloc(n * sizeof(*v));
+    CHECK(v != NULL);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        add(&p, v, &k, ((i * 37) % n) * 4 * KB, i * 4 * KB, 4 * KB);
+    struct ixl_dev_counters c0 = counters();
+    CHECK_RC(run(s, v, n, IXL_DEV_COPY_DEVICE_ONLY, true), IXL_OK);
+    struct ixl_dev_counters c1 = counters();
+    CHECK(c1.kernel_launches - c0.kernel_launches == 1);
+    CHECK(c1.kernel_table_copies == c0.kernel_table_copies);
+    while (nh > 0)
+        CHECK_RC(ixl_device_free(held[--nh]), IXL_OK);
+    pair_check(&p);
+    pair_free(&p);
+    free(v);
+    ops->stream_destroy(ops->ctx, s);
+}
+
 /* A host buffer in a device-only batch: the kernel cannot reach it (a real GPU faults). */
 static void child_host_in_kernel(const char *arg)
 {
@@ -321,6 +364,7 @@ int main(void)
         in_child("IXL_CUDASIM_NO_BATCH", "1", child_paths, "no-batch");
         in_child("IXL_CUDASIM_FAIL_COPY", "3", child_entry_fails, "entry fails");
         in_child(NULL, NULL, child_host_in_kernel, "host memory in a kernel");
+        in_child("IXL_CUDASIM_MEM_MB", "64", child_no_table_mem, "no device memory for a table");
     }
 
     ops = ixl_dev_ops();
@@ -339,7 +383,8 @@ int main(void)
     /* One launch: 8 entries, 256 KiB + 3 and 3 MiB + 7 split (2 + 13 pieces): 21 pieces. */
     CHECK(c1.kernel_launches - c0.kernel_launches == 1);
     CHECK(c1.kernel_copies - c0.kernel_copies == 21);
-    CHECK(c1.single_copies - c0.single_copies == 1); /* 16 MiB: the copy engines */
+    CHECK(c1.single_copies - c0.single_copies == 1);         /* 16 MiB: the copy engines */
+    CHECK(c1.kernel_table_copies == c0.kernel_table_copies); /* large entries: mapped table */
     ring(s);
     many(s);
     c0 = counters();
