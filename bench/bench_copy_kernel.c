@@ -61,13 +61,13 @@ static struct {
     ixl_cuLaunchKernel_fn *cuLaunchKernel;
 } F;
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            fprintf(stderr, "bench_copy_kernel: %s: CUDA error %d\n", #call, (int)r_);            \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CK(call)                                                                       \
+    do {                                                                               \
+        CUresult r_ = (call);                                                          \
+        if (r_ != CUDA_SUCCESS) {                                                      \
+            fprintf(stderr, "bench_copy_kernel: %s: CUDA error %d\n", #call, (int)r_); \
+            exit(1);                                                                   \
+        }                                                                              \
     } while (0)
 
 #define BUF ((size_t)1 << 30)
@@ -156,14 +156,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "SKIP: no GPU driver (libcuda.so.1: %s)\n", dlerror());
         return 77;
     }
-#define RESOLVE(name)                                                                              \
-    do {                                                                                           \
-        void *p_ = dlsym(lib, #name);                                                              \
-        if (p_ == NULL) {                                                                          \
-            fprintf(stderr, "SKIP: the driver has no %s\n", #name);                                        \
-            return 77;                                                                             \
-        }                                                                                          \
-        memcpy(&F.name, &p_, sizeof(p_));                                                          \
+#define RESOLVE(name)                                               \
+    do {                                                            \
+        void *p_ = dlsym(lib, #name);                               \
+        if (p_ == NULL) {                                           \
+            fprintf(stderr, "SKIP: the driver has no %s\n", #name); \
+            return 77;                                              \
+        }                                                           \
+        memcpy(&F.name, &p_, sizeof(p_));                           \
     } while (0)
     RESOLVE(cuInit);
     RESOLVE(cuDeviceGet);
@@ -242,8 +242,8 @@ int main(int argc, char **argv)
     printf("bench_copy_kernel: %s, %d multiprocessors, grid up to %u blocks of %u threads; medians "
            "of %d runs\n",
            name, sms, max_grid, THREADS, reps);
-    printf("baseline: cuMemcpyAsync 1 GiB device to device: %.3f ms, %.0f GB/s\n\n",
-           t[reps / 2], BUF / (t[reps / 2] * 1e6));
+    printf("baseline: cuMemcpyAsync 1 GiB device to device: %.3f ms, %.0f GB/s\n\n", t[reps / 2],
+           BUF / (t[reps / 2] * 1e6));
 
     const size_t sizes[] = {4096, 16384, 32768};
     const unsigned counts[] = {65536, 32768, 32768};
