@@ -549,11 +549,14 @@ struct side {
     /* The shape fast_pairs knows (enum fast_shape), and for FAST_ONE_RUN its segments' count
      * (step, magic) and last index. */
     int fast;
-    uint64_t fstep, fstep_m;
+    uint64_t fstep;
     size_t fseg_last;
+    /* fast_get's multiplier: ceil(2^64 / u), u = uniform (FAST_RUN_SEG) or fstep (FAST_ONE_RUN). */
+    uint64_t fmul;
 };
 
-/* Shapes of a prepared list (for one backend) where a descriptor is found by division alone:
+/* Shapes of a prepared list (for one backend) where a descriptor is found by one division, a
+ * multiplication:
  * FAST_RUN_SEG: every run has the same count (> 1) and lies in one region (segment r is run
  * r's: a KV cache's per-layer runs); FAST_ONE_RUN: one run across regions of equal counts
  * (> 1), the last one possibly different (layers contiguous in memory, merged into one run). */
@@ -583,8 +586,20 @@ static void side_init(struct side *s, const struct ixl_prep *p, unsigned b)
     } else if (s->one_run && pb->n_segs > 1 && pb->seg_step[0] > 1) {
         s->fast = FAST_ONE_RUN;
         s->fstep = pb->seg_step[0];
-        s->fstep_m = pb->seg_step_m[0];
         s->fseg_last = pb->n_segs - 1;
+    }
+    /* fast_get divides by one multiplication, with no correction: floor(idx / u) is the high
+     * half of idx * m for m = ceil(2^64 / u) = (2^64 + e) / u, 0 <= e < u, whenever
+     * idx * e < 2^64 (with idx = q * u + rho: idx * m / 2^64 = q + (rho + idx * e / 2^64) / u,
+     * and rho <= u - 1), which every idx < count meets when count * u < 2^64. A larger list
+     * (over 2^32 descriptors) takes the general lookup. */
+    uint64_t u = s->fast == FAST_RUN_SEG ? s->uniform : s->fstep;
+    if (s->fast != FAST_NONE) {
+        unsigned __int128 cu = (unsigned __int128)s->count * u;
+        if (cu >> 64)
+            s->fast = FAST_NONE;
+        else
+            s->fmul = UINT64_MAX / u + 1;
     }
 }
 
@@ -686,12 +701,12 @@ static inline __attribute__((always_inline)) void fast_get(const struct side *s,
     const struct ixl_run *run;
     size_t seg;
     if (shape == FAST_RUN_SEG) {
-        uint64_t r = ixl_udiv_m(idx, s->uniform, s->uniform_m);
+        uint64_t r = (uint64_t)(((unsigned __int128)idx * s->fmul) >> 64);
         run = &s->runs[r];
         seg = (size_t)r;
         idx -= r * s->uniform;
     } else {
-        uint64_t k = ixl_udiv_m(idx, s->fstep, s->fstep_m);
+        uint64_t k = (uint64_t)(((unsigned __int128)idx * s->fmul) >> 64);
         run = &s->runs[0];
         seg = k < s->fseg_last ? (size_t)k : s->fseg_last;
     }

@@ -925,6 +925,74 @@ static void test_fast_shapes(void)
     test_fast_shapes_at((size_t)8 << 20, 8, 300000);
 }
 
+/* The fast shapes at the edge of their exact division (core/xfer.c, side_init): a local list of
+ * two runs of u descriptors each, stride 0 (every descriptor of a run is one block), with
+ * u = 2^31 + 1 (count x u < 2^64: found by division alone) and u = 2^32 + 1 (over it: the
+ * general lookup, where the fast multiplier would put index 2u - 1 in a third run). 128 pairs,
+ * the runs' first and last indices among them, none continuing the one before, write 128
+ * distinct remote blocks (two interleaved runs); each must hold its index's run's block. */
+static void test_fast_huge_runs(void)
+{
+    enum { BL = 64, NB = 128 };
+    unsigned char *l = malloc(2 * BL), *r = malloc(NB * BL);
+    CHECK(l && r);
+    struct ixl_agent *a = make_agent("H", "TEST");
+    reg(a, l, 2 * BL);
+    reg(a, r, NB * BL);
+    struct ixl_run rr[2] = {{(uintptr_t)r, BL, 2 * BL, NB / 2, 0},
+                            {(uintptr_t)r + BL, BL, 2 * BL, NB / 2, 0}};
+    struct ixl_dlist *rl;
+    CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 2, &rl), IXL_OK);
+    CHECK_RC(ixl_dlist_add_runs(rl, rr, 2), IXL_OK);
+    struct ixl_prep *rp;
+    CHECK_RC(ixl_prep_create(a, "H", rl, NULL, &rp), IXL_OK);
+    const uint64_t us[2] = {((uint64_t)1 << 31) + 1, ((uint64_t)1 << 32) + 1};
+    srand(23);
+    for (int c = 0; c < 2; c++) {
+        uint64_t u = us[c];
+        struct ixl_run lr[2] = {{(uintptr_t)l, BL, 0, u, 0}, {(uintptr_t)l + BL, BL, 0, u, 0}};
+        struct ixl_dlist *ll;
+        CHECK_RC(ixl_dlist_create(IXL_MEM_DRAM, 2, &ll), IXL_OK);
+        CHECK_RC(ixl_dlist_add_runs(ll, lr, 2), IXL_OK);
+        struct ixl_prep *lp;
+        CHECK_RC(ixl_prep_create(a, NULL, ll, NULL, &lp), IXL_OK);
+        int64_t li[NB], ri[NB];
+        const uint64_t edge[8] = {u, 0, 2 * u - 1, u - 1, u + 1, 1, 2 * u - 2, u - 2};
+        for (int k = 0; k < NB; k++) {
+            uint64_t x = k < 8 ? edge[k] : ((uint64_t)rand() << 31 ^ (uint64_t)rand()) % (2 * u);
+            while (k >= 8 && (uint64_t)li[k - 1] + 1 == x)
+                x = (x + 7) % (2 * u);
+            li[k] = (int64_t)x;
+            ri[k] = k;
+        }
+        memset(l, 0xA1, BL);
+        memset(l + BL, 0xB2, BL);
+        memset(r, 0, NB * BL);
+        struct ixl_xfer *x;
+        CHECK_RC(ixl_xfer_create_prepped(a, IXL_OP_WRITE, lp, li, rp, ri, NB, NULL, &x), IXL_OK);
+        CHECK(ixl_xfer_post(x) >= 0);
+        CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        for (int k = 0; k < NB; k++) {
+            const unsigned char *b = r + (size_t)(k % 64 * 2 + k / 64) * BL;
+            unsigned char want = (uint64_t)li[k] < u ? 0xA1 : 0xB2;
+            for (int j = 0; j < BL; j++)
+                if (b[j] != want)
+                    check_fail(__FILE__, __LINE__,
+                               "u = %llu, pair %d (local index %lld): byte %d "
+                               "is 0x%02x, want 0x%02x",
+                               (unsigned long long)u, k, (long long)li[k], j, b[j], want);
+        }
+        ixl_prep_destroy(lp);
+        ixl_dlist_destroy(ll);
+    }
+    ixl_prep_destroy(rp);
+    ixl_dlist_destroy(rl);
+    ixl_agent_destroy(a);
+    free(l);
+    free(r);
+}
+
 /* Prepared lists large enough that their arrays come from kept blocks (core/xfer.c: from 64 KiB)
  * and are handed from one list to the next: lists of thousands of single blocks in random
  * regions (runs that merge into progressions, segments that outgrow their first room), made,
@@ -1011,6 +1079,7 @@ int main(void)
     test_run_across_regions();
     test_scattered();
     test_fast_shapes();
+    test_fast_huge_runs();
     test_prep_kept();
     free(src);
     free(dst);
