@@ -453,6 +453,14 @@ static int register_vram(struct gds_engine *e, const struct ixl_reg_desc *d, str
     e->dev->ctx_leave(e->dev->ctx, saved);
     if (ce.err == GDS_CU_FILE_SUCCESS) {
         m->buf_registered = true;
+    } else if (ce.err == GDS_CU_FILE_MEMORY_ALREADY_REGISTERED) {
+        /* Another user of cuFile in this process registered it (the other of GDS and GDS_MT,
+         * or the application): it is registered, and stays the other's to deregister. */
+        e->host->log(e->host->ctx, IXL_LOG_INFO,
+                     "%s: the %" PRIu64 " bytes at 0x%" PRIx64
+                     " on device %d are already registered with cuFile (by another backend of "
+                     "this process or the application): used as they are, not deregistered here",
+                     kind_name(e), d->len, d->addr, m->dev);
     } else {
         /* Not fatal: cuFile moves unregistered memory through its own bounce buffers. */
         char t[96];

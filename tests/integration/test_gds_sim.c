@@ -57,7 +57,11 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
     }
 }
 
-static void stats(uint64_t out[6])
+/* The fake cuFile's counters (tests/sim/cufilesim.c): reads, writes, batch entries, batches,
+ * the largest entry, calls without a context, buffer registrations refused as already
+ * registered, deregistrations of memory not registered, buffers registered now. */
+#define STATS 9
+static void stats(uint64_t out[STATS])
 {
     void *h = dlopen(IXL_CUFILESIM_PATH, RTLD_NOW | RTLD_NOLOAD);
     CHECK(h != NULL);
@@ -66,6 +70,16 @@ static void stats(uint64_t out[6])
     CHECK(fn != NULL);
     fn(out);
     dlclose(h);
+}
+
+static char logged[4096];
+
+static void log_sink(void *ctx, enum ixl_log_level level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    size_t n = strlen(logged);
+    snprintf(logged + n, sizeof(logged) - n, "%s\n", msg);
 }
 
 struct seg {
@@ -254,7 +268,20 @@ static void choice(void)
     void *vram = NULL;
     CHECK_RC(ixl_device_alloc(0, 16 * MiB, &vram), IXL_OK);
     struct ixl_reg_desc v = {(uint64_t)(uintptr_t)vram, 16 * MiB, 0, NULL, 0};
+    /* GDS and GDS_MT both register the tensor with cuFile: the second is told it already is
+     * (as cuFile on an H200), uses it as registered and leaves its deregistration to the first. */
+    uint64_t s0[STATS], s1[STATS];
+    stats(s0);
+    logged[0] = '\0';
+    ixl_log_set_level(IXL_LOG_INFO);
+    ixl_log_set_sink(log_sink, NULL);
     CHECK_RC(ixl_mem_register(a, IXL_MEM_VRAM, &v, 1, NULL), IXL_OK);
+    ixl_log_set_sink(NULL, NULL);
+    ixl_log_set_level(IXL_LOG_WARN);
+    stats(s1);
+    CHECK(s1[6] - s0[6] == 1 && s1[8] - s0[8] == 1);
+    CHECK_STR_HAS(logged, "already registered with cuFile");
+    CHECK(strstr(logged, "bounce buffers") == NULL);
     char path[128];
     snprintf(path, sizeof(path), "%s/choice.bin", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
@@ -287,6 +314,8 @@ static void choice(void)
     }
     CHECK_RC(ixl_mem_deregister(a, IXL_MEM_FILE, &f, 1, NULL), IXL_OK);
     CHECK_RC(ixl_mem_deregister(a, IXL_MEM_VRAM, &v, 1, NULL), IXL_OK);
+    stats(s1);
+    CHECK(s1[7] == s0[7] && s1[8] == s0[8]); /* deregistered once, by its owner */
     ixl_agent_destroy(a);
     close(fd);
     unlink(path);
@@ -308,7 +337,7 @@ int main(int argc, char **argv)
     back = malloc(VRAM_LEN);
     CHECK(host && back);
 
-    uint64_t s1[6], s2[6];
+    uint64_t s1[STATS], s2[STATS], s3[STATS];
     /* A cuFile that refuses batch I/O (compatibility mode): GDS is unavailable, saying so. */
     {
         struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
@@ -362,8 +391,13 @@ int main(int argc, char **argv)
     CHECK(s2[2] == s1[2]); /* GDS_MT: no batch */
     CHECK(s2[0] + s2[1] > s1[0] + s1[1]);
     CHECK(s2[5] == 0);
+    CHECK(s2[6] == 0 && s2[7] == 0); /* one backend an agent: no double registration */
     if (!shorten)
         choice();
+    /* Every registration undone, none twice (agents destroyed deregister what they hold). */
+    stats(s3);
+    CHECK(s3[7] == 0);
+    CHECK(s3[8] == 0);
     printf("batch entries %" PRIu64 " (at most %" PRIu64 " bytes), GDS_MT I/Os %" PRIu64 "\n",
            s1[2], s1[4], s2[0] + s2[1] - s1[0] - s1[1]);
     free(host);

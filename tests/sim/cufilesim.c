@@ -12,7 +12,12 @@
  *   - a batch entry larger than per_buffer_cache_size_kb fails the submission with
  *     CU_FILE_INVALID_VALUE ("Error in setting up Batch", the seeds' 16 MiB failure), as does
  *     a submission of more entries than the batch was set up for;
- *   - batch I/O runs at submission; GetStatus hands out the completions.
+ *   - batch I/O runs at submission; GetStatus hands out the completions;
+ *   - cuFileBufRegister of memory that overlaps a registered buffer fails with
+ *     CU_FILE_MEMORY_ALREADY_REGISTERED (as cuFile: "device memory already registered", logged
+ *     on an H200 when GDS and GDS_MT of one process registered the same tensor), and
+ *     cuFileBufDeregister of a pointer no registration starts at fails with
+ *     CU_FILE_MEMORY_NOT_REGISTERED.
  * Environment: IXL_CUDA_LIBRARY (the sim, whose cuMemcpy/cuCtxGetCurrent it uses: the same
  * instance as the device layer's; unset: libcuda.so.1), IXL_CUFILESIM_PER_BUFFER_KB (default 1024),
  * IXL_CUFILESIM_CACHE_KB (131072), IXL_CUFILESIM_BATCH (128), IXL_CUFILESIM_DELAY_US (a sleep
@@ -34,6 +39,13 @@
 
 #include "../../plugins/gds/gds_cufile.h"
 
+/* ixl_cufilesim_stats: reads, writes, batch entries, batches, the largest entry, calls without
+ * a context, registrations refused as already registered, deregistrations of memory not
+ * registered, buffers registered now. */
+#define IXL_CUFILESIM_STATS 9
+/* Buffers registered at once (more: CU_FILE_INTERNAL_ERROR). */
+#define BUF_MAX 4096
+
 #define EXPORT __attribute__((visibility("default")))
 
 /* The prototypes, from the plugin's own list (the same types). */
@@ -41,7 +53,7 @@
 GDS_CUFILE_ENTRY_POINTS(DECLARE)
 #undef DECLARE
 EXPORT gds_CUfileError cuFileGetVersion(int *v);
-EXPORT void ixl_cufilesim_stats(uint64_t out[6]);
+EXPORT void ixl_cufilesim_stats(uint64_t out[IXL_CUFILESIM_STATS]);
 
 typedef int (*memcpy_fn)(unsigned long long dst, unsigned long long src, size_t n);
 typedef int (*ctxget_fn)(void **ctx);
@@ -54,6 +66,12 @@ static struct {
     bool shorten;
     pthread_mutex_t lock;
     uint64_t reads, writes, batch_entries, batches, max_entry, no_ctx;
+    uint64_t buf_dup, buf_unknown;
+    struct {
+        uintptr_t base;
+        size_t len;
+    } bufs[BUF_MAX];
+    size_t n_bufs;
 } S = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t env_u64(const char *name, uint64_t def)
@@ -140,16 +158,41 @@ EXPORT void cuFileHandleDeregister(gds_CUfileHandle fh)
 
 EXPORT gds_CUfileError cuFileBufRegister(const void *p, size_t len, int flags)
 {
-    (void)p;
-    (void)len;
     (void)flags;
-    return ok();
+    uintptr_t a = (uintptr_t)p;
+    if (p == NULL || len == 0)
+        return fail(GDS_CU_FILE_INVALID_VALUE);
+    gds_CUfileError rc = ok();
+    pthread_mutex_lock(&S.lock);
+    for (size_t i = 0; i < S.n_bufs && rc.err == GDS_CU_FILE_SUCCESS; i++)
+        if (a < S.bufs[i].base + S.bufs[i].len && S.bufs[i].base < a + len)
+            rc = fail(GDS_CU_FILE_MEMORY_ALREADY_REGISTERED);
+    if (rc.err == GDS_CU_FILE_MEMORY_ALREADY_REGISTERED)
+        S.buf_dup++;
+    else if (S.n_bufs == BUF_MAX)
+        rc = fail(GDS_CU_FILE_INTERNAL_ERROR);
+    else {
+        S.bufs[S.n_bufs].base = a;
+        S.bufs[S.n_bufs++].len = len;
+    }
+    pthread_mutex_unlock(&S.lock);
+    return rc;
 }
 
 EXPORT gds_CUfileError cuFileBufDeregister(const void *p)
 {
-    (void)p;
-    return ok();
+    gds_CUfileError rc = fail(GDS_CU_FILE_MEMORY_NOT_REGISTERED);
+    pthread_mutex_lock(&S.lock);
+    for (size_t i = 0; i < S.n_bufs; i++)
+        if (S.bufs[i].base == (uintptr_t)p) {
+            S.bufs[i] = S.bufs[--S.n_bufs];
+            rc = ok();
+            break;
+        }
+    if (rc.err != GDS_CU_FILE_SUCCESS)
+        S.buf_unknown++;
+    pthread_mutex_unlock(&S.lock);
+    return rc;
 }
 
 static bool have_ctx(void)
@@ -308,7 +351,7 @@ EXPORT void cuFileBatchIODestroy(gds_CUfileBatchHandle bh)
 
 /* What the fake saw: cuFileRead/cuFileWrite-level I/Os, batch entries and batches, the
  * largest batch entry, and calls made without a current context. */
-EXPORT void ixl_cufilesim_stats(uint64_t out[6])
+EXPORT void ixl_cufilesim_stats(uint64_t out[IXL_CUFILESIM_STATS])
 {
     pthread_mutex_lock(&S.lock);
     out[0] = S.reads;
@@ -317,5 +360,8 @@ EXPORT void ixl_cufilesim_stats(uint64_t out[6])
     out[3] = S.batches;
     out[4] = S.max_entry;
     out[5] = S.no_ctx;
+    out[6] = S.buf_dup;
+    out[7] = S.buf_unknown;
+    out[8] = S.n_bufs;
     pthread_mutex_unlock(&S.lock);
 }
