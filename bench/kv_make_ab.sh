@@ -6,8 +6,10 @@
 #
 #   bench/kv_make_ab.sh BUILD_A BUILD_B   (build directories with tools/ixlbench)
 #
-# Environment: ROUNDS (5), PATH_KV (shm; cma runs with --target-alloc heap, as bench/kv.sh),
-# KV_ITERS (5). Exit status: 0, or 1 when a run failed.
+# Environment: ROUNDS (5), PATH_KV (shm; cma runs with --target-alloc heap, as bench/kv.sh;
+# vram: both pools in VRAM of GPU 0, NET's cuda-ipc path, 4 KiB blocks so that the copies stay
+# short: the GPU's, or the simulated device's with IXL_CUDA_LIBRARY pointing at
+# build/tests/sim/libixl_cudasim.so), KV_ITERS (5). Exit status: 0, or 1 when a run failed.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
@@ -15,6 +17,12 @@ rounds=${ROUNDS:-5}
 path=${PATH_KV:-shm}
 alloc=ixl
 [ "$path" = cma ] && alloc=heap
+# What the two roles add for the path (vram: the memory types instead of a forced path).
+tgt_args="" init_args="--path $path --target-alloc $alloc"
+if [ "$path" = vram ]; then
+    tgt_args="--target-mem VRAM"
+    init_args="--initiator-mem VRAM --target-mem VRAM --kv-block-size 4K"
+fi
 tmp=$(mktemp -d /tmp/ixl-kv-make-ab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,11 +32,13 @@ for r in $(seq "$rounds"); do
         d=$A
         [ "$side" = B ] && d=$B
         rm -f "$tmp/md"
+        # shellcheck disable=SC2086 # tgt_args and init_args are lists of options
         timeout 300 "$d/tools/ixlbench" --role target --md-file "$tmp/md" --quiet \
-            --idle-timeout 300 2>/dev/null &
+            --idle-timeout 300 $tgt_args 2>/dev/null &
         t=$!
+        # shellcheck disable=SC2086
         if ! timeout 300 "$d/tools/ixlbench" --role initiator --md-file "$tmp/md" --scenario kv \
-            --path "$path" --target-alloc "$alloc" --csv --quiet --no-progress \
+            $init_args --csv --quiet --no-progress \
             --kv-iters "${KV_ITERS:-5}" >"$tmp/csv" 2>"$tmp/err"; then
             echo "kv_make_ab.sh: round $r, build $side failed: $(tail -n 1 "$tmp/err")" >&2
             status=1

@@ -254,14 +254,17 @@ static int case_pairs(void)
 }
 
 /* The sim's device memory mapped into this process (its memfds), for "imports closed". */
-static int sim_maps(void)
+/* This process's mappings of the sim's device memory made by process owner (its memfds are
+ * named "ixl_cudasim.PID"): the peer's, the allocations imported here. */
+static int sim_maps(pid_t owner)
 {
     FILE *f = fopen("/proc/self/maps", "r");
     CHECK(f != NULL);
-    char line[512];
+    char line[512], name[64];
+    snprintf(name, sizeof(name), "memfd:ixl_cudasim.%d ", (int)owner);
     int n = 0;
     while (fgets(line, sizeof(line), f))
-        n += strstr(line, "memfd:ixl_cudasim") != NULL;
+        n += strstr(line, name) != NULL;
     fclose(f);
     return n;
 }
@@ -277,11 +280,11 @@ static int case_kill(void)
     struct ixl_agent *a = agent_new("ipc-init");
     load_peer(a, p);
     struct lbuf lv = lbuf_new(a, IXL_MEM_VRAM, REGION);
-    int before = sim_maps();
+    int before = sim_maps(p->pid);
     lput(&lv, 0, REGION, peer_fresh_seed(), 0);
     struct ixl_xfer *x = NULL;
     CHECK_RC(xfer_make(a, IXL_OP_WRITE, &lv, &v, IXL_MEM_VRAM, 0, REGION, 1, "k", &x), IXL_OK);
-    CHECK(sim_maps() > before); /* the target's allocation is open here */
+    CHECK(sim_maps(p->pid) > before); /* the target's allocation is open here */
     CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
     CHECK_RC(ixl_xfer_status(x), IXL_IN_PROGRESS); /* in flight */
     peer_kill(p);
@@ -293,7 +296,7 @@ static int case_kill(void)
     CHECK_RC(rc, IXL_ERR_REMOTE_DISCONNECT);
     CHECK(took < 5000);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
-    CHECK(sim_maps() == before); /* its imported memory is closed */
+    CHECK(sim_maps(p->pid) == before); /* its imported memory is closed */
     printf("kill: bounded error, the imported allocation unmapped: ok\n");
     lbuf_free(a, &lv);
     ixl_agent_destroy(a);
@@ -392,7 +395,7 @@ static int case_many(void)
     struct ixl_agent *a = agent_new("ipc-init");
     load_peer(a, p);
     struct lbuf lv = lbuf_new(a, IXL_MEM_VRAM, (size_t)MANY_REGS * MANY_REG);
-    int before = sim_maps(); /* the local allocation's own mappings */
+    int before = sim_maps(p->pid); /* none of the peer's allocations is imported yet */
     uint64_t seed[MANY_REGS];
     uint8_t *h = malloc(MANY_REG);
     CHECK(h != NULL);
@@ -426,9 +429,9 @@ static int case_many(void)
     printf("many: %d allocations x %u blocks, interleaved, WRITE + READ twice: every byte "
            "checked\n",
            MANY_REGS, MANY_PER);
-    CHECK(sim_maps() >= before + MANY_REGS); /* each allocation imported once, kept open */
+    CHECK(sim_maps(p->pid) >= before + MANY_REGS); /* each allocation imported once, kept open */
     CHECK_RC(ixl_remote_invalidate(a, p->name), IXL_OK);
-    int after = sim_maps();
+    int after = sim_maps(p->pid);
     printf("many: the peer invalidated: %d of the sim's mappings before, %d after\n", before,
            after);
     CHECK(after == before); /* every import closed: no count was left behind */

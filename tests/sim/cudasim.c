@@ -432,7 +432,11 @@ static bool host_mapped(uintptr_t addr, size_t len)
 static CUresult memfd_make(size_t size, int dev, bool vmm, const CUmemAllocationProp *prop,
                            struct sim_trailer *tr_out, int *fd_out)
 {
-    int fd = memfd_create(SIM_MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    /* Named after the creating process ("ixl_cudasim.PID" in /proc/PID/maps): a test tells the
+     * allocations it imported from a peer from its own (the device layer's tables among them). */
+    char name[48];
+    snprintf(name, sizeof(name), SIM_MEMFD_NAME ".%d", (int)getpid());
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct sim_trailer tr;
