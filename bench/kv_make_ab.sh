@@ -1,19 +1,21 @@
 #!/bin/bash
 # The time to make the KV scenario's requests (ixlbench --scenario kv: 32,768-descriptor READs,
 # docs/ixlbench.md), build A against build B, alternating in each round: the prep_avg_us column
-# (the mean of ixl_xfer_create_prepped over the iterations; ixl_xfer_create for single), per
-# variant, and the medians over the rounds with B/A.
+# (the mean of ixl_xfer_create_prepped over the iterations; ixl_xfer_create for single; COLUMN
+# names another), per variant, and the medians over the rounds with B/A.
 #
 #   bench/kv_make_ab.sh BUILD_A BUILD_B   (build directories with tools/ixlbench)
 #
 # Environment: ROUNDS (5), PATH_KV (shm; cma runs with --target-alloc heap, as bench/kv.sh;
 # vram: both pools in VRAM of GPU 0, NET's cuda-ipc path, 4 KiB blocks so that the copies stay
 # short: the GPU's, or the simulated device's with IXL_CUDA_LIBRARY pointing at
-# build/tests/sim/libixl_cudasim.so), KV_ITERS (5). Exit status: 0, or 1 when a run failed.
+# build/tests/sim/libixl_cudasim.so), KV_ITERS (5), COLUMN (prep_avg_us: the make time; e.g.
+# post_avg_us for the post's). Exit status: 0, or 1 when a run failed.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
 rounds=${ROUNDS:-5}
+column=${COLUMN:-prep_avg_us}
 path=${PATH_KV:-shm}
 alloc=ixl
 [ "$path" = cma ] && alloc=heap
@@ -44,13 +46,13 @@ for r in $(seq "$rounds"); do
             status=1
         fi
         wait "$t"
-        awk -f "$root/bench/csv2tsv.awk" "$tmp/csv" | awk -F'\t' -v s="$side" '
-            NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "scenario") v = i; if ($i == "prep_avg_us") m = i } }
+        awk -f "$root/bench/csv2tsv.awk" "$tmp/csv" | awk -F'\t' -v s="$side" -v col="$column" '
+            NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "scenario") v = i; if ($i == col) m = i } }
             NR > 1 && v && m && $v ~ /^kv-/ && $v !~ /memcpy/ { print s, substr($v, 4), $m }' >>"$tmp/rows"
     done
     echo "kv_make_ab.sh: round $r" >&2
 done
-echo "KV make over $path, ms: median of $rounds rounds (A = $A, B = $B)"
+echo "KV $column over $path, ms: median of $rounds rounds (A = $A, B = $B)"
 awk '
 function med(k,    n, i, j, t, a) {
     n = cnt[k]; for (i = 1; i <= n; i++) a[i] = v[k, i]

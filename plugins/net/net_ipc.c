@@ -234,6 +234,12 @@ static void memo_flush(struct net_req *r, struct ipc_memo *h)
     h->m = NULL;
 }
 
+static void memo_flush_all(struct net_req *r, struct ipc_memo *memo)
+{
+    for (size_t k = 0; k < IPC_MEMO; k++)
+        memo_flush(r, &memo[k]);
+}
+
 int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, bool lv, bool rv)
 {
     char why[400] = "";
@@ -264,8 +270,17 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
     int dev = lv ? lg->dev : 0;
     struct ipc_memo memo[IPC_MEMO] = {{0}};
     bool same = true;
+    /* The request's only pass over its targets (net_prep_xfer leaves them to this one): each
+     * descriptor's metadata, the bytes, the region bounds. */
+    r->bytes = 0;
     for (size_t i = 0; i < r->n && rc == IXL_OK; i++) {
         struct net_rmd *m = (struct net_rmd *)r->rd[i].md;
+        if (m == NULL || m->magic != NET_RMD_MAGIC) {
+            memo_flush_all(r, memo);
+            return net_error(e, IXL_ERR_INVALID_ARG, "NET: descriptor %zu has no target metadata",
+                             i);
+        }
+        r->bytes += r->ld[i].len;
         if (m->peer != p || m->vram != rv || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
             r->rd[i].addr - m->addr > m->len - r->rd[i].len) {
             snprintf(why, sizeof(why), "descriptor %zu lies outside its region", i);
@@ -301,8 +316,7 @@ int net_ipc_route(struct net_engine *e, struct net_req *r, struct net_peer *p, b
         const struct net_region *l = (const struct net_region *)r->ld[i].md;
         same = same && l != NULL && l->magic == NET_REGION_MAGIC && l->vram && l->dev == dev;
     }
-    for (size_t k = 0; k < IPC_MEMO; k++)
-        memo_flush(r, &memo[k]);
+    memo_flush_all(r, memo);
     if (rc != IXL_OK)
         return net_error(e, rc, "NET: VRAM (%s) between '%s' and '%s' cannot use CUDA IPC: %s%s",
                          side, e->name, p->name, why,

@@ -438,6 +438,32 @@ static int dev_route(struct net_engine *e, struct net_req *r, bool lv, bool rv)
     return IXL_OK;
 }
 
+/* The pass over the targets every path but CUDA IPC needs first (net_ipc_route checks the same
+ * in its own pass): each descriptor's target metadata, the request's bytes, whether every
+ * target descriptor lies inside its region, all of one peer (the same-node paths' condition),
+ * else the first that does not (*outside; SIZE_MAX when all do). */
+static int scan_targets(struct net_engine *e, struct net_req *r, const struct net_peer **m_peer,
+                        size_t *outside)
+{
+    *m_peer = NULL;
+    *outside = SIZE_MAX;
+    r->bytes = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
+        if (m == NULL || m->magic != NET_RMD_MAGIC)
+            return net_error(e, IXL_ERR_INVALID_ARG, "NET: descriptor %zu has no target metadata",
+                             i);
+        r->bytes += r->ld[i].len;
+        if (i == 0)
+            *m_peer = m->peer;
+        if (*outside == SIZE_MAX &&
+            (m->peer != *m_peer || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
+             r->rd[i].addr - m->addr > m->len - r->rd[i].len))
+            *outside = i;
+    }
+    return IXL_OK;
+}
+
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,
                   const struct ixl_xfer_side *remote, const char *remote_agent,
                   const struct ixl_xfer_opts *opts, struct ixl_req **out)
@@ -468,27 +494,17 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
     r->ld = local->descs;
     r->rd = remote->descs;
     r->n = local->count;
-    /* In the same pass: whether every target descriptor lies inside its region, all of one
-     * peer (the same-node paths' condition below), else the first that does not. */
     const struct net_peer *m_peer = NULL;
     size_t outside = SIZE_MAX;
-    for (size_t i = 0; i < r->n; i++) {
-        const struct net_rmd *m = (const struct net_rmd *)r->rd[i].md;
-        if (m == NULL || m->magic != NET_RMD_MAGIC) {
-            free(r);
-            return net_error(e, IXL_ERR_INVALID_ARG, "NET: descriptor %zu has no target metadata",
-                             i);
-        }
-        r->bytes += r->ld[i].len;
-        if (i == 0)
-            m_peer = m->peer;
-        if (outside == SIZE_MAX &&
-            (m->peer != m_peer || r->rd[i].addr < m->addr || r->rd[i].len > m->len ||
-             r->rd[i].addr - m->addr > m->len - r->rd[i].len))
-            outside = i;
-    }
     int rc = IXL_OK;
-    if (strcmp(remote_agent, e->name) == 0) {
+    bool to_self = strcmp(remote_agent, e->name) == 0;
+    /* VRAM to another agent takes CUDA IPC first, whose pass checks the targets itself: the
+     * request's descriptors are read once there (a 32,768-descriptor KV READ: 2 MiB of them). */
+    if ((to_self || !(lv || rv)) && (rc = scan_targets(e, r, &m_peer, &outside)) != IXL_OK) {
+        free(r);
+        return rc;
+    }
+    if (to_self) {
         r->path = NET_PATH_LOCAL;
         if (lv || rv)
             rc = dev_route(e, r, lv, rv);
@@ -516,7 +532,9 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
             if (rc == IXL_ERR_NOT_SUPPORTED && e->force_path != NET_PATH_SHM) {
                 net_ipc_req_free(r);
                 r->path = NET_PATH_TCP;
-                rc = net_stage_prep(e, r, lv, rv);
+                rc = scan_targets(e, r, &m_peer, &outside);
+                if (rc == IXL_OK)
+                    rc = net_stage_prep(e, r, lv, rv);
                 if (rc == IXL_OK)
                     rc = build_chunks(e, r);
             }
