@@ -547,7 +547,7 @@ struct side {
     uint64_t uniform, uniform_m, count;
     int one_run;
     /* The shape fast_pairs knows (enum fast_shape), and for FAST_ONE_RUN its segments' count
-     * (step, magic) and last index. */
+     * (step) and last index. */
     int fast;
     uint64_t fstep;
     size_t fseg_last;
@@ -592,7 +592,7 @@ static void side_init(struct side *s, const struct ixl_prep *p, unsigned b)
      * half of idx * m for m = ceil(2^64 / u) = (2^64 + e) / u, 0 <= e < u, whenever
      * idx * e < 2^64 (with idx = q * u + rho: idx * m / 2^64 = q + (rho + idx * e / 2^64) / u,
      * and rho <= u - 1), which every idx < count meets when count * u < 2^64. A larger list
-     * (over 2^32 descriptors) takes the general lookup. */
+     * (2^32 descriptors and more, at the least) takes the general lookup. */
     uint64_t u = s->fast == FAST_RUN_SEG ? s->uniform : s->fstep;
     if (s->fast != FAST_NONE) {
         unsigned __int128 cu = (unsigned __int128)s->count * u;
