@@ -322,6 +322,7 @@ struct net_loop {
 struct net_peer {
     struct net_engine *e;
     char name[256];
+    uint64_t name_hash; /* net_peer_find's hash of name */
     uint64_t instance;
     /* Same-node identity, from the kernel (net_local.c), never from metadata: pid is what
      * SO_PEERCRED said of the process answering on the peer's socket (0 until verified). */
@@ -529,6 +530,13 @@ struct net_engine {
     pthread_mutex_t lock; /* peers, allocations, accepted names */
     struct net_peer *peers;
     int n_peers;
+    /* The peers by name (net_peer_find): open addressing over peer_cap slots (a power of 2, 0
+     * before the first peer), at most half full; peers stay until the engine goes. The hash
+     * (FNV-1a) starts from a random seed of the engine's: names come from remote metadata, and
+     * names chosen to collide cost no more than walking the list did. */
+    struct net_peer **peer_tab;
+    size_t peer_cap;
+    uint64_t peer_seed;
     struct net_alloc *allocs;
     struct net_inname *innames;
     int n_idle_names;           /* innames kept with no connection (their notification sessions) */
@@ -818,6 +826,8 @@ void net_stage_sweep(struct net_engine *e, struct net_req *r);
 int net_workers_start(struct net_engine *e);
 void net_workers_stop(struct net_engine *e);
 int net_peer_alive(struct net_peer *p); /* 0 once the peer's process is known to be gone */
+/* The peer named name, or NULL (e->lock held). */
+struct net_peer *net_peer_find(struct net_engine *e, const char *name);
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,
                   const struct ixl_xfer_side *remote, const char *remote_agent,
                   const struct ixl_xfer_opts *opts, struct ixl_req **out);

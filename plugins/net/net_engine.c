@@ -425,12 +425,61 @@ static int net_get_conn_info(struct ixl_engine *base, const void **info, size_t 
     return IXL_OK;
 }
 
-static struct net_peer *peer_find(struct net_engine *e, const char *name)
+static uint64_t peer_hash(const struct net_engine *e, const char *name)
 {
-    for (struct net_peer *p = e->peers; p; p = p->next)
-        if (strcmp(p->name, name) == 0)
+    uint64_t h = 0xcbf29ce484222325ull ^ e->peer_seed;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    /* Mixed (MurmurHash3's finalizer): names that differ in their last characters only (a
+     * fleet's "worker-17", "worker-18") would otherwise land in neighbouring slots. */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+struct net_peer *net_peer_find(struct net_engine *e, const char *name)
+{
+    if (e->peer_cap == 0)
+        return NULL;
+    uint64_t h = peer_hash(e, name);
+    for (size_t i = h & (e->peer_cap - 1);; i = (i + 1) & (e->peer_cap - 1)) {
+        struct net_peer *p = e->peer_tab[i];
+        if (p == NULL)
+            return NULL;
+        if (p->name_hash == h && strcmp(p->name, name) == 0)
             return p;
-    return NULL;
+    }
+}
+
+static void peer_slot(struct net_peer **tab, size_t cap, struct net_peer *p)
+{
+    size_t i = p->name_hash & (cap - 1);
+    while (tab[i] != NULL)
+        i = (i + 1) & (cap - 1);
+    tab[i] = p;
+}
+
+/* Room in the index for one more peer (e->lock held): the table doubled, every peer placed
+ * again, when it would be over half full. */
+static int peer_room(struct net_engine *e)
+{
+    size_t need = 2 * ((size_t)e->n_peers + 1);
+    if (need <= e->peer_cap)
+        return IXL_OK;
+    size_t cap = e->peer_cap ? e->peer_cap : 16;
+    while (cap < need)
+        cap *= 2;
+    struct net_peer **tab = net_sys()->calloc(cap, sizeof(*tab));
+    if (tab == NULL)
+        return IXL_ERR_NO_MEMORY;
+    for (struct net_peer *p = e->peers; p; p = p->next)
+        peer_slot(tab, cap, p);
+    free(e->peer_tab);
+    e->peer_tab = tab;
+    e->peer_cap = cap;
+    return IXL_OK;
 }
 
 static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote, const void *info,
@@ -448,9 +497,9 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         len != 56 + 4 * (size_t)b[55] + 4 || strlen(remote) >= sizeof(((struct net_peer *)0)->name))
         return net_error(e, IXL_ERR_MALFORMED, "NET connection info of '%s' is malformed", remote);
     pthread_mutex_lock(&e->lock);
-    struct net_peer *p = peer_find(e, remote);
+    struct net_peer *p = net_peer_find(e, remote);
     if (p == NULL) {
-        p = net_sys()->calloc(1, sizeof(*p));
+        p = peer_room(e) == IXL_OK ? net_sys()->calloc(1, sizeof(*p)) : NULL;
         if (p == NULL) {
             pthread_mutex_unlock(&e->lock);
             return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
@@ -459,6 +508,8 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         p->pidfd = -1;
         p->loop_base = e->n_peers++ % e->n_loops;
         snprintf(p->name, sizeof(p->name), "%s", remote);
+        p->name_hash = peer_hash(e, p->name);
+        peer_slot(e->peer_tab, e->peer_cap, p);
         pthread_mutex_init(&p->lock, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -517,7 +568,7 @@ static int net_connect(struct ixl_engine *base, const char *remote)
     if (strcmp(remote, e->name) == 0)
         return IXL_OK; /* loopback needs no connection */
     pthread_mutex_lock(&e->lock);
-    struct net_peer *p = peer_find(e, remote);
+    struct net_peer *p = net_peer_find(e, remote);
     pthread_mutex_unlock(&e->lock);
     if (p == NULL || !p->loaded)
         return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
@@ -528,7 +579,7 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
 {
     struct net_engine *e = (struct net_engine *)base;
     pthread_mutex_lock(&e->lock);
-    struct net_peer *p = peer_find(e, remote);
+    struct net_peer *p = net_peer_find(e, remote);
     pthread_mutex_unlock(&e->lock);
     if (p == NULL)
         return IXL_OK;
@@ -619,7 +670,7 @@ static int net_load_remote_md(struct ixl_engine *base, const char *remote, enum 
     if (type != IXL_MEM_DRAM && type != IXL_MEM_VRAM)
         return net_error(e, IXL_ERR_MALFORMED, "NET public data of '%s' is malformed", remote);
     pthread_mutex_lock(&e->lock);
-    struct net_peer *p = peer_find(e, remote);
+    struct net_peer *p = net_peer_find(e, remote);
     if (p)
         p->refs++;
     pthread_mutex_unlock(&e->lock);
@@ -762,7 +813,7 @@ static int net_gen_notif(struct ixl_engine *base, const char *remote, const void
         return net_notif_push(e, e->name, msg, len);
     }
     pthread_mutex_lock(&e->lock);
-    struct net_peer *p = peer_find(e, remote);
+    struct net_peer *p = net_peer_find(e, remote);
     pthread_mutex_unlock(&e->lock);
     if (p == NULL || !p->loaded)
         return net_error(e, IXL_ERR_NOT_FOUND, "NET has no connection info for '%s'", remote);
@@ -808,6 +859,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
     e->instance = ixlp_random64(net_sys()->getrandom);
+    e->peer_seed = ixlp_random64(net_sys()->getrandom);
     e->next_serial = 1;
     pthread_mutex_init(&e->lock, NULL);
     pthread_rwlock_init(&e->regions_lock, NULL);
@@ -873,6 +925,9 @@ static void net_destroy_engine(struct ixl_engine *base)
     pthread_mutex_lock(&e->lock);
     peers = e->peers;
     e->peers = NULL;
+    free(e->peer_tab); /* found by name no more */
+    e->peer_tab = NULL;
+    e->peer_cap = 0;
     pthread_mutex_unlock(&e->lock);
     for (struct net_peer *p = peers; p; p = p->next) {
         pthread_mutex_lock(&p->lock);

@@ -510,9 +510,7 @@ int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer
             rc = dev_route(e, r, lv, rv);
     } else {
         pthread_mutex_lock(&e->lock);
-        struct net_peer *p = e->peers;
-        while (p && strcmp(p->name, remote_agent) != 0)
-            p = p->next;
+        struct net_peer *p = net_peer_find(e, remote_agent);
         pthread_mutex_unlock(&e->lock);
         if (p == NULL || !p->loaded) {
             free(r);
