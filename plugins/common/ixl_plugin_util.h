@@ -61,4 +61,20 @@ static inline uint64_t ixlp_random64(ixlp_getrandom_fn fn)
     return v ? v : 1;
 }
 
+/* A hash of the string s for a table keyed by names that come from other agents: FNV-1a from
+ * seed (a random value of the table's: colliding names cannot be chosen without it), then
+ * MurmurHash3's finalizer, so that names differing in their last characters ("worker-17",
+ * "worker-18") spread over the low bits as well. */
+static inline uint64_t ixlp_name_hash(uint64_t seed, const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
 #endif

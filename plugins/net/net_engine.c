@@ -427,16 +427,7 @@ static int net_get_conn_info(struct ixl_engine *base, const void **info, size_t 
 
 static uint64_t peer_hash(const struct net_engine *e, const char *name)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ e->peer_seed;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull;
-    /* Mixed (MurmurHash3's finalizer): names that differ in their last characters only (a
-     * fleet's "worker-17", "worker-18") would otherwise land in neighbouring slots. */
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
+    return ixlp_name_hash(e->peer_seed, name);
 }
 
 struct net_peer *net_peer_find(struct net_engine *e, const char *name)

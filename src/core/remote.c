@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../plugins/common/ixl_plugin_util.h" /* ixlp_name_hash */
 #include "core/internal.h"
 #include "serdes/codec.h"
 
@@ -17,14 +18,7 @@ _Static_assert(IXL_MD_MAX_BACKENDS >= IXL_MAX_BACKENDS, "blobs must fit every ba
 
 static uint64_t name_hash(const struct ixl_remote_table *t, const char *name)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ t->seed; /* FNV-1a, then MurmurHash3's finalizer */
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
+    return ixlp_name_hash(t->seed, name);
 }
 
 static void idx_put(struct remote **idx, size_t cap, struct remote *r)

@@ -27,15 +27,15 @@ static void shuffle(int *v, int n)
     }
 }
 
-static void check_all(struct ixl_agent *a, char (*name)[32], const int *loaded,
-                      struct ixl_dlist *l, const char *when)
+static void check_all(struct ixl_agent *a, char (*name)[32], const int *loaded, struct ixl_dlist *l,
+                      const char *when)
 {
     for (int i = 0; i < N; i++) {
         int rc = ixl_remote_check(a, name[i], l);
         int want = loaded[i] ? IXL_OK : IXL_ERR_NOT_FOUND;
         if (rc != want)
-            check_fail(__FILE__, __LINE__, "%s: remote %s answered %d (%s), want %d", when,
-                       name[i], rc, ixl_strerror(rc), want);
+            check_fail(__FILE__, __LINE__, "%s: remote %s answered %d (%s), want %d", when, name[i],
+                       rc, ixl_strerror(rc), want);
     }
 }
 
