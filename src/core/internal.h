@@ -15,7 +15,7 @@
 struct remote {
     struct ixl_agent *agent;
     char name[IXL_NAME_MAX];
-    uint64_t name_hash; /* its slot in the table's index (remote.c) */
+    uint64_t name_hash; /* its hash in the table's index by name (remote.c) */
     uint64_t incarnation;
     _Atomic int refs;
     _Atomic int valid;  /* 0 once invalidated or replaced: its requests fail with STALE */
