@@ -48,6 +48,7 @@
 
 #include <ixl/ixl_plugin.h>
 
+#include "../common/ixl_name_index.h"
 #include "../common/ixl_pool.h"
 #include "net_wire.h"
 
@@ -322,7 +323,6 @@ struct net_loop {
 struct net_peer {
     struct net_engine *e;
     char name[256];
-    uint64_t name_hash; /* net_peer_find's hash of name */
     uint64_t instance;
     /* Same-node identity, from the kernel (net_local.c), never from metadata: pid is what
      * SO_PEERCRED said of the process answering on the peer's socket (0 until verified). */
@@ -530,13 +530,9 @@ struct net_engine {
     pthread_mutex_t lock; /* peers, allocations, accepted names */
     struct net_peer *peers;
     int n_peers;
-    /* The peers by name (net_peer_find): open addressing over peer_cap slots (a power of 2, 0
-     * before the first peer), at most half full; peers stay until the engine goes. The hash
-     * (FNV-1a) starts from a random seed of the engine's: names come from remote metadata, and
-     * names chosen to collide cost no more than walking the list did. */
-    struct net_peer **peer_tab;
-    size_t peer_cap;
-    uint64_t peer_seed;
+    /* The peers by name (net_peer_find; plugins/common/ixl_name_index.h); peers stay until
+     * the engine goes. */
+    struct ixlp_name_index peer_idx;
     struct net_alloc *allocs;
     struct net_inname *innames;
     int n_idle_names;           /* innames kept with no connection (their notification sessions) */

@@ -425,52 +425,9 @@ static int net_get_conn_info(struct ixl_engine *base, const void **info, size_t 
     return IXL_OK;
 }
 
-static uint64_t peer_hash(const struct net_engine *e, const char *name)
-{
-    return ixlp_name_hash(e->peer_seed, name);
-}
-
 struct net_peer *net_peer_find(struct net_engine *e, const char *name)
 {
-    if (e->peer_cap == 0)
-        return NULL;
-    uint64_t h = peer_hash(e, name);
-    for (size_t i = h & (e->peer_cap - 1);; i = (i + 1) & (e->peer_cap - 1)) {
-        struct net_peer *p = e->peer_tab[i];
-        if (p == NULL)
-            return NULL;
-        if (p->name_hash == h && strcmp(p->name, name) == 0)
-            return p;
-    }
-}
-
-static void peer_slot(struct net_peer **tab, size_t cap, struct net_peer *p)
-{
-    size_t i = p->name_hash & (cap - 1);
-    while (tab[i] != NULL)
-        i = (i + 1) & (cap - 1);
-    tab[i] = p;
-}
-
-/* Room in the index for one more peer (e->lock held): the table doubled, every peer placed
- * again, when it would be over half full. */
-static int peer_room(struct net_engine *e)
-{
-    size_t need = 2 * ((size_t)e->n_peers + 1);
-    if (need <= e->peer_cap)
-        return IXL_OK;
-    size_t cap = e->peer_cap ? e->peer_cap : 16;
-    while (cap < need)
-        cap *= 2;
-    struct net_peer **tab = net_sys()->calloc(cap, sizeof(*tab));
-    if (tab == NULL)
-        return IXL_ERR_NO_MEMORY;
-    for (struct net_peer *p = e->peers; p; p = p->next)
-        peer_slot(tab, cap, p);
-    free(e->peer_tab);
-    e->peer_tab = tab;
-    e->peer_cap = cap;
-    return IXL_OK;
+    return ixlp_index_find(&e->peer_idx, name);
 }
 
 static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote, const void *info,
@@ -490,17 +447,20 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
     pthread_mutex_lock(&e->lock);
     struct net_peer *p = net_peer_find(e, remote);
     if (p == NULL) {
-        p = peer_room(e) == IXL_OK ? net_sys()->calloc(1, sizeof(*p)) : NULL;
+        p = net_sys()->calloc(1, sizeof(*p));
         if (p == NULL) {
+            pthread_mutex_unlock(&e->lock);
+            return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
+        }
+        snprintf(p->name, sizeof(p->name), "%s", remote);
+        if (ixlp_index_add(&e->peer_idx, p->name, p, net_sys()->calloc) != 0) {
+            free(p);
             pthread_mutex_unlock(&e->lock);
             return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
         }
         p->e = e;
         p->pidfd = -1;
         p->loop_base = e->n_peers++ % e->n_loops;
-        snprintf(p->name, sizeof(p->name), "%s", remote);
-        p->name_hash = peer_hash(e, p->name);
-        peer_slot(e->peer_tab, e->peer_cap, p);
         pthread_mutex_init(&p->lock, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -850,7 +810,7 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     snprintf(e->name, sizeof(e->name), "%s", init->agent_name);
     e->notif_max = init->notif_max;
     e->instance = ixlp_random64(net_sys()->getrandom);
-    e->peer_seed = ixlp_random64(net_sys()->getrandom);
+    e->peer_idx.seed = ixlp_random64(net_sys()->getrandom);
     e->next_serial = 1;
     pthread_mutex_init(&e->lock, NULL);
     pthread_rwlock_init(&e->regions_lock, NULL);
@@ -916,9 +876,7 @@ static void net_destroy_engine(struct ixl_engine *base)
     pthread_mutex_lock(&e->lock);
     peers = e->peers;
     e->peers = NULL;
-    free(e->peer_tab); /* found by name no more */
-    e->peer_tab = NULL;
-    e->peer_cap = 0;
+    ixlp_index_free(&e->peer_idx); /* found by name no more */
     pthread_mutex_unlock(&e->lock);
     for (struct net_peer *p = peers; p; p = p->next) {
         pthread_mutex_lock(&p->lock);

@@ -59,6 +59,7 @@
 
 #include <ixl/ixl_plugin.h>
 
+#include "../common/ixl_name_index.h"
 #include "ucx_wire.h"
 
 #define UCX_AM_NOTIF 0x1d1
@@ -114,8 +115,7 @@ struct ucx_lane {
 
 struct ucx_remote {
     char *name;
-    uint64_t name_hash; /* its hash in the engine's index by name (remote_find) */
-    void *info;         /* its wrapped connection info; addr[] point into it */
+    void *info; /* its wrapped connection info; addr[] point into it */
     size_t info_len;
     size_t n_addrs;
     const void *addr[UCX_MAX_ADDRS];
@@ -297,12 +297,9 @@ struct ucx_engine {
 
     pthread_mutex_t lock; /* remotes list and addresses (with every worker lock), allocations */
     struct ucx_remote *remotes;
-    /* The remotes by name (remote_find): open addressing over rtab_cap slots (a power of 2, 0
-     * before the first), at most half full; remotes stay until the engine goes. Hashed with
-     * ixlp_name_hash from a random seed of the engine's (names come from remote metadata). */
-    struct ucx_remote **rtab;
-    size_t rtab_cap, n_remotes;
-    uint64_t rseed;
+    /* The remotes by name (remote_find; plugins/common/ixl_name_index.h); remotes stay until
+     * the engine goes. */
+    struct ixlp_name_index remote_idx;
     struct ucx_alloc *allocs;
     struct ucx_req *held; /* requests whose release answered BUSY; destroy frees them */
 

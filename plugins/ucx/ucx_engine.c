@@ -167,45 +167,7 @@ int status_of(ucs_status_t st)
 
 struct ucx_remote *remote_find(struct ucx_engine *e, const char *name)
 {
-    if (e->rtab_cap == 0)
-        return NULL;
-    uint64_t h = ixlp_name_hash(e->rseed, name);
-    for (size_t i = h & (e->rtab_cap - 1);; i = (i + 1) & (e->rtab_cap - 1)) {
-        struct ucx_remote *r = e->rtab[i];
-        if (r == NULL)
-            return NULL;
-        if (r->name_hash == h && strcmp(r->name, name) == 0)
-            return r;
-    }
-}
-
-static void remote_slot(struct ucx_remote **tab, size_t cap, struct ucx_remote *r)
-{
-    size_t i = r->name_hash & (cap - 1);
-    while (tab[i] != NULL)
-        i = (i + 1) & (cap - 1);
-    tab[i] = r;
-}
-
-/* Room in the index for one more remote: doubled, every remote placed again, when it would be
- * over half full. */
-static int remote_room(struct ucx_engine *e)
-{
-    size_t need = 2 * (e->n_remotes + 1);
-    if (need <= e->rtab_cap)
-        return IXL_OK;
-    size_t cap = e->rtab_cap ? e->rtab_cap : 16;
-    while (cap < need)
-        cap *= 2;
-    struct ucx_remote **tab = calloc(cap, sizeof(*tab));
-    if (tab == NULL)
-        return IXL_ERR_NO_MEMORY;
-    for (struct ucx_remote *r = e->remotes; r != NULL; r = r->next)
-        remote_slot(tab, cap, r);
-    free(e->rtab);
-    e->rtab = tab;
-    e->rtab_cap = cap;
-    return IXL_OK;
+    return ixlp_index_find(&e->remote_idx, name);
 }
 
 uint64_t now_ns(void)
@@ -358,17 +320,16 @@ static int remote_set_locked(struct ucx_engine *e, const char *name, const void 
         return IXL_ERR_MALFORMED;
     }
     if (r == NULL) {
-        if (remote_room(e) != IXL_OK || (r = calloc(1, sizeof(*r))) == NULL ||
-            (r->name = strdup(name)) == NULL) {
+        if ((r = calloc(1, sizeof(*r))) == NULL || (r->name = strdup(name)) == NULL ||
+            ixlp_index_add(&e->remote_idx, r->name, r, calloc) != 0) {
+            if (r != NULL)
+                free(r->name);
             free(r);
             free(copy);
             return IXL_ERR_NO_MEMORY;
         }
         r->next = e->remotes;
         e->remotes = r;
-        r->name_hash = ixlp_name_hash(e->rseed, r->name);
-        remote_slot(e->rtab, e->rtab_cap, r);
-        e->n_remotes++;
     } else {
         for (unsigned i = 0; i < e->nw; i++) { /* a restarted peer: its requests fail */
             close_ep_locked(&e->w[i], r);
@@ -963,7 +924,7 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->nlock, NULL);
     pthread_rwlock_init(&e->klock, NULL);
-    e->rseed = ixlp_random64(getrandom);
+    e->remote_idx.seed = ixlp_random64(getrandom);
     if ((e->name = strdup(init->agent_name)) == NULL) {
         ucx_destroy_engine(&e->base);
         return IXL_ERR_NO_MEMORY;
@@ -1196,9 +1157,7 @@ static void ucx_destroy_engine(struct ixl_engine *base)
         free(r->info);
         free(r);
     }
-    free(e->rtab);
-    e->rtab = NULL;
-    e->rtab_cap = 0;
+    ixlp_index_free(&e->remote_idx);
     struct notif *n = e->nhead;
     while (n != NULL) {
         struct notif *next = n->next;

@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 
+#include "../../plugins/common/ixl_name_index.h"
 #include "core/agent.h"
 #include "core/dlist.h"
 #include "core/registry.h"
@@ -15,7 +16,6 @@
 struct remote {
     struct ixl_agent *agent;
     char name[IXL_NAME_MAX];
-    uint64_t name_hash; /* its hash in the table's index by name (remote.c) */
     uint64_t incarnation;
     _Atomic int refs;
     _Atomic int valid;  /* 0 once invalidated or replaced: its requests fail with STALE */
@@ -27,13 +27,7 @@ struct remote {
 struct ixl_remote_table {
     struct remote **v;
     size_t n, cap;
-    /* v by name (ixl_remote_find): open addressing over idx_cap slots (a power of 2, 0 before
-     * the first remote), at most half full, later entries shifted back over a removed one.
-     * The hash starts from a random seed: names come from remote metadata, and names chosen
-     * to collide cost a walk of the colliding ones, as a walk of v did. */
-    struct remote **idx;
-    size_t idx_cap;
-    uint64_t seed;
+    struct ixlp_name_index idx; /* v by name (ixl_remote_find; plugins/common/ixl_name_index.h) */
     /* Every remote struct not yet freed: the loaded ones and those retired but still held by
      * a prepared list or request. Linked and unlinked with agent->lock held for writing. */
     struct remote *all;

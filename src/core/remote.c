@@ -4,7 +4,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../plugins/common/ixl_plugin_util.h" /* ixlp_name_hash */
 #include "core/internal.h"
 #include "serdes/codec.h"
 
@@ -16,76 +15,9 @@ _Static_assert(IXL_MD_MAX_BACKENDS >= IXL_MAX_BACKENDS, "blobs must fit every ba
 
 /* ---- the remote table ---------------------------------------------------------------------- */
 
-static uint64_t name_hash(const struct ixl_remote_table *t, const char *name)
-{
-    return ixlp_name_hash(t->seed, name);
-}
-
-static void idx_put(struct remote **idx, size_t cap, struct remote *r)
-{
-    size_t i = r->name_hash & (cap - 1);
-    while (idx[i] != NULL)
-        i = (i + 1) & (cap - 1);
-    idx[i] = r;
-}
-
-/* Room in the index for one more remote: doubled, every remote placed again, when it would be
- * over half full. */
-static int idx_room(struct ixl_remote_table *t)
-{
-    size_t need = 2 * (t->n + 1);
-    if (need <= t->idx_cap)
-        return IXL_OK;
-    size_t cap = t->idx_cap ? t->idx_cap : 16;
-    while (cap < need)
-        cap *= 2;
-    struct remote **idx = sys_calloc(cap, sizeof(*idx));
-    if (idx == NULL)
-        return IXL_ERR_NO_MEMORY;
-    for (size_t i = 0; i < t->n; i++)
-        idx_put(idx, cap, t->v[i]);
-    free(t->idx);
-    t->idx = idx;
-    t->idx_cap = cap;
-    return IXL_OK;
-}
-
-/* r out of the index: the entries after it in its probe run that may sit in its slot move
- * back into it (no tombstones: a lookup stops at the first empty slot). */
-static void idx_remove(struct ixl_remote_table *t, struct remote *r)
-{
-    if (t->idx_cap == 0)
-        return;
-    size_t mask = t->idx_cap - 1, i = r->name_hash & mask;
-    while (t->idx[i] != r) {
-        if (t->idx[i] == NULL)
-            return;
-        i = (i + 1) & mask;
-    }
-    for (size_t j = (i + 1) & mask; t->idx[j] != NULL; j = (j + 1) & mask) {
-        size_t home = t->idx[j]->name_hash & mask;
-        /* idx[j] may move to i when i lies on its probe path: from home to j, cyclically. */
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            t->idx[i] = t->idx[j];
-            i = j;
-        }
-    }
-    t->idx[i] = NULL;
-}
-
 struct remote *ixl_remote_find(struct ixl_agent *agent, const char *name)
 {
-    struct ixl_remote_table *t = agent->remotes;
-    if (t->idx_cap == 0)
-        return NULL;
-    uint64_t h = name_hash(t, name);
-    for (size_t i = h & (t->idx_cap - 1);; i = (i + 1) & (t->idx_cap - 1)) {
-        struct remote *r = t->idx[i];
-        if (r == NULL)
-            return NULL;
-        if (r->name_hash == h && strcmp(r->name, name) == 0)
-            return r;
-    }
+    return ixlp_index_find(&agent->remotes->idx, name);
 }
 
 struct remote *ixl_remote_require(struct ixl_agent *agent, const char *name)
@@ -168,7 +100,7 @@ static void remote_retire(struct ixl_agent *agent, struct remote *r, int disconn
     for (size_t i = 0; i < t->n; i++) {
         if (t->v[i] == r) {
             t->v[i] = t->v[--t->n];
-            idx_remove(t, r);
+            ixlp_index_remove(&t->idx, r->name, r);
             break;
         }
     }
@@ -190,9 +122,7 @@ void ixl_remotes_fini(struct ixl_agent *agent)
         remote_drop(agent, agent->remotes->v[agent->remotes->n - 1]);
     free(agent->remotes->v);
     agent->remotes->v = NULL;
-    free(agent->remotes->idx);
-    agent->remotes->idx = NULL;
-    agent->remotes->idx_cap = 0;
+    ixlp_index_free(&agent->remotes->idx);
 }
 
 void ixl_remotes_drop_backend(struct ixl_agent *agent, unsigned b)
@@ -411,10 +341,8 @@ static struct ixl_backend *local_counterpart(struct ixl_agent *agent,
 static int table_add(struct ixl_agent *agent, struct remote *r)
 {
     struct ixl_remote_table *t = agent->remotes;
-    if (t->idx_cap == 0 && sys_getrandom(&t->seed, sizeof(t->seed), 0) != sizeof(t->seed))
-        t->seed = (uint64_t)(uintptr_t)t ^ (uint64_t)time(NULL); /* a weaker seed, not none */
-    if (idx_room(t) != IXL_OK)
-        return IXL_ERR_NO_MEMORY;
+    if (t->idx.cap == 0)
+        t->idx.seed = ixlp_random64(sys_getrandom);
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 8;
         struct remote **v = sys_realloc(t->v, cap * sizeof(*v));
@@ -423,9 +351,9 @@ static int table_add(struct ixl_agent *agent, struct remote *r)
         t->v = v;
         t->cap = cap;
     }
+    if (ixlp_index_add(&t->idx, r->name, r, sys_calloc) != 0)
+        return IXL_ERR_NO_MEMORY;
     t->v[t->n++] = r;
-    r->name_hash = name_hash(t, r->name);
-    idx_put(t->idx, t->idx_cap, r);
     return IXL_OK;
 }
 
