@@ -1,39 +1,29 @@
 /*
- * test_net_many_remotes for the UCX plugin: one UCX initiator with NTARGETS remotes loaded; the
- * plugin finds the remote of each request by name in a hash index (ucx_engine.c, remote_find)
- * that grows from 16 slots, at most half full. This process runs the target agents and the
- * initiator (UCX over tcp on loopback); the initiator loads every target's metadata in a
- * shuffled order, so that its index doubles twice (16, 32, 64 slots). Skips (77) without the
- * UCX plugin.
+ * One initiator with many remotes loaded (a decode worker reading from many prefill workers),
+ * argv[1] naming the backend: "net" (40 NET peers: NET finds the peer of each request by name,
+ * net_peer_find) or "ucx" (20 UCX remotes: remote_find of the UCX plugin; skips (77) without
+ * the plugin). Both look names up in plugins/common/ixl_name_index.h, which grows from 16 slots,
+ * at most half full. This process runs the target agents and the initiator (NET: loopback TCP
+ * and the same-node paths NET picks, io_threads=1 each; UCX: over tcp); the initiator loads
+ * every target's metadata in a shuffled order, so that its index doubles (to 128 slots for NET,
+ * 64 for UCX).
  *
  * Two rounds, each over every target in another shuffled order: a WRITE of 4 KiB of a fresh
  * pattern into the target's buffer at an offset of its own (the whole buffer poisoned before),
  * then the buffer checked: the pattern there, the poison everywhere else; then a READ of
  * another fresh pattern back into the initiator's poisoned buffer, checked the same way. A
  * request that reached the wrong remote, or none, fails a check. Then the medians of making
- * (ixl_xfer_create) and of post -> done of 200 4 KiB WRITEs to the first target loaded and to
- * the last (printed: informational).
+ * (ixl_xfer_create) and of post -> done of TIMED 4 KiB WRITEs to the first target loaded and to
+ * the last (printed: informational). Under a second each.
  */
 #include <stdlib.h>
 
 #include "net_raw.h"
 
-/* An agent with a UCX backend over tcp (IXL_ERR_NOT_FOUND / IXL_ERR_PLUGIN: no UCX plugin). */
-static int ucx_agent(const char *name, struct ixl_agent **out)
-{
-    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
-    CHECK_RC(ixl_agent_create(name, &ap, out), IXL_OK);
-    const struct ixl_kv kv[] = {{"transports", "tcp"}};
-    int rc = ixl_backend_create(*out, "UCX", kv, 1, NULL);
-    if (rc != IXL_OK)
-        ixl_agent_destroy(*out);
-    return rc;
-}
-
-#define NTARGETS 20
+#define MAX_TARGETS 40
 #define BUF (64u << 10)
 #define LEN 4096u
-#define TIMED 200
+#define TIMED 1000
 
 static void fill(uint8_t *p, size_t len, uint64_t seed)
 {
@@ -99,36 +89,62 @@ static double median_us(struct ixl_agent *a, const uint8_t *ib, uint64_t tb, con
     return (double)t[TIMED / 2] / 1e3;
 }
 
-int main(void)
+static bool use_ucx;
+
+/* An agent with the backend under test. UCX: IXL_ERR_NOT_FOUND / IXL_ERR_PLUGIN without it. */
+static int make_agent(const char *name, struct ixl_agent **out)
+{
+    if (!use_ucx) {
+        const char *kv[] = {"listen_addr", "127.0.0.1", "addrs", "127.0.0.1",
+                            "io_threads",  "1",         NULL};
+        char why[2048];
+        int rc = nr_agent(name, kv, out, why, sizeof(why));
+        if (rc != IXL_OK)
+            check_fail(__FILE__, __LINE__, "%s: %s", name, why);
+        return rc;
+    }
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    CHECK_RC(ixl_agent_create(name, &ap, out), IXL_OK);
+    const struct ixl_kv kv[] = {{"transports", "tcp"}};
+    int rc = ixl_backend_create(*out, "UCX", kv, 1, NULL);
+    if (rc != IXL_OK)
+        ixl_agent_destroy(*out);
+    return rc;
+}
+
+int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     alarm(100);
     srand(31);
+    use_ucx = argc > 1 && strcmp(argv[1], "ucx") == 0;
+    const int ntargets = use_ucx ? 20 : MAX_TARGETS;
+    const char *be = use_ucx ? "UCX" : "NET";
     ixl_log_set_level(IXL_LOG_ERROR);
-    char name[NTARGETS][32];
-    struct ixl_agent *t[NTARGETS], *a = NULL;
-    uint8_t *tbuf[NTARGETS];
-    int rc = ucx_agent("ucx-many-i", &a);
-    if (rc == IXL_ERR_NOT_FOUND || rc == IXL_ERR_PLUGIN)
+    char name[MAX_TARGETS][32];
+    struct ixl_agent *t[MAX_TARGETS], *a = NULL;
+    uint8_t *tbuf[MAX_TARGETS];
+    int rc = make_agent("many-i", &a);
+    if (use_ucx && (rc == IXL_ERR_NOT_FOUND || rc == IXL_ERR_PLUGIN))
         skip(1, "the UCX plugin was not built (libucx missing)");
     CHECK_RC(rc, IXL_OK);
     uint8_t *ib = malloc(BUF), *want = malloc(LEN);
     CHECK(ib != NULL && want != NULL);
     struct ixl_reg_desc id = {(uint64_t)(uintptr_t)ib, BUF, 0, NULL, 0};
     CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &id, 1, NULL), IXL_OK);
-    int order[NTARGETS];
-    for (int i = 0; i < NTARGETS; i++) {
-        snprintf(name[i], sizeof(name[i]), "ucx-target-%02d", i);
-        CHECK_RC(ucx_agent(name[i], &t[i]), IXL_OK);
+    int order[MAX_TARGETS];
+    for (int i = 0; i < ntargets; i++) {
+        snprintf(name[i], sizeof(name[i]), "many-target-%02d", i);
+        CHECK_RC(make_agent(name[i], &t[i]), IXL_OK);
         tbuf[i] = malloc(BUF);
         CHECK(tbuf[i] != NULL);
         struct ixl_reg_desc td = {(uint64_t)(uintptr_t)tbuf[i], BUF, 0, NULL, 0};
         CHECK_RC(ixl_mem_register(t[i], IXL_MEM_DRAM, &td, 1, NULL), IXL_OK);
         order[i] = i;
     }
-    shuffle(order, NTARGETS);
-    int first = order[0], last = order[NTARGETS - 1]; /* loaded first and last */
-    for (int k = 0; k < NTARGETS; k++) {
+    shuffle(order, ntargets);
+    int first = order[0], last = order[ntargets - 1]; /* loaded first and last */
+    for (int k = 0; k < ntargets; k++) {
         void *md;
         size_t md_len;
         CHECK_RC(ixl_md_get(t[order[k]], NULL, &md, &md_len), IXL_OK);
@@ -136,8 +152,8 @@ int main(void)
         ixl_free(md);
     }
     for (int round = 0; round < 2; round++) {
-        shuffle(order, NTARGETS);
-        for (int k = 0; k < NTARGETS; k++) {
+        shuffle(order, ntargets);
+        for (int k = 0; k < ntargets; k++) {
             int i = order[k];
             size_t off = (size_t)((i + round) % (BUF / LEN)) * LEN;
             uint64_t tb = (uint64_t)(uintptr_t)tbuf[i] + off;
@@ -158,9 +174,9 @@ int main(void)
             check_buf(ib, want, 0, 0xC3, "READ", i);
         }
     }
-    printf("%d remotes loaded in one UCX agent: WRITE and READ to each, twice, every byte "
+    printf("%d remotes loaded in one %s agent: WRITE and READ to each, twice, every byte "
            "checked\n",
-           NTARGETS);
+           ntargets, be);
     double fm, lm;
     double f = median_us(a, ib, (uint64_t)(uintptr_t)tbuf[first], name[first], &fm);
     double l = median_us(a, ib, (uint64_t)(uintptr_t)tbuf[last], name[last], &lm);
@@ -169,7 +185,7 @@ int main(void)
            TIMED, name[first], fm, f, name[last], lm, l);
     CHECK_RC(ixl_mem_deregister(a, IXL_MEM_DRAM, &id, 1, NULL), IXL_OK);
     ixl_agent_destroy(a);
-    for (int i = 0; i < NTARGETS; i++) {
+    for (int i = 0; i < ntargets; i++) {
         ixl_agent_destroy(t[i]);
         free(tbuf[i]);
     }
