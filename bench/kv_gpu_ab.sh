@@ -11,7 +11,10 @@
 #
 #   A_CFLAGS=-DKERNEL_TABLE_COPY_BELOW=0 KV_ARGS="--kv-block-size 4K" bench/kv_gpu_ab.sh
 #
-# Environment: A_CFLAGS, B_CFLAGS, ROUNDS (3), KV_ARGS (more ixlbench options, after
+# A_REV / B_REV: build that side from a git revision of this repository instead (git archive
+# into bench-ab-A.src), e.g. A_REV=HEAD~1 against the working tree.
+#
+# Environment: A_CFLAGS, B_CFLAGS, A_REV, B_REV, ROUNDS (3), KV_ARGS (more ixlbench options, after
 # "--kv-variants random,sequential --kv-iters 8"), JOBS (build jobs, default nproc).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,17 +22,33 @@ rounds=${ROUNDS:-3}
 jobs=${JOBS:-$(nproc)}
 off="-DIXL_WITH_ETCD=OFF -DIXL_WITH_UCX=OFF -DIXL_WITH_URING=OFF"
 for side in A B; do
-    if [ "$side" = A ]; then flags=${A_CFLAGS:-}; else flags=${B_CFLAGS:-}; fi
+    if [ "$side" = A ]; then
+        flags=${A_CFLAGS:-} rev=${A_REV:-}
+    else
+        flags=${B_CFLAGS:-} rev=${B_REV:-}
+    fi
     dir=$root/bench-ab-$side
+    src=$root
+    if [ -n "$rev" ]; then
+        src=$dir.src
+        rm -rf "$src" && mkdir -p "$src" &&
+            git -C "$root" archive "$rev" | tar -x -C "$src" ||
+            { echo "kv_gpu_ab.sh: cannot export revision $rev" >&2; exit 1; }
+    fi
+    # A build directory of another source tree (an earlier run's revision) is started afresh.
+    if [ -f "$dir/CMakeCache.txt" ] &&
+        ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$src" "$dir/CMakeCache.txt"; then
+        rm -rf "$dir"
+    fi
     # shellcheck disable=SC2086 # off is a list of options
-    if ! cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF $off \
+    if ! cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF $off \
         "-DCMAKE_C_FLAGS=$flags" >"$dir.log" 2>&1 ||
         ! cmake --build "$dir" -j "$jobs" --target ixlbench >>"$dir.log" 2>&1; then
         echo "kv_gpu_ab.sh: building $side failed (C flags '$flags'): see $dir.log" >&2
         tail -n 20 "$dir.log" >&2
         exit 1
     fi
-    echo "build $side: $dir (C flags: '${flags}')"
+    echo "build $side: $dir (source ${rev:-the working tree}, C flags: '${flags}')"
 done
 args="--kv-variants random,sequential --kv-iters 8 ${KV_ARGS:-}"
 status=0

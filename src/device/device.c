@@ -62,6 +62,16 @@ _Static_assert(sizeof(entry_offsets) / sizeof(entry_offsets[0]) == N_ENTRIES, "o
  * memory), each reused once the launch that read it is done. */
 #define BATCH_SLOTS 8
 #define BATCH_MAX 65536u /* table entries per launch (one slot: 1.5 MiB pinned at most) */
+/* A slot's first table holds at least this many entries (192 KiB pinned, and as much device
+ * memory once small entries' tables are copied there), and a slot that grows takes the largest
+ * size any slot of its stream has: a table is reallocated only when a batch larger than every
+ * earlier one arrives. Growing one slot at a time, as batches of 1,024 to 8,192 copies took
+ * turns in the ring, reallocated tables in the first requests after the warm-up: a
+ * cuMemHostAlloc, and a cuMemFree that waits for the whole device, inside a post. 1024 at
+ * build time (-D) restores that for a comparison. */
+#ifndef BATCH_SLOT_FIRST
+#define BATCH_SLOT_FIRST 8192u
+#endif
 
 struct kdesc { /* copy_kernel.cu's struct ixl_copy_desc */
     uint64_t dst, src, len;
@@ -84,6 +94,7 @@ struct ixl_dev_stream {
     CUstream s;
     struct batch_slot slot[BATCH_SLOTS];
     unsigned next;
+    size_t tab_cap;           /* the largest table of any slot (entries) */
     CUdeviceptr *bdst, *bsrc; /* cuMemcpyBatchAsync's arrays */
     size_t *blen, bcap;
 };
@@ -952,8 +963,8 @@ static int slot_take(struct ixl_dev_stream *s, size_t want, struct batch_slot **
             return cu_fail("cuEventCreate", r);
         }
     }
-    if (b->cap < want) {
-        size_t cap = 1024;
+    if (b->cap < want || b->cap < s->tab_cap) {
+        size_t cap = s->tab_cap > BATCH_SLOT_FIRST ? s->tab_cap : BATCH_SLOT_FIRST;
         while (cap < want)
             cap *= 2;
         if (b->tab != NULL)
@@ -972,6 +983,9 @@ static int slot_take(struct ixl_dev_stream *s, size_t want, struct batch_slot **
         }
         b->tab = p;
         b->cap = cap;
+        if (cap > s->tab_cap)
+            s->tab_cap = cap;
+        __atomic_add_fetch(&L.n.table_allocs, 1, __ATOMIC_RELAXED);
     }
     *out = b;
     return IXL_OK;
@@ -1644,6 +1658,7 @@ void ixl_dev_counters(struct ixl_dev_counters *out)
     out->kernel_launches = __atomic_load_n(&L.n.kernel_launches, __ATOMIC_RELAXED);
     out->kernel_copies = __atomic_load_n(&L.n.kernel_copies, __ATOMIC_RELAXED);
     out->kernel_table_copies = __atomic_load_n(&L.n.kernel_table_copies, __ATOMIC_RELAXED);
+    out->table_allocs = __atomic_load_n(&L.n.table_allocs, __ATOMIC_RELAXED);
     out->batch_calls = __atomic_load_n(&L.n.batch_calls, __ATOMIC_RELAXED);
     out->single_copies = __atomic_load_n(&L.n.single_copies, __ATOMIC_RELAXED);
 }

@@ -10,7 +10,8 @@
  * back to back (more than the layer's 8 tables, each launch 2 ms late) all land, so a table is
  * reused only after its launch ran (tables of small entries copied to device memory first, as
  * the counters show; in a child with no device memory left, read from the mapped table);
- * 70,000 entries take two launches; host<->device batches
+ * 70,000 entries take two launches; NET's growing batches allocate each table once;
+ * host<->device batches
  * go through cuMemcpyBatchAsync; bad arguments are refused. In children: IXL_DEV_COPY=loop (one
  * cuMemcpyAsync each), the driver refusing the kernel (IXL_CUDASIM_NO_KERNEL: the batch API
  * takes over) and the batch API (IXL_CUDASIM_NO_BATCH: one call each), an injected failure of
@@ -207,6 +208,68 @@ static void many(struct ixl_dev_stream *s)
     free(v);
 }
 
+/* NET's batches (1,024, 2,048, 4,096, then 8,192 copies) taking turns in the ring of 8 tables,
+ * three requests of 32,768 on a new stream: the tables are allocated while the ring is first
+ * filled (one per slot), none later; a batch larger than every earlier one grows its slot and,
+ * in turn, every other slot once. */
+static void growth(void)
+{
+    static const size_t sizes[] = {1024, 2048, 4096, 8192, 8192, 8192, 1024};
+    size_t n = 32768, sz = 16;
+    struct ixl_dev_stream *s;
+    CHECK_RC(ops->stream_create(ops->ctx, 0, &s), IXL_OK);
+    struct pair p;
+    pair_make(&p, 2 * n * sz, 47);
+    struct ixl_dev_copy *v = malloc(2 * n * sizeof(*v));
+    CHECK(v != NULL);
+    uint64_t allocs[4];
+    for (int req = 0; req < 3; req++) {
+        uint64_t a0 = counters().table_allocs;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) /* a new permutation each request */
+            add(&p, v, &k, ((i * 7919 + (size_t)req * 13) % n) * sz, i * sz, sz);
+        size_t at = 0;
+        for (size_t b = 0; b < sizeof(sizes) / sizeof(sizes[0]); b++) {
+            CHECK_RC(ops->copy_batch(ops->ctx, s, v + at, sizes[b], IXL_DEV_COPY_DEVICE_ONLY),
+                     IXL_OK);
+            at += sizes[b];
+        }
+        CHECK(at == n);
+        struct ixl_dev_event *e;
+        CHECK_RC(ops->record(ops->ctx, s, &e), IXL_OK);
+        CHECK_RC(ops->wait(ops->ctx, e), IXL_OK);
+        ops->event_destroy(ops->ctx, e);
+        pair_check(&p);
+        allocs[req] = counters().table_allocs - a0;
+    }
+    /* The first request fills 7 slots, the second the eighth; the third allocates nothing. */
+    CHECK(allocs[0] == 7 && allocs[1] == 1 && allocs[2] == 0);
+    /* 20,000 copies in one batch: a slot of 32,768 entries; the next 7 batches (smaller) each
+     * grow their slot to it; then nothing. */
+    uint64_t a0 = counters().table_allocs;
+    size_t k = 0;
+    for (size_t i = 0; i < 20000; i++)
+        add(&p, v, &k, (n + (i * 31) % 20000) * sz, (n + i) * sz, sz);
+    CHECK_RC(ops->copy_batch(ops->ctx, s, v, k, IXL_DEV_COPY_DEVICE_ONLY), IXL_OK);
+    for (int b = 0; b < 2 * 8 - 1; b++)
+        CHECK_RC(ops->copy_batch(ops->ctx, s, v + (size_t)b * 1000, 1000, IXL_DEV_COPY_DEVICE_ONLY),
+                 IXL_OK);
+    struct ixl_dev_event *e;
+    CHECK_RC(ops->record(ops->ctx, s, &e), IXL_OK);
+    CHECK_RC(ops->wait(ops->ctx, e), IXL_OK);
+    ops->event_destroy(ops->ctx, e);
+    allocs[3] = counters().table_allocs - a0;
+    CHECK(allocs[3] == 8);
+    pair_check(&p);
+    printf("test_device_batch: table allocations per request of 32,768 copies: %llu, %llu, %llu; "
+           "after a batch of 20,000: %llu\n",
+           (unsigned long long)allocs[0], (unsigned long long)allocs[1],
+           (unsigned long long)allocs[2], (unsigned long long)allocs[3]);
+    pair_free(&p);
+    free(v);
+    ops->stream_destroy(ops->ctx, s);
+}
+
 /* Host to device, then device to host, as one batch each (not device-only). */
 static void host_side(struct ixl_dev_stream *s)
 {
@@ -387,6 +450,7 @@ int main(void)
     CHECK(c1.kernel_table_copies == c0.kernel_table_copies); /* large entries: mapped table */
     ring(s);
     many(s);
+    growth();
     c0 = counters();
     host_side(s);
     c1 = counters();
