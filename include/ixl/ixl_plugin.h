@@ -70,9 +70,10 @@ extern "C" {
  * 2.3: struct ixl_devops ends with ctx_enter/ctx_leave.
  * 2.4: struct ixl_host ends with env (a plugin's documented environment defaults).
  * 2.5: struct ixl_engine_ops ends with wait_xfer (a waiting caller watches the request's end).
- * 2.6: struct ixl_devops ends with copy_batch (many copies in a few driver calls). */
+ * 2.6: struct ixl_devops ends with copy_batch (many copies in a few driver calls).
+ * 2.7: struct ixl_devops ends with copy_cols (copy_batch from the caller's own arrays). */
 #define IXL_PLUGIN_ABI_MAJOR 2
-#define IXL_PLUGIN_ABI_MINOR 6
+#define IXL_PLUGIN_ABI_MINOR 7
 
 /** The symbol a dynamic plugin exports. */
 #define IXL_PLUGIN_ENTRY_SYMBOL "ixl_plugin_entry"
@@ -210,6 +211,16 @@ struct ixl_dev_copy {
     const void *src;
     size_t len;
 };
+/** One column of copy_cols's copies: value k is the uint64_t at (const char *)base + k * stride
+ *  (base 8-byte aligned, stride a multiple of 8). */
+struct ixl_dev_col {
+    const void *base;
+    size_t stride;
+};
+/** copy_cols's copies: copy k moves len[k] bytes from address src[k] to address dst[k]. */
+struct ixl_dev_cols {
+    struct ixl_dev_col dst, src, len;
+};
 /** copy_batch flags: every dst and src is device memory the stream's device can reach from a
  *  kernel (its own memory, or a peer's mapped through ipc_open/vmm_open on that device). */
 #define IXL_DEV_COPY_DEVICE_ONLY 1u
@@ -304,6 +315,17 @@ struct ixl_devops {
      */
     int (*copy_batch)(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_copy *v, size_t n,
                       uint32_t flags);
+    /**
+     * ABI 2.7 (read only when size covers it): copy_batch of the n copies that c's columns
+     * describe, read where they lie (a plugin's descriptor arrays: addresses and lengths at a
+     * stride) as the layer fills its own tables, instead of an ixl_dev_copy array built for the
+     * call: one pass over the copies instead of two. A copy of len > 0 with a zero dst or src
+     * is refused (IXL_ERR_INVALID_ARG), as copy_batch refuses it, but found while the tables
+     * are filled: copies before it (earlier tables of 65,536, copies of 16 MiB and more) may
+     * have been enqueued; wait for an event recorded after the call. As copy_batch otherwise.
+     */
+    int (*copy_cols)(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_cols *c, size_t n,
+                     uint32_t flags);
 };
 
 /**

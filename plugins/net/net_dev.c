@@ -72,6 +72,14 @@ static void *dstream_main(void *arg);
 #define NET_DEV_BATCH_MAX 8192u
 #endif
 
+/* Where the device layer has copy_cols (ABI 2.7), a batch is handed over as the request's own
+ * arrays (local descriptors, target addresses), read once as the layer fills its tables; else
+ * NET builds an ixl_dev_copy array for copy_batch first. 0 at build time (-D) builds the array
+ * always, to measure the difference. */
+#ifndef NET_DEV_COLS
+#define NET_DEV_COLS 1
+#endif
+
 /* The devops methods NET calls, all within the first generation of struct ixl_devops. */
 #define DEVOPS_COVERS(d, f) ((d)->size >= offsetof(struct ixl_devops, f) + sizeof((d)->f))
 
@@ -213,7 +221,8 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
     int rc = stream_get(e, ds, &s, why, why_len);
     int copy_rc = IXL_OK, rec_rc = IXL_OK;
     bool batch = DEVOPS_COVERS(d, copy_batch) && d->copy_batch != NULL && r->n > 1;
-    if (rc == IXL_OK && batch && ds->cv_cap < r->n) {
+    bool cols = NET_DEV_COLS && batch && DEVOPS_COVERS(d, copy_cols) && d->copy_cols != NULL;
+    if (rc == IXL_OK && batch && !cols && ds->cv_cap < r->n) {
         struct ixl_dev_copy *cv = net_sys()->realloc(ds->cv, r->n * sizeof(*cv));
         if (cv != NULL) {
             ds->cv = cv;
@@ -235,6 +244,16 @@ int net_dev_post(struct net_engine *e, struct net_req *r, uint64_t serial, char 
             if (chunk > NET_DEV_BATCH_MAX)
                 chunk = NET_DEV_BATCH_MAX;
             size_t k1 = r->n - k0 < chunk ? r->n : k0 + chunk;
+            if (cols) {
+                struct ixl_dev_col l = {&r->ld[k0].addr, sizeof(*r->ld)},
+                                   t = r->dev_tgt
+                                           ? (struct ixl_dev_col){&r->dev_tgt[k0],
+                                                                  sizeof(*r->dev_tgt)}
+                                           : (struct ixl_dev_col){&r->rd[k0].addr, sizeof(*r->rd)};
+                struct ixl_dev_cols c = {wr ? t : l, wr ? l : t, {&r->ld[k0].len, sizeof(*r->ld)}};
+                copy_rc = d->copy_cols(d->ctx, s, &c, k1 - k0, flags);
+                continue;
+            }
             for (size_t k = k0; k < k1; k++) {
                 void *l = (void *)(uintptr_t)r->ld[k].addr,
                      *t = (void *)(uintptr_t)(r->dev_tgt ? r->dev_tgt[k] : r->rd[k].addr);

@@ -97,6 +97,8 @@ struct ixl_dev_stream {
     size_t tab_cap;           /* the largest table of any slot (entries) */
     CUdeviceptr *bdst, *bsrc; /* cuMemcpyBatchAsync's arrays */
     size_t *blen, bcap;
+    struct ixl_dev_copy *v; /* copy_cols's copies for the driver's paths (vcap entries) */
+    size_t vcap;
 };
 
 enum copy_mode { COPY_AUTO, COPY_KERNEL, COPY_BATCH, COPY_LOOP };
@@ -831,6 +833,7 @@ static void op_stream_destroy(void *ctx, struct ixl_dev_stream *s)
     free(s->bdst);
     free(s->bsrc);
     free(s->blen);
+    free(s->v);
     free(s);
 }
 
@@ -1022,13 +1025,34 @@ static int table_to_device(struct ixl_dev_stream *s, struct batch_slot *b, size_
     return IXL_OK;
 }
 
+/* Copies as columns (struct ixl_dev_cols): copy_cols's as given, copy_batch's array as three
+ * columns at the stride of struct ixl_dev_copy. */
+_Static_assert(sizeof(void *) == sizeof(uint64_t) && sizeof(size_t) == sizeof(uint64_t),
+               "copy_batch's pointers and lengths are read as 64-bit column values");
+
+static inline uint64_t col_at(const struct ixl_dev_col *c, size_t k)
+{
+    uint64_t v;
+    memcpy(&v, (const unsigned char *)c->base + k * c->stride, sizeof(v));
+    return v;
+}
+
+static struct ixl_dev_cols cols_of(const struct ixl_dev_copy *v)
+{
+    const size_t st = sizeof(*v);
+    return (struct ixl_dev_cols){{&v->dst, st}, {&v->src, st}, {&v->len, st}};
+}
+
 /* Device-to-device copies by the copy kernel: entries of up to KERNEL_CHUNK bytes into the
  * tables, one launch per table (its table copied to device memory first when its entries are
- * small); copies of KERNEL_MAX_LEN and more to the copy engines. */
-static int batch_kernel(struct ixl_dev_stream *s, CUfunction fn, const struct ixl_dev_copy *v,
+ * small); copies of KERNEL_MAX_LEN and more to the copy engines. Each copy is read once, as its
+ * table is filled: one with len > 0 and a zero address ends the call (IXL_ERR_INVALID_ARG)
+ * before its table is launched. */
+static int batch_kernel(struct ixl_dev_stream *s, CUfunction fn, const struct ixl_dev_cols *c,
                         size_t n)
 {
-    size_t i = 0, off = 0; /* the next byte to place: v[i] from off */
+    size_t i = 0;
+    uint64_t off = 0; /* the next byte to place: copy i from off */
     while (i < n) {
         struct batch_slot *b = NULL;
         int rc = slot_take(s, n - i < BATCH_MAX ? n - i : BATCH_MAX, &b);
@@ -1036,20 +1060,23 @@ static int batch_kernel(struct ixl_dev_stream *s, CUfunction fn, const struct ix
             return rc;
         size_t k = 0, bytes = 0;
         while (i < n && k < b->cap) {
-            const struct ixl_dev_copy *c = &v[i];
-            if (c->len >= KERNEL_MAX_LEN) {
-                if ((rc = copy_one(s, c)) != IXL_OK)
+            uint64_t dst = col_at(&c->dst, i), src = col_at(&c->src, i), len = col_at(&c->len, i);
+            if (__builtin_expect(len > 0 && (dst == 0 || src == 0), 0))
+                return IXL_ERR_INVALID_ARG;
+            if (len >= KERNEL_MAX_LEN) {
+                struct ixl_dev_copy one = {(void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
+                                           (size_t)len};
+                if ((rc = copy_one(s, &one)) != IXL_OK)
                     return rc;
                 i++;
                 continue;
             }
-            size_t piece = c->len - off < KERNEL_CHUNK ? c->len - off : KERNEL_CHUNK;
+            uint64_t piece = len - off < KERNEL_CHUNK ? len - off : KERNEL_CHUNK;
             if (piece > 0)
-                b->tab[k++] = (struct kdesc){(uint64_t)(uintptr_t)c->dst + off,
-                                             (uint64_t)(uintptr_t)c->src + off, piece};
+                b->tab[k++] = (struct kdesc){dst + off, src + off, piece};
             bytes += piece;
             off += piece;
-            if (off == c->len) {
+            if (off == len) {
                 i++;
                 off = 0;
             }
@@ -1125,15 +1152,12 @@ static int batch_driver(struct ixl_dev_stream *s, const struct ixl_dev_copy *v, 
     return IXL_OK;
 }
 
-static int op_copy_batch(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_copy *v,
-                         size_t n, uint32_t flags)
+/* copy_batch and copy_cols: the kernel reads the columns as it fills its tables; the driver's
+ * batch and the one-call loop take an ixl_dev_copy array (copy_cols's built in the stream's
+ * scratch array, checked as copy_batch checks its own). */
+static int copy_many(struct ixl_dev_stream *s, const struct ixl_dev_copy *v,
+                     const struct ixl_dev_cols *c, size_t n, uint32_t flags)
 {
-    (void)ctx;
-    if (s == NULL || (n > 0 && v == NULL))
-        return IXL_ERR_INVALID_ARG;
-    for (size_t i = 0; i < n; i++)
-        if (v[i].len > 0 && (v[i].dst == NULL || v[i].src == NULL))
-            return IXL_ERR_INVALID_ARG;
     if (n == 0)
         return IXL_OK;
     pthread_once(&B.once, batch_resolve);
@@ -1147,21 +1171,73 @@ static int op_copy_batch(void *ctx, struct ixl_dev_stream *s, const struct ixl_d
         B.launch != NULL)
         fn = kernel_get(s->dev);
     if (fn != NULL) {
-        rc = batch_kernel(s, fn, v, n);
-    } else {
-        rc = IXL_ERR_NOT_SUPPORTED;
-        if (m != COPY_LOOP && (B.batch2 != NULL || B.batch1 != NULL) &&
-            !__atomic_load_n(&B.batch_off, __ATOMIC_RELAXED))
-            rc = batch_driver(s, v, n);
-        if (rc == IXL_ERR_NOT_SUPPORTED) {
-            rc = IXL_OK;
-            for (size_t i = 0; rc == IXL_OK && i < n; i++)
-                if (v[i].len > 0)
-                    rc = copy_one(s, &v[i]);
-        }
+        rc = batch_kernel(s, fn, c, n);
+        goto leave;
     }
+    if (v == NULL) { /* copy_cols: an array for the driver's paths */
+        if (s->vcap < n) {
+            struct ixl_dev_copy *nv = realloc(s->v, n * sizeof(*nv));
+            if (nv == NULL) {
+                rc = IXL_ERR_NO_MEMORY;
+                goto leave;
+            }
+            s->v = nv;
+            s->vcap = n;
+        }
+        for (size_t i = 0; i < n; i++) {
+            s->v[i] = (struct ixl_dev_copy){(void *)(uintptr_t)col_at(&c->dst, i),
+                                            (const void *)(uintptr_t)col_at(&c->src, i),
+                                            (size_t)col_at(&c->len, i)};
+            if (s->v[i].len > 0 && (s->v[i].dst == NULL || s->v[i].src == NULL)) {
+                rc = IXL_ERR_INVALID_ARG;
+                goto leave;
+            }
+        }
+        v = s->v;
+    }
+    rc = IXL_ERR_NOT_SUPPORTED;
+    if (m != COPY_LOOP && (B.batch2 != NULL || B.batch1 != NULL) &&
+        !__atomic_load_n(&B.batch_off, __ATOMIC_RELAXED))
+        rc = batch_driver(s, v, n);
+    if (rc == IXL_ERR_NOT_SUPPORTED) {
+        rc = IXL_OK;
+        for (size_t i = 0; rc == IXL_OK && i < n; i++)
+            if (v[i].len > 0)
+                rc = copy_one(s, &v[i]);
+    }
+leave:
     ctx_leave(&sc);
     return rc;
+}
+
+static int op_copy_batch(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_copy *v,
+                         size_t n, uint32_t flags)
+{
+    (void)ctx;
+    if (s == NULL || (n > 0 && v == NULL))
+        return IXL_ERR_INVALID_ARG;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].len > 0 && (v[i].dst == NULL || v[i].src == NULL))
+            return IXL_ERR_INVALID_ARG;
+    struct ixl_dev_cols c = cols_of(v);
+    return copy_many(s, v, &c, n, flags);
+}
+
+static int col_ok(const struct ixl_dev_col *c)
+{
+    return c->base != NULL && (uintptr_t)c->base % 8 == 0 && c->stride % 8 == 0;
+}
+
+static int op_copy_cols(void *ctx, struct ixl_dev_stream *s, const struct ixl_dev_cols *c, size_t n,
+                        uint32_t flags)
+{
+    (void)ctx;
+    if (s == NULL || c == NULL)
+        return IXL_ERR_INVALID_ARG;
+    if (n > 0 && !(col_ok(&c->dst) && col_ok(&c->src) && col_ok(&c->len)))
+        return IXL_ERR_INVALID_ARG;
+    __atomic_add_fetch(&L.n.cols_calls, 1, __ATOMIC_RELAXED);
+    return copy_many(s, NULL, c, n, flags);
 }
 
 static int op_record(void *ctx, struct ixl_dev_stream *s, struct ixl_dev_event **out)
@@ -1643,6 +1719,7 @@ static const struct ixl_devops devops = {
     .ctx_enter = op_ctx_enter,
     .ctx_leave = op_ctx_leave,
     .copy_batch = op_copy_batch,
+    .copy_cols = op_copy_cols,
 };
 
 const struct ixl_devops *ixl_dev_ops(void)
@@ -1659,6 +1736,7 @@ void ixl_dev_counters(struct ixl_dev_counters *out)
     out->kernel_copies = __atomic_load_n(&L.n.kernel_copies, __ATOMIC_RELAXED);
     out->kernel_table_copies = __atomic_load_n(&L.n.kernel_table_copies, __ATOMIC_RELAXED);
     out->table_allocs = __atomic_load_n(&L.n.table_allocs, __ATOMIC_RELAXED);
+    out->cols_calls = __atomic_load_n(&L.n.cols_calls, __ATOMIC_RELAXED);
     out->batch_calls = __atomic_load_n(&L.n.batch_calls, __ATOMIC_RELAXED);
     out->single_copies = __atomic_load_n(&L.n.single_copies, __ATOMIC_RELAXED);
 }

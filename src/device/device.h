@@ -34,6 +34,7 @@ struct ixl_dev_counters {
     uint64_t kernel_copies;       /* table entries those launches copied */
     uint64_t kernel_table_copies; /* launches whose table was copied to device memory first */
     uint64_t table_allocs;        /* copy tables (pinned) allocated or grown */
+    uint64_t cols_calls;          /* copy_cols calls (ABI 2.7) */
     uint64_t batch_calls;         /* cuMemcpyBatchAsync calls */
     uint64_t single_copies;       /* cuMemcpyAsync calls made by copy_batch */
 };

@@ -292,8 +292,91 @@ static void host_side(struct ixl_dev_stream *s)
     free(back);
 }
 
+/* copy_cols (ABI 2.7): the copies read from a plugin's kind of arrays, destinations and
+ * lengths from 32-byte descriptors, sources from an array of addresses: sizes as mixed()'s
+ * but none for the copy engines, one of nothing (zero addresses, skipped), one split. */
+struct xdesc {
+    uint64_t addr, len, dev, md;
+};
+
+static size_t cols_case(struct ixl_dev_stream *s, uint32_t flags, unsigned seed, size_t *pieces)
+{
+    struct pair p;
+    pair_make(&p, 4 * MB, seed);
+    const size_t sizes[] = {1, 15, 16, 17, 4 * KB + 5, 256 * KB, 256 * KB + 3, 1 * MB + 7};
+    enum { N = 8 * 24 + 1 };
+    struct xdesc *d = calloc(N, sizeof(*d));
+    uint64_t *src = calloc(N, sizeof(*src));
+    CHECK(d != NULL && src != NULL);
+    size_t n = 0, at = 0, moved = 0;
+    for (size_t i = 0; at + 2 * MB < p.len; i++) {
+        size_t len = sizes[i % 8], from = (p.len - at - len - 64) - (i % 5);
+        memcpy(p.want + at, p.pat + from, len);
+        d[n] = (struct xdesc){(uint64_t)(uintptr_t)(p.dst + at), len, 0, 7};
+        src[n++] = (uint64_t)(uintptr_t)(p.src + from);
+        at += len + 64 + (i % 3);
+        moved++;
+        *pieces += (len + 256 * KB - 1) / (256 * KB); /* the kernel's entries */
+        if (n == 5)
+            d[n++] = (struct xdesc){0, 0, 0, 0}; /* nothing to copy, src[5] = 0 */
+    }
+    CHECK(n <= N);
+    struct ixl_dev_cols c = {
+        {&d[0].addr, sizeof(*d)}, {src, sizeof(*src)}, {&d[0].len, sizeof(*d)}};
+    CHECK_RC(ops->copy_cols(ops->ctx, s, &c, n, flags), IXL_OK);
+    struct ixl_dev_event *e;
+    CHECK_RC(ops->record(ops->ctx, s, &e), IXL_OK);
+    if (sim)
+        CHECK_RC(ops->query(ops->ctx, e), IXL_IN_PROGRESS);
+    CHECK_RC(ops->wait(ops->ctx, e), IXL_OK);
+    ops->event_destroy(ops->ctx, e);
+    pair_check(&p);
+    pair_free(&p);
+    free(d);
+    free(src);
+    return moved;
+}
+
+/* A zero source in copy_cols: refused, and its table never launched (nothing lands). */
+static void cols_refused(struct ixl_dev_stream *s, uint32_t flags)
+{
+    struct pair p;
+    pair_make(&p, 64 * KB, 51);
+    struct xdesc d[3];
+    uint64_t src[3];
+    for (int i = 0; i < 3; i++) {
+        d[i] = (struct xdesc){(uint64_t)(uintptr_t)(p.dst + (size_t)i * 4 * KB), 4 * KB, 0, 0};
+        src[i] = i == 2 ? 0 : (uint64_t)(uintptr_t)(p.src + (size_t)i * 8 * KB);
+    }
+    struct ixl_dev_cols c = {{&d[0].addr, sizeof(d[0])}, {src, 8}, {&d[0].len, sizeof(d[0])}};
+    struct ixl_dev_counters c0 = counters();
+    CHECK_RC(ops->copy_cols(ops->ctx, s, &c, 3, flags), IXL_ERR_INVALID_ARG);
+    struct ixl_dev_counters c1 = counters();
+    CHECK(c1.kernel_launches == c0.kernel_launches && c1.batch_calls == c0.batch_calls &&
+          c1.single_copies == c0.single_copies);
+    struct ixl_dev_event *e;
+    CHECK_RC(ops->record(ops->ctx, s, &e), IXL_OK);
+    CHECK_RC(ops->wait(ops->ctx, e), IXL_OK);
+    ops->event_destroy(ops->ctx, e);
+    pair_check(&p); /* still all poison */
+    pair_free(&p);
+}
+
 static void refusals(struct ixl_dev_stream *s)
 {
+    uint64_t a[4] = {0};
+    struct ixl_dev_cols ok = {{a, 8}, {a, 8}, {a, 8}}, odd = ok, unaligned = ok;
+    odd.src.stride = 12;
+    unaligned.len.base = (const char *)a + 4;
+    CHECK_RC(ops->copy_cols(ops->ctx, s, NULL, 1, 0), IXL_ERR_INVALID_ARG);
+    CHECK_RC(ops->copy_cols(ops->ctx, NULL, &ok, 1, 0), IXL_ERR_INVALID_ARG);
+    CHECK_RC(ops->copy_cols(ops->ctx, s, &odd, 1, 0), IXL_ERR_INVALID_ARG);
+    CHECK_RC(ops->copy_cols(ops->ctx, s, &unaligned, 1, 0), IXL_ERR_INVALID_ARG);
+    CHECK_RC(ops->copy_cols(ops->ctx, s, &ok, 4, IXL_DEV_COPY_DEVICE_ONLY), IXL_OK); /* lengths 0 */
+    CHECK_RC(ops->copy_cols(ops->ctx, s, &odd, 0, 0), IXL_OK);
+    cols_refused(s, IXL_DEV_COPY_DEVICE_ONLY);
+    cols_refused(s, 0);
+
     unsigned char x[16];
     struct ixl_dev_copy bad = {NULL, x, sizeof(x)}, empty = {NULL, NULL, 0};
     CHECK_RC(ops->copy_batch(ops->ctx, s, NULL, 1, 0), IXL_ERR_INVALID_ARG);
@@ -314,20 +397,24 @@ static void child_paths(const char *mode)
     struct ixl_dev_counters c0 = counters();
     mixed(s, IXL_DEV_COPY_DEVICE_ONLY, 21);
     host_side(s);
+    size_t pieces = 0;
+    uint64_t cols = cols_case(s, IXL_DEV_COPY_DEVICE_ONLY, 23, &pieces); /* not the empty one */
     struct ixl_dev_counters c1 = counters();
     uint64_t k = c1.kernel_launches - c0.kernel_launches, b = c1.batch_calls - c0.batch_calls,
              one = c1.single_copies - c0.single_copies;
+    CHECK(c1.cols_calls - c0.cols_calls == 1);
     printf("child %s: %llu launches, %llu batch calls, %llu single copies\n", mode,
            (unsigned long long)k, (unsigned long long)b, (unsigned long long)one);
     if (strcmp(mode, "loop") == 0) {
-        CHECK(k == 0 && b == 0 && one == 9 + 128);
+        CHECK(k == 0 && b == 0 && one == 9 + 128 + cols);
     } else if (strcmp(mode, "no-kernel") == 0) {
-        CHECK(k == 0 && b == 3 && one == 0);
+        CHECK(k == 0 && b == 3 + 1 && one == 0);
         CHECK_STR_HAS(logged, "the copy kernel is unusable");
         CHECK_STR_HAS(logged, "CUDA_ERROR_NO_BINARY_FOR_GPU");
         CHECK_STR_HAS(logged, "IXL_CUDASIM_NO_KERNEL"); /* the JIT's log */
     } else if (strcmp(mode, "no-batch") == 0) {
-        CHECK(k == 1 && b == 0 && one == 1 + 128); /* the 16 MiB entry went to the engines */
+        /* the 16 MiB entry went to the engines */
+        CHECK(k == 1 + 1 && b == 0 && one == 1 + 128);
         CHECK_STR_HAS(logged, "cuMemcpyBatchAsync: CUDA_ERROR_NOT_SUPPORTED");
     } else {
         check_fail(__FILE__, __LINE__, "unknown mode %s", mode);
@@ -451,6 +538,14 @@ int main(void)
     ring(s);
     many(s);
     growth();
+    c0 = counters();
+    size_t pieces = 0;
+    size_t cols = cols_case(s, IXL_DEV_COPY_DEVICE_ONLY, 3, &pieces);
+    c1 = counters();
+    /* one launch, the longer copies split in pieces of 256 KiB */
+    CHECK(c1.cols_calls - c0.cols_calls == 1 && c1.kernel_launches - c0.kernel_launches == 1);
+    CHECK(c1.kernel_copies - c0.kernel_copies == pieces && pieces > cols);
+    printf("test_device_batch: copy_cols: %zu copies, %zu kernel entries\n", cols, pieces);
     c0 = counters();
     host_side(s);
     c1 = counters();
