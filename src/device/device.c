@@ -1219,6 +1219,8 @@ static int op_copy_batch(void *ctx, struct ixl_dev_stream *s, const struct ixl_d
     for (size_t i = 0; i < n; i++)
         if (v[i].len > 0 && (v[i].dst == NULL || v[i].src == NULL))
             return IXL_ERR_INVALID_ARG;
+    if (n == 0)
+        return IXL_OK; /* v may be NULL */
     struct ixl_dev_cols c = cols_of(v);
     return copy_many(s, v, &c, n, flags);
 }
