@@ -3016,11 +3016,56 @@ int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial
     return rc;
 }
 
+/* Request serial's notification sequenced by the thread that completed the request's data
+ * (p->lock held), when nothing is ahead of it (no queued notification, none of the store left
+ * to send) and an idle connection carries p's notifications: it goes into the store as the next one
+ * that connection's loop sends (un_resend), and the request is done at once, as pull_some
+ * makes it done once sequenced; the store keeps it until the peer acknowledges it (sent again
+ * on another connection, settled at destroy). Without this a request with a notification
+ * completed only after the loop thread woke, took it from the queue and flushed it: a
+ * hand-off and a wake-up in every such request's latency. 1: sequenced, -1: the request was
+ * released or failed meanwhile (nothing sent), 0: not here (queue it). */
+static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t serial)
+{
+    struct net_conn *c = p->notif_conn;
+    /* Its connection up with nothing to send and not held by the peer (tx_idle): it goes out
+     * as soon as the loop pulls it; a held or busy connection leaves the request in flight
+     * until the loop takes the notification, as before. */
+    if (c == NULL || atomic_load(&c->doomed) || c->gen != p->gen || !atomic_load(&c->tx_idle) ||
+        p->nq.len > 0 || p->un_resend != p->un_len || p->un_blocked || un_grow(p) != IXL_OK)
+        return 0;
+    pthread_mutex_lock(&e->reqs_lock);
+    struct net_req *r = net_req_find(e, serial);
+    if (r == NULL || r->state != NR_RUNNING || r->canceled) {
+        pthread_mutex_unlock(&e->reqs_lock);
+        return -1;
+    }
+    if (!un_room(e, p, r->notif_len)) {
+        pthread_mutex_unlock(&e->reqs_lock);
+        return 0;
+    }
+    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (r->notif_len ? r->notif_len : 1));
+    if (m != NULL) {
+        m->refs = 1; /* the store's; its frame takes one when the loop sends it */
+        m->status = IXL_OK;
+        m->why[0] = '\0';
+        m->len = r->notif_len;
+        if (m->len)
+            memcpy(m->bytes, r->notif, m->len);
+    }
+    pthread_mutex_unlock(&e->reqs_lock);
+    if (m == NULL)
+        return 0; /* the queue's path reports it */
+    un_take(p, m);
+    p->un_resend = p->un_len - 1; /* the loop sends it next, as it sends one again */
+    return 1;
+}
+
 int net_peer_submit_notif(struct net_peer *p, uint64_t serial)
 {
     struct net_engine *e = p->e;
     struct net_loop *wake[NET_MAX_LOOPS];
-    int n_wake = 0;
+    int n_wake = 0, seq = 0;
     char why[NET_WHY] = "";
     pthread_mutex_lock(&p->lock);
     pthread_mutex_lock(&e->reqs_lock);
@@ -3039,6 +3084,11 @@ int net_peer_submit_notif(struct net_peer *p, uint64_t serial)
     } else if (!p->loaded || atomic_load(&e->stopping)) {
         rc = IXL_ERR_REMOTE_DISCONNECT;
         snprintf(why, sizeof(why), "NET: '%s' is disconnected", p->name);
+    } else if ((seq = notif_sequence_now(e, p, serial)) != 0) {
+        if (seq < 0)
+            rc = IXL_ERR_CANCELED; /* released or failed meanwhile: never sent */
+        else
+            mark_ready(p->notif_conn, wake, &n_wake); /* it goes as the next unsent one */
     } else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
         ring_push(&p->nq, (struct net_item){.serial = serial, .kind = NI_NOTIF});
         rc = serve_queue(p, wake, &n_wake);
@@ -3049,6 +3099,10 @@ int net_peer_submit_notif(struct net_peer *p, uint64_t serial)
         snprintf(why, sizeof(why), "NET: out of memory queueing a notification to '%s'", p->name);
     pthread_mutex_unlock(&p->lock);
     wake_all(wake, n_wake);
+    if (seq > 0) { /* done now, on this thread: no hand-off to a loop before the caller knows */
+        net_req_notif_sequenced(e, serial);
+        e->host->signal(e->host->ctx);
+    }
     if (rc != IXL_OK && rc != IXL_ERR_CANCELED)
         net_req_notif_done(e, serial, rc, why);
     return rc;

@@ -759,8 +759,9 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         return post_failed(e, r, rc);
     }
     if (r->path != NET_PATH_TCP && total <= INLINE_BYTES) {
-        /* Small same-node copies: no thread hop. A notification then goes to the peer's
-         * queue; the request completes when it is on the socket. */
+        /* Small same-node copies: no thread hop. A notification then is sequenced here when
+         * the peer's notification connection is idle (the request is done now), else it goes
+         * to the peer's queue and the request completes when a loop sequences it. */
         rc = copy_range(e, r, 0, total, true);
         net_req_unbusy(e, r);
         if (net_req_part_done(e, serial, rc, NULL) == 1)
