@@ -3025,14 +3025,30 @@ int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial
  * completed only after the loop thread woke, took it from the queue and flushed it: a
  * hand-off and a wake-up in every such request's latency. 1: sequenced, -1: the request was
  * released or failed meanwhile (nothing sent), 0: not here (queue it). */
-static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t serial)
+/* Whether a notification may be sequenced on the calling thread (p->lock held): p's
+ * notification connection is up with nothing to send and not held by the peer (tx_idle), so it
+ * goes out as soon as the loop pulls it, nothing is queued or unsent ahead of it, and the store
+ * has an entry free. A held or busy connection leaves it to the loop, as it takes the queue. */
+static bool seq_here_ok(struct net_peer *p)
 {
     struct net_conn *c = p->notif_conn;
-    /* Its connection up with nothing to send and not held by the peer (tx_idle): it goes out
-     * as soon as the loop pulls it; a held or busy connection leaves the request in flight
-     * until the loop takes the notification, as before. */
-    if (c == NULL || atomic_load(&c->doomed) || c->gen != p->gen || !atomic_load(&c->tx_idle) ||
-        p->nq.len > 0 || p->un_resend != p->un_len || p->un_blocked || un_grow(p) != IXL_OK)
+    return c != NULL && !atomic_load(&c->doomed) && c->gen == p->gen && atomic_load(&c->tx_idle) &&
+           p->nq.len == 0 && p->un_resend == p->un_len && !p->un_blocked && un_grow(p) == IXL_OK;
+}
+
+/* m (its reference passed to the store) sequenced on the calling thread (seq_here_ok, room in
+ * the store): the next one the notification connection's loop sends, as it sends one again. */
+static void seq_here(struct net_peer *p, struct net_msg *m, struct net_loop **wake, int *n_wake)
+{
+    un_take(p, m);
+    p->un_resend = p->un_len - 1;
+    mark_ready(p->notif_conn, wake, n_wake);
+}
+
+static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t serial,
+                              struct net_loop **wake, int *n_wake)
+{
+    if (!seq_here_ok(p))
         return 0;
     pthread_mutex_lock(&e->reqs_lock);
     struct net_req *r = net_req_find(e, serial);
@@ -3056,8 +3072,7 @@ static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t
     pthread_mutex_unlock(&e->reqs_lock);
     if (m == NULL)
         return 0; /* the queue's path reports it */
-    un_take(p, m);
-    p->un_resend = p->un_len - 1; /* the loop sends it next, as it sends one again */
+    seq_here(p, m, wake, n_wake);
     return 1;
 }
 
@@ -3084,11 +3099,9 @@ int net_peer_submit_notif(struct net_peer *p, uint64_t serial)
     } else if (!p->loaded || atomic_load(&e->stopping)) {
         rc = IXL_ERR_REMOTE_DISCONNECT;
         snprintf(why, sizeof(why), "NET: '%s' is disconnected", p->name);
-    } else if ((seq = notif_sequence_now(e, p, serial)) != 0) {
+    } else if ((seq = notif_sequence_now(e, p, serial, wake, &n_wake)) != 0) {
         if (seq < 0)
             rc = IXL_ERR_CANCELED; /* released or failed meanwhile: never sent */
-        else
-            mark_ready(p->notif_conn, wake, &n_wake); /* it goes as the next unsent one */
     } else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
         ring_push(&p->nq, (struct net_item){.serial = serial, .kind = NI_NOTIF});
         rc = serve_queue(p, wake, &n_wake);
@@ -3122,6 +3135,7 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
         memcpy(m->bytes, msg, len);
     struct net_loop *wake[NET_MAX_LOOPS];
     int n_wake = 0;
+    bool here = false; /* sequenced on this thread */
     pthread_mutex_lock(&p->lock);
     size_t notif_max = p->notif_max;
     uint64_t lost = p->lost_unreported, lost_all = p->notif_lost;
@@ -3135,7 +3149,12 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
         rc = IXL_ERR_REMOTE_DISCONNECT;
     else if (p->q.len + p->nq.len >= e->queue_max)
         rc = IXL_ERR_BUSY;
-    else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
+    else if (seq_here_ok(p) && un_room(e, p, len)) {
+        /* Sequenced here: sent, as far as the caller goes (no wait for a loop to take it). */
+        m->status = IXL_OK; /* before the loop can see it (p->lock) */
+        seq_here(p, m, wake, &n_wake);
+        here = true;
+    } else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
         ring_push(&p->nq, (struct net_item){.msg = m, .kind = NI_MSG});
         rc = serve_queue(p, wake, &n_wake);
         if (rc != IXL_OK)
@@ -3171,7 +3190,7 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
         dl.tv_nsec -= 1000000000;
     }
     pthread_mutex_lock(&e->msg_lock);
-    while (m->status == IXL_IN_PROGRESS)
+    while (!here && m->status == IXL_IN_PROGRESS)
         if (pthread_cond_timedwait(&e->msg_cond, &e->msg_lock, &dl) != 0)
             break;
     rc = m->status;
