@@ -3029,11 +3029,15 @@ int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial
  * notification connection is up with nothing to send and not held by the peer (tx_idle), so it
  * goes out as soon as the loop pulls it, nothing is queued or unsent ahead of it, and the store
  * has an entry free. A held or busy connection leaves it to the loop, as it takes the queue. */
+#ifndef NET_SEQ_HERE
+#define NET_SEQ_HERE 1 /* 0 at build time (-D): always the loop's, to measure the difference */
+#endif
 static bool seq_here_ok(struct net_peer *p)
 {
     struct net_conn *c = p->notif_conn;
-    return c != NULL && !atomic_load(&c->doomed) && c->gen == p->gen && atomic_load(&c->tx_idle) &&
-           p->nq.len == 0 && p->un_resend == p->un_len && !p->un_blocked && un_grow(p) == IXL_OK;
+    return NET_SEQ_HERE && c != NULL && !atomic_load(&c->doomed) && c->gen == p->gen &&
+           atomic_load(&c->tx_idle) && p->nq.len == 0 && p->un_resend == p->un_len &&
+           !p->un_blocked && un_grow(p) == IXL_OK;
 }
 
 /* m (its reference passed to the store) sequenced on the calling thread (seq_here_ok, room in
