@@ -775,6 +775,22 @@ static int pull(struct net_loop *l, struct net_conn *c)
     return added;
 }
 
+/* A notification of len bytes for the store (NULL: out of memory): refs references, status as
+ * given (IXL_IN_PROGRESS while its sender waits to hear it was sequenced). */
+static struct net_msg *msg_new(const void *bytes, size_t len, int refs, int status)
+{
+    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (len ? len : 1));
+    if (m == NULL)
+        return NULL;
+    m->refs = refs;
+    m->status = status;
+    m->why[0] = '\0';
+    m->len = len;
+    if (len)
+        memcpy(m->bytes, bytes, len);
+    return m;
+}
+
 /* Takes the next notification of p's queue into p's store, sequenced (p->lock held; the
  * store has room for one more entry): 1 with *out (a reference for its frame; 2: an
  * ixl_notif_send waits for it, to be woken after the flush), 0 when it does
@@ -806,15 +822,7 @@ static int notif_sequence(struct net_engine *e, struct net_peer *p, struct net_m
         pthread_mutex_unlock(&e->reqs_lock);
         return 0;
     }
-    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (r->notif_len ? r->notif_len : 1));
-    if (m != NULL) {
-        m->refs = 2; /* the store and the frame */
-        m->status = IXL_OK;
-        m->why[0] = '\0';
-        m->len = r->notif_len;
-        if (m->len)
-            memcpy(m->bytes, r->notif, m->len);
-    }
+    struct net_msg *m = msg_new(r->notif, r->notif_len, 2, IXL_OK); /* the store and the frame */
     pthread_mutex_unlock(&e->reqs_lock);
     uint64_t serial = ring_pop(&p->nq).serial;
     *serial_out = serial;
@@ -3064,15 +3072,8 @@ static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t
         pthread_mutex_unlock(&e->reqs_lock);
         return 0;
     }
-    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (r->notif_len ? r->notif_len : 1));
-    if (m != NULL) {
-        m->refs = 1; /* the store's; its frame takes one when the loop sends it */
-        m->status = IXL_OK;
-        m->why[0] = '\0';
-        m->len = r->notif_len;
-        if (m->len)
-            memcpy(m->bytes, r->notif, m->len);
-    }
+    /* The store's reference; its frame takes one when the loop sends it. */
+    struct net_msg *m = msg_new(r->notif, r->notif_len, 1, IXL_OK);
     pthread_mutex_unlock(&e->reqs_lock);
     if (m == NULL)
         return 0; /* the queue's path reports it */
@@ -3128,15 +3129,9 @@ int net_peer_submit_notif(struct net_peer *p, uint64_t serial)
 int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
 {
     struct net_engine *e = p->e;
-    struct net_msg *m = net_sys()->malloc(sizeof(*m) + (len ? len : 1));
+    struct net_msg *m = msg_new(msg, len, 2, IXL_IN_PROGRESS); /* the queue's and this call's */
     if (m == NULL)
         return net_error(e, IXL_ERR_NO_MEMORY, "NET: out of memory for a notification");
-    m->refs = 2;
-    m->status = IXL_IN_PROGRESS;
-    m->why[0] = '\0';
-    m->len = len;
-    if (len)
-        memcpy(m->bytes, msg, len);
     struct net_loop *wake[NET_MAX_LOOPS];
     int n_wake = 0;
     bool here = false; /* sequenced on this thread */
