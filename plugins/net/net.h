@@ -278,6 +278,7 @@ struct net_conn {
     bool wire_partial, tx_closed;
     _Atomic uint32_t inl_out;
     _Atomic int inl_handoff; /* inl holds a frame for the loop */
+    _Atomic int inl_nowed;   /* a poster sent a notification on c: folded into nowed */
     struct net_txf inl;
     size_t inl_off;
     _Atomic int tx_idle; /* a hint for posters: the loop's tx is empty, the target reads */

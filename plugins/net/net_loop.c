@@ -896,6 +896,11 @@ static int pull_some(struct net_loop *l, struct net_conn *c)
         }
         c->owed_bytes += bytes;
     }
+    /* Frames taken for c are not on its socket yet: no poster may send ahead of them (a
+     * notification sent by notif_inline would overtake the ones taken here). The loop sets
+     * the hint again once c's tx is empty. */
+    if (n_nm > 0 || n > 0 || ping)
+        atomic_store(&c->tx_idle, 0);
     pthread_mutex_unlock(&p->lock);
     /* Done now, so that no teardown fails them; the waiters are woken after the flush. */
     for (int i = 0; i < n_done; i++)
@@ -1012,14 +1017,21 @@ static int take_handoff(struct net_conn *c)
 /* Frames posters sent on c (net_peer_submit) join c's outstanding ones (loop thread). */
 static void fold_inline(struct net_conn *c)
 {
-    if (atomic_load(&c->inl_out) == 0 && atomic_load(&c->rx_answers) == 0)
+    if (atomic_load(&c->inl_out) == 0 && atomic_load(&c->rx_answers) == 0 &&
+        atomic_load(&c->inl_nowed) == 0)
         return;
     pthread_mutex_lock(&c->txlock);
     /* The answers callers took (net_tcp_watch) first: each answers a frame counted (here, or
      * in inl_out before it was sent) before the answer came, so the sum never goes below 0. */
     uint32_t took = atomic_exchange(&c->rx_answers, 0);
     uint32_t n = atomic_exchange(&c->inl_out, 0);
+    int nowed = atomic_exchange(&c->inl_nowed, 0);
     pthread_mutex_unlock(&c->txlock);
+    if (nowed && !c->nowed) { /* a notification went: the peer owes its ack from now */
+        c->nowed = true;
+        if (c->outstanding == 0)
+            c->last_rx = net_now_ns();
+    }
     uint64_t at = atomic_load(&c->rx_ns);
     if (at > c->last_rx)
         c->last_rx = at; /* the peer answered */
@@ -2218,7 +2230,8 @@ static uint64_t since(uint64_t now, uint64_t t)
 static bool shut_idle(struct net_conn *c)
 {
     pthread_mutex_lock(&c->txlock);
-    bool idle = atomic_load(&c->inl_out) == 0 && !atomic_load(&c->inl_handoff);
+    bool idle = atomic_load(&c->inl_out) == 0 && !atomic_load(&c->inl_handoff) &&
+                !atomic_load(&c->inl_nowed);
     if (idle)
         c->tx_closed = true;
     pthread_mutex_unlock(&c->txlock);
@@ -3037,6 +3050,9 @@ int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial
  * notification connection is up with nothing to send and not held by the peer (tx_idle), so it
  * goes out as soon as the loop pulls it, nothing is queued or unsent ahead of it, and the store
  * has an entry free. A held or busy connection leaves it to the loop, as it takes the queue. */
+#ifndef NET_NOTIF_INLINE
+#define NET_NOTIF_INLINE 1 /* 0 at build time (-D): the loop sends every notification */
+#endif
 #ifndef NET_SEQ_HERE
 #define NET_SEQ_HERE 1 /* 0 at build time (-D): always the loop's, to measure the difference */
 #endif
@@ -3048,11 +3064,56 @@ static bool seq_here_ok(struct net_peer *p)
            !p->un_blocked && un_grow(p) == IXL_OK;
 }
 
+/* Sends notification m (just sequenced, the last of p's store) on p's notification connection
+ * c from this thread (p->lock held, so no other notification goes between), when c's socket is
+ * free: no frame of the loop's half sent, nothing in its tx, nobody else sending. Whole: the
+ * loop only learns that the peer owes an ack (inl_nowed, folded). In part: the rest is the
+ * loop's, first (inl, with a reference for the frame), as a poster's request frame. True when
+ * it went (whole or handed on); false: the loop sends it. */
+static bool notif_inline(struct net_engine *e, struct net_conn *c, struct net_msg *m,
+                         struct net_loop **wake, int *n_wake)
+{
+    if (pthread_mutex_trylock(&c->txlock) != 0)
+        return false;
+    if (c->tx_closed || c->wire_partial || atomic_load(&c->inl_handoff) ||
+        !atomic_load(&c->tx_idle)) {
+        pthread_mutex_unlock(&c->txlock);
+        return false;
+    }
+    struct net_hdr h = {.op = NET_NOTIF, .req = m->seq, .len = m->len};
+    struct net_txf f = {.data = m->bytes, .len = m->len};
+    net_hdr_encode(&h, f.hdr);
+    struct iovec iov[2] = {{f.hdr, NET_HDR_BYTES}, {m->bytes, m->len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = m->len > 0 ? 2 : 1};
+    ssize_t w;
+    do
+        w = net_sys()->sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    bool went = w > 0;
+    if (went && (size_t)w < NET_HDR_BYTES + m->len) {
+        msg_seq_ref(e, m); /* the frame's, dropped when the loop has sent the rest */
+        f.msg = m;
+        c->inl = f;
+        c->inl_off = (size_t)w;
+        c->wire_partial = true;
+        atomic_store(&c->inl_handoff, 1);
+        mark_ready(c, wake, n_wake); /* under txlock: c is not closed before */
+    }
+    if (went)
+        atomic_store(&c->inl_nowed, 1);
+    pthread_mutex_unlock(&c->txlock);
+    return went;
+}
+
 /* m (its reference passed to the store) sequenced on the calling thread (seq_here_ok, room in
- * the store): the next one the notification connection's loop sends, as it sends one again. */
-static void seq_here(struct net_peer *p, struct net_msg *m, struct net_loop **wake, int *n_wake)
+ * the store), and sent from it when the connection's socket is free (notif_inline); else the
+ * next one the notification connection's loop sends, as it sends one again. */
+static void seq_here(struct net_engine *e, struct net_peer *p, struct net_msg *m,
+                     struct net_loop **wake, int *n_wake)
 {
     un_take(p, m);
+    if (NET_NOTIF_INLINE && notif_inline(e, p->notif_conn, m, wake, n_wake))
+        return; /* it went: un_resend stays past it */
     p->un_resend = p->un_len - 1;
     mark_ready(p->notif_conn, wake, n_wake);
 }
@@ -3077,7 +3138,7 @@ static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t
     pthread_mutex_unlock(&e->reqs_lock);
     if (m == NULL)
         return 0; /* the queue's path reports it */
-    seq_here(p, m, wake, n_wake);
+    seq_here(e, p, m, wake, n_wake);
     return 1;
 }
 
@@ -3151,7 +3212,7 @@ int net_peer_send_msg(struct net_peer *p, const void *msg, size_t len)
     else if (seq_here_ok(p) && un_room(e, p, len)) {
         /* Sequenced here: sent, as far as the caller goes (no wait for a loop to take it). */
         m->status = IXL_OK; /* before the loop can see it (p->lock) */
-        seq_here(p, m, wake, &n_wake);
+        seq_here(e, p, m, wake, &n_wake);
         here = true;
     } else if ((rc = ring_room(&p->nq, 1)) == IXL_OK) {
         ring_push(&p->nq, (struct net_item){.msg = m, .kind = NI_MSG});

@@ -21,6 +21,11 @@
  *  lost   The fake never acknowledges three notifications; metadata of a new instance of the
  *         receiver is loaded: the three are logged lost, the next send fails with
  *         IXL_ERR_REMOTE_DISCONNECT saying so, and the one after starts the new session at 1.
+ *  inline With the connection idle (everything acknowledged), ixl_notif_send sequences and
+ *         sends its notification on the calling thread: a sendmsg() hook sees a NOTIF header
+ *         leave from this thread, and the fake reads it, in order, without the sender's loop
+ *         having to wake; then with the fake not acknowledging and the sends back to back,
+ *         every number still arrives once and in order (whichever thread sent each).
  *
  * Usage: test_net_notif_ack [case...] (all by default). About 5 s.
  */
@@ -30,6 +35,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <linux/sockios.h>
 
 #include "net_raw.h"
@@ -615,6 +623,97 @@ static void case_lost(void)
     fake_close(&f);
 }
 
+/* ---- sendmsg(): which thread sends NOTIF frames, while armed ---------------------------- */
+
+static ssize_t (*real_sendmsg)(int fd, const struct msghdr *m, int flags);
+static _Atomic pid_t notif_watch; /* the thread to count, 0: none */
+static atomic_int notif_by_watched, notif_by_others;
+
+static ssize_t watch_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    pid_t w = atomic_load(&notif_watch);
+    if (w != 0 && m->msg_iovlen > 0 && m->msg_iov[0].iov_len >= NET_HDR_BYTES &&
+        ((const uint8_t *)m->msg_iov[0].iov_base)[5] == NET_NOTIF) {
+        if ((pid_t)syscall(SYS_gettid) == w)
+            atomic_fetch_add(&notif_by_watched, 1);
+        else
+            atomic_fetch_add(&notif_by_others, 1);
+    }
+    return real_sendmsg(fd, m, flags);
+}
+
+static void case_inline(void)
+{
+    struct fake f;
+    fake_open(&f);
+    const char *kv[] = {"timeout_ms", "5000", "heartbeat_ms", "2000", "conns", "1", NULL};
+    struct ixl_agent *a = sender("inline-snd", kv);
+    CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
+    struct async_send s;
+    send_start(&s, a, "fake-rcv", 1); /* the first dials: the loop sends it */
+    uint64_t acked = 99, num = 0;
+    int fd = fake_accept(&f, 0, &acked, NULL);
+    CHECK(fd >= 0);
+    CHECK(fake_notif(fd, &num) == 1 && num == 1);
+    CHECK_RC(send_end(&s), IXL_OK);
+    fake_ack(fd, 1);
+    int inline_seen = 0;
+    for (uint64_t k = 2; k <= 6; k++) {
+        nr_sleep_ms(30); /* the ack read, the connection idle */
+        atomic_store(&notif_by_watched, 0);
+        atomic_store(&notif_watch, (pid_t)syscall(SYS_gettid));
+        uint8_t m[MSG_LEN];
+        msg_fill(m, k);
+        CHECK_RC(ixl_notif_send(a, "fake-rcv", m, MSG_LEN, NULL), IXL_OK);
+        atomic_store(&notif_watch, 0);
+        inline_seen += atomic_load(&notif_by_watched) > 0;
+        uint64_t seq = fake_notif(fd, &num);
+        if (seq != k || num != k)
+            nr_fail("inline: sequence %llu (number %llu) arrived, want %llu",
+                    (unsigned long long)seq, (unsigned long long)num, (unsigned long long)k);
+        fake_ack(fd, k);
+    }
+    /* A heartbeat going out at that moment may leave one to the loop. */
+    if (inline_seen < 4)
+        nr_fail("inline: %d of 5 notifications to an idle connection left from the sending "
+                "thread, want >= 4",
+                inline_seen);
+    else
+        fprintf(stderr, "inline: %d of 5 notifications left from the sending thread\n",
+                inline_seen);
+    /* Back to back, unacknowledged: some from this thread, the rest by the loop behind them;
+     * the fake must read 7..56 once each and in order. */
+    atomic_store(&notif_by_watched, 0);
+    atomic_store(&notif_by_others, 0);
+    atomic_store(&notif_watch, (pid_t)syscall(SYS_gettid));
+    for (uint64_t k = 7; k <= 56; k++) {
+        uint8_t m[MSG_LEN];
+        msg_fill(m, k);
+        CHECK_RC(ixl_notif_send(a, "fake-rcv", m, MSG_LEN, NULL), IXL_OK);
+    }
+    atomic_store(&notif_watch, 0);
+    for (uint64_t k = 7; k <= 56; k++) {
+        uint64_t seq = fake_notif(fd, &num);
+        if (seq != k || num != k) {
+            nr_fail("inline: back to back, sequence %llu (number %llu) arrived, want %llu",
+                    (unsigned long long)seq, (unsigned long long)num, (unsigned long long)k);
+            break;
+        }
+    }
+    fprintf(stderr,
+            "inline: 50 back to back arrived in order (%d sends from this thread, %d "
+            "from others)\n",
+            atomic_load(&notif_by_watched), atomic_load(&notif_by_others));
+    fake_ack(fd, 56);
+    nr_sleep_ms(50);
+    log_clear();
+    ixl_agent_destroy(a);
+    close(fd);
+    if (log_has("never acknowledged") || log_has("not acknowledged yet"))
+        nr_fail("inline: notifications reported lost at destroy: %s", log_text);
+    fake_close(&f);
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -624,12 +723,18 @@ int main(int argc, char **argv)
     real_close = (int (*)(int))ixl_syscall_get("close");
     CHECK(real_close != NULL);
     CHECK_RC(ixl_syscall_set("close", (ixl_syscall_fn)rst_close), IXL_OK);
+    real_sendmsg = (ssize_t(*)(int, const struct msghdr *, int))ixl_syscall_get("sendmsg");
+    CHECK(real_sendmsg != NULL);
+    CHECK_RC(ixl_syscall_set("sendmsg", (ixl_syscall_fn)watch_sendmsg), IXL_OK);
     double t0 = nr_now();
     static const struct {
         const char *name;
         void (*fn)(void);
-    } cases[] = {
-        {"reset", case_reset}, {"forge", case_forge}, {"cap", case_cap}, {"lost", case_lost}};
+    } cases[] = {{"reset", case_reset},
+                 {"forge", case_forge},
+                 {"cap", case_cap},
+                 {"lost", case_lost},
+                 {"inline", case_inline}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         bool run = argc < 2;
         for (int k = 1; k < argc; k++)
