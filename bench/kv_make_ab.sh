@@ -10,7 +10,10 @@
 # vram: both pools in VRAM of GPU 0, NET's cuda-ipc path, 4 KiB blocks so that the copies stay
 # short: the GPU's, or the simulated device's with IXL_CUDA_LIBRARY pointing at
 # build/tests/sim/libixl_cudasim.so), KV_ITERS (5), COLUMN (prep_avg_us: the make time; e.g.
-# post_avg_us for the post's). Exit status: 0, or 1 when a run failed.
+# post_avg_us for the post's, lat_avg_us for make + post + transfer, notif_avg_us for the
+# notification's arrival at the target after the post's start), KV_ARGS (more ixlbench options,
+# last: e.g. "--kv-regions 1 --kv-blocks 1 --kv-req-blocks 1 --kv-block-size 4K" for a
+# one-block READ + notification). Exit status: 0, or 1 when a run failed.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
@@ -41,7 +44,7 @@ for r in $(seq "$rounds"); do
         # shellcheck disable=SC2086
         if ! timeout 300 "$d/tools/ixlbench" --role initiator --md-file "$tmp/md" --scenario kv \
             $init_args --csv --quiet --no-progress \
-            --kv-iters "${KV_ITERS:-5}" >"$tmp/csv" 2>"$tmp/err"; then
+            --kv-iters "${KV_ITERS:-5}" ${KV_ARGS:-} >"$tmp/csv" 2>"$tmp/err"; then
             echo "kv_make_ab.sh: round $r, build $side failed: $(tail -n 1 "$tmp/err")" >&2
             status=1
         fi
@@ -66,7 +69,7 @@ END {
     for (x = 1; x <= nv; x++) {
         if (!(vs[x] in seen)) continue
         ra = med("A" SUBSEP vs[x]); rb = med("B" SUBSEP vs[x])
-        printf "%-12s %9.3f %9.3f %7.2f\n", vs[x], ra, rb, (ra > 0 ? rb / ra : 0)
+        printf "%-12s %9.4f %9.4f %7.2f\n", vs[x], ra, rb, (ra > 0 ? rb / ra : 0)
     }
 }' "$tmp/rows"
 exit $status
