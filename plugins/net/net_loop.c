@@ -3037,25 +3037,17 @@ int net_peer_submit_frame(struct net_peer *p, struct net_req *r, uint64_t serial
     return rc;
 }
 
-/* Request serial's notification sequenced by the thread that completed the request's data
- * (p->lock held), when nothing is ahead of it (no queued notification, none of the store left
- * to send) and an idle connection carries p's notifications: it goes into the store as the next one
- * that connection's loop sends (un_resend), and the request is done at once, as pull_some
- * makes it done once sequenced; the store keeps it until the peer acknowledges it (sent again
- * on another connection, settled at destroy). Without this a request with a notification
- * completed only after the loop thread woke, took it from the queue and flushed it: a
- * hand-off and a wake-up in every such request's latency. 1: sequenced, -1: the request was
- * released or failed meanwhile (nothing sent), 0: not here (queue it). */
-/* Whether a notification may be sequenced on the calling thread (p->lock held): p's
- * notification connection is up with nothing to send and not held by the peer (tx_idle), so it
- * goes out as soon as the loop pulls it, nothing is queued or unsent ahead of it, and the store
- * has an entry free. A held or busy connection leaves it to the loop, as it takes the queue. */
 #ifndef NET_NOTIF_INLINE
 #define NET_NOTIF_INLINE 1 /* 0 at build time (-D): the loop sends every notification */
 #endif
 #ifndef NET_SEQ_HERE
 #define NET_SEQ_HERE 1 /* 0 at build time (-D): always the loop's, to measure the difference */
 #endif
+
+/* Whether a notification may be sequenced on the calling thread (p->lock held): p's
+ * notification connection is up with nothing to send and not held by the peer (tx_idle), so it
+ * goes out at once, nothing is queued or unsent ahead of it, and the store has an entry free.
+ * A held or busy connection leaves it to the loop, as it takes the queue. */
 static bool seq_here_ok(struct net_peer *p)
 {
     struct net_conn *c = p->notif_conn;
@@ -3118,6 +3110,15 @@ static void seq_here(struct net_engine *e, struct net_peer *p, struct net_msg *m
     mark_ready(p->notif_conn, wake, n_wake);
 }
 
+/* Request serial's notification sequenced by the thread that completed the request's data
+ * (p->lock held), when nothing is ahead of it (seq_here_ok): it goes into the store and out
+ * from this thread when the socket is free, else as the next one the connection's loop sends
+ * (seq_here), and the request is done at once, as pull_some makes it done once sequenced; the
+ * store keeps it until the peer acknowledges it (sent again on another connection, settled at
+ * destroy). Without this a request with a notification completed only after the loop thread
+ * woke, took it from the queue and flushed it: a hand-off and a wake-up in every such
+ * request's latency. 1: sequenced, -1: the request was released or failed meanwhile (nothing
+ * sent), 0: not here (queue it). */
 static int notif_sequence_now(struct net_engine *e, struct net_peer *p, uint64_t serial,
                               struct net_loop **wake, int *n_wake)
 {

@@ -67,8 +67,8 @@ _Static_assert(sizeof(entry_offsets) / sizeof(entry_offsets[0]) == N_ENTRIES, "o
  * size any slot of its stream has: a table is reallocated only when a batch larger than every
  * earlier one arrives. Growing one slot at a time, as batches of 1,024 to 8,192 copies took
  * turns in the ring, reallocated tables in the first requests after the warm-up: a
- * cuMemHostAlloc, and a cuMemFree that waits for the whole device, inside a post. 1024 at
- * build time (-D) restores that for a comparison. */
+ * cuMemHostAlloc, and a cuMemFree that waits for the whole device, inside a post. Set at
+ * build time (-D) to start tables smaller (each still grows to its stream's largest). */
 #ifndef BATCH_SLOT_FIRST
 #define BATCH_SLOT_FIRST 8192u
 #endif
