@@ -30,8 +30,11 @@
 #   net-tcp      ixlbench WRITE over NET tcp, post->done median, the caller in ixl_xfer_wait
 #   net-tcp-poll the same with the caller polling ixl_xfer_status (ixlbench --poll, when this
 #                build's ixlbench has it; else the row says "polling mode unavailable")
+#   net-tcp-busy the polling caller against a target whose one event-loop thread busy-polls
+#                (NET busy_poll_us=1000 io_threads=1 on the target only; BUSY_OPTS replaces
+#                those, "" skips the row): one thread spins on each side, as in raw-pp-poll
 #   net-shm      ixlbench WRITE over NET shm (same node), post->done median
-# and the targets: net-tcp <= 1.1 x raw-pp; net-tcp-poll <= 1.1 x raw-pp-poll;
+# and the targets: net-tcp <= 1.1 x raw-pp; net-tcp-poll and net-tcp-busy <= 1.1 x raw-pp-poll;
 # net-shm <= 2.7 x ucx-lat-shm.
 # Exit status: 0, or 1 when a run failed for any reason but NET's absence (a transfer error, a
 # failed ixlbench data check); a MISS of a target or a failed ucx_perftest (reported as
@@ -45,6 +48,8 @@ sizes=${SIZES-1M 64M 256M}
 latency=${LATENCY:-1}
 lat_size=${LAT_SIZE:-4K}
 lat_iters=${LAT_ITERS:-2000}
+busy=${BUSY_OPTS-busy_poll_us=1000 io_threads=1}
+lat_topts="" # NET options of the target alone, for one row
 net_opts=${NET_OPTS:-}
 timeout_s=120 # per command: a hung peer must not hang the benchmark
 
@@ -180,7 +185,7 @@ run_ixlbench() { # label size iters path
     rm -f "$md"
     # shellcheck disable=SC2086
     timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
-        --quiet $ixl_opts 2>"$results.terr" &
+        --quiet $ixl_opts $lat_topts 2>"$results.terr" &
     tpid=$!
     # shellcheck disable=SC2086
     out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
@@ -367,7 +372,7 @@ run_lat_ixlbench() { # label path iters [more initiator options]
     rm -f "$md"
     # shellcheck disable=SC2086
     timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
-        --quiet $ixl_opts 2>"$results.terr" &
+        --quiet $ixl_opts $lat_topts 2>"$results.terr" &
     tpid=$!
     # shellcheck disable=SC2086
     out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
@@ -426,7 +431,7 @@ if [ "$latency" != 0 ]; then
         poll=no
         echo "latency: polling mode unavailable in this build (ixlbench has no --poll)" >&2
     fi
-    lat_modes="raw-pp raw-pp-poll ucx-lat-shm net-tcp net-tcp-poll net-shm"
+    lat_modes="raw-pp raw-pp-poll ucx-lat-shm net-tcp net-tcp-poll net-tcp-busy net-shm"
     echo "latency $lat_size: $rounds rounds of $lat_iters round trips (shm: $((lat_iters * 10)))" >&2
     start=$(date +%s)
     for _ in $(seq "$rounds"); do
@@ -444,9 +449,17 @@ if [ "$latency" != 0 ]; then
             else
                 lat_record net-tcp-poll NA "polling mode unavailable in this build"
             fi
+            if [ $poll = yes ] && [ -n "$busy" ]; then
+                lat_topts=""
+                for o in $busy; do lat_topts="$lat_topts --opt $o"; done
+                run_lat_ixlbench net-tcp-busy tcp "$lat_iters" --poll
+                lat_topts=""
+            else
+                lat_record net-tcp-busy NA "not run (BUSY_OPTS empty or no polling mode)"
+            fi
             run_lat_ixlbench net-shm shm $((lat_iters * 10))
         else
-            for m in net-tcp net-tcp-poll net-shm; do lat_record $m NA unavailable; done
+            for m in net-tcp net-tcp-poll net-tcp-busy net-shm; do lat_record $m NA unavailable; done
         fi
     done
     echo "($(($(date +%s) - start)) s of latency runs)" >&2
@@ -473,7 +486,7 @@ if [ "$latency" != 0 ]; then
             printf "%-13s %s\n", m[k], cell
         }
         printf "\nratios of medians (lower is better)\n"
-        nr = split("net-tcp/raw-pp:1.1 net-tcp-poll/raw-pp-poll:1.1 net-shm/ucx-lat-shm:2.7", rs, " ")
+        nr = split("net-tcp/raw-pp:1.1 net-tcp-poll/raw-pp-poll:1.1 net-tcp-busy/raw-pp-poll:1.1 net-shm/ucx-lat-shm:2.7", rs, " ")
         printf "%-24s %-7s %s\n", "ratio", "target", "value"
         for (r = 1; r <= nr; r++) {
             split(rs[r], pt, ":"); split(pt[1], ab, "/")

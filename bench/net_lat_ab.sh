@@ -11,17 +11,25 @@
 # (net_driver tcplat-chk, tcplat-poll-chk: a fresh pattern before, and after it another thread
 # of the echoing process checks and poisons the bytes over a second connection), printed as
 # raw-pp-chk and raw-pp-poll-chk with ixl's ratios over them too.
+# A third ixl row, busy: the caller polling as in the polling row, against a target whose one
+# event-loop thread busy-polls (NET options BUSY_OPTS on the target only, by default
+# "busy_poll_us=1000 io_threads=1"): one thread spins on each side, as in raw-pp-poll, where
+# the polling row's target sleeps between requests. BUSY_OPTS="" leaves the row out (a build
+# from before busy_poll_us refuses the option: its rows say FAIL).
 #
 #   bench/net_lat_ab.sh BUILD_A BUILD_B
 #
 # Environment: ROUNDS (default 5), ITERS (default 2000), SIZE (default 4K), NET_OPTS (more NET
-# options for both sides). The raw baselines come from BUILD_A's net_driver.
+# options for both sides), BUSY_OPTS (above). The raw baselines come from BUILD_A's net_driver.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
 ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-2000}
 SIZE=${SIZE:-4K}
+BUSY=${BUSY_OPTS-busy_poll_us=1000 io_threads=1}
+busy_opts=""
+for o in $BUSY; do busy_opts="$busy_opts --opt $o"; done
 tmp=$(mktemp -d /tmp/ixl-net-lat-ab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 opts=""
@@ -29,12 +37,13 @@ for o in ${NET_OPTS:-}; do opts="$opts --opt $o"; done
 bytes=$(numfmt --from=iec "$SIZE")
 
 lat() { # build mode -> p50 us of post->done
-    local md=$tmp/md extra=""
-    [ "$2" = poll ] && extra=--poll
+    local md=$tmp/md extra="" topts=""
+    [ "$2" != wait ] && extra=--poll
+    [ "$2" = busy ] && topts=$busy_opts
     rm -f "$md"
     # shellcheck disable=SC2086
     timeout 120 "$1/tools/ixlbench" --role target --md-file "$md" --idle-timeout 60 --quiet $opts \
-        >/dev/null 2>"$tmp/t.err" &
+        $topts >/dev/null 2>"$tmp/t.err" &
     local t=$!
     # shellcheck disable=SC2086
     timeout 120 "$1/tools/ixlbench" --role initiator --md-file "$md" --op write --block "$SIZE" \
@@ -62,11 +71,12 @@ for r in $(seq 1 "$ROUNDS"); do
         [ "$b" = B ] && dir=$B
         echo "$b-wait $(lat "$dir" wait)" >>"$tmp/rows"
         echo "$b-poll $(lat "$dir" poll)" >>"$tmp/rows"
+        [ -n "$BUSY" ] && echo "$b-busy $(lat "$dir" busy)" >>"$tmp/rows"
     done
 done
 echo "NET tcp $SIZE post->done, two processes, loopback; medians of $ROUNDS interleaved rounds (us)"
 echo "(A = $A, B = $B; load $(cut -d' ' -f1-3 /proc/loadavg))"
-awk '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
+awk -v busy="$BUSY" '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
     function med(k,   i, j, t, m, a) {
         m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i] + 0
         for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -84,5 +94,7 @@ awk '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
             b = bs[i]
             printf "| %s waiting | %.1f (%.2f x raw-pp; %.2f x raw-pp-chk)%s |%s |\n", b, med(b "-wait"), med(b "-wait") / pp, med(b "-wait") / pc, bad[b "-wait"] ? " FAIL" : "", all(b "-wait")
             printf "| %s polling | %.1f (%.2f x raw-pp-poll; %.2f x raw-pp-poll-chk)%s |%s |\n", b, med(b "-poll"), med(b "-poll") / pq, med(b "-poll") / qc, bad[b "-poll"] ? " FAIL" : "", all(b "-poll")
+            if (n[b "-busy"])
+                printf "| %s polling, target %s | %.1f (%.2f x raw-pp-poll; %.2f x raw-pp-poll-chk)%s |%s |\n", b, busy, med(b "-busy"), med(b "-busy") / pq, med(b "-busy") / qc, bad[b "-busy"] ? " FAIL" : "", all(b "-busy")
         }
     }' "$tmp/rows"

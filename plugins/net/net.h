@@ -496,6 +496,7 @@ struct net_engine {
     int n_conns;
     uint64_t chunk;
     uint64_t timeout_ns, heartbeat_ns, idle_ns;
+    uint64_t busy_poll_ns; /* busy_poll_us: a loop polls this long after an event */
     bool hugepages;
     int copy_threads;
     int n_loops;

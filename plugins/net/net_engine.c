@@ -71,6 +71,7 @@ enum net_opt {
     NO_STAGE_BYTES,
     NO_NOTIF_UNACKED_MAX,
     NO_NOTIF_UNACKED_BYTES,
+    NO_BUSY_POLL,
     NO_COUNT
 };
 
@@ -228,6 +229,16 @@ static const struct ixl_option net_options[NO_COUNT] = {
                                 .max = (int64_t)1 << 40,
                                 .description = "bytes of notifications sent to one peer and not "
                                                "acknowledged yet; the same"},
+    [NO_BUSY_POLL] = {.name = "busy_poll_us",
+                      .default_value = "0",
+                      .type = IXL_OPT_DURATION,
+                      .unit = "us",
+                      .min = 0,
+                      .max = 1000000,
+                      .description = "after each event an event-loop thread polls its "
+                                     "connections this long before it sleeps: a request that "
+                                     "arrives within it is taken without a wake-up, for a "
+                                     "core per loop while it lasts (0: sleep at once)"},
 };
 
 static bool is_loopback(uint32_t s_addr)
@@ -277,6 +288,7 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
     e->max_conns = (int)opt[NO_MAX_CONNS].i;
     e->peer_conns = (int)opt[NO_PEER_CONNS].i;
     e->idle_ns = opt[NO_IDLE].u * 1000000ull;
+    e->busy_poll_ns = opt[NO_BUSY_POLL].u * 1000ull;
     e->queue_max = (size_t)opt[NO_QUEUE_MAX].i;
     e->notif_queue_max = (size_t)opt[NO_NOTIF_QUEUE_MAX].i;
     e->notif_queue_bytes = (size_t)opt[NO_NOTIF_QUEUE_BYTES].u;

@@ -2436,15 +2436,18 @@ static void *loop_main(void *arg)
     if (tick_ns > 100000000u)
         tick_ns = 100000000u;
     l->next_tick = net_now_ns() + tick_ns;
-    bool skipped = false; /* a caller held a connection's receive side */
+    bool skipped = false;    /* a caller held a connection's receive side */
+    uint64_t busy_until = 0; /* busy_poll_us: no sleep before this (after the last event) */
     while (!atomic_load(&e->stopping)) {
         if (skipped) /* it is runnable (the same bytes woke it): let it take them first */
             sched_yield();
         skipped = false;
         uint64_t now = net_now_ns();
         uint64_t until = l->ack_at && l->ack_at < l->next_tick ? l->ack_at : l->next_tick;
-        int ms = now >= until ? 0 : (int)((until - now + 999999u) / 1000000u);
+        int ms = now >= until || now < busy_until ? 0 : (int)((until - now + 999999u) / 1000000u);
         int n = net_sys()->epoll_wait(l->epfd, evs, MAX_EVENTS, ms);
+        if (n > 0 && e->busy_poll_ns != 0)
+            busy_until = net_now_ns() + e->busy_poll_ns;
         if (n < 0 && errno != EINTR) {
             struct timespec pause = {0, 10000000}; /* refused (a test): do not spin */
             nanosleep(&pause, NULL);
