@@ -20,14 +20,18 @@
 #   bench/net_lat_ab.sh BUILD_A BUILD_B
 #
 # Environment: ROUNDS (default 5), ITERS (default 2000), SIZE (default 4K), NET_OPTS (more NET
-# options for both sides), BUSY_OPTS (above). The raw baselines come from BUILD_A's net_driver.
+# options for both sides), BUSY_OPTS (above), NET_PATH (tcp; shm or cma: the same-node paths,
+# A against B only: no raw rows, no busy row). The raw baselines come from BUILD_A's net_driver.
+# Each ixl row also gives B/A.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
 ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-2000}
 SIZE=${SIZE:-4K}
+NET_PATH=${NET_PATH:-tcp}
 BUSY=${BUSY_OPTS-busy_poll_us=1000 io_threads=1}
+[ "$NET_PATH" != tcp ] && BUSY=""
 busy_opts=""
 for o in $BUSY; do busy_opts="$busy_opts --opt $o"; done
 tmp=$(mktemp -d /tmp/ixl-net-lat-ab.XXXXXX)
@@ -47,7 +51,7 @@ lat() { # build mode -> p50 us of post->done
     local t=$!
     # shellcheck disable=SC2086
     timeout 120 "$1/tools/ixlbench" --role initiator --md-file "$md" --op write --block "$SIZE" \
-        --iters "$ITERS" --warmup 100 --depth 1 --reuse --path tcp --csv --quiet --no-progress \
+        --iters "$ITERS" --warmup 100 --depth 1 --reuse --path "$NET_PATH" --csv --quiet --no-progress \
         $extra $opts 2>>"$tmp/i.err" |
         awk -F, '$1 == "sweep" { v = $16; c = $NF } END { if (c != "pass") v = "FAIL"; print v }'
     wait "$t"
@@ -59,7 +63,7 @@ raw() { # mode -> p50 us
 : >"$tmp/rows"
 for r in $(seq 1 "$ROUNDS"); do
     echo "net_lat_ab.sh: round $r" >&2
-    {
+    [ "$NET_PATH" = tcp ] && {
         echo "raw-pp $(raw tcplat)"
         echo "raw-pp-poll $(raw tcplat-poll)"
         echo "raw-pp-chk $(raw tcplat-chk)"
@@ -74,7 +78,7 @@ for r in $(seq 1 "$ROUNDS"); do
         [ -n "$BUSY" ] && echo "$b-busy $(lat "$dir" busy)" >>"$tmp/rows"
     done
 done
-echo "NET tcp $SIZE post->done, two processes, loopback; medians of $ROUNDS interleaved rounds (us)"
+echo "NET $NET_PATH $SIZE post->done, two processes, loopback; medians of $ROUNDS interleaved rounds (us)"
 echo "(A = $A, B = $B; load $(cut -d' ' -f1-3 /proc/loadavg))"
 awk -v busy="$BUSY" '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
     function med(k,   i, j, t, m, a) {
@@ -82,19 +86,28 @@ awk -v busy="$BUSY" '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1
         for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return a[int((m + 1) / 2)] }
     function all(k,   i, s) { s = ""; for (i = 1; i <= n[k]; i++) s = s " " v[k, i]; return s }
+    # row: label, key, raw baseline and its checked twin (none on the same-node paths), B/A
+    function row(b, label, k, base, bname, cbase, cname,   m, r) {
+        m = med(b "-" k); r = ""
+        if (n["raw-pp"]) r = sprintf(" (%.2f x %s; %.2f x %s)", m / base, bname, m / cbase, cname)
+        if (b == "B" && med("A-" k) > 0) r = r sprintf(" [B/A %.3f]", m / med("A-" k))
+        printf "| %s %s | %.3g%s%s |%s |\n", b, label, m, r, bad[b "-" k] ? " FAIL" : "", all(b "-" k)
+    }
     END {
-        pp = med("raw-pp"); pq = med("raw-pp-poll"); pc = med("raw-pp-chk"); qc = med("raw-pp-poll-chk")
         printf "| row | median | per round |\n|---|---:|---|\n"
-        printf "| raw-pp (blocking) | %.1f |%s |\n", pp, all("raw-pp")
-        printf "| raw-pp-poll (busy) | %.1f |%s |\n", pq, all("raw-pp-poll")
-        printf "| raw-pp-chk (blocking, checked like ixlbench; not a target) | %.1f |%s |\n", pc, all("raw-pp-chk")
-        printf "| raw-pp-poll-chk (busy, checked; not a target) | %.1f |%s |\n", qc, all("raw-pp-poll-chk")
+        if (n["raw-pp"]) {
+            pp = med("raw-pp"); pq = med("raw-pp-poll"); pc = med("raw-pp-chk"); qc = med("raw-pp-poll-chk")
+            printf "| raw-pp (blocking) | %.1f |%s |\n", pp, all("raw-pp")
+            printf "| raw-pp-poll (busy) | %.1f |%s |\n", pq, all("raw-pp-poll")
+            printf "| raw-pp-chk (blocking, checked like ixlbench; not a target) | %.1f |%s |\n", pc, all("raw-pp-chk")
+            printf "| raw-pp-poll-chk (busy, checked; not a target) | %.1f |%s |\n", qc, all("raw-pp-poll-chk")
+        }
         split("A B", bs, " ")
         for (i = 1; i <= 2; i++) {
             b = bs[i]
-            printf "| %s waiting | %.1f (%.2f x raw-pp; %.2f x raw-pp-chk)%s |%s |\n", b, med(b "-wait"), med(b "-wait") / pp, med(b "-wait") / pc, bad[b "-wait"] ? " FAIL" : "", all(b "-wait")
-            printf "| %s polling | %.1f (%.2f x raw-pp-poll; %.2f x raw-pp-poll-chk)%s |%s |\n", b, med(b "-poll"), med(b "-poll") / pq, med(b "-poll") / qc, bad[b "-poll"] ? " FAIL" : "", all(b "-poll")
+            row(b, "waiting", "wait", pp, "raw-pp", pc, "raw-pp-chk")
+            row(b, "polling", "poll", pq, "raw-pp-poll", qc, "raw-pp-poll-chk")
             if (n[b "-busy"])
-                printf "| %s polling, target %s | %.1f (%.2f x raw-pp-poll; %.2f x raw-pp-poll-chk)%s |%s |\n", b, busy, med(b "-busy"), med(b "-busy") / pq, med(b "-busy") / qc, bad[b "-busy"] ? " FAIL" : "", all(b "-busy")
+                row(b, "polling, target " busy, "busy", pq, "raw-pp-poll", qc, "raw-pp-poll-chk")
         }
     }' "$tmp/rows"
