@@ -1471,7 +1471,9 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
     if (x == NULL)
         return IXL_ERR_INVALID_ARG;
     struct ixl_agent *agent = x->agent;
-    uint64_t deadline = timeout_ms >= 0 ? ixl_now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+    /* From the first look that finds the request in flight: one done already (a same-node copy
+     * ends inside its post) returns without reading the clock. */
+    uint64_t deadline = 0;
     /* Backends that need progress() and have no thread driving it are polled every
      * millisecond; the others wake us through the host's signal(), with a coarse timer as a
      * safety net. */
@@ -1490,8 +1492,11 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
         if (x->backend->caps & IXL_CAP_PROGRESS)
             x->backend->plugin->ops.progress(x->backend->engine);
         int wait = slice;
+        uint64_t now = 0;
         if (timeout_ms >= 0) {
-            uint64_t now = ixl_now_ns();
+            now = ixl_now_ns();
+            if (deadline == 0)
+                deadline = now + (uint64_t)timeout_ms * 1000000u;
             if (now >= deadline)
                 return IXL_AGENT_QUIET(agent, IXL_ERR_TIMEOUT,
                                        "the request did not finish within %d ms", timeout_ms);
@@ -1505,10 +1510,8 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
         if (!watched) {
             watched = 1;
             uint64_t budget = IXL_WAIT_WATCH_MAX_NS;
-            if (timeout_ms >= 0) {
-                uint64_t now = ixl_now_ns();
-                budget = now >= deadline ? 0 : deadline - now < budget ? deadline - now : budget;
-            }
+            if (timeout_ms >= 0) /* now: read above, in this pass */
+                budget = deadline - now < budget ? deadline - now : budget;
             pthread_mutex_lock(&x->lock);
             rc = watch_locked(x, budget);
             pthread_mutex_unlock(&x->lock);
