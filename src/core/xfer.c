@@ -935,6 +935,21 @@ static int choose_backend(struct ixl_agent *agent, const struct ixl_prep *l,
                          pref ? ", among the preferred backends" : "");
 }
 
+/* x->path from its backend (req_info), when the backend says (x->lock held, or x not yet
+ * shared). */
+static void read_path(struct ixl_xfer *x)
+{
+    x->path_stale = 0;
+    const struct ixl_backend *be = x->backend;
+    if (!be->plugin->has[IXL_OPT_REQ_INFO] || x->req == NULL)
+        return;
+    struct ixl_req_info info = {.size = sizeof(info)};
+    if (be->plugin->ops.req_info(be->engine, x->req, &info) == IXL_OK) {
+        info.path[sizeof(info.path) - 1] = '\0';
+        memcpy(x->path, info.path, sizeof(x->path));
+    }
+}
+
 /* Makes the request from index arrays (NULL = 0, 1, 2, ...) into two prepared lists
  * (agent->lock held for reading), with the first suitable backend outside *skip; a backend
  * that refuses the pair of memory types (IXL_ERR_BAD_MEM_TYPE from prep_xfer) is added to
@@ -1113,14 +1128,8 @@ static int xfer_build_one(struct ixl_agent *agent, enum ixl_op op, const struct 
             *skip |= 1u << b;
         goto free_xfer;
     }
-    /* The path is known once prepared; a post may refine it (read again at completion). */
-    if (be->plugin->has[IXL_OPT_REQ_INFO]) {
-        struct ixl_req_info info = {.size = sizeof(info)};
-        if (be->plugin->ops.req_info(be->engine, x->req, &info) == IXL_OK) {
-            info.path[sizeof(info.path) - 1] = '\0';
-            memcpy(x->path, info.path, sizeof(x->path));
-        }
-    }
+    /* The path is known once prepared; a post may refine it (read again after a completion). */
+    read_path(x);
     *out = x;
     return IXL_OK;
 
@@ -1339,13 +1348,9 @@ static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
             atomic_store_explicit(&agent->recent_done_ns, x->xfer_ns, memory_order_relaxed);
         atomic_fetch_add(&st->completed, 1);
         atomic_fetch_add(&st->bytes, x->bytes);
-        if (x->backend->plugin->has[IXL_OPT_REQ_INFO]) {
-            struct ixl_req_info info = {.size = sizeof(info)};
-            if (x->backend->plugin->ops.req_info(x->backend->engine, x->req, &info) == IXL_OK) {
-                info.path[sizeof(info.path) - 1] = '\0';
-                memcpy(x->path, info.path, sizeof(x->path));
-            }
-        }
+        /* The path this post took: asked of the backend when someone wants it (ixl_xfer_info),
+         * not at every completion (a call and a string copy each, on the hot path). */
+        x->path_stale = 1;
     } else {
         x->state = XFER_ERROR;
         x->status = rc;
@@ -1659,6 +1664,8 @@ ixl_status ixl_xfer_info(struct ixl_xfer *x, struct ixl_xfer_info *out)
         return IXL_AGENT_ERR(x->agent, IXL_ERR_INVALID_ARG,
                              "ixl_xfer_info: out->size must be sizeof(struct ixl_xfer_info)");
     pthread_mutex_lock(&x->lock);
+    if (x->path_stale && x->state != XFER_INFLIGHT)
+        read_path(x);
     struct ixl_xfer_info info = {
         .size = sizeof(info),
         .backend = x->backend->plugin->info.name,

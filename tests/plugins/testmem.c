@@ -170,6 +170,7 @@ struct tm_req {
     int canceling;              /* release_req was called while it was in flight */
     unsigned busy_left;         /* IXL_ERR_BUSY answers release_req still owes */
     int async;                  /* the last post went through the worker */
+    unsigned posts;             /* post_xfer calls that got past the checks (req_info says) */
     struct tm_req *prev, *next; /* every request of the engine */
     struct tm_req *qnext;       /* the worker queue */
 };
@@ -1292,6 +1293,7 @@ static int tm_post_xfer(struct ixl_engine *base, struct ixl_req *req,
         pthread_mutex_lock(&e->lock);
         r->state = TM_RUNNING;
         r->async = 0;
+        r->posts++;
         r->epoch = epoch;
         pthread_mutex_unlock(&e->lock);
         struct tm_engine *nt;
@@ -1306,6 +1308,7 @@ static int tm_post_xfer(struct ixl_engine *base, struct ixl_req *req,
     r->state = TM_QUEUED;
     r->status = IXL_IN_PROGRESS;
     r->async = 1;
+    r->posts++;
     r->epoch = epoch;
     r->busy_left = e->release_busy;
     r->due_ns = tm_now_ns() + e->delay_us * 1000ull;
@@ -1534,8 +1537,10 @@ static int tm_req_info(struct ixl_engine *base, struct ixl_req *req, struct ixl_
     struct tm_req *r = (struct tm_req *)req;
     pthread_mutex_lock(&e->lock);
     int async = r->state == TM_IDLE ? e->delay_us > 0 : r->async;
+    unsigned posts = r->posts;
     pthread_mutex_unlock(&e->lock);
-    snprintf(out->path, sizeof(out->path), "%s", async ? "memcpy-async" : "memcpy");
+    /* With the post count: a caller sees which post the path it was given is of. */
+    snprintf(out->path, sizeof(out->path), "%s #%u", async ? "memcpy-async" : "memcpy", posts);
     return IXL_OK;
 }
 

@@ -168,6 +168,60 @@ static void test_loopback(void)
     ixl_agent_destroy(a); /* src is still registered: destroy deregisters it */
 }
 
+static void want_path(struct ixl_xfer *x, const char *want)
+{
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    if (strcmp(info.path, want) != 0) {
+        fprintf(stderr, "FAIL: ixl_xfer_info's path is '%s', want '%s'\n", info.path, want);
+        exit(1);
+    }
+}
+
+/* ixl_xfer_info's path is the backend's for the last completed post (the TEST plugin numbers
+ * its posts): read from the backend after each completion, whichever call saw it end (a post
+ * done inline, ixl_xfer_wait, ixl_xfer_status); while a post is in flight, the one before. */
+static void test_info_path(void)
+{
+    struct ixl_agent *a = make_agent("pathA", "TEST");
+    reg(a, src, SZ);
+    reg(a, dst, SZ);
+    struct ixl_dlist *l = list1((uintptr_t)src, SZ), *r = list1((uintptr_t)dst, SZ);
+    struct ixl_xfer *x;
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "pathA", NULL, &x), IXL_OK);
+    want_path(x, "memcpy #0");
+    CHECK_RC(ixl_xfer_post(x), IXL_OK); /* inline: done in post */
+    want_path(x, "memcpy #1");
+    CHECK_RC(ixl_xfer_post(x), IXL_OK);
+    CHECK_RC(ixl_xfer_wait(x, 1000), IXL_OK);
+    want_path(x, "memcpy #2");
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_agent_destroy(a);
+
+    /* Asynchronous: completed by status, then by wait. */
+    a = make_agent("pathB", "");
+    struct ixl_kv slow[] = {{"delay_us", "20000"}};
+    CHECK_RC(ixl_backend_create(a, "TEST", slow, 1, NULL), IXL_OK);
+    reg(a, src, SZ);
+    reg(a, dst, SZ);
+    CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, "pathB", NULL, &x), IXL_OK);
+    want_path(x, "memcpy-async #0");
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    want_path(x, "memcpy-async #0"); /* in flight: the path so far */
+    int rc = IXL_IN_PROGRESS;
+    for (int i = 0; i < 5000 && (rc = ixl_xfer_status(x)) == IXL_IN_PROGRESS; i++)
+        usleep(1000);
+    CHECK_RC(rc, IXL_OK);
+    want_path(x, "memcpy-async #1");
+    CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+    CHECK_RC(ixl_xfer_wait(x, 5000), IXL_OK);
+    want_path(x, "memcpy-async #2");
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    ixl_dlist_destroy(l);
+    ixl_dlist_destroy(r);
+    ixl_agent_destroy(a);
+}
+
 static void test_two_agents_async(void)
 {
     /* The target side: TEST with a delay so requests are really in flight. */
@@ -1072,6 +1126,7 @@ int main(void)
     other = malloc(SZ);
     CHECK(src && dst && other);
     test_loopback();
+    test_info_path();
     test_two_agents_async();
     test_release_busy_and_fail();
     test_prepped();
