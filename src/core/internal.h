@@ -114,7 +114,7 @@ struct ixl_xfer {
     uint64_t bytes;
     uint64_t post_start_ns, post_ns, xfer_ns, post_count, done_count;
     char path[32];
-    int path_stale; /* a completion since path was read (ixl_xfer_info reads it again) */
+    int path_stale;       /* a completion since path was read (ixl_xfer_info reads it again) */
     struct ixl_node node; /* in the agent's list of live requests */
 };
 
