@@ -124,13 +124,21 @@ void ixl_agent_wake(struct ixl_agent *agent)
         fd_arm(agent);
 }
 
-struct ixl_stat_stripe *ixl_agent_stripe(struct ixl_agent *agent)
+struct ixl_stat_stripe *ixl_agent_stripe(struct ixl_agent *agent, int *alone)
 {
-    /* Threads take stripes in turn, once each: a few posting threads never share one. */
-    static _Atomic unsigned next_stripe;
+    /* Threads take stripes once each, in the order they first count: the first IXL_STAT_ALONE
+     * one each (the same index in every agent, so theirs alone), the others the rest in turn.
+     * 64 bits: the count never wraps to hand out a stripe of one thread again. */
+    static _Atomic uint64_t next_stripe;
     static _Thread_local unsigned mine = UINT_MAX;
-    if (mine == UINT_MAX)
-        mine = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed) % IXL_STAT_STRIPES;
+    if (mine == UINT_MAX) {
+        uint64_t n = atomic_fetch_add_explicit(&next_stripe, 1, memory_order_relaxed);
+        mine = n < IXL_STAT_ALONE
+                   ? (unsigned)n
+                   : IXL_STAT_ALONE +
+                         (unsigned)((n - IXL_STAT_ALONE) % (IXL_STAT_STRIPES - IXL_STAT_ALONE));
+    }
+    *alone = mine < IXL_STAT_ALONE;
     return &agent->st[mine];
 }
 

@@ -61,7 +61,10 @@ struct ixl_alloc {
     struct ixl_backend *backend;
 };
 
-#define IXL_STAT_STRIPES 16
+/* Stripes of the request counters: the first IXL_STAT_ALONE threads that count get one each,
+ * for themselves alone; later threads share the rest, in turn. */
+#define IXL_STAT_STRIPES 64
+#define IXL_STAT_ALONE 48
 
 struct ixl_agent {
     uint64_t id;          /* unique in the process: keys the thread-local error slots */
@@ -129,7 +132,8 @@ struct ixl_agent {
     /* Request counters, striped: each thread adds to its own stripe (ixl_agent_stripe), so
      * threads posting on one agent write no shared line per request; ixl_agent_stats sums.
      * The padding keeps two stripes' counters 96 bytes apart, off any common cache line
-     * whatever the agent's alignment (calloc's). */
+     * whatever the agent's alignment (calloc's). A stripe of one thread alone is added to
+     * without a locked instruction (ixl_stat_add). */
     struct ixl_stat_stripe {
         uint64_t pad0[8];
         _Atomic uint64_t posted, completed, failed, bytes;
@@ -138,8 +142,20 @@ struct ixl_agent {
     _Atomic uint64_t st_notifs_rx, st_notifs_tx;
 };
 
-/* This thread's stripe of the request counters. */
-struct ixl_stat_stripe *ixl_agent_stripe(struct ixl_agent *agent);
+/* This thread's stripe of the request counters; *alone: no other thread adds to it. */
+struct ixl_stat_stripe *ixl_agent_stripe(struct ixl_agent *agent, int *alone);
+
+/* Adds v to counter c of this thread's stripe. Alone, a load and a store (release: a reader
+ * that sees an end's count sees its post's, as ixl_agent_stats relies on): a locked add is a
+ * full barrier on x86, which after a small copy waited for its stores to drain. */
+static inline void ixl_stat_add(_Atomic uint64_t *c, uint64_t v, int alone)
+{
+    if (alone)
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                              memory_order_release);
+    else
+        atomic_fetch_add_explicit(c, v, memory_order_release);
+}
 
 /* Convenience for API functions: clear the thread's error text for this agent, record one. */
 #define IXL_AGENT_ERR(agent, status, ...) ixl_err_set((agent)->id, (status), __VA_ARGS__)

@@ -1335,7 +1335,8 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
 static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
 {
     struct ixl_agent *agent = x->agent;
-    struct ixl_stat_stripe *st = ixl_agent_stripe(agent);
+    int alone;
+    struct ixl_stat_stripe *st = ixl_agent_stripe(agent, &alone);
     if (rc == IXL_OK) {
         x->state = XFER_DONE;
         x->xfer_ns = (now ? now : ixl_now_ns()) - x->post_start_ns;
@@ -1346,15 +1347,15 @@ static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
         uint64_t old = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
         if (now == 0 && (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old))
             atomic_store_explicit(&agent->recent_done_ns, x->xfer_ns, memory_order_relaxed);
-        atomic_fetch_add(&st->completed, 1);
-        atomic_fetch_add(&st->bytes, x->bytes);
+        ixl_stat_add(&st->completed, 1, alone);
+        ixl_stat_add(&st->bytes, x->bytes, alone);
         /* The path this post took: asked of the backend when someone wants it (ixl_xfer_info),
          * not at every completion (a call and a string copy each, on the hot path). */
         x->path_stale = 1;
     } else {
         x->state = XFER_ERROR;
         x->status = rc;
-        atomic_fetch_add(&st->failed, 1);
+        ixl_stat_add(&st->failed, 1, alone);
     }
 }
 
@@ -1423,7 +1424,9 @@ static int post_locked(struct ixl_xfer *x)
     uint64_t t0 = ixl_now_ns();
     x->post_start_ns = t0;
     x->post_count++;
-    atomic_fetch_add(&ixl_agent_stripe(agent)->posted, 1);
+    int alone;
+    struct ixl_stat_stripe *st = ixl_agent_stripe(agent, &alone);
+    ixl_stat_add(&st->posted, 1, alone);
     x->state = XFER_INFLIGHT;
     int rc = p->ops.post_xfer(x->backend->engine, x->req, &opts);
     uint64_t t1 = ixl_now_ns();
