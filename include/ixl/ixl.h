@@ -766,7 +766,9 @@ IXL_API ixl_status ixl_xfer_telemetry(struct ixl_xfer *xfer, struct ixl_xfer_tel
 struct ixl_xfer_info {
     uint32_t size;       /* set by the caller to sizeof(struct ixl_xfer_info) */
     const char *backend; /* the chosen backend */
-    const char *path;    /* the data path the backend used ("tcp", "cma", ...) or "" */
+    const char *path;    /* the data path the backend used ("tcp", "cma", ...) or "": of the
+                            last post when the request is done; in flight, the one known
+                            before (the path planned when it was made, at first) */
     uint64_t desc_count; /* after merging */
     uint64_t bytes;
 };
