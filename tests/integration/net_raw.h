@@ -87,6 +87,36 @@ static inline void nr_sleep_ms(int ms)
     }
 }
 
+/* A test's cases: those named on the command line (all without any), each timed and reported
+ * on stderr ("case NAME: ok" or "FAILED"); the exit status, 1 when a check failed. */
+struct nr_case {
+    const char *name;
+    void (*fn)(void);
+};
+
+static inline int nr_run_cases(const struct nr_case *cases, size_t n, int argc, char **argv)
+{
+    double t0 = nr_now();
+    for (size_t i = 0; i < n; i++) {
+        bool run = argc < 2;
+        for (int k = 1; k < argc; k++)
+            run |= strcmp(argv[k], cases[i].name) == 0;
+        if (!run)
+            continue;
+        double c0 = nr_now();
+        int before = nr_failures;
+        cases[i].fn();
+        fprintf(stderr, "case %s: %s (%.1f s)\n", cases[i].name,
+                nr_failures == before ? "ok" : "FAILED", nr_now() - c0);
+    }
+    fprintf(stderr, "took %.1f s\n", nr_now() - t0);
+    if (nr_failures > 0) {
+        fprintf(stderr, "%d check(s) failed\n", nr_failures);
+        return 1;
+    }
+    return 0;
+}
+
 /* A field of /proc/self/status (or of pid's) such as "Threads:"; -1 when missing. */
 static inline long nr_proc_field(pid_t pid, const char *field)
 {

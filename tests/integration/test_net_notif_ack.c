@@ -726,31 +726,10 @@ int main(int argc, char **argv)
     real_sendmsg = (ssize_t(*)(int, const struct msghdr *, int))ixl_syscall_get("sendmsg");
     CHECK(real_sendmsg != NULL);
     CHECK_RC(ixl_syscall_set("sendmsg", (ixl_syscall_fn)watch_sendmsg), IXL_OK);
-    double t0 = nr_now();
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } cases[] = {{"reset", case_reset},
-                 {"forge", case_forge},
-                 {"cap", case_cap},
-                 {"lost", case_lost},
-                 {"inline", case_inline}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        bool run = argc < 2;
-        for (int k = 1; k < argc; k++)
-            run |= strcmp(argv[k], cases[i].name) == 0;
-        if (!run)
-            continue;
-        double c0 = nr_now();
-        int before = nr_failures;
-        cases[i].fn();
-        fprintf(stderr, "case %s: %s (%.1f s)\n", cases[i].name,
-                nr_failures == before ? "ok" : "FAILED", nr_now() - c0);
-    }
-    fprintf(stderr, "took %.1f s\n", nr_now() - t0);
-    if (nr_failures > 0) {
-        fprintf(stderr, "%d check(s) failed\n", nr_failures);
-        return 1;
-    }
-    return 0;
+    static const struct nr_case cases[] = {{"reset", case_reset},
+                                           {"forge", case_forge},
+                                           {"cap", case_cap},
+                                           {"lost", case_lost},
+                                           {"inline", case_inline}};
+    return nr_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }
