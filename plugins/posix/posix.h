@@ -70,6 +70,7 @@ struct px_req {
     _Atomic int state; /* enum px_state; read without the lock by check_xfer */
     int status;
     bool reported, canceled, queued;
+    bool inlined; /* the last post was written by the posting thread (post_inline) */
     char msg[512];
     struct px_req *qnext; /* FIFO of requests with I/O left to start */
 };
@@ -96,6 +97,7 @@ struct px_engine {
     enum px_kind kind;
     uint32_t qd;
     uint64_t chunk;
+    uint64_t inline_bytes; /* option inline_bytes: small buffered WRITEs written in post */
     unsigned nthreads;
     pthread_mutex_t lock;
     struct px_req *head, *tail; /* FIFO */

@@ -41,6 +41,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -461,6 +462,15 @@ static const char *xfer_fails(struct ixl_agent *a, enum ixl_op op, const struct 
     return msg;
 }
 
+/* The path a request of n descriptors must report: a buffered WRITE of one descriptor of up
+ * to 1 MiB (POSIX's inline_bytes) on an idle engine is written by the posting thread. */
+static const char *path_for(enum ixl_op op, size_t n, uint64_t len, bool direct)
+{
+    if (want_path != NULL && op == IXL_OP_WRITE && n == 1 && len > 0 && len <= MIB && !direct)
+        return "pwrite";
+    return want_path;
+}
+
 /* op of len bytes between B + GUARD and t at off, checked: pattern at the destination, its
  * guard bytes (GUARD each side, less at offset 0 or the volume's end) still poisoned. */
 static void rw_check(struct ixl_agent *a, const struct tgt *t, enum ixl_op op, size_t len,
@@ -486,7 +496,7 @@ static void rw_check(struct ixl_agent *a, const struct tgt *t, enum ixl_op op, s
     if (t->direct)
         CHECK(fdatasync(t->vfd) == 0);
     struct ixl_desc ld = {(uintptr_t)d, len, 0}, rd = {off, len, t->dev};
-    xfer_ok(a, op, &ld, t->type, &rd, 1, "POSIX", want_path, what);
+    xfer_ok(a, op, &ld, t->type, &rd, 1, "POSIX", path_for(op, 1, len, t->direct), what);
     if (op == IXL_OP_WRITE) {
         pread_all(t->vfd, C, gb + len + ga, off - gb);
         check_pat(what, C + gb, len, seed, off);
@@ -581,7 +591,8 @@ static void test_grow(struct ixl_agent *a)
     uint64_t seed = fresh_seed(0);
     net_pat_fill(B, MIB, seed, 0);
     struct ixl_desc ld = {(uintptr_t)B, MIB, 0}, rd = {0, MIB, t.dev};
-    xfer_ok(a, IXL_OP_WRITE, &ld, IXL_MEM_FILE, &rd, 1, "POSIX", want_path, "grow WRITE 1 MiB");
+    xfer_ok(a, IXL_OP_WRITE, &ld, IXL_MEM_FILE, &rd, 1, "POSIX",
+            path_for(IXL_OP_WRITE, 1, MIB, false), "grow WRITE 1 MiB");
     CHECK(fstat(t.vfd, &st) == 0 && st.st_size == (off_t)MIB);
     pread_all(t.vfd, C, MIB, 0);
     check_pat("grow: the file after WRITE", C, MIB, seed, 0);
@@ -589,7 +600,8 @@ static void test_grow(struct ixl_agent *a)
     net_pat_fill(B, 4096, seed, 3 * MIB);
     ld.len = rd.len = 4096;
     rd.addr = 3 * MIB;
-    xfer_ok(a, IXL_OP_WRITE, &ld, IXL_MEM_FILE, &rd, 1, "POSIX", want_path, "grow WRITE at 3 MiB");
+    xfer_ok(a, IXL_OP_WRITE, &ld, IXL_MEM_FILE, &rd, 1, "POSIX",
+            path_for(IXL_OP_WRITE, 1, 4096, false), "grow WRITE at 3 MiB");
     CHECK(fstat(t.vfd, &st) == 0 && st.st_size == (off_t)(3 * MIB + 4096));
     memset(B, POISON_D, MIB + 2 * GUARD);
     ld = (struct ixl_desc){(uintptr_t)B + GUARD, MIB, 0};
@@ -1484,6 +1496,136 @@ static void test_inline(struct ixl_agent *a, const char *eng)
             "READ from the warm page cache", inline_done, now_ms() - t0);
 }
 
+/* ---- small buffered WRITEs written by the posting thread (option inline_bytes) ---------- */
+
+static ssize_t (*real_pwrite)(int fd, const void *buf, size_t n, off_t off);
+static pthread_t pw_poster;  /* the thread whose pwrite calls are counted and refused */
+static _Atomic int pw_mode;  /* 0 pass, 1 EAGAIN at once, 2 half then EAGAIN, 3 ENOSPC */
+static _Atomic int pw_calls; /* the poster's pwrite calls */
+
+static ssize_t hook_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    if (!pthread_equal(pthread_self(), pw_poster))
+        return real_pwrite(fd, buf, n, off);
+    int k = atomic_fetch_add(&pw_calls, 1), m = atomic_load(&pw_mode);
+    if ((m == 1 && k == 0) || (m == 2 && k == 1)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (m == 2 && k == 0)
+        return real_pwrite(fd, buf, n / 2, off);
+    if (m == 3) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return real_pwrite(fd, buf, n, off);
+}
+
+/* A WRITE of len bytes at off through agent b (file t), the poster's pwrite in mode; checked
+ * (a fresh pattern, the file's range poisoned first). Returns the post's status; *calls: the
+ * poster's pwrite calls. */
+static char iw_path[32]; /* ixl_xfer_info's path of inline_write's last request */
+
+static int inline_write(struct ixl_agent *b, const struct tgt *t, size_t len, uint64_t off,
+                        int mode, int *calls, const char *what)
+{
+    uint64_t seed = fresh_seed(off);
+    net_pat_fill(B, len, seed, off);
+    file_fill(t->vfd, off, len, false, 0, POISON_F);
+    struct ixl_desc ld = {(uintptr_t)B, len, 0}, rd = {off, len, t->dev};
+    struct ixl_xfer *x;
+    CHECK_RC(xfer_make(b, IXL_OP_WRITE, &ld, IXL_MEM_FILE, &rd, 1, NULL, &x), IXL_OK);
+    atomic_store(&pw_calls, 0);
+    atomic_store(&pw_mode, mode);
+    int posted = ixl_xfer_post(x);
+    int rc = posted == IXL_IN_PROGRESS ? ixl_xfer_wait(x, wait_ms) : posted;
+    *calls = atomic_load(&pw_calls);
+    atomic_store(&pw_mode, 0);
+    if (rc != IXL_OK) {
+        if (mode != 3)
+            check_fail(__FILE__, __LINE__, "%s: %s: %s", what, ixl_strerror(rc),
+                       ixl_agent_last_error(b));
+        CHECK_STR_HAS(ixl_agent_last_error(b), "No space left");
+        fprintf(stderr, "  %-44s %s: %s\n", what, ixl_strerror(rc), ixl_agent_last_error(b));
+    } else {
+        pread_all(t->vfd, C, len, off);
+        check_pat(what, C, len, seed, off);
+    }
+    struct ixl_xfer_info info = {.size = sizeof(info)};
+    CHECK_RC(ixl_xfer_info(x, &info), IXL_OK);
+    snprintf(iw_path, sizeof(iw_path), "%s", info.path);
+    CHECK_RC(ixl_xfer_release(x), IXL_OK);
+    return posted;
+}
+
+static struct ixl_agent *inline_agent(const char *eng, const char *bytes, struct tgt *t)
+{
+    struct ixl_agent_params ap = {.field_mask = IXL_AGENT_F_BACKENDS, .backends = ""};
+    struct ixl_agent *b;
+    CHECK_RC(ixl_agent_create("posix_iw", &ap, &b), IXL_OK);
+    struct ixl_kv kv[] = {{"engine", eng}, {"inline_bytes", bytes}};
+    CHECK_RC(ixl_backend_create(b, "POSIX", kv, 2, NULL), IXL_OK);
+    struct ixl_reg_desc d = {(uintptr_t)B, BUF_BYTES, 0, NULL, 0};
+    CHECK_RC(ixl_mem_register(b, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+    tgt_path(t, b, IXL_MEM_FILE, "rw,create", "inline_w", 0);
+    return b;
+}
+
+static void inline_done(struct ixl_agent *b, struct tgt *t)
+{
+    tgt_done(t, b);
+    ixl_agent_destroy(b);
+}
+
+/* A buffered WRITE of one descriptor up to inline_bytes, posted to an idle engine, is written
+ * by the posting thread (a pwrite() hook sees it there) and done when post returns; above the
+ * size, or with inline_bytes=0, the engine writes it. A pwrite refused with EAGAIN before any
+ * byte, or after half, leaves the request (or its rest) to the engine, which completes it; one
+ * that fails with ENOSPC fails the request with IXL_ERR_NO_SPACE, saying so. Every WRITE is
+ * checked in the file. */
+static void test_inline_write(const char *eng)
+{
+    uint64_t t0 = now_ms();
+    real_pwrite = (ssize_t(*)(int, const void *, size_t, off_t))ixl_syscall_get("pwrite");
+    CHECK(real_pwrite != NULL);
+    pw_poster = pthread_self();
+    CHECK_RC(ixl_syscall_set("pwrite", (ixl_syscall_fn)hook_pwrite), IXL_OK);
+    struct tgt t;
+    struct ixl_agent *b = inline_agent(eng, "64K", &t);
+    int calls;
+    int posted = inline_write(b, &t, 64 * 1024, 8192, 0, &calls, "inline WRITE 64 KiB");
+    if (posted != IXL_OK || calls < 1)
+        check_fail(__FILE__, __LINE__,
+                   "a 64 KiB WRITE with inline_bytes=64K: post gave %s, %d "
+                   "pwrite(s) on the posting thread (want IXL_OK and >= 1)",
+                   ixl_strerror(posted), calls);
+    CHECK(strcmp(iw_path, "pwrite") == 0);
+    (void)inline_write(b, &t, 128 * 1024, 0, 0, &calls, "WRITE 128 KiB over inline_bytes");
+    CHECK(strcmp(iw_path, "pwrite") != 0);
+    if (calls != 0)
+        check_fail(__FILE__, __LINE__,
+                   "a 128 KiB WRITE over inline_bytes=64K was written by "
+                   "the posting thread (%d pwrite calls)",
+                   calls);
+    (void)inline_write(b, &t, 64 * 1024, 4096, 1, &calls, "inline WRITE refused (EAGAIN)");
+    CHECK(calls == 1);
+    CHECK(strcmp(iw_path, "pwrite") != 0); /* the engine wrote it */
+    (void)inline_write(b, &t, 64 * 1024, 12288, 2, &calls, "inline WRITE, half, then EAGAIN");
+    CHECK(calls == 2);
+    (void)inline_write(b, &t, 64 * 1024, 0, 3, &calls, "inline WRITE failing (ENOSPC)");
+    CHECK(calls == 1);
+    inline_done(b, &t);
+    b = inline_agent(eng, "0", &t);
+    (void)inline_write(b, &t, 4096, 0, 0, &calls, "WRITE 4 KiB with inline_bytes=0");
+    if (calls != 0)
+        check_fail(__FILE__, __LINE__, "inline_bytes=0: the posting thread wrote (%d calls)",
+                   calls);
+    inline_done(b, &t);
+    CHECK_RC(ixl_syscall_set("pwrite", (ixl_syscall_fn)real_pwrite), IXL_OK);
+    fprintf(stderr, "  %-44s ok (%" PRIu64 " ms)\n", "buffered WRITEs in post (inline_bytes)",
+            now_ms() - t0);
+}
+
 /* Release of requests asserted in flight: queue_depth=1 and 10^5 descriptors of 1 byte (a
  * request that cannot finish before the checks below look at it). */
 enum { REL_N = 100000 };
@@ -1686,7 +1828,7 @@ static void test_options(void)
     const struct ixl_kv *skv;
     size_t sn;
     CHECK_RC(ixl_backend_params(bs, &skv, &sn), IXL_OK);
-    CHECK(sn == 7);
+    CHECK(sn == 8);
     CHECK(strcmp(skv[0].key, "engine") == 0 && strcmp(skv[0].value, "threads") == 0);
     CHECK(strcmp(skv[1].key, "queue_depth") == 0 && strcmp(skv[1].value, "8") == 0);
     CHECK(strcmp(skv[2].key, "chunk") == 0 && strcmp(skv[2].value, "65536") == 0);
@@ -1694,6 +1836,7 @@ static void test_options(void)
     CHECK(strcmp(skv[4].key, "bounce_size") == 0 && strcmp(skv[4].value, "4194304") == 0);
     CHECK(strcmp(skv[5].key, "bounce_buffers") == 0 && strcmp(skv[5].value, "8") == 0);
     CHECK(strcmp(skv[6].key, "cost_table") == 0 && strcmp(skv[6].value, "") == 0);
+    CHECK(strcmp(skv[7].key, "inline_bytes") == 0 && strcmp(skv[7].value, "1048576") == 0);
     ixl_agent_destroy(a);
     CHECK_RC(ixl_agent_create("posix_opts", &ap, &a), IXL_OK);
     struct ixl_kv good[] = {
@@ -1769,6 +1912,7 @@ static void suite(const char *eng)
     test_prepped(a);
     test_tiny(a);
     test_inline(a, eng);
+    test_inline_write(eng);
     rw_both(a, &t[0], MIB, GUARD); /* still fine after all of that */
     for (int i = 0; i < nt; i++)
         tgt_done(&t[i], a);
