@@ -2292,6 +2292,14 @@ static void root_enospc(const char *mnt)
         m = xfer_fails(a, IXL_OP_WRITE, l2, IXL_MEM_FILE, r2, 512, IXL_ERR_NO_SPACE,
                        "WRITE 512 x 64 KiB into a full file system");
         CHECK_STR_HAS(m, full);
+        /* One descriptor of 64 KiB: written by the posting thread (inline_bytes), which gets
+         * the file system's ENOSPC itself. */
+        ld = (struct ixl_desc){(uintptr_t)B + GUARD, 64 * KIB, 0};
+        rd = (struct ixl_desc){96 * MIB, 64 * KIB, f.dev};
+        m = xfer_fails(a, IXL_OP_WRITE, &ld, IXL_MEM_FILE, &rd, 1, IXL_ERR_NO_SPACE,
+                       "WRITE 64 KiB (in post) into a full fs");
+        CHECK_STR_HAS(m, "No space left");
+        CHECK_STR_HAS(m, full);
         /* The queue goes on: a READ of a file written before. */
         memset(&g, 0, sizeof(g));
         g.what = "keep";
