@@ -722,12 +722,14 @@ static bool post_inline(struct px_engine *e, struct px_req *r)
         }
         if (err != 0)
             px_fail(e, r, errno_status(err),
-                    "write of %" PRIu64 " bytes to '%s' at offset %" PRIu64 " failed: %s", left,
-                    f->name, off, strerror(err));
+                    "pwrite of %" PRIu64 " bytes to '%s' at offset %" PRIu64
+                    " (in post) failed: %s",
+                    left, f->name, off, strerror(err));
         else
             px_fail(e, r, IXL_ERR_IO,
-                    "write of %" PRIu64 " bytes to '%s' at offset %" PRIu64 " wrote nothing", left,
-                    f->name, off);
+                    "pwrite of %" PRIu64 " bytes to '%s' at offset %" PRIu64
+                    " (in post) wrote nothing",
+                    left, f->name, off);
         return true;
     }
     atomic_store(&r->state, PX_DONE);
