@@ -444,7 +444,9 @@ static void barrier(struct row_ctx *rc)
         pthread_barrier_wait(&rc->bar);
 }
 
-/* The path and descriptor count of the row, from each thread's first request. */
+/* The path and descriptor count of the row, from each thread's first completed request (the
+ * path a backend took, which can differ from the one planned when the request was made: a
+ * POSIX WRITE written in post says "pwrite"). */
 static void note_info(struct thr *th, struct ixl_xfer *x)
 {
     struct row_ctx *rc = th->rc;
@@ -515,7 +517,6 @@ static int make_req(struct thr *th, unsigned s, bool record)
     }
     if (record)
         th->prep[th->n_prep++] = (double)(b - a) / 1e3;
-    note_info(th, th->x[s]);
     return 0;
 }
 
@@ -549,6 +550,7 @@ static int finish_req(struct thr *th, unsigned s, int record)
                   ixl_agent_last_error(rc->in->agent));
         return -1;
     }
+    note_info(th, th->x[s]);
     if (record < 0) {
         uint64_t t0 = atomic_load(&rc->win_t0);
         record = t0 != 0 && d > t0;
