@@ -684,15 +684,16 @@ bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished)
 }
 
 /*
- * A buffered WRITE of one small descriptor while the engine is idle (e->lock held): written on
- * the posting thread. Its I/O would go to io_uring's worker thread (the file systems here take
- * no buffered write without blocking: io-wq), which copies it into the page cache and then wakes
- * the caller: on a virtual machine the wake-up across CPUs cost as much as the copy (a 1 MiB
- * WRITE at depth 1: 72-127 us waited for, 58-68 us written here; bench/posix.sh's batch-1
- * rows). With I/O in flight the engine keeps it, so a caller that pipelines is not held up.
- * True: the request ended (done, or failed with its status); false: nothing was written that
- * the engine would not write again (a pwrite refused with EAGAIN or EINTR before any byte), so
- * it goes the usual way. A part written before a refusal goes on from where it stopped.
+ * A buffered WRITE of one small descriptor while the engine is idle (e->lock held on entry and
+ * on return, let go of around the write): written on the posting thread. Its I/O would go to
+ * io_uring's worker thread (the file systems here take no buffered write without blocking: io-wq),
+ * which copies it into the page cache and then wakes the caller: on a virtual machine the wake-up
+ * across CPUs cost as much as the copy (a 1 MiB WRITE at depth 1: 72-127 us waited for, 58-68 us
+ * written here; bench/posix.sh's batch-1 rows). With I/O in flight the engine keeps it, so a caller
+ * that pipelines is not held up. True: the request ended (done, or failed with its status); false:
+ * nothing was written that the engine would not write again (a pwrite refused with EAGAIN or EINTR
+ * before any byte), so it goes the usual way. A part written before a refusal goes on from where it
+ * stopped.
  */
 static bool post_inline(struct px_engine *e, struct px_req *r)
 {
@@ -703,17 +704,28 @@ static bool post_inline(struct px_engine *e, struct px_req *r)
         return false;
     const uint8_t *buf = (const uint8_t *)(uintptr_t)md->addr;
     uint64_t off = fd->addr, left = fd->len;
-    while (left > 0) {
-        ssize_t w = posix_sys()->pwrite(f->fd, buf, left, (off_t)off);
+    /* Written without the engine's lock: other posters and the engine go on meanwhile (r is in
+     * no queue, and the core runs no other call on it), and posters of small WRITEs write side
+     * by side. */
+    pthread_mutex_unlock(&e->lock);
+    ssize_t w;
+    int err = 0;
+    for (;;) {
+        w = posix_sys()->pwrite(f->fd, buf, left, (off_t)off);
         if (w > 0) {
             buf += w;
             off += (uint64_t)w;
             left -= (uint64_t)w;
+            if (left == 0)
+                break;
             continue;
         }
-        int err = w < 0 ? errno : 0;
-        if (err == EINTR)
-            continue;
+        err = w < 0 ? errno : 0;
+        if (err != EINTR)
+            break;
+    }
+    pthread_mutex_lock(&e->lock);
+    if (left > 0) {
         if (err == EAGAIN) {
             if (left == fd->len)
                 return false;             /* nothing written: the engine's I/O */
