@@ -691,9 +691,9 @@ bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished)
  * across CPUs cost as much as the copy (a 1 MiB WRITE at depth 1: 72-127 us waited for, 58-68 us
  * written here; bench/posix.sh's batch-1 rows). With I/O in flight the engine keeps it, so a caller
  * that pipelines is not held up. True: the request ended (done, or failed with its status); false:
- * nothing was written that the engine would not write again (a pwrite refused with EAGAIN or EINTR
- * before any byte), so it goes the usual way. A part written before a refusal goes on from where it
- * stopped.
+ * it goes the usual way, the engine's I/O (a pwrite refused with EAGAIN: from where it stopped, all
+ * of it when no byte was written). EINTR is tried again. The messages are px_done's for the same
+ * failures, with "(in post)".
  */
 static bool post_inline(struct px_engine *e, struct px_req *r)
 {
