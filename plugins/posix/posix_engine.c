@@ -693,7 +693,7 @@ bool px_done(struct px_engine *e, struct px_io *io, long res, bool *finished)
  * that pipelines is not held up. True: the request ended (done, or failed with its status); false:
  * it goes the usual way, the engine's I/O (a pwrite refused with EAGAIN: from where it stopped, all
  * of it when no byte was written). EINTR is tried again. The messages are px_done's for the same
- * failures, with "(in post)".
+ * failures, naming pwrite and "(in post)".
  */
 static bool post_inline(struct px_engine *e, struct px_req *r)
 {
