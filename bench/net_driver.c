@@ -30,6 +30,10 @@
  *                                      PATH (auto|shm|cma|tcp) forced on the initiator; the
  *                                      KEY=VALUE pairs are more NET options for both sides
  *
+ * NET_DRIVER_CPUS=S,R (tcp mode only) pins the sender (this process) to CPU S and the receiver
+ * (the child) to CPU R: bench/net.sh measures the stream with both ends on one CPU and on two,
+ * since where the scheduler happens to put two unpinned processes moves it by 2x here.
+ *
  * Every mode warms up with one iteration, times ITERS more with CLOCK_MONOTONIC and prints one
  * line for the script to parse:
  *
@@ -496,6 +500,30 @@ static void tcp_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/* NET_DRIVER_CPUS=S,R: the calling thread to CPU S (which 0) or R (which 1). Unset: nothing.
+ * A malformed value or a refused CPU is an error, not a silently unpinned run. */
+static int pin_from_env(int which)
+{
+    const char *v = getenv("NET_DRIVER_CPUS");
+    unsigned cpu[2];
+    cpu_set_t set;
+
+    if (v == NULL || *v == '\0') {
+        return 0;
+    }
+    if (sscanf(v, "%u,%u", &cpu[0], &cpu[1]) != 2 || cpu[which] >= CPU_SETSIZE) {
+        fprintf(stderr, "net_driver: NET_DRIVER_CPUS=%s: want two CPU numbers, S,R\n", v);
+        return -1;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu[which], &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "net_driver: pinning to CPU %u: %s\n", cpu[which], strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* The receiver: reads SIZE into its buffer per iteration and acks each with one byte. */
 static int tcp_child(uint16_t port, size_t size, unsigned iters)
 {
@@ -555,6 +583,13 @@ static int run_tcp(size_t size, unsigned iters)
         perror("net_driver: listen");
         return 1;
     }
+    /* The receiver's CPU first, here, so that the child inherits it and a refusal stops the
+     * run before there is a child to wait for. */
+    if (pin_from_env(1) != 0) {
+        close(lfd);
+        free(src);
+        return 1;
+    }
     fflush(stdout);
     pid = fork();
     if (pid < 0) {
@@ -564,6 +599,11 @@ static int run_tcp(size_t size, unsigned iters)
     if (pid == 0) {
         close(lfd);
         _exit(tcp_child(ntohs(sa.sin_port), size, iters));
+    }
+    if (pin_from_env(0) != 0) {
+        kill(pid, SIGKILL);
+        close(lfd);
+        goto out;
     }
     fd = accept(lfd, NULL, NULL);
     close(lfd);
