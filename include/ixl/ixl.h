@@ -749,7 +749,8 @@ IXL_API IXL_NODISCARD ixl_status ixl_xfer_release(struct ixl_xfer *xfer);
 /** Replaces the notification message (not while in flight). len 0 = no notification. */
 IXL_API ixl_status ixl_xfer_set_notif(struct ixl_xfer *xfer, const void *msg, size_t len);
 
-/** Per-request telemetry of the last completed post. */
+/** Per-request telemetry of the last completed post (times from the clock IXL_CLOCK picks:
+ * the CPU's time-stamp counter where the kernel keeps time with it, else CLOCK_MONOTONIC). */
 struct ixl_xfer_telemetry {
     uint32_t size;       /* set by the caller to sizeof(struct ixl_xfer_telemetry) */
     uint64_t post_us;    /* time spent in ixl_xfer_post() */

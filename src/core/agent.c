@@ -23,6 +23,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/sys.h"
+#include "util/time.h"
 
 static _Atomic uint64_t next_agent_id = 1;
 
@@ -642,6 +643,7 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
                            "must not be NULL",
                            IXL_NAME_MAX - 1);
     }
+    ixl_tick_init(); /* before the agent can have a request */
     struct ixl_agent *agent = sys_calloc(1, sizeof(*agent));
     if (agent == NULL)
         return ixl_err_set(IXL_ERR_NO_AGENT, IXL_ERR_NO_MEMORY,

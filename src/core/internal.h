@@ -112,7 +112,9 @@ struct ixl_xfer {
     struct region **regions;
     size_t n_regions;
     uint64_t bytes;
-    uint64_t post_start_ns, post_ns, xfer_ns, post_count, done_count;
+    /* Ticks (util/time.h): post's start (its end, without telemetry, for a request left in
+     * flight), post's length, post to end. */
+    uint64_t post_start, post_ticks, xfer_ticks, post_count, done_count;
     char path[32];
     int path_stale;       /* a completion since path was read (ixl_xfer_info reads it again) */
     struct ixl_node node; /* in the agent's list of live requests */

@@ -1331,22 +1331,27 @@ ixl_status ixl_xfer_create_prepped(struct ixl_agent *agent, enum ixl_op op,
 
 /* ---- post / status / wait / release -------------------------------------------------------- */
 
-/* now: the time of the end when the caller has just read it, else 0. */
-static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
+/* in_post: the request ended in its post, whose end (in ticks, 0 without telemetry) is now. */
+static void finish_at(struct ixl_xfer *x, int rc, int in_post, uint64_t now)
 {
     struct ixl_agent *agent = x->agent;
     int alone;
     struct ixl_stat_stripe *st = ixl_agent_stripe(agent, &alone);
     if (rc == IXL_OK) {
         x->state = XFER_DONE;
-        x->xfer_ns = (now ? now : ixl_now_ns()) - x->post_start_ns;
         x->done_count++;
-        /* For ixl_xfer_wait's spin; stored only when it moved by a quarter or more, so that
-         * threads completing alike do not keep writing the shared line. A request done in
-         * post (now given) is not one anybody waits for: it says nothing of the wait. */
-        uint64_t old = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
-        if (now == 0 && (x->xfer_ns > old + old / 4 || x->xfer_ns + x->xfer_ns / 4 < old))
-            atomic_store_explicit(&agent->recent_done_ns, x->xfer_ns, memory_order_relaxed);
+        if (in_post) {
+            /* Nobody waited for it: it says nothing of the wait's spin. */
+            x->xfer_ticks = now - x->post_start;
+        } else {
+            x->xfer_ticks = ixl_ticks() - x->post_start;
+            /* For ixl_xfer_wait's spin; stored only when it moved by a quarter or more, so
+             * that threads completing alike do not keep writing the shared line. */
+            uint64_t ns = ixl_ticks_ns(x->xfer_ticks);
+            uint64_t old = atomic_load_explicit(&agent->recent_done_ns, memory_order_relaxed);
+            if (ns > old + old / 4 || ns + ns / 4 < old)
+                atomic_store_explicit(&agent->recent_done_ns, ns, memory_order_relaxed);
+        }
         ixl_stat_add(&st->completed, 1, alone);
         ixl_stat_add(&st->bytes, x->bytes, alone);
         /* The path this post took: asked of the backend when someone wants it (ixl_xfer_info),
@@ -1361,7 +1366,7 @@ static void finish_at(struct ixl_xfer *x, int rc, uint64_t now)
 
 static void finish(struct ixl_xfer *x, int rc)
 {
-    finish_at(x, rc, 0);
+    finish_at(x, rc, 0, 0);
 }
 
 /* A backend's answer for a request in flight (check_xfer or wait_xfer). */
@@ -1421,22 +1426,29 @@ static int post_locked(struct ixl_xfer *x)
                              x->remote->name);
     const struct ixl_plugin *p = x->backend->plugin;
     struct ixl_xfer_opts opts = {sizeof(opts), x->notif, x->notif_len};
-    uint64_t t0 = ixl_now_ns();
-    x->post_start_ns = t0;
+    /* Without telemetry a request done in post reads no clock, and one in flight reads it
+     * once here and once at its end (for the wait's spin, which counts from post's return). */
+    int timed = agent->params.telemetry;
+    uint64_t t0 = timed ? ixl_ticks() : 0;
     x->post_count++;
     int alone;
     struct ixl_stat_stripe *st = ixl_agent_stripe(agent, &alone);
     ixl_stat_add(&st->posted, 1, alone);
     x->state = XFER_INFLIGHT;
     int rc = p->ops.post_xfer(x->backend->engine, x->req, &opts);
-    uint64_t t1 = ixl_now_ns();
-    x->post_ns = t1 - t0;
-    if (rc == IXL_IN_PROGRESS)
+    if (rc == IXL_IN_PROGRESS) {
+        uint64_t t1 = ixl_ticks();
+        x->post_start = timed ? t0 : t1;
+        x->post_ticks = t1 - x->post_start;
         return rc;
+    }
+    uint64_t t1 = timed ? ixl_ticks() : 0;
+    x->post_start = t0;
+    x->post_ticks = t1 - t0;
     if (rc != IXL_OK && ixl_err_get(agent->id)[0] == '\0')
         IXL_AGENT_ERR(agent, rc, "backend %s failed to post the request: %s", p->info.name,
                       ixl_strerror(rc));
-    finish_at(x, rc, t1); /* done in post: its end is post's return */
+    finish_at(x, rc, 1, t1); /* done in post: its end is post's return */
     return rc;
 }
 
@@ -1644,8 +1656,8 @@ ixl_status ixl_xfer_telemetry(struct ixl_xfer *x, struct ixl_xfer_telemetry *out
     int rc = IXL_OK;
     struct ixl_xfer_telemetry t = {
         .size = sizeof(t),
-        .post_us = x->post_ns / 1000u,
-        .xfer_us = x->xfer_ns / 1000u,
+        .post_us = ixl_ticks_ns(x->post_ticks) / 1000u,
+        .xfer_us = ixl_ticks_ns(x->xfer_ticks) / 1000u,
         .bytes = x->bytes,
         .desc_count = x->n,
         .post_count = x->post_count,

@@ -87,6 +87,13 @@ static const struct ixl_option table[IXL_CFG_COUNT] = {
                                          "(the copy kernel for device-to-device batches), "
                                          "batch (cuMemcpyBatchAsync) or loop (one "
                                          "cuMemcpyAsync per copy)"},
+    [IXL_CFG_CLOCK] = {.name = "IXL_CLOCK",
+                       .default_value = "auto",
+                       .type = IXL_OPT_STRING,
+                       .description = "the clock of per-request times (telemetry, the wait's "
+                                      "spin): auto (the CPU's time-stamp counter where the "
+                                      "kernel keeps time with it, else CLOCK_MONOTONIC) or "
+                                      "monotonic"},
 };
 
 static const char *values[IXL_CFG_COUNT];

@@ -18,6 +18,7 @@ enum ixl_cfg {
     IXL_CFG_INSECURE_REMOTE,
     IXL_CFG_CUDA_LIBRARY,
     IXL_CFG_DEV_COPY,
+    IXL_CFG_CLOCK,
     IXL_CFG_COUNT
 };
 

@@ -272,9 +272,14 @@ static void test_two_agents_async(void)
     /* Post again with a new notification and a fresh pattern; then a timeout wait. */
     fill(src, SZ);
     CHECK_RC(ixl_xfer_set_notif(x, "done-2", 6), IXL_OK);
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
     CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
     CHECK_RC(ixl_xfer_wait(x, 0), IXL_ERR_TIMEOUT);
     CHECK_RC(ixl_xfer_wait(x, 10000), IXL_OK);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    uint64_t wall_us = (uint64_t)(w1.tv_sec - w0.tv_sec) * 1000000u +
+                       (uint64_t)(w1.tv_nsec / 1000) - (uint64_t)(w0.tv_nsec / 1000);
     CHECK(memcmp(src, dst, SZ) == 0);
     nb = drain_until(b, 1, 5000);
     CHECK(nb && nb->count == 1 && memcmp(nb->items[0].msg, "done-2", 6) == 0);
@@ -282,6 +287,8 @@ static void test_two_agents_async(void)
     struct ixl_xfer_telemetry t = {.size = sizeof(t)};
     CHECK_RC(ixl_xfer_telemetry(x, &t), IXL_OK);
     CHECK(t.post_count == 2 && t.bytes == SZ && t.xfer_us >= 10000);
+    /* The request's times lie inside the caller's (ticks, util/time.h, turned into us). */
+    CHECK(t.xfer_us <= wall_us + 1 && t.post_us <= t.xfer_us);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
 
     /* READ back into a poisoned buffer. */
