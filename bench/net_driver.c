@@ -30,9 +30,9 @@
  *                                      PATH (auto|shm|cma|tcp) forced on the initiator; the
  *                                      KEY=VALUE pairs are more NET options for both sides
  *
- * NET_DRIVER_CPUS=S,R (tcp mode only) pins the sender (this process) to CPU S and the receiver
- * (the child) to CPU R: bench/net.sh measures the stream with both ends on one CPU and on two,
- * since where the scheduler happens to put two unpinned processes moves it by 2x here.
+ * NET_DRIVER_CPUS=S,R (tcp and the tcplat modes) pins the sender (this process) to CPU S and the
+ * receiver (the child) to CPU R: bench/net.sh measures the stream with both ends on one CPU and on
+ * two, since where the scheduler happens to put two unpinned processes moves it by 2x here.
  *
  * Every mode warms up with one iteration, times ITERS more with CLOCK_MONOTONIC and prints one
  * line for the script to parse:
@@ -951,6 +951,10 @@ static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
         perror("net_driver: listen");
         return 1;
     }
+    if (pin_from_env(1) != 0) { /* as in run_tcp */
+        close(lfd);
+        return 1;
+    }
     fflush(stdout);
     pid = fork();
     if (pid < 0) {
@@ -960,6 +964,11 @@ static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
     if (pid == 0) {
         close(lfd);
         _exit(lat_child(ntohs(sa.sin_port), size, warm + iters, spin, check));
+    }
+    if (pin_from_env(0) != 0) {
+        kill(pid, SIGKILL);
+        close(lfd);
+        goto out;
     }
     fd = accept(lfd, NULL, NULL);
     if (check && fd >= 0) {
