@@ -43,8 +43,9 @@
 #                (NET busy_poll_us=1000 io_threads=1 on the target only; BUSY_OPTS replaces
 #                those, "" skips the row): one thread spins on each side, as in raw-pp-poll
 #   net-shm      ixlbench WRITE over NET shm (same node), post->done median
-# and the targets: net-tcp <= 1.1 x raw-pp; net-tcp-poll and net-tcp-busy <= 1.1 x raw-pp-poll;
-# net-shm <= 2.7 x ucx-lat-shm.
+#   raw-pp@P, net-tcp@P  raw-pp and net-tcp with placement P fixed (PLACE, above)
+# and the targets: net-tcp <= 1.1 x raw-pp (and at each placement); net-tcp-poll and
+# net-tcp-busy <= 1.1 x raw-pp-poll; net-shm <= 2.7 x ucx-lat-shm.
 # Exit status: 0, or 1 when a run failed for any reason but NET's absence (a transfer error, a
 # failed ixlbench data check); a MISS of a target or a failed ucx_perftest (reported as
 # "failed") does not fail the run.
@@ -400,7 +401,8 @@ lat_record() { # mode value [why]
 
 run_lat_driver() { # label mode
     local out rc v
-    out=$(timeout "$timeout_s" "$driver" "$2" "$lat_b" "$lat_iters" 2>"$results.err")
+    out=$(NET_DRIVER_CPUS=$drv_cpus timeout "$timeout_s" "$driver" "$2" "$lat_b" "$lat_iters" \
+        2>"$results.err")
     rc=$?
     v=$(echo "$out" | sed -n 's/^RESULT .*p50_us=\([0-9.]*\).*/\1/p')
     if [ $rc -eq 0 ] && [ -n "$v" ]; then
@@ -419,11 +421,11 @@ run_lat_ixlbench() { # label path iters [more initiator options]
     shift 3
     rm -f "$md"
     # shellcheck disable=SC2086
-    timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
+    $pin_t timeout "$timeout_s" "$bench" --role target --md-file "$md" --idle-timeout "$timeout_s" \
         --quiet $ixl_opts $lat_topts 2>"$results.terr" &
     tpid=$!
     # shellcheck disable=SC2086
-    out=$(timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
+    out=$($pin_i timeout "$timeout_s" "$bench" --role initiator --md-file "$md" --op write \
         --block "$lat_b" --iters "$iters" --warmup $((iters / 10 < 100 ? iters / 10 : 100)) \
         --depth 1 --reuse --path "$path" --csv --quiet --no-progress "$@" $ixl_opts \
         2>"$results.err")
@@ -480,6 +482,7 @@ if [ "$latency" != 0 ]; then
         echo "latency: polling mode unavailable in this build (ixlbench has no --poll)" >&2
     fi
     lat_modes="raw-pp raw-pp-poll ucx-lat-shm net-tcp net-tcp-poll net-tcp-busy net-shm"
+    for pl in $place; do lat_modes="$lat_modes raw-pp@$pl net-tcp@$pl"; done
     echo "latency $lat_size: $rounds rounds of $lat_iters round trips (shm: $((lat_iters * 10)))" >&2
     start=$(date +%s)
     for _ in $(seq "$rounds"); do
@@ -509,10 +512,28 @@ if [ "$latency" != 0 ]; then
         else
             for m in net-tcp net-tcp-poll net-tcp-busy net-shm; do lat_record $m NA unavailable; done
         fi
+        # The waiting rows with placement fixed (PLACE, above): a blocking ping-pong's round
+        # trip is 12 us with both ends on one CPU and ~55 with one on each here, and unpinned
+        # it lands on either. (The spinning rows are not bimodal, and two spinners on one CPU
+        # measure the scheduler.)
+        for pl in $place; do
+            if [ "$pl" = 1cpu ]; then
+                drv_cpus=$cpu_a,$cpu_a pin_t="taskset -c $cpu_a" pin_i="taskset -c $cpu_a"
+            else
+                drv_cpus=$cpu_a,$cpu_b pin_t="taskset -c $cpu_b" pin_i="taskset -c $cpu_a"
+            fi
+            run_lat_driver "raw-pp@$pl" tcplat
+            if [ $net = yes ]; then
+                run_lat_ixlbench "net-tcp@$pl" tcp "$lat_iters"
+            else
+                lat_record "net-tcp@$pl" NA unavailable
+            fi
+            drv_cpus="" pin_t="" pin_i=""
+        done
     done
     echo "($(($(date +%s) - start)) s of latency runs)" >&2
     echo
-    awk -v modes="$lat_modes" -v rounds="$rounds" -v size="$lat_size" '
+    awk -v modes="$lat_modes" -v rounds="$rounds" -v size="$lat_size" -v place="$place" '
     function median(m,    n, i, j, t, a) {
         n = cnt[m]
         for (i = 1; i <= n; i++) a[i] = val[m, i]
@@ -531,10 +552,13 @@ if [ "$latency" != 0 ]; then
             med[m[k]] = cnt[m[k]] ? median(m[k]) : -1
             if (med[m[k]] < 0) cell = (m[k] in why ? why[m[k]] : "-")
             else cell = sprintf("%8.2f [%.2f-%.2f]%s", med[m[k]], lo[m[k]], hi[m[k]], cnt[m[k]] < rounds ? "*" : "")
-            printf "%-13s %s\n", m[k], cell
+            printf "%-16s %s\n", m[k], cell
         }
         printf "\nratios of medians (lower is better)\n"
-        nr = split("net-tcp/raw-pp:1.1 net-tcp-poll/raw-pp-poll:1.1 net-tcp-busy/raw-pp-poll:1.1 net-shm/ucx-lat-shm:2.7", rs, " ")
+        rl = "net-tcp/raw-pp:1.1 net-tcp-poll/raw-pp-poll:1.1 net-tcp-busy/raw-pp-poll:1.1 net-shm/ucx-lat-shm:2.7"
+        np = split(place, pls, " ")
+        for (p = 1; p <= np; p++) rl = rl " net-tcp@" pls[p] "/raw-pp@" pls[p] ":1.1"
+        nr = split(rl, rs, " ")
         printf "%-24s %-7s %s\n", "ratio", "target", "value"
         for (r = 1; r <= nr; r++) {
             split(rs[r], pt, ":"); split(pt[1], ab, "/")
