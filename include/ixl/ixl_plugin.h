@@ -766,7 +766,9 @@ struct ixl_engine_ops {
      *  A request with nothing to watch that way answers IXL_IN_PROGRESS at once (the core has
      *  just asked check_xfer), or as check_xfer. Asked by
      *  ixl_xfer_wait, once per wait before it sleeps, under check_xfer's rules (never
-     *  concurrent with another call on the request). Optional (2.5). Fallback (NULL): the
+     *  concurrent with another call on the request). The budget is up to 20 ms (less when the
+     *  caller's timeout is nearer): a watch that sleeps takes it whole, one that spins keeps
+     *  to about a millisecond of its own. Optional (2.5). Fallback (NULL): the
      *  core spins on its wake sequence for short requests, then sleeps until signaled. */
     int (*wait_xfer)(struct ixl_engine *e, struct ixl_req *req, uint64_t budget_ns);
 };

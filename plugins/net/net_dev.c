@@ -379,9 +379,15 @@ static void dwait_complete(struct net_engine *e, struct net_dwait *w, int rc)
         net_peer_submit_notif(peer, w->serial);
 }
 
+/* The longest a caller spins on a device request's event (the core's watch budget is for
+ * watches that sleep: tens of milliseconds). */
+#define NET_DEV_WATCH_MAX_NS 1000000u
+
 int net_dev_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
 {
     const struct ixl_devops *d = e->dev;
+    if (budget_ns > NET_DEV_WATCH_MAX_NS)
+        budget_ns = NET_DEV_WATCH_MAX_NS;
     pthread_mutex_lock(&e->reqs_lock);
     struct net_dwait *w = r->dw;
     if (w != NULL)

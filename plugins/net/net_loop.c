@@ -455,9 +455,14 @@ static void conn_close(struct net_loop *l, struct net_conn *c, bool failed, int 
     if (c->closed)
         return;
     c->closed = true;
-    /* No caller reads the socket from now on (one reading now finishes first). */
-    if (!c->rx_mine)
+    /* No caller reads the socket from now on (one reading now finishes first). A caller asleep
+     * in its watch (net_tcp_watch: poll(2) for up to the core's budget, 20 ms) is woken by
+     * the socket's read side shut: its poll returns, its look finds the end (0), and it lets
+     * go, instead of this loop thread, and every connection on it, waiting out its timer. */
+    if (!c->rx_mine && pthread_mutex_trylock(&c->rxlock) != 0) {
+        shutdown(c->fd, SHUT_RD);
         pthread_mutex_lock(&c->rxlock);
+    }
     c->rx_gone = true;
     if (!c->rx_mine)
         pthread_mutex_unlock(&c->rxlock);

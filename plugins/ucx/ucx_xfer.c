@@ -440,6 +440,9 @@ int ucx_check_xfer(struct ixl_engine *base, struct ixl_req *req)
 #define UCX_YIELD_SHARED_NS 3000u
 /* Passes of a watch between readings of the clock (its budget). */
 #define UCX_WATCH_CLOCK_PASSES 8
+/* The longest a caller progresses a worker in one watch: the core's budget is for watches that
+ * sleep (tens of milliseconds), and this one spins. */
+#define UCX_WATCH_MAX_NS 1000000u
 
 /* ixl_xfer_wait's watch (plugin ABI 2.5): the caller's thread progresses the worker of q's
  * part for up to budget_ns, and that worker's thread stands back meanwhile (caller_ns): the
@@ -468,6 +471,8 @@ int ucx_wait_xfer(struct ixl_engine *base, struct ixl_req *req, uint64_t budget_
     bool none = false;
     if (budget_ns == 0 || !atomic_compare_exchange_strong(&w->watched, &none, true))
         return IXL_IN_PROGRESS; /* the watcher's progress completes this request too */
+    if (budget_ns > UCX_WATCH_MAX_NS)
+        budget_ns = UCX_WATCH_MAX_NS;
     uint64_t t0 = now_ns(), ns = t0;
     /* w->watch_spins is the watcher's alone (watched); 0: not set yet */
     unsigned idle = 0, spins = w->watch_spins ? w->watch_spins : UCX_WATCH_IDLE_SPINS;

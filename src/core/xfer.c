@@ -1480,11 +1480,18 @@ ixl_status ixl_xfer_status(struct ixl_xfer *x)
 #define IXL_WAIT_SPIN_MAX_NS 50000u
 
 /* The longest ixl_xfer_wait lets a backend watch a request's end on the caller's thread
- * (wait_xfer: a device's copy event, polled) before the usual spin and sleep. Such a request's
- * remaining work runs on no CPU of ixl's, so the watch takes a core from nothing that moves its
- * data (CUDA's own synchronization spins likewise), and it saves the hand-offs between the
- * thread that sees the end and the one that waits for it. */
-#define IXL_WAIT_WATCH_MAX_NS 1000000u
+ * (wait_xfer) before the usual spin and sleep: one sleep's slice of the wait. The watch saves
+ * the hand-offs between the thread that sees the end and the one that waits for it. A watch
+ * that sleeps (NET on the socket its frame went out on, POSIX in its io_uring) is woken by the
+ * end itself, and needs a timer only for the budget: one due within about a millisecond is the
+ * CPU's next, reprogrammed when armed and again when canceled, which on the 2-core VM made a
+ * ping-pong over a socket 7 us slower per round trip with poll(2) for 1 ms than with 5 ms or
+ * more (7.8-8.6 us without a timeout, 15.1-16.9 with 1 ms, 8.5-8.7 with 5-200 ms; one CPU,
+ * ad hoc). (It was 1 ms: a NET 4 KiB TCP WRITE's post->done on one CPU went from 18.0 to
+ * 16.2-17.9 us.) A watch that spins (a device's copy event, UCX's progress) keeps to its own
+ * limit of about a millisecond (its work runs on no CPU of ixl's, so the spin takes a core from
+ * nothing that moves its data). */
+#define IXL_WAIT_WATCH_MAX_NS 20000000u
 
 ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
 {

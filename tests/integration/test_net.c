@@ -986,6 +986,88 @@ static void test_kill_restart(void)
             took);
 }
 
+/* A caller asleep in its watch when its connection closes. ixl_xfer_wait lets NET sleep in
+ * poll(2) on the socket its frame went out on for up to 20 ms (the core's watch budget: a timer
+ * due within a millisecond costs microseconds on a VM) while it holds the connection's receive
+ * lock; the close (here by ixl_remote_invalidate) must wake it (shutdown of the read side), not
+ * wait out its timer with the loop thread stopped. A poll() hook on the waiting thread sees the
+ * watch's poll: its timer is 5 ms or more, and it returns with an event, not 0. A run where the
+ * invalidation came after that poll's timer had run out says nothing and is made again. */
+static __thread int watch_thread;
+static int (*real_poll)(struct pollfd *, unsigned long, int);
+static _Atomic int watch_ms = -1, watch_rc = -9;
+static _Atomic uint64_t watch_at;
+
+static int watch_poll(struct pollfd *f, unsigned long n, int ms)
+{
+    if (!watch_thread || ms <= 0)
+        return real_poll(f, n, ms);
+    atomic_store(&watch_ms, ms);
+    atomic_store(&watch_at, now_ms());
+    int rc = real_poll(f, n, ms);
+    atomic_store(&watch_rc, rc);
+    return rc;
+}
+
+struct watch_waiter {
+    struct ixl_xfer *x;
+    int rc;
+};
+
+static void *watch_waiter_main(void *arg)
+{
+    struct watch_waiter *w = arg;
+    watch_thread = 1;
+    w->rc = ixl_xfer_wait(w->x, 10000);
+    return NULL;
+}
+
+static void test_watch_close(struct peer *v, struct rbuf *rb)
+{
+    fprintf(stderr, "a caller asleep in its watch when the connection closes\n");
+    real_poll = (int (*)(struct pollfd *, unsigned long, int))ixl_syscall_get("poll");
+    CHECK(real_poll != NULL);
+    int st;
+    for (int attempt = 1;; attempt++) {
+        small_ok(rb, 0); /* connected */
+        CHECK(kill(v->pid, SIGSTOP) == 0);
+        CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+        atomic_store(&watch_ms, -1);
+        atomic_store(&watch_rc, -9);
+        CHECK_RC(ixl_syscall_set("poll", (ixl_syscall_fn)watch_poll), IXL_OK);
+        /* One 4 KiB frame (chunk=4096), sent by this thread: its answer is the caller's. */
+        struct ixl_xfer *x = post_inflight(IXL_OP_WRITE, rb, 4096, NULL);
+        struct watch_waiter w = {x, 0};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, watch_waiter_main, &w) == 0);
+        uint64_t t0 = now_ms();
+        while (atomic_load(&watch_ms) < 0 && now_ms() - t0 < 5000)
+            sleep_ms(1);
+        int ms = atomic_load(&watch_ms);
+        uint64_t at = atomic_load(&watch_at), inval = now_ms();
+        CHECK_RC(ixl_remote_invalidate(i_slow, "victim"), IXL_OK);
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK_RC(ixl_syscall_set("poll", NULL), IXL_OK);
+        int rc = atomic_load(&watch_rc);
+        CHECK(kill(v->pid, SIGCONT) == 0);
+        CHECK_RC(w.rc, IXL_ERR_REMOTE_DISCONNECT);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        load_peer(i_slow, v);
+        if (ms < 0)
+            check_fail(__FILE__, __LINE__,
+                       "the waiting thread never slept in poll(2) on the "
+                       "socket (no watch)");
+        fprintf(stderr, "  watch poll: timer %d ms, returned %d, %" PRIu64 " ms after it began\n",
+                ms, rc, inval - at);
+        CHECK(ms >= 5); /* the budget is no timer due within a millisecond */
+        if (rc == 0 && inval - at >= (uint64_t)ms && attempt < 5)
+            continue;  /* the timer ran out before the close: made again */
+        CHECK(rc > 0); /* woken by the close */
+        break;
+    }
+    small_ok(rb, 0);
+}
+
 static int release_retry(struct ixl_xfer *x)
 {
     int rc;
@@ -1391,6 +1473,7 @@ static void test_peer_failures(void)
     struct peer *v;
     struct rbuf rb;
     test_stop(&v, &rb);
+    test_watch_close(v, &rb);
     test_stop_backlog(v, &rb);
     test_release(&rb);
     test_stuck_peer(&rb);

@@ -107,8 +107,8 @@ static void check_cpus(void)
             CHECK(t >= t0); /* never backwards across CPUs */
             uint64_t got = ixl_ticks_ns(t - t0), want = ns - n0;
             uint64_t diff = got > want ? got - want : want - got;
-            printf("  CPU %d -> %d: ticks %.1f us, CLOCK_MONOTONIC %.1f us\n", first, c,
-                   got / 1e3, want / 1e3);
+            printf("  CPU %d -> %d: ticks %.1f us, CLOCK_MONOTONIC %.1f us\n", first, c, got / 1e3,
+                   want / 1e3);
             CHECK(diff <= want / 200 + 20000);
         }
         n++;
