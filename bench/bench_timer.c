@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 enum { READ, POLL_INF, POLL_1, POLL_5, POLL_20, EPOLL_INF, EPOLL_30, NMODES };
-static const char *names[NMODES] = {"read",     "poll-inf",  "poll-1ms",  "poll-5ms",
+static const char *names[NMODES] = {"read",      "poll-inf",  "poll-1ms",  "poll-5ms",
                                     "poll-20ms", "epoll-inf", "epoll-30ms"};
 
 static double now_s(void)

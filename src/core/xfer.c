@@ -1486,9 +1486,9 @@ ixl_status ixl_xfer_status(struct ixl_xfer *x)
  * end itself, and needs a timer only for the budget: one due within about a millisecond is the
  * CPU's next, reprogrammed when armed and again when canceled, which on the 2-core VM made a
  * ping-pong over a socket 7 us slower per round trip with poll(2) for 1 ms than with 5 ms or
- * more (7.8-8.6 us without a timeout, 15.1-16.9 with 1 ms, 8.5-8.7 with 5-200 ms; one CPU,
- * ad hoc). (It was 1 ms: a NET 4 KiB TCP WRITE's post->done on one CPU went from 18.0 to
- * 16.2-17.9 us.) A watch that spins (a device's copy event, UCX's progress) keeps to its own
+ * more (bench/bench_timer, one CPU: 15.67 us with 1 ms, 8.50 with 5 ms, 7.77 without a
+ * timeout). (It was 1 ms: a NET 4 KiB TCP WRITE waited for unpinned went from 43.2 to 31.3 us,
+ * bench/net_lat_ab.sh.) A watch that spins (a device's copy event, UCX's progress) keeps to its own
  * limit of about a millisecond (its work runs on no CPU of ixl's, so the spin takes a core from
  * nothing that moves its data). */
 #define IXL_WAIT_WATCH_MAX_NS 20000000u

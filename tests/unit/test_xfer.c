@@ -287,8 +287,9 @@ static void test_two_agents_async(void)
     struct ixl_xfer_telemetry t = {.size = sizeof(t)};
     CHECK_RC(ixl_xfer_telemetry(x, &t), IXL_OK);
     CHECK(t.post_count == 2 && t.bytes == SZ && t.xfer_us >= 10000);
-    /* The request's times lie inside the caller's (ticks, util/time.h, turned into us). */
-    CHECK(t.xfer_us <= wall_us + 1 && t.post_us <= t.xfer_us);
+    /* The request's times lie inside the caller's (ticks, util/time.h, turned into us; the
+     * TSC's rate is calibrated to within 0.07 %). */
+    CHECK(t.xfer_us <= wall_us + wall_us / 500 + 1 && t.post_us <= t.xfer_us);
     CHECK_RC(ixl_xfer_release(x), IXL_OK);
 
     /* READ back into a poisoned buffer. */
