@@ -339,7 +339,21 @@ struct net_peer {
     size_t notif_max; /* the largest notification it accepts */
     int cma;          /* -1 unknown, 0 refused, 1 works (the pid proved by a challenge, once) */
     int pidfd; /* the verified peer process, for liveness of the same-node paths; -1 if none */
-    const void *life; /* its life page mapped read-only (net_local.c, LIFE_A), or NULL */
+    const void *life; /* its life page mapped read-only at life_at (net_local.c, LIFE_A), or NULL */
+    /* The peer's page of address space for its life page, for as long as the peer exists: the
+     * page is moved over it and an empty one mapped again when dropped, so a reader without
+     * p->lock (peer_at_post) never touches unmapped memory. NULL: no reservation (no life
+     * page for this peer; the pidfd answers). */
+    void *life_at;
+    /* The post view: what peer_at_post reads without p->lock, so that threads posting to one
+     * peer do not take turns on it (two threads posting 4 KiB over shm reached 1.1x one
+     * thread's requests a second with the lock). Written under p->lock between
+     * net_peer_pv_begin and net_peer_pv_end, a sequence lock (pv_seq odd while written):
+     * a reader that saw it move (a pidfd closed, a life page replaced) reads again. */
+    _Atomic uint32_t pv_seq;
+    _Atomic uint32_t pv_pid; /* for the message of a post refused as gone */
+    _Atomic uint64_t pv_instance;
+    _Atomic int pv_loaded, pv_pidfd, pv_life;
 
     pthread_mutex_t lock;
     pthread_cond_t cond; /* a connection came up or the attempt failed */
@@ -655,9 +669,13 @@ void net_loops_stop(struct net_engine *e); /* closes every connection */
  * IXL_ERR_REMOTE_DISCONNECT (the peer was unloaded). Never waits on the peer. */
 int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n);
 /* The life page of a verified peer (net_local.c): 1 its server thread lives, 0 it ended
- * (read under p->lock); drop unmaps it (p->lock held). */
+ * (read under p->lock, or at life_at in the post view); drop maps an empty page over it (p->lock
+ * held, inside net_peer_pv_begin/end); reserve takes the peer's page of address space at its
+ * creation, release gives it back at its end. */
 int net_local_life_state(const void *life);
 void net_local_life_drop(struct net_peer *p);
+void net_local_life_reserve(struct net_peer *p);
+void net_local_life_release(struct net_peer *p);
 /* Queues the notification of request serial (sent once every frame before it is answered). */
 int net_peer_submit_notif(struct net_peer *p, uint64_t serial);
 /* Sends a notification with no request: waits until it is sequenced (NET then delivers it
@@ -824,6 +842,10 @@ void net_stage_sweep(struct net_engine *e, struct net_req *r);
 int net_workers_start(struct net_engine *e);
 void net_workers_stop(struct net_engine *e);
 int net_peer_alive(struct net_peer *p); /* 0 once the peer's process is known to be gone */
+/* The post view of p (struct net_peer): begin before changing its instance, loaded, pid, pidfd
+ * or life page (before a close or an unmap), end after; p->lock held throughout. */
+void net_peer_pv_begin(struct net_peer *p);
+void net_peer_pv_end(struct net_peer *p);
 /* The peer named name, or NULL (e->lock held). */
 struct net_peer *net_peer_find(struct net_engine *e, const char *name);
 int net_prep_xfer(struct ixl_engine *base, enum ixl_op op, const struct ixl_xfer_side *local,

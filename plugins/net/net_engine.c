@@ -437,6 +437,29 @@ static int net_get_conn_info(struct ixl_engine *base, const void **info, size_t 
     return IXL_OK;
 }
 
+/* A sequence lock without fences (ThreadSanitizer has none): the writer (p->lock held) makes
+ * pv_seq odd, sequentially consistent, before it changes anything a reader may be using (a
+ * pidfd it closes, a life page it replaces), then stores the fields and an even pv_seq with
+ * release; a reader loads them with acquire and pv_seq last, sequentially consistent
+ * (peer_at_post), so a reader that saw any of this writer's fields sees pv_seq moved. On x86
+ * only the odd store costs more than a plain move. */
+void net_peer_pv_begin(struct net_peer *p)
+{
+    uint32_t s = atomic_load_explicit(&p->pv_seq, memory_order_relaxed);
+    atomic_store_explicit(&p->pv_seq, s + 1, memory_order_seq_cst);
+}
+
+void net_peer_pv_end(struct net_peer *p)
+{
+    atomic_store_explicit(&p->pv_instance, p->instance, memory_order_release);
+    atomic_store_explicit(&p->pv_pid, p->pid, memory_order_release);
+    atomic_store_explicit(&p->pv_loaded, p->loaded ? 1 : 0, memory_order_release);
+    atomic_store_explicit(&p->pv_pidfd, p->pidfd, memory_order_release);
+    atomic_store_explicit(&p->pv_life, p->life != NULL ? 1 : 0, memory_order_release);
+    uint32_t s = atomic_load_explicit(&p->pv_seq, memory_order_relaxed);
+    atomic_store_explicit(&p->pv_seq, s + 1, memory_order_release);
+}
+
 struct net_peer *net_peer_find(struct net_engine *e, const char *name)
 {
     return ixlp_index_find(&e->peer_idx, name);
@@ -472,6 +495,8 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         }
         p->e = e;
         p->pidfd = -1;
+        atomic_init(&p->pv_pidfd, -1);
+        net_local_life_reserve(p);
         p->loop_base = e->n_peers++ % e->n_loops;
         pthread_mutex_init(&p->lock, NULL);
         pthread_condattr_t ca;
@@ -498,6 +523,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         net_peer_notif_lost(p, "it restarted (metadata of a new instance was loaded)", false,
                             instance);
     pthread_mutex_lock(&p->lock);
+    net_peer_pv_begin(p);
     bool reloaded = !other && p->un_len > 0;
     p->instance = instance;
     p->same_host = memcmp(b + 20, e->host_id, 24) == 0; /* the dial order only */
@@ -519,6 +545,7 @@ static int net_load_remote_conn_info(struct ixl_engine *base, const char *remote
         p->pidfd = -1;
     }
     p->loaded = true;
+    net_peer_pv_end(p);
     pthread_mutex_unlock(&p->lock);
     if (reloaded) /* the same instance again: what it did not acknowledge goes again */
         net_peer_notif_kick(p);
@@ -552,7 +579,9 @@ static int net_disconnect(struct ixl_engine *base, const char *remote)
     uint64_t settle = e->heartbeat_ns < 20000000u ? e->heartbeat_ns : 20000000u;
     net_peer_notif_settle(p, net_now_ns() + settle);
     pthread_mutex_lock(&p->lock);
+    net_peer_pv_begin(p);
     p->loaded = false; /* nothing new is queued to it */
+    net_peer_pv_end(p);
     pthread_mutex_unlock(&p->lock);
     net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT, "NET: the peer was disconnected");
     net_ipc_drop_peer(e, p); /* its device memory opened here is closed */
@@ -892,7 +921,9 @@ static void net_destroy_engine(struct ixl_engine *base)
     pthread_mutex_unlock(&e->lock);
     for (struct net_peer *p = peers; p; p = p->next) {
         pthread_mutex_lock(&p->lock);
+        net_peer_pv_begin(p);
         p->loaded = false;
+        net_peer_pv_end(p);
         pthread_mutex_unlock(&p->lock);
         net_peer_teardown(p, IXL_ERR_REMOTE_DISCONNECT, "NET: the agent is being destroyed");
     }
@@ -909,7 +940,7 @@ static void net_destroy_engine(struct ixl_engine *base)
         free(peers->nq.v);
         if (peers->pidfd >= 0)
             net_sys()->close(peers->pidfd);
-        net_local_life_drop(peers);
+        net_local_life_release(peers);
         net_spool_unref(peers->stage);
         pthread_mutex_destroy(&peers->lock);
         pthread_cond_destroy(&peers->cond);

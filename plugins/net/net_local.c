@@ -433,8 +433,30 @@ int net_local_life_state(const void *life)
 
 void net_local_life_drop(struct net_peer *p)
 {
-    if (p->life != NULL)
-        net_sys()->munmap((void *)p->life, LIFE_BYTES);
+    /* An empty page replaces it in one step (a reader of the post view sees one or the other,
+     * never a hole); pv_life says which to believe. */
+    if (p->life != NULL &&
+        net_sys()->mmap(p->life_at, LIFE_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                        -1, 0) == MAP_FAILED) {
+        p->e->host->log(p->e->host->ctx, IXL_LOG_WARN,
+                        "NET: mapping an empty page over the life page of '%s': %s", p->name,
+                        strerror(errno));
+        p->life_at = NULL; /* a failed MAP_FIXED may leave a hole that others map into */
+    }
+    p->life = NULL;
+}
+
+void net_local_life_reserve(struct net_peer *p)
+{
+    void *m = net_sys()->mmap(NULL, LIFE_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p->life_at = m == MAP_FAILED ? NULL : m;
+}
+
+void net_local_life_release(struct net_peer *p)
+{
+    if (p->life_at != NULL)
+        net_sys()->munmap(p->life_at, LIFE_BYTES);
+    p->life_at = NULL;
     p->life = NULL;
 }
 
@@ -738,6 +760,7 @@ static void verified(struct net_peer *p, uint64_t instance, struct lsess *s)
     pthread_mutex_lock(&p->lock);
     if (p->instance == instance) {
         if (p->local_ok != 1 || p->pid != (uint32_t)s->pid) {
+            net_peer_pv_begin(p);
             p->local_ok = 1;
             p->pid = (uint32_t)s->pid;
             net_local_life_drop(p);
@@ -745,6 +768,7 @@ static void verified(struct net_peer *p, uint64_t instance, struct lsess *s)
                 net_sys()->close(p->pidfd);
             p->pidfd = s->pidfd;
             s->pidfd = -1;
+            net_peer_pv_end(p);
         }
     }
     pthread_mutex_unlock(&p->lock);
@@ -779,22 +803,26 @@ static void ask_life(struct net_peer *p, uint64_t instance, struct lsess *s)
         link[n] = '\0';
     int seals = net_sys()->fcntl(fd, F_GET_SEALS, 0);
     struct stat st;
-    void *m = MAP_FAILED;
     if (n >= 0 && strncmp(link, "/memfd:ixl-net-life", 19) == 0 &&
         (link[19] == '\0' || link[19] == ' ') && seals >= 0 && (seals & F_SEAL_SHRINK) &&
-        net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size == LIFE_BYTES)
-        m = net_sys()->mmap(NULL, LIFE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    net_sys()->close(fd);
-    if (m == MAP_FAILED)
-        return;
-    pthread_mutex_lock(&p->lock);
-    if (p->life == NULL && p->instance == instance && p->pid == (uint32_t)s->pid) {
-        p->life = m;
-        m = NULL;
+        net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size == LIFE_BYTES) {
+        pthread_mutex_lock(&p->lock);
+        if (p->life == NULL && p->life_at != NULL && p->instance == instance &&
+            p->pid == (uint32_t)s->pid) {
+            /* Mapped over the peer's reserved page in one step (the post view's readers see
+             * the empty page or this one, never a hole). (Not mremap: UCX's memory hooks,
+             * loaded into some processes, drop its new-address argument.) */
+            net_peer_pv_begin(p);
+            if (net_sys()->mmap(p->life_at, LIFE_BYTES, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) ==
+                p->life_at)
+                p->life = p->life_at;
+            else /* a failed MAP_FIXED may leave a hole that others map into: not ours now */
+                p->life_at = NULL;
+            net_peer_pv_end(p);
+        }
+        pthread_mutex_unlock(&p->lock);
     }
-    pthread_mutex_unlock(&p->lock);
-    if (m != NULL)
-        net_sys()->munmap(m, LIFE_BYTES);
+    net_sys()->close(fd);
 }
 
 /* A peer refused for this instance stays refused (a forger gets one connection per load);

@@ -360,20 +360,36 @@ int net_peer_alive(struct net_peer *p)
 }
 
 /* At post: records the peer's instance in r and says whether it is loaded and (same-node
- * paths) alive, under one hold of p->lock. 1 fine, 0 not loaded, -1 gone. */
-static int peer_at_post(struct net_req *r)
+ * paths) alive, from one consistent reading of its post view (no lock); *pid: its process, for
+ * a message. 1 fine, 0 not loaded, -1 gone. */
+static int peer_at_post(struct net_req *r, uint32_t *pid)
 {
     struct net_peer *p = r->peer;
     bool same = r->path == NET_PATH_CMA || r->path == NET_PATH_SHM;
-    pthread_mutex_lock(&p->lock);
-    r->instance = p->instance;
-    int loaded = p->loaded;
-    int fd = p->pidfd;
-    int life = same && p->life != NULL ? net_local_life_state(p->life) : -1;
-    pthread_mutex_unlock(&p->lock);
-    if (!loaded)
-        return 0;
-    return !same || alive_from(life, fd) ? 1 : -1;
+    /* The post view, without p->lock (struct net_peer): read again when a writer was at it,
+     * including while the pidfd was polled (it may have been closed and its number reused). */
+    for (unsigned spins = 0;; spins++) {
+        uint32_t s = atomic_load_explicit(&p->pv_seq, memory_order_acquire);
+        if (s & 1u) {
+            if (spins >= 64)
+                sched_yield();
+            continue;
+        }
+        uint64_t instance = atomic_load_explicit(&p->pv_instance, memory_order_acquire);
+        *pid = atomic_load_explicit(&p->pv_pid, memory_order_acquire);
+        int loaded = atomic_load_explicit(&p->pv_loaded, memory_order_acquire);
+        int fd = atomic_load_explicit(&p->pv_pidfd, memory_order_acquire);
+        int has_life = atomic_load_explicit(&p->pv_life, memory_order_acquire);
+        int alive = 1;
+        if (loaded && same)
+            alive = alive_from(has_life ? net_local_life_state(p->life_at) : -1, fd);
+        if (atomic_load_explicit(&p->pv_seq, memory_order_seq_cst) != s)
+            continue;
+        r->instance = instance;
+        if (!loaded)
+            return 0;
+        return alive ? 1 : -1;
+    }
 }
 
 static int build_chunks(struct net_engine *e, struct net_req *r)
@@ -698,7 +714,8 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     if (set_notif(r, opts) != IXL_OK)
         return net_error(e, IXL_ERR_NO_MEMORY, "out of memory");
     if (r->peer != NULL) {
-        int at = peer_at_post(r);
+        uint32_t pid = 0;
+        int at = peer_at_post(r, &pid);
         if (at == 0)
             return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: '%s' is disconnected",
                              r->peer->name);
@@ -708,7 +725,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             if (r->ipc != NULL) /* its device memory opened here is closed */
                 net_ipc_drop_peer(e, r->peer);
             return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: process %u of '%s' has exited%s%s",
-                             r->peer->pid, r->peer->name,
+                             pid, r->peer->name,
                              alive_err ? " or cannot be told alive: poll of its pidfd: " : "",
                              alive_err ? strerror(alive_err) : "");
         }
