@@ -422,6 +422,7 @@ struct net_req {
     size_t notif_len;
     uint64_t bytes;    /* total of the descriptors */
     uint64_t instance; /* the peer instance the request was posted to */
+    uint32_t pid;      /* its process as that post saw it (cma's process_vm_*) */
     uint8_t *answered; /* TCP: per frame, answered in this post */
     bool dev;          /* loopback with VRAM on a side: device copies on events (net_dev.c) */
     int dev_ord;       /* the GPU whose streams carry it */

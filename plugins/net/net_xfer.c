@@ -196,10 +196,10 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
         int k = 0;
         while (k < n_iov) {
             ssize_t w = r->op == IXL_OP_WRITE
-                            ? net_sys()->process_vm_writev((pid_t)r->peer->pid, &liov[k],
+                            ? net_sys()->process_vm_writev((pid_t)r->pid, &liov[k],
                                                            (unsigned long)(n_iov - k), &riov[k],
                                                            (unsigned long)(n_iov - k), 0)
-                            : net_sys()->process_vm_readv((pid_t)r->peer->pid, &liov[k],
+                            : net_sys()->process_vm_readv((pid_t)r->pid, &liov[k],
                                                           (unsigned long)(n_iov - k), &riov[k],
                                                           (unsigned long)(n_iov - k), 0);
             if (w < 0) {
@@ -210,7 +210,7 @@ static int copy_range(struct net_engine *e, struct net_req *r, uint64_t from, ui
                                  err == ESRCH ? IXL_ERR_REMOTE_DISCONNECT : IXL_ERR_REMOTE_REFUSED,
                                  "NET: %s into '%s' (pid %u): %s",
                                  r->op == IXL_OP_WRITE ? "process_vm_writev" : "process_vm_readv",
-                                 r->peer->name, r->peer->pid, strerror(err));
+                                 r->peer->name, r->pid, strerror(err));
             }
             if (w == 0)
                 return IXL_ERR_REMOTE_REFUSED;
@@ -716,6 +716,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
     if (r->peer != NULL) {
         uint32_t pid = 0;
         int at = peer_at_post(r, &pid);
+        r->pid = pid; /* with the instance and the life it was checked with */
         if (at == 0)
             return net_error(e, IXL_ERR_REMOTE_DISCONNECT, "NET: '%s' is disconnected",
                              r->peer->name);
