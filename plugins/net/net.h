@@ -340,11 +340,12 @@ struct net_peer {
     int cma;          /* -1 unknown, 0 refused, 1 works (the pid proved by a challenge, once) */
     int pidfd; /* the verified peer process, for liveness of the same-node paths; -1 if none */
     const void *life; /* its life page mapped read-only at life_at (net_local.c, LIFE_A), or NULL */
-    /* The peer's page of address space for its life page, for as long as the peer exists: the
-     * page is moved over it and an empty one mapped again when dropped, so a reader without
-     * p->lock (peer_at_post) never touches unmapped memory. NULL: no reservation (no life
-     * page for this peer; the pidfd answers). */
-    void *life_at;
+    /* The peer's page of address space for its life page, for as long as the peer exists: each
+     * life page is mapped over it (MAP_FIXED, one step) and a dropped one stays until then, so
+     * a reader without p->lock (peer_at_post) never touches unmapped memory. NULL: no
+     * reservation (no life page for this peer; the pidfd answers). */
+    void *life_at;  /* set at the peer's creation, never changed */
+    bool life_lost; /* a MAP_FIXED there failed: the page is not ours any more (p->lock) */
     /* The post view: what peer_at_post reads without p->lock, so that threads posting to one
      * peer do not take turns on it (two threads posting 4 KiB over shm reached 1.1x one
      * thread's requests a second with the lock). Written under p->lock between
@@ -670,9 +671,9 @@ void net_loops_stop(struct net_engine *e); /* closes every connection */
  * IXL_ERR_REMOTE_DISCONNECT (the peer was unloaded). Never waits on the peer. */
 int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint32_t n);
 /* The life page of a verified peer (net_local.c): 1 its server thread lives, 0 it ended
- * (read under p->lock, or at life_at in the post view); drop maps an empty page over it (p->lock
- * held, inside net_peer_pv_begin/end); reserve takes the peer's page of address space at its
- * creation, release gives it back at its end. */
+ * (read under p->lock, or at life_at in the post view); drop stops its use, leaving it mapped
+ * (p->lock held, inside net_peer_pv_begin/end); reserve takes the peer's page of address space
+ * at its creation, release gives it back at its end. */
 int net_local_life_state(const void *life);
 void net_local_life_drop(struct net_peer *p);
 void net_local_life_reserve(struct net_peer *p);

@@ -433,16 +433,9 @@ int net_local_life_state(const void *life)
 
 void net_local_life_drop(struct net_peer *p)
 {
-    /* An empty page replaces it in one step (a reader of the post view sees one or the other,
-     * never a hole); pv_life says which to believe. */
-    if (p->life != NULL &&
-        net_sys()->mmap(p->life_at, LIFE_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
-                        -1, 0) == MAP_FAILED) {
-        p->e->host->log(p->e->host->ctx, IXL_LOG_WARN,
-                        "NET: mapping an empty page over the life page of '%s': %s", p->name,
-                        strerror(errno));
-        p->life_at = NULL; /* a failed MAP_FIXED may leave a hole that others map into */
-    }
+    /* The page stays mapped at life_at, unread (pv_life is 0 once the caller's
+     * net_peer_pv_end publishes it), until the next life page is mapped over it or the peer
+     * ends: a reader that saw it in use a moment ago never finds a hole there. */
     p->life = NULL;
 }
 
@@ -454,9 +447,8 @@ void net_local_life_reserve(struct net_peer *p)
 
 void net_local_life_release(struct net_peer *p)
 {
-    if (p->life_at != NULL)
+    if (p->life_at != NULL && !p->life_lost)
         net_sys()->munmap(p->life_at, LIFE_BYTES);
-    p->life_at = NULL;
     p->life = NULL;
 }
 
@@ -807,17 +799,17 @@ static void ask_life(struct net_peer *p, uint64_t instance, struct lsess *s)
         (link[19] == '\0' || link[19] == ' ') && seals >= 0 && (seals & F_SEAL_SHRINK) &&
         net_sys()->fstat(fd, &st) == 0 && (uint64_t)st.st_size == LIFE_BYTES) {
         pthread_mutex_lock(&p->lock);
-        if (p->life == NULL && p->life_at != NULL && p->instance == instance &&
+        if (p->life == NULL && p->life_at != NULL && !p->life_lost && p->instance == instance &&
             p->pid == (uint32_t)s->pid) {
-            /* Mapped over the peer's reserved page in one step (the post view's readers see
-             * the empty page or this one, never a hole). (Not mremap: UCX's memory hooks,
+            /* Mapped over the peer's reserved page (the empty page, or an earlier instance's
+             * life page nobody reads: pv_life is 0 now). (Not mremap: UCX's memory hooks,
              * loaded into some processes, drop its new-address argument.) */
             net_peer_pv_begin(p);
             if (net_sys()->mmap(p->life_at, LIFE_BYTES, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) ==
                 p->life_at)
                 p->life = p->life_at;
             else /* a failed MAP_FIXED may leave a hole that others map into: not ours now */
-                p->life_at = NULL;
+                p->life_lost = true;
             net_peer_pv_end(p);
         }
         pthread_mutex_unlock(&p->lock);
