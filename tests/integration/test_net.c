@@ -992,7 +992,8 @@ static void test_kill_restart(void)
  * lock; the close (here by ixl_remote_invalidate) must wake it (shutdown of the read side), not
  * wait out its timer with the loop thread stopped. A poll() hook on the waiting thread sees the
  * watch's poll: its timer is 5 ms or more, and it returns with an event, not 0. A run where the
- * invalidation came after that poll's timer had run out says nothing and is made again. */
+ * invalidation came after that poll's timer had run out, or where the frame went out through
+ * the loop (no watch), says nothing and is made again (up to 5 attempts). */
 static __thread int watch_thread;
 static int (*real_poll)(struct pollfd *, unsigned long, int);
 static _Atomic int watch_ms = -1, watch_rc = -9;
@@ -1041,7 +1042,7 @@ static void test_watch_close(struct peer *v, struct rbuf *rb)
         pthread_t t;
         CHECK(pthread_create(&t, NULL, watch_waiter_main, &w) == 0);
         uint64_t t0 = now_ms();
-        while (atomic_load(&watch_ms) < 0 && now_ms() - t0 < 5000)
+        while (atomic_load(&watch_ms) < 0 && now_ms() - t0 < 2000)
             sleep_ms(1);
         int ms = atomic_load(&watch_ms);
         uint64_t at = atomic_load(&watch_at), inval = now_ms();
@@ -1053,10 +1054,17 @@ static void test_watch_close(struct peer *v, struct rbuf *rb)
         CHECK_RC(w.rc, IXL_ERR_REMOTE_DISCONNECT);
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
         load_peer(i_slow, v);
+        if (ms < 0 && attempt < 5) {
+            /* The frame did not go out on the posting thread (its connection's loop had
+             * something to send: a loaded machine), so the loop reads its answer and nobody
+             * watches: made again. */
+            fprintf(stderr, "  no watch this time (the frame went through the loop): again\n");
+            continue;
+        }
         if (ms < 0)
             check_fail(__FILE__, __LINE__,
-                       "the waiting thread never slept in poll(2) on the "
-                       "socket (no watch)");
+                       "the waiting thread never slept in poll(2) on the socket (no watch) in "
+                       "5 attempts");
         fprintf(stderr, "  watch poll: timer %d ms, returned %d, %" PRIu64 " ms after it began\n",
                 ms, rc, inval - at);
         CHECK(ms >= 5); /* the budget is no timer due within a millisecond */

@@ -1067,6 +1067,16 @@ int main(int argc, char **argv)
     bool big = argc > 1 && strcmp(argv[1], "big") == 0;
     int churn = argc > 2 && strcmp(argv[1], "churn") == 0 ? atoi(argv[2]) : 0;
     int stops = argc > 2 && strcmp(argv[1], "stops") == 0 ? atoi(argv[2]) : 0;
+    /* Small tcp socket buffers for UCX here and in the peers (they inherit the environment),
+     * set before any thread reads it: the stopped-peer tests need a stopped peer to block its
+     * connection with UCX_AM_WINDOW (8 MiB) of messages unsent. After a round's 32 MiB flooded
+     * the connection on SIGCONT, autotuning could grow its receive buffer past that (tcp_rmem
+     * allows 32 MiB here), the messages all went into the socket, UCX held nothing, and the
+     * next round's release rightly returned IXL_OK where the test wants IXL_ERR_BUSY (3 of 32
+     * runs of four UCX and NET tests at -j4 on 2 cores). A value already set is kept. */
+    setenv("UCX_TCP_SNDBUF", "256K", 0);
+    setenv("UCX_TCP_RCVBUF", "256K", 0);
+    setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 0); /* sm modes leave them unused: no warning line */
     peers_init("test_ucx", IXL_PEER_PATH);
     signal(SIGPIPE, SIG_IGN);
     alarm(churn > 0 || stops > 0 ? 600 : 115);
