@@ -263,6 +263,15 @@ run_ucx() { # label tls size iters warmup
     fi
 }
 
+# Placement pl (PLACE) for the next runs: net_driver's NET_DRIVER_CPUS and ixlbench's taskset.
+place_on() {
+    if [ "$1" = 1cpu ]; then
+        drv_cpus=$cpu_a,$cpu_a pin_t="taskset -c $cpu_a" pin_i="taskset -c $cpu_a"
+    else
+        drv_cpus=$cpu_a,$cpu_b pin_t="taskset -c $cpu_b" pin_i="taskset -c $cpu_a"
+    fi
+}
+
 modes="memcpy pvm tcp ucx-shm ucx-tcp net-shm net-cma net-tcp"
 for pl in $place; do modes="$modes tcp@$pl net-tcp@$pl"; done
 drv_cpus="" pin_t="" pin_i=""
@@ -298,11 +307,7 @@ for s in $sizes; do
             fi
         done
         for pl in $place; do
-            if [ "$pl" = 1cpu ]; then
-                drv_cpus=$cpu_a,$cpu_a pin_t="taskset -c $cpu_a" pin_i="taskset -c $cpu_a"
-            else
-                drv_cpus=$cpu_a,$cpu_b pin_t="taskset -c $cpu_b" pin_i="taskset -c $cpu_a"
-            fi
+            place_on "$pl"
             run_driver "tcp@$pl" "$b" "$n" tcp "$b" "$n"
             if [ $net = yes ]; then
                 run_ixlbench "net-tcp@$pl" "$b" "$n" tcp
@@ -517,11 +522,7 @@ if [ "$latency" != 0 ]; then
         # it lands on either. (The spinning rows are not bimodal, and two spinners on one CPU
         # measure the scheduler.)
         for pl in $place; do
-            if [ "$pl" = 1cpu ]; then
-                drv_cpus=$cpu_a,$cpu_a pin_t="taskset -c $cpu_a" pin_i="taskset -c $cpu_a"
-            else
-                drv_cpus=$cpu_a,$cpu_b pin_t="taskset -c $cpu_b" pin_i="taskset -c $cpu_a"
-            fi
+            place_on "$pl"
             run_lat_driver "raw-pp@$pl" tcplat
             if [ $net = yes ]; then
                 run_lat_ixlbench "net-tcp@$pl" tcp "$lat_iters"
