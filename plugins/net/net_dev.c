@@ -188,6 +188,7 @@ static int stream_get(struct net_engine *e, struct net_dstream *ds, struct ixl_d
                      strerror(te));
             return IXL_ERR_SYSTEM;
         }
+        pthread_setname_np(ds->thread, "ixl-net-dev");
         ds->started = true;
     }
     if (ds->s == NULL) {

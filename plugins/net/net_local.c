@@ -495,6 +495,8 @@ int net_local_start(struct net_engine *e)
         ok = te == 0;
         if (!ok)
             errno = te;
+        else
+            pthread_setname_np(l->thread, "ixl-net-local");
     }
     if (!ok) {
         int err = errno;

@@ -2581,6 +2581,9 @@ int net_loops_start(struct net_engine *e)
                              "NET: cannot start its event loop threads: pthread_create: %s",
                              strerror(te));
         l->started = true;
+        char name[16]; /* a name for top -H and perf (15 characters at most) */
+        snprintf(name, sizeof(name), "ixl-net-loop%d", i);
+        pthread_setname_np(l->thread, name);
     }
     return IXL_OK;
 }

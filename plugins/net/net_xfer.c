@@ -305,6 +305,9 @@ int net_workers_start(struct net_engine *e)
             return net_error(e, IXL_ERR_SYSTEM,
                              "NET: cannot start its copy threads: pthread_create: %s",
                              strerror(te));
+        char name[16];
+        snprintf(name, sizeof(name), "ixl-net-copy%d", i);
+        pthread_setname_np(e->workers[i], name);
         e->n_workers++;
     }
     return IXL_OK;

@@ -1079,6 +1079,9 @@ static int ucx_create_engine(const struct ixl_engine_init *init, struct ixl_engi
             return IXL_ERR_SYSTEM;
         }
         e->w[i].thread_started = true;
+        char name[16];
+        snprintf(name, sizeof(name), "ixl-ucx-prog%u", i % 100u);
+        pthread_setname_np(e->w[i].thread, name);
     }
     *out = &e->base;
     return IXL_OK;

@@ -721,6 +721,7 @@ ixl_status ixl_agent_create(const char *name, const struct ixl_agent_params *par
             goto destroy_agent;
         }
         agent->progress_running = true;
+        pthread_setname_np(agent->progress_thread, "ixl-progress");
     }
     ixl_log_write(IXL_LOG_INFO, "agent %s created", name);
     *out = agent;

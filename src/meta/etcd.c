@@ -927,6 +927,7 @@ int ixl_etcd_open(const struct ixl_etcd_opts *opts, struct ixl_etcd **out, char 
         rc = IXL_ERR_SYSTEM;
         goto fail_lease;
     }
+    pthread_setname_np(c->ka_thread, "ixl-etcd-ka");
     c->ka_started = true;
     *out = c;
     return IXL_OK;
@@ -1625,6 +1626,7 @@ int ixl_etcd_watch(struct ixl_etcd *c, ixl_etcd_gone_fn fn, void *ctx, char *err
             c->w_multi = NULL;
             rc = IXL_ERR_SYSTEM;
         } else {
+            pthread_setname_np(c->w_thread, "ixl-etcd-watch");
             c->w_started = true;
             multi = NULL;
         }

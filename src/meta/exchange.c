@@ -1232,6 +1232,7 @@ static int listen_start(struct ixl_mdx *x, const char *addr, uint16_t port)
                              "cannot start the listener thread: pthread_create: %s",
                              ixl_errno_text(te, eb, sizeof(eb)));
     }
+    pthread_setname_np(x->lthread, "ixl-md-listen");
     x->listening = true;
     IXL_LOG_INF("agent %s: metadata listener on %s port %u", agent->name, addr, (unsigned)x->port);
     return IXL_OK;

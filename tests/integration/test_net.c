@@ -415,6 +415,10 @@ static void setup(size_t rlen)
     i_cma = make_initiator("i_cma", cma, 1, L, L_len);
     i_tcp = make_initiator("i_tcp", tcp, 1, L, L_len);
     struct ixl_agent *all[] = {i_auto, i_shm, i_cma, i_tcp};
+    /* Four agents' NET threads, named (io_threads and copy_threads: 2 each by default). */
+    CHECK(threads_named("ixl-net-loop0") == 4);
+    CHECK(threads_named("ixl-net-loop1") == (sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 4 : 0));
+    CHECK(threads_named("ixl-net-copy0") == 4 && threads_named("ixl-net-local") == 4);
     for (size_t i = 0; i < 4; i++) {
         load_peer(all[i], t_shm);
         load_peer(all[i], t_heap);

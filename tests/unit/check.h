@@ -40,6 +40,32 @@ static inline void check_rc_at(const char *file, int line, const char *expr, int
                    want, ixl_strerror(want));
 }
 
+/* How many of this process's threads are named name (/proc/self/task/N/comm): ixl names the
+ * threads it starts, for top -H, perf and gdb. */
+#include <dirent.h>
+static inline int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        char path[64], comm[32] = "";
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%.16s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue; /* the thread ended meanwhile */
+        if (fgets(comm, sizeof(comm), f) != NULL)
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 /* Exits 77 with a message; under CI=true a skip for something the project installs is a
  * failure, so tests pass project_installs = 1 for those. */
 static inline void skip(int project_installs, const char *why) __attribute__((noreturn));

@@ -109,7 +109,9 @@ int main(void)
                                  .progress_period_us = 200};
     CHECK_RC(ixl_agent_create("b", &p, &a), IXL_OK);
     CHECK(ixl_backend_count(a) == 2);
+    CHECK(threads_named("ixl-progress") == 1);
     ixl_agent_destroy(a);
+    CHECK(threads_named("ixl-progress") == 0);
     p.backends = "TEST, NOPE";
     CHECK_RC(ixl_agent_create("b", &p, &a), IXL_ERR_NOT_FOUND);
     p.backends = "";
