@@ -22,13 +22,20 @@
 # Environment: ROUNDS (default 5), ITERS (default 2000), SIZE (default 4K), NET_OPTS (more NET
 # options for both sides), BUSY_OPTS (above), NET_PATH (tcp; shm or cma: the same-node paths,
 # A against B only: no raw rows, no busy row). The raw baselines come from BUILD_A's net_driver.
-# Each ixl row also gives B/A.
+# Each ixl row also gives B/A. OP (default write; read) is ixlbench's --op: a READ's 4 KiB
+# come back with the answer, which the loop thread reads (the caller's watch takes only a
+# WRITE's answer), so it measures the caller's sleep and wake-up after the watch; the raw
+# rows stay the WRITE-shaped ping-pongs. PLACE (default "", the scheduler's choice) fixes where the two
+# processes run, as bench/net.sh's PLACE: 1cpu puts both (every thread, the raw baselines'
+# too) on the first CPU this script may use, 2cpu the initiator on the first and the target on
+# the second.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
 ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-2000}
 SIZE=${SIZE:-4K}
+OP=${OP:-write}
 NET_PATH=${NET_PATH:-tcp}
 BUSY=${BUSY_OPTS-busy_poll_us=1000 io_threads=1}
 [ "$NET_PATH" != tcp ] && BUSY=""
@@ -38,6 +45,18 @@ tmp=$(mktemp -d /tmp/ixl-net-lat-ab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 opts=""
 for o in ${NET_OPTS:-}; do opts="$opts --opt $o"; done
+PLACE=${PLACE:-}
+pin_t="" pin_i=""
+if [ -n "$PLACE" ]; then
+    set -- $(taskset -cp $$ | sed 's/.*: *//' | tr ',' '\n' |
+        awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | head -n 2)
+    case $PLACE in
+    1cpu) pin_t="taskset -c $1" pin_i="taskset -c $1" && export NET_DRIVER_CPUS=$1,$1 ;;
+    2cpu) pin_t="taskset -c ${2:?2cpu needs two CPUs}" pin_i="taskset -c $1" &&
+        export NET_DRIVER_CPUS=$1,$2 ;;
+    *) echo "net_lat_ab.sh: PLACE must be 1cpu or 2cpu, not '$PLACE'" >&2 && exit 2 ;;
+    esac
+fi
 bytes=$(numfmt --from=iec "$SIZE")
 
 lat() { # build mode -> p50 us of post->done
@@ -46,11 +65,11 @@ lat() { # build mode -> p50 us of post->done
     [ "$2" = busy ] && topts=$busy_opts
     rm -f "$md"
     # shellcheck disable=SC2086
-    timeout 120 "$1/tools/ixlbench" --role target --md-file "$md" --idle-timeout 60 --quiet $opts \
+    timeout 120 $pin_t "$1/tools/ixlbench" --role target --md-file "$md" --idle-timeout 60 --quiet $opts \
         $topts >/dev/null 2>"$tmp/t.err" &
     local t=$!
     # shellcheck disable=SC2086
-    timeout 120 "$1/tools/ixlbench" --role initiator --md-file "$md" --op write --block "$SIZE" \
+    timeout 120 $pin_i "$1/tools/ixlbench" --role initiator --md-file "$md" --op "$OP" --block "$SIZE" \
         --iters "$ITERS" --warmup 100 --depth 1 --reuse --path "$NET_PATH" --csv --quiet --no-progress \
         $extra $opts 2>>"$tmp/i.err" |
         awk -F, '$1 == "sweep" { v = $16; c = $NF } END { if (c != "pass") v = "FAIL"; print v }'
@@ -78,8 +97,8 @@ for r in $(seq 1 "$ROUNDS"); do
         [ -n "$BUSY" ] && echo "$b-busy $(lat "$dir" busy)" >>"$tmp/rows"
     done
 done
-echo "NET $NET_PATH $SIZE post->done, two processes, loopback; medians of $ROUNDS interleaved rounds (us)"
-echo "(A = $A, B = $B; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "NET $NET_PATH $SIZE $OP post->done, two processes, loopback; medians of $ROUNDS interleaved rounds (us)"
+echo "(A = $A, B = $B; placement ${PLACE:-unpinned}; load $(cut -d' ' -f1-3 /proc/loadavg))"
 awk -v busy="$BUSY" '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1] = 1 }
     function med(k,   i, j, t, m, a) {
         m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i] + 0
