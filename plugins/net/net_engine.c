@@ -812,12 +812,6 @@ static int net_gen_notif(struct ixl_engine *base, const char *remote, const void
     return net_peer_send_msg(p, msg, len);
 }
 
-static int net_progress(struct ixl_engine *base)
-{
-    (void)base; /* NET's own threads move everything */
-    return IXL_OK;
-}
-
 /* ---- create / destroy ---------------------------------------------------------------------- */
 
 static void net_destroy_engine(struct ixl_engine *base);
@@ -889,7 +883,10 @@ static int net_create_engine(const struct ixl_engine_init *init, struct ixl_engi
         return rc;
     }
     e->base.size = sizeof(struct ixl_engine);
-    e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS;
+    /* No IXL_CAP_PROGRESS: NET's own threads move everything and signal the host at each
+     * end, so a waiting caller sleeps (ixl_xfer_wait's slice of 20 ms, not the 1 ms timer a
+     * backend that must be driven gets) and nobody calls a progress() that does nothing. */
+    e->base.caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF;
     /* VRAM only with a device layer that has a device (net_dev.c); else the reason shows in
      * ixl-info and in a refused VRAM registration. */
     e->base.mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | (e->dev ? IXL_MEM_BIT(IXL_MEM_VRAM) : 0);
@@ -1000,7 +997,6 @@ static const struct ixl_engine_ops net_ops = {
     .release_req = net_release_req,
     .get_notifs = net_get_notifs,
     .gen_notif = net_gen_notif,
-    .progress = net_progress,
     .alloc_mem = net_alloc_mem,
     .free_mem = net_free_mem,
     .req_info = net_req_info,
@@ -1013,7 +1009,7 @@ static const struct ixl_plugin_desc net_desc = {
     .size = sizeof(struct ixl_plugin_desc),
     .name = "NET",
     .version = "1.0",
-    .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF | IXL_CAP_PROGRESS,
+    .caps = IXL_CAP_LOCAL | IXL_CAP_REMOTE | IXL_CAP_NOTIF,
     .mem_mask = IXL_MEM_BIT(IXL_MEM_DRAM) | IXL_MEM_BIT(IXL_MEM_VRAM),
     .options = net_options,
     .n_options = NO_COUNT,
