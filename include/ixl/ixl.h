@@ -732,7 +732,13 @@ IXL_API ixl_status ixl_xfer_create(struct ixl_agent *agent, enum ixl_op op,
  * the request was made: make a new one), IXL_ERR_REMOTE_DISCONNECT, the backend's error.
  */
 IXL_API IXL_NODISCARD ixl_status ixl_xfer_post(struct ixl_xfer *xfer);
-/** Progress and state: IXL_OK (done), IXL_IN_PROGRESS, IXL_ERR_NOT_POSTED, or the error. */
+/**
+ * Progress and state: IXL_OK (done), IXL_IN_PROGRESS, IXL_ERR_NOT_POSTED, or the error. A
+ * caller may poll it in a loop: where the request's work runs on threads of the backend (NET's
+ * event loops, io_uring's workers) that may share the caller's CPU, a call that finds it still
+ * in flight gives the CPU up (sched_yield) when the backend knows its thread has work for it
+ * there, and after 200 us in any case, so a poller pinned to one CPU does not starve them.
+ */
 IXL_API ixl_status ixl_xfer_status(struct ixl_xfer *xfer);
 /**
  * Waits for the request to leave IXL_IN_PROGRESS, for at most timeout_ms (-1 = no limit),

@@ -453,6 +453,10 @@ struct net_req {
      * (c->pins) until the request lets it go (net_tcp_unwatch), or NULL. Written and read by
      * the threads that post, check and release (the core serializes them). */
     struct net_conn *wconn;
+    /* TCP: the caller's look found this post's answer (or whatever came first) at the head of
+     * the socket, for the loop to read: a status call yields the CPU until the request ends
+     * (net_check_xfer). Set and read by the same threads as wconn; cleared at each post. */
+    bool loop_turn;
     /* Per post, under e->reqs_lock (state also read without it: check_xfer's fast path). */
     uint64_t serial; /* 0 when not registered in the table */
     _Atomic enum net_req_state state;
