@@ -2582,7 +2582,7 @@ int net_loops_start(struct net_engine *e)
                              strerror(te));
         l->started = true;
         char name[16]; /* a name for top -H and perf (15 characters at most) */
-        snprintf(name, sizeof(name), "ixl-net-loop%d", i);
+        snprintf(name, sizeof(name), "ixl-net-loop%d", i % 100);
         pthread_setname_np(l->thread, name);
     }
     return IXL_OK;

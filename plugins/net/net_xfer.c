@@ -307,7 +307,7 @@ int net_workers_start(struct net_engine *e)
                              "NET: cannot start its copy threads: pthread_create: %s",
                              strerror(te));
         char name[16];
-        snprintf(name, sizeof(name), "ixl-net-copy%d", i);
+        snprintf(name, sizeof(name), "ixl-net-copy%d", i % 100);
         pthread_setname_np(e->workers[i], name);
         e->n_workers++;
     }
