@@ -1531,37 +1531,34 @@ ixl_status ixl_xfer_wait(struct ixl_xfer *x, int timeout_ms)
     for (;;) {
         /* The sequence first: a completion after this read moves it. */
         uint32_t seq = ixl_agent_wake_seq(agent);
-        /* ixl_xfer_status without its yield (this one sleeps). A backend that watches is not
-         * asked here in the first pass: its watch, below, looks first (one look fewer per
-         * wait: for NET a MSG_PEEK on the socket). */
-        pthread_mutex_lock(&x->lock);
-        int rc = !watched && x->state == XFER_INFLIGHT ? IXL_IN_PROGRESS : status_locked(x);
+        pthread_mutex_lock(&x->lock); /* ixl_xfer_status without its yield: this one sleeps */
+        int rc = status_locked(x);
         pthread_mutex_unlock(&x->lock);
         if (rc != IXL_IN_PROGRESS)
             return rc;
         if (x->backend->caps & IXL_CAP_PROGRESS)
             x->backend->plugin->ops.progress(x->backend->engine);
         int wait = slice;
-        uint64_t left = UINT64_MAX; /* ns to the deadline */
+        uint64_t now = 0;
         if (timeout_ms >= 0) {
-            uint64_t now = ixl_now_ns();
+            now = ixl_now_ns();
             if (deadline == 0)
                 deadline = now + (uint64_t)timeout_ms * 1000000u;
-            left = now < deadline ? deadline - now : 0;
-            if (left == 0 && watched) /* past it, and looked at since it began */
+            if (now >= deadline)
                 return IXL_AGENT_QUIET(agent, IXL_ERR_TIMEOUT,
                                        "the request did not finish within %d ms", timeout_ms);
-            uint64_t left_ms = (left + 999999u) / 1000000u;
+            uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
             if (left_ms < (uint64_t)wait)
                 wait = (int)left_ms;
-            if (left < spin)
-                spin = left;
+            if (deadline - now < spin)
+                spin = deadline - now;
         }
-        /* The backend watches first, once per wait, when it can (with no time left, one look:
-         * then no spin, a sleep of 0 and the timeout in the next pass). */
+        /* The backend watches first, once per wait, when it can. */
         if (!watched) {
             watched = 1;
-            uint64_t budget = left < IXL_WAIT_WATCH_MAX_NS ? left : IXL_WAIT_WATCH_MAX_NS;
+            uint64_t budget = IXL_WAIT_WATCH_MAX_NS;
+            if (timeout_ms >= 0) /* now: read above, in this pass */
+                budget = deadline - now < budget ? deadline - now : budget;
             pthread_mutex_lock(&x->lock);
             rc = watch_locked(x, budget);
             pthread_mutex_unlock(&x->lock);

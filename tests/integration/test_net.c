@@ -492,6 +492,42 @@ static void test_paths(const size_t *sizes, size_t n_sizes)
     expect_refused(i_cma, &rb_nol, "cma", "same-node paths off");
 }
 
+/* A wait for a request that ended before the wait began returns at once: a same-node WRITE
+ * larger than what post copies itself (1 MiB), done by the copy threads while this thread
+ * sleeps; its end moved the agent's wake sequence before the wait read it, so a wait that did
+ * not look first would sleep a whole slice (20 ms) for nothing. Under 10 ms in one of 3 tries
+ * (a loaded machine may hold this thread a while). The data is checked. */
+static void test_wait_after_end(struct ixl_agent *a, const struct rbuf *rb)
+{
+    const size_t len = (size_t)2 << 20;
+    CHECK(len + 2 * GUARD <= rb->len && len + 2 * GUARD <= L_len);
+    uint64_t us = 0;
+    for (int attempt = 0; attempt < 3 && (attempt == 0 || us >= 10000); attempt++) {
+        uint64_t seed = fresh_seed(GUARD);
+        net_pat_fill(L + GUARD, len, seed, GUARD);
+        PEER_OK(rb->p, "poison %d %d 0 %zu", rb->id, POISON_R, len + 2 * GUARD);
+        struct ixl_dlist *l = list1((uintptr_t)L + GUARD, len), *r = list1(rb->addr + GUARD, len);
+        struct ixl_xfer *x;
+        CHECK_RC(ixl_xfer_create(a, IXL_OP_WRITE, l, r, rb->p->name, NULL, &x), IXL_OK);
+        CHECK_RC(ixl_xfer_post(x), IXL_IN_PROGRESS);
+        sleep_ms(100); /* the copies end meanwhile (a millisecond or so) */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CHECK_RC(ixl_xfer_wait(x, 5000), IXL_OK);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        us = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
+             (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000u;
+        PEER_OK(rb->p, "check %d %" PRIu64 " %u %zu", rb->id, seed, GUARD, len);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        ixl_dlist_destroy(l);
+        ixl_dlist_destroy(r);
+    }
+    fprintf(stderr, "  wait for a %zu B WRITE that ended before it: %" PRIu64 " us\n", len, us);
+    if (us >= 10000)
+        check_fail(__FILE__, __LINE__, "a wait for a request that had ended took %" PRIu64 " us",
+                   us);
+}
+
 /* A caller polling ixl_xfer_status on the one CPU its agent's threads may use (a pinned process,
  * a container of one CPU): a READ's data is the event loop's to read, and a caller spinning on
  * that CPU kept the loop off it until the scheduler took the CPU away, a slice (3.9 ms a
@@ -1618,6 +1654,7 @@ int main(int argc, char **argv)
         static const size_t sizes[] = {1, 4096, 1 << 20};
         test_paths(sizes, 3);
         test_polled_one_cpu(&rb_heap);
+        test_wait_after_end(i_shm, &rb_shm);
         test_many_descs();
         test_notifs();
         test_three_agents();
