@@ -515,8 +515,8 @@ static void test_wait_after_end(struct ixl_agent *a, const struct rbuf *rb)
         clock_gettime(CLOCK_MONOTONIC, &t0);
         CHECK_RC(ixl_xfer_wait(x, 5000), IXL_OK);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        us = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
-             (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000u;
+        us = (uint64_t)(((int64_t)t1.tv_sec - t0.tv_sec) * 1000000 +
+                        ((int64_t)t1.tv_nsec - t0.tv_nsec) / 1000);
         PEER_OK(rb->p, "check %d %" PRIu64 " %u %zu", rb->id, seed, GUARD, len);
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
         ixl_dlist_destroy(l);
@@ -531,9 +531,11 @@ static void test_wait_after_end(struct ixl_agent *a, const struct rbuf *rb)
 /* A caller polling ixl_xfer_status on the one CPU its agent's threads may use (a pinned process,
  * a container of one CPU): a READ's data is the event loop's to read, and a caller spinning on
  * that CPU kept the loop off it until the scheduler took the CPU away, a slice (3.9 ms a
- * request on the 2-core VM) before NET gave the CPU up at each such poll. Each READ is checked
- * (fresh pattern there, poison here); the median of 21 must be under a millisecond (about 60
- * us seen), in one of up to 3 attempts (a loaded machine may hold the CPU). */
+ * request on the 2-core VM, every one of them) before NET gave the CPU up at each such poll.
+ * Each READ is checked (fresh pattern there, poison here); the third fastest of 21 must take
+ * under a millisecond (about 50 us seen, the median too when the machine is idle), in one of
+ * up to 5 attempts: given up, the CPU may go to another process for its slice (a loaded
+ * machine held the median of some attempts at 1-5 ms), but not for every request. */
 static void test_polled_one_cpu(const struct rbuf *rb)
 {
     cpu_set_t was, one;
@@ -554,8 +556,8 @@ static void test_polled_one_cpu(const struct rbuf *rb)
     load_peer(a, rb->p);
     enum { N = 21 };
     const size_t len = 4096;
-    uint64_t med = 0;
-    for (int attempt = 1; attempt <= 3; attempt++) {
+    uint64_t med = 0, q3 = 0;
+    for (int attempt = 1; attempt <= 5; attempt++) {
         uint64_t us[N];
         for (int i = 0; i < N; i++) {
             uint64_t seed = fresh_seed(GUARD);
@@ -576,8 +578,8 @@ static void test_polled_one_cpu(const struct rbuf *rb)
             }
             clock_gettime(CLOCK_MONOTONIC, &t1);
             CHECK_RC(rc, IXL_OK);
-            us[i] = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u +
-                    (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000u;
+            us[i] = (uint64_t)(((int64_t)t1.tv_sec - t0.tv_sec) * 1000000 +
+                               ((int64_t)t1.tv_nsec - t0.tv_nsec) / 1000);
             size_t bad = net_pat_find_bad(L + GUARD, len, seed, GUARD);
             if (bad != len)
                 check_fail(__FILE__, __LINE__, "polled READ on one CPU: byte %zu is 0x%02x", bad,
@@ -594,18 +596,19 @@ static void test_polled_one_cpu(const struct rbuf *rb)
                 us[j - 1] = t;
             }
         med = us[N / 2];
+        q3 = us[2];
         fprintf(stderr,
-                "  polled 4 KiB READs on CPU %d: median %" PRIu64 " us, max %" PRIu64
-                " us (attempt %d)\n",
-                cpu, med, us[N - 1], attempt);
-        if (med < 1000)
+                "  polled 4 KiB READs on CPU %d: third fastest %" PRIu64 " us, median %" PRIu64
+                " us, max %" PRIu64 " us (attempt %d)\n",
+                cpu, q3, med, us[N - 1], attempt);
+        if (q3 < 1000)
             break;
     }
-    if (med >= 1000)
+    if (q3 >= 1000)
         check_fail(__FILE__, __LINE__,
-                   "a READ polled on its agent's one CPU took %" PRIu64 " us at the median: "
-                   "the caller keeps the event loop off the CPU",
-                   med);
+                   "READs polled on their agent's one CPU: the third fastest of %d took %" PRIu64
+                   " us (median %" PRIu64 "): the caller keeps the event loop off the CPU",
+                   N, q3, med);
     ixl_agent_destroy(a);
     CHECK(sched_setaffinity(0, sizeof(was), &was) == 0);
 }
