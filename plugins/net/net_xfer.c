@@ -737,10 +737,10 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
         if (r->dev && net_ipc_hold(e, r) != IXL_OK) /* said by net_ipc_hold */
             return IXL_ERR_REMOTE_DISCONNECT;
     }
+    r->loop_turn = false;
     if (quick)
         return post_quick(e, r);
     uint64_t total = total_bytes(r);
-    r->loop_turn = false;
     pthread_mutex_lock(&e->reqs_lock);
     net_req_remove(e, r);
     int rc = net_req_insert(e, r);
