@@ -25,10 +25,10 @@
 # Each ixl row also gives B/A. OP (default write; read) is ixlbench's --op: a READ's 4 KiB
 # come back with the answer, which the loop thread reads (the caller's watch takes only a
 # WRITE's answer), so it measures the caller's sleep and wake-up after the watch; the raw
-# rows stay the WRITE-shaped ping-pongs. PLACE (default "", the scheduler's choice) fixes where the two
-# processes run, as bench/net.sh's PLACE: 1cpu puts both (every thread, the raw baselines'
-# too) on the first CPU this script may use, 2cpu the initiator on the first and the target on
-# the second.
+# rows stay the WRITE-shaped ping-pongs. PLACE (default "", the scheduler's choice) fixes
+# where the two processes run, as bench/net.sh's PLACE: 1cpu puts both (every thread, the
+# raw baselines' too) on the first CPU this script may use, 2cpu the initiator on the first
+# and the target on the second.
 set -u
 A=${1:?build dir A}
 B=${2:?build dir B}
@@ -48,6 +48,7 @@ for o in ${NET_OPTS:-}; do opts="$opts --opt $o"; done
 PLACE=${PLACE:-}
 pin_t="" pin_i=""
 if [ -n "$PLACE" ]; then
+    # shellcheck disable=SC2046 # the CPU numbers, one word each
     set -- $(taskset -cp $$ | sed 's/.*: *//' | tr ',' '\n' |
         awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | head -n 2)
     case $PLACE in
@@ -65,13 +66,13 @@ lat() { # build mode -> p50 us of post->done
     [ "$2" = busy ] && topts=$busy_opts
     rm -f "$md"
     # shellcheck disable=SC2086
-    timeout 120 $pin_t "$1/tools/ixlbench" --role target --md-file "$md" --idle-timeout 60 --quiet $opts \
-        $topts >/dev/null 2>"$tmp/t.err" &
+    timeout 120 $pin_t "$1/tools/ixlbench" --role target --md-file "$md" --idle-timeout 60 \
+        --quiet $opts $topts >/dev/null 2>"$tmp/t.err" &
     local t=$!
     # shellcheck disable=SC2086
-    timeout 120 $pin_i "$1/tools/ixlbench" --role initiator --md-file "$md" --op "$OP" --block "$SIZE" \
-        --iters "$ITERS" --warmup 100 --depth 1 --reuse --path "$NET_PATH" --csv --quiet --no-progress \
-        $extra $opts 2>>"$tmp/i.err" |
+    timeout 120 $pin_i "$1/tools/ixlbench" --role initiator --md-file "$md" --op "$OP" \
+        --block "$SIZE" --iters "$ITERS" --warmup 100 --depth 1 --reuse --path "$NET_PATH" --csv \
+        --quiet --no-progress $extra $opts 2>>"$tmp/i.err" |
         awk -F, '$1 == "sweep" { v = $16; c = $NF } END { if (c != "pass") v = "FAIL"; print v }'
     wait "$t"
 }
