@@ -457,6 +457,10 @@ struct net_req {
      * the socket, for the loop to read: a status call yields the CPU until the request ends
      * (net_check_xfer). Set and read by the same threads as wconn; cleared at each post. */
     bool loop_turn;
+    /* TCP: the last look (net_tcp_watch) found nothing at the head of the socket: a watch that
+     * follows it sleeps in poll(2) before it looks again (poll says at once what came since).
+     * Same threads as wconn; cleared at each post. */
+    bool looked_empty;
     /* Per post, under e->reqs_lock (state also read without it: check_xfer's fast path). */
     uint64_t serial; /* 0 when not registered in the table */
     _Atomic enum net_req_state state;

@@ -2965,6 +2965,8 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
         net_tcp_unwatch(r);
         return IXL_OK;
     }
+    bool empty_before = r->looked_empty; /* the look just before this one found nothing */
+    r->looked_empty = false;
     /* Only tried: a caller never makes the loop (or another caller) wait for it. */
     if (pthread_mutex_trylock(&c->rxlock) != 0)
         return IXL_OK;
@@ -2975,14 +2977,23 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
     uint64_t end = budget_ns > 0 ? net_now_ns() + budget_ns : 0;
     uint64_t serial = r->serial; /* set by this thread's post (the core serializes) */
     bool gone = false, bad = false, notif = false, loops = false;
+    /* A watch right after a look that found nothing (the core's status before its wait)
+     * sleeps first: poll(2) answers at once for what came meanwhile, and the look it would
+     * repeat is a recv that finds nothing, one system call per waited request. */
+    bool sleep_first = end != 0 && empty_before;
+    ssize_t got = -1;
     for (;;) {
         gone = c->rx_gone; /* with rxlock held c does not close */
         if (gone)
             break;
-        ssize_t got;
-        if (watch_take(e, c, serial, &notif, &bad, &got) != 0 || bad ||
-            atomic_load(&r->state) != NR_RUNNING)
+        if (sleep_first && c->hgot == 0 && !c->in_body && atomic_load(&r->state) == NR_RUNNING) {
+            got = -1; /* as that look's: nothing */
+        } else if (watch_take(e, c, serial, &notif, &bad, &got) != 0 || bad ||
+                   atomic_load(&r->state) != NR_RUNNING) {
+            got = -3;
             break;
+        }
+        sleep_first = false;
         if (got == (ssize_t)NET_HDR_BYTES) {
             loops = true;
             break;
@@ -3005,6 +3016,9 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
         if (pf.revents & (POLLHUP | POLLERR | POLLNVAL))
             break;
     }
+    /* One look (no budget) that found nothing and left the stream's head to nobody. */
+    r->looked_empty = end == 0 && got == -1 && !gone && !bad && !loops && c->hgot == 0 &&
+                      !c->in_body && atomic_load(&r->state) == NR_RUNNING;
     pthread_mutex_unlock(&c->rxlock);
     if (notif)
         net_peer_submit_notif(r->peer, serial);

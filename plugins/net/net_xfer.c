@@ -738,6 +738,7 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
             return IXL_ERR_REMOTE_DISCONNECT;
     }
     r->loop_turn = false;
+    r->looked_empty = false;
     if (quick)
         return post_quick(e, r);
     uint64_t total = total_bytes(r);

@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -1203,6 +1204,78 @@ static void test_watch_close(struct peer *v, struct rbuf *rb)
     small_ok(rb, 0);
 }
 
+/* A waited request whose answer has not come yet: the caller's look (the core's status call
+ * at the start of its wait) is followed by the watch asleep in poll(2), not by a second look
+ * (a recv that finds nothing: one system call per waited request). recv and poll hooks on the
+ * waiting thread write down its first calls, the peer stopped so that nothing comes: P a look
+ * (recv with MSG_PEEK), W the watch's poll. A run whose frame went through the loop (no
+ * watch: no look on the waiting thread) is made again. */
+static ssize_t (*real_recv)(int, void *, size_t, int);
+static char seq[8];
+static _Atomic int seq_n;
+
+static void seq_add(char k)
+{
+    int i = atomic_fetch_add(&seq_n, 1);
+    if (i < (int)sizeof(seq) - 1)
+        seq[i] = k;
+}
+
+static ssize_t seq_recv(int fd, void *b, size_t n, int flags)
+{
+    if (watch_thread && (flags & MSG_PEEK))
+        seq_add('P');
+    return real_recv(fd, b, n, flags);
+}
+
+static int seq_poll(struct pollfd *f, unsigned long n, int ms)
+{
+    if (watch_thread && ms > 0)
+        seq_add('W');
+    return real_poll(f, n, ms);
+}
+
+static void test_watch_sleeps_first(struct peer *v, struct rbuf *rb)
+{
+    fprintf(stderr, "a waited request's look is followed by the watch's sleep, not a look\n");
+    real_poll = (int (*)(struct pollfd *, unsigned long, int))ixl_syscall_get("poll");
+    real_recv = (ssize_t(*)(int, void *, size_t, int))ixl_syscall_get("recv");
+    CHECK(real_poll != NULL && real_recv != NULL);
+    int st;
+    for (int attempt = 1;; attempt++) {
+        small_ok(rb, 0);
+        CHECK(kill(v->pid, SIGSTOP) == 0);
+        CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+        memset(seq, 0, sizeof(seq));
+        atomic_store(&seq_n, 0);
+        CHECK_RC(ixl_syscall_set("recv", (ixl_syscall_fn)seq_recv), IXL_OK);
+        CHECK_RC(ixl_syscall_set("poll", (ixl_syscall_fn)seq_poll), IXL_OK);
+        struct ixl_xfer *x = post_inflight(IXL_OP_WRITE, rb, 4096, NULL);
+        struct watch_waiter w = {x, 0};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, watch_waiter_main, &w) == 0);
+        uint64_t t0 = now_ms();
+        while (atomic_load(&seq_n) < 3 && now_ms() - t0 < 200)
+            sleep_ms(1);
+        CHECK(kill(v->pid, SIGCONT) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK_RC(ixl_syscall_set("recv", NULL), IXL_OK);
+        CHECK_RC(ixl_syscall_set("poll", NULL), IXL_OK);
+        CHECK_RC(w.rc, IXL_OK);
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        int n = atomic_load(&seq_n);
+        seq[n < (int)sizeof(seq) - 1 ? n : (int)sizeof(seq) - 1] = '\0';
+        if (n == 0 && attempt < 5) {
+            fprintf(stderr, "  no watch this time (the frame went through the loop): again\n");
+            continue;
+        }
+        fprintf(stderr, "  the waiting thread's first calls: %s (%d in all)\n", seq, n);
+        CHECK(strncmp(seq, "PW", 2) == 0);
+        break;
+    }
+    small_ok(rb, 0);
+}
+
 static int release_retry(struct ixl_xfer *x)
 {
     int rc;
@@ -1624,6 +1697,7 @@ static void test_peer_failures(void)
     struct rbuf rb;
     test_stop(&v, &rb);
     test_watch_close(v, &rb);
+    test_watch_sleeps_first(v, &rb);
     test_stop_backlog(v, &rb);
     test_release(&rb);
     test_stuck_peer(&rb);
