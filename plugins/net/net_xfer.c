@@ -702,10 +702,12 @@ int net_post_xfer(struct ixl_engine *base, struct ixl_req *req, const struct ixl
          * the request between its send and its unbusy): that takes microseconds, so wait for
          * it, bounded. */
         pthread_mutex_lock(&e->reqs_lock);
-        struct timespec dl;
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += 1;
-        while (r->busy > 0 && pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &dl) == 0) {
+        if (r->busy > 0) { /* the deadline only when there is something to wait for */
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += 1;
+            while (r->busy > 0 && pthread_cond_timedwait(&e->reqs_cond, &e->reqs_lock, &dl) == 0) {
+            }
         }
         int busy = r->busy;
         if (busy == 0 && quick) /* out of the table: the last post's threads are done with it */
