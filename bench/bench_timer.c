@@ -15,7 +15,10 @@
  * reprogrammed on each (a VM exit each time). Rounds interleave the rows; each row prints the
  * median of its rounds' mean round trips (us) and its ratio to "read".
  *
- * Usage: bench_timer [-n round trips per run (20000)] [-r rounds (5)] [-c cpu (0)]
+ * -C cpu2 puts the echoing child on another CPU: each wake-up then crosses CPUs and finds the
+ * other CPU idle, where a timer armed before the sleep may be the one the idle CPU programs.
+ *
+ * Usage: bench_timer [-n round trips per run (20000)] [-r rounds (5)] [-c cpu (0)] [-C cpu2]
  */
 #include <poll.h>
 #include <sched.h>
@@ -72,15 +75,8 @@ static int watch(int fd)
     return ep;
 }
 
-/* Mean round trip (us) of n round trips in mode, both ends on cpu. */
-static double run(int mode, int n, int cpu)
+static void pin(int cpu)
 {
-    int sv[2];
-    char b = 'x';
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        perror("bench_timer: socketpair");
-        exit(1);
-    }
     cpu_set_t s;
     CPU_ZERO(&s);
     CPU_SET(cpu, &s);
@@ -88,12 +84,27 @@ static double run(int mode, int n, int cpu)
         perror("bench_timer: sched_setaffinity");
         exit(1);
     }
+}
+
+/* Mean round trip (us) of n round trips in mode, both ends on cpu (the child on cpu2 when it
+ * is >= 0). */
+static double run(int mode, int n, int cpu, int cpu2)
+{
+    int sv[2];
+    char b = 'x';
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        perror("bench_timer: socketpair");
+        exit(1);
+    }
+    pin(cpu);
     pid_t pid = fork();
     if (pid < 0) {
         perror("bench_timer: fork");
         exit(1);
     }
     if (pid == 0) {
+        if (cpu2 >= 0)
+            pin(cpu2);
         int ep = watch(sv[1]);
         for (int i = 0; i <= n; i++)
             if (sleep_until_readable(mode, sv[1], ep) < 0 || read(sv[1], &b, 1) != 1 ||
@@ -132,16 +143,18 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int n = 20000, rounds = 5, cpu = 0, c;
-    while ((c = getopt(argc, argv, "n:r:c:")) != -1) {
+    int n = 20000, rounds = 5, cpu = 0, cpu2 = -1, c;
+    while ((c = getopt(argc, argv, "n:r:c:C:")) != -1) {
         if (c == 'n')
             n = atoi(optarg);
         else if (c == 'r')
             rounds = atoi(optarg);
         else if (c == 'c')
             cpu = atoi(optarg);
+        else if (c == 'C')
+            cpu2 = atoi(optarg);
         else {
-            fprintf(stderr, "usage: bench_timer [-n round trips] [-r rounds] [-c cpu]\n");
+            fprintf(stderr, "usage: bench_timer [-n round trips] [-r rounds] [-c cpu] [-C cpu2]\n");
             return 2;
         }
     }
@@ -153,11 +166,16 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < NMODES; k++) {
             int m = (k + r) % NMODES; /* rotating order */
-            v[m][r] = run(m, n, cpu);
+            v[m][r] = run(m, n, cpu, cpu2);
         }
-    printf("one-byte ping-pong over a socketpair, both ends on CPU %d, %d round trips x %d "
-           "rounds\n",
-           cpu, n, rounds);
+    if (cpu2 >= 0)
+        printf("one-byte ping-pong over a socketpair, ends on CPUs %d and %d, %d round trips x "
+               "%d rounds\n",
+               cpu, cpu2, n, rounds);
+    else
+        printf("one-byte ping-pong over a socketpair, both ends on CPU %d, %d round trips x %d "
+               "rounds\n",
+               cpu, n, rounds);
     printf("%-11s %9s %9s %9s %8s\n", "row", "median us", "min", "max", "/ read");
     double base = 0;
     for (int m = 0; m < NMODES; m++) {
