@@ -1151,24 +1151,33 @@ static void *watch_waiter_main(void *arg)
     return NULL;
 }
 
+/* Stops peer v, posts one 4 KiB WRITE to it from this thread (one frame, chunk=4096, sent by
+ * this thread: its answer is the caller's to read) and starts a thread that waits for it. */
+static pthread_t stopped_watch(struct peer *v, const struct rbuf *rb, struct watch_waiter *w)
+{
+    int st;
+    CHECK(kill(v->pid, SIGSTOP) == 0);
+    CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
+    w->x = post_inflight(IXL_OP_WRITE, rb, 4096, NULL);
+    w->rc = 0;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, watch_waiter_main, w) == 0);
+    return t;
+}
+
 static void test_watch_close(struct peer *v, struct rbuf *rb)
 {
     fprintf(stderr, "a caller asleep in its watch when the connection closes\n");
     real_poll = (int (*)(struct pollfd *, unsigned long, int))ixl_syscall_get("poll");
     CHECK(real_poll != NULL);
-    int st;
     for (int attempt = 1;; attempt++) {
         small_ok(rb, 0); /* connected */
-        CHECK(kill(v->pid, SIGSTOP) == 0);
-        CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
         atomic_store(&watch_ms, -1);
         atomic_store(&watch_rc, -9);
         CHECK_RC(ixl_syscall_set("poll", (ixl_syscall_fn)watch_poll), IXL_OK);
-        /* One 4 KiB frame (chunk=4096), sent by this thread: its answer is the caller's. */
-        struct ixl_xfer *x = post_inflight(IXL_OP_WRITE, rb, 4096, NULL);
-        struct watch_waiter w = {x, 0};
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, watch_waiter_main, &w) == 0);
+        struct watch_waiter w;
+        pthread_t t = stopped_watch(v, rb, &w);
+        struct ixl_xfer *x = w.x;
         uint64_t t0 = now_ms();
         while (atomic_load(&watch_ms) < 0 && now_ms() - t0 < 2000)
             sleep_ms(1);
@@ -1241,19 +1250,15 @@ static void test_watch_sleeps_first(struct peer *v, struct rbuf *rb)
     real_poll = (int (*)(struct pollfd *, unsigned long, int))ixl_syscall_get("poll");
     real_recv = (ssize_t(*)(int, void *, size_t, int))ixl_syscall_get("recv");
     CHECK(real_poll != NULL && real_recv != NULL);
-    int st;
     for (int attempt = 1;; attempt++) {
         small_ok(rb, 0);
-        CHECK(kill(v->pid, SIGSTOP) == 0);
-        CHECK(waitpid(v->pid, &st, WUNTRACED) == v->pid && WIFSTOPPED(st));
         memset(seq, 0, sizeof(seq));
         atomic_store(&seq_n, 0);
         CHECK_RC(ixl_syscall_set("recv", (ixl_syscall_fn)seq_recv), IXL_OK);
         CHECK_RC(ixl_syscall_set("poll", (ixl_syscall_fn)seq_poll), IXL_OK);
-        struct ixl_xfer *x = post_inflight(IXL_OP_WRITE, rb, 4096, NULL);
-        struct watch_waiter w = {x, 0};
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, watch_waiter_main, &w) == 0);
+        struct watch_waiter w;
+        pthread_t t = stopped_watch(v, rb, &w);
+        struct ixl_xfer *x = w.x;
         uint64_t t0 = now_ms();
         while (atomic_load(&seq_n) < 3 && now_ms() - t0 < 200)
             sleep_ms(1);
