@@ -19,15 +19,25 @@ build=${BUILD_DIR:-$root/build-gpu-single}
 rounds=${ROUNDS:-3}
 B=$build/tools/ixlbench
 if [ ! -x "$B" ]; then
+    log=$build/gpu_single-build.log
+    mkdir -p "$build" || exit 1
     if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
-        -DIXL_WITH_ETCD=OFF -DIXL_WITH_UCX=OFF -DIXL_WITH_URING=OFF >"$build.log" 2>&1 ||
-        ! cmake --build "$build" -j "${JOBS:-$(nproc)}" --target ixlbench >>"$build.log" 2>&1; then
-        echo "gpu_single.sh: build failed: see $build.log" >&2
+        -DIXL_WITH_ETCD=OFF -DIXL_WITH_UCX=OFF -DIXL_WITH_URING=OFF >"$log" 2>&1 ||
+        ! cmake --build "$build" -j "${JOBS:-$(nproc)}" --target ixlbench >>"$log" 2>&1; then
+        echo "gpu_single.sh: build failed: see $log" >&2
         exit 1
     fi
 fi
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
+# A GPU first (ixlbench exits 77 without one, and says why).
+"$B" --role both --initiator-mem VRAM --target-mem VRAM --op write --block 4K --iters 1 \
+    --no-check --quiet --no-progress >/dev/null 2>"$tmp/probe"
+rc=$?
+if [ $rc -ne 0 ]; then
+    cat "$tmp/probe" >&2
+    exit $rc
+fi
 S="--block 256M --block-max 1G --iters 20 --warmup 2 --max-bytes 64G --no-check --csv --no-progress"
 status=0
 r=1
@@ -43,7 +53,6 @@ while [ "$r" -le "$rounds" ]; do
         "$B" --role initiator --initiator-mem VRAM --target-mem VRAM --md-file "$md" --op both \
             $S $extra >"$tmp/out" 2>&1
         rc=$?
-        [ $rc -eq 77 ] && { cat "$tmp/out"; kill $t 2>/dev/null; exit 77; }
         [ $rc -ne 0 ] && { status=1; cat "$tmp/out" >&2; kill $t 2>/dev/null; }
         grep '^sweep' "$tmp/out" | sed "s/^/2p,r$r,$mode,/"
         wait $t
