@@ -521,6 +521,7 @@ struct net_engine {
     uint64_t chunk;
     uint64_t timeout_ns, heartbeat_ns, idle_ns;
     uint64_t busy_poll_ns; /* busy_poll_us: a loop polls this long after an event */
+    int loop_nice;         /* loop_nice: added to each loop thread's nice at its start */
     bool hugepages;
     int copy_threads;
     int n_loops;

@@ -72,6 +72,7 @@ enum net_opt {
     NO_NOTIF_UNACKED_MAX,
     NO_NOTIF_UNACKED_BYTES,
     NO_BUSY_POLL,
+    NO_LOOP_NICE,
     NO_COUNT
 };
 
@@ -239,6 +240,15 @@ static const struct ixl_option net_options[NO_COUNT] = {
                                      "connections this long before it sleeps: a request that "
                                      "arrives within it is taken without a wake-up, for a "
                                      "core per loop while it lasts (0: sleep at once)"},
+    [NO_LOOP_NICE] = {.name = "loop_nice",
+                      .default_value = "0",
+                      .type = IXL_OPT_INT,
+                      .min = 0,
+                      .max = 19,
+                      .description = "added to the nice value of each event-loop thread at "
+                                     "its start (at most 19): on a shared CPU a loop woken "
+                                     "together with an application thread (a caller's answer "
+                                     "arriving) runs after it (0: the creating thread's)"},
 };
 
 static bool is_loopback(uint32_t s_addr)
@@ -289,6 +299,7 @@ static int parse_options(struct net_engine *e, const struct ixl_engine_init *ini
     e->peer_conns = (int)opt[NO_PEER_CONNS].i;
     e->idle_ns = opt[NO_IDLE].u * 1000000ull;
     e->busy_poll_ns = opt[NO_BUSY_POLL].u * 1000ull;
+    e->loop_nice = (int)opt[NO_LOOP_NICE].i;
     e->queue_max = (size_t)opt[NO_QUEUE_MAX].i;
     e->notif_queue_max = (size_t)opt[NO_NOTIF_QUEUE_MAX].i;
     e->notif_queue_bytes = (size_t)opt[NO_NOTIF_QUEUE_BYTES].u;
