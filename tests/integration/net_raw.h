@@ -222,6 +222,39 @@ static inline ixl_status nr_post_wait(struct ixl_xfer *x, int ms)
     return st;
 }
 
+/* rounds checked WRITEs and READs of len bytes from a (src, registered there) to peer's dst
+ * (registered there, in this process): before each WRITE a fresh pattern at src and dst
+ * poisoned, after it dst checked; then src poisoned, READ back, src checked. Failures go to
+ * nr_fail, prefixed by what. */
+static inline void nr_checked_rw(struct ixl_agent *a, uint8_t *src, uint8_t *dst, size_t len,
+                                 unsigned rounds, uint64_t seed0, const char *peer,
+                                 const char *what)
+{
+    for (unsigned r = 0; r < rounds; r++) {
+        uint64_t seed = seed0 + r;
+        net_pat_fill(src, len, seed, 0);
+        memset(dst, 0xa5, len);
+        struct ixl_xfer *x = NULL;
+        CHECK_RC(nr_xfer(a, IXL_OP_WRITE, src, (uint64_t)(uintptr_t)dst, len, peer, &x), IXL_OK);
+        ixl_status st = nr_post_wait(x, 10000);
+        if (st != IXL_OK)
+            nr_fail("%s: WRITE %u: %s: %s", what, r, ixl_strerror(st), ixl_agent_last_error(a));
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        size_t bad = net_pat_find_bad(dst, len, seed, 0);
+        if (bad != len)
+            nr_fail("%s: WRITE %u: the target's byte %zu is wrong", what, r, bad);
+        memset(src, 0x5a, len);
+        CHECK_RC(nr_xfer(a, IXL_OP_READ, src, (uint64_t)(uintptr_t)dst, len, peer, &x), IXL_OK);
+        st = nr_post_wait(x, 10000);
+        if (st != IXL_OK)
+            nr_fail("%s: READ %u: %s: %s", what, r, ixl_strerror(st), ixl_agent_last_error(a));
+        CHECK_RC(ixl_xfer_release(x), IXL_OK);
+        bad = net_pat_find_bad(src, len, seed, 0);
+        if (bad != len)
+            nr_fail("%s: READ %u: byte %zu is wrong", what, r, bad);
+    }
+}
+
 /* ---- what a raw client needs from a target's metadata ------------------------------------ */
 
 struct nr_target {

@@ -48,30 +48,7 @@ static void transfers(struct ixl_agent *i, uint8_t *src, struct ixl_agent *t, ui
                       const char *what)
 {
     (void)t;
-    for (unsigned r = 0; r < ROUNDS; r++) {
-        uint64_t seed = 0xb5e0 + r;
-        net_pat_fill(src, LEN, seed, 0);
-        memset(dst, 0xa5, LEN);
-        struct ixl_xfer *x = NULL;
-        CHECK_RC(nr_xfer(i, IXL_OP_WRITE, src, (uint64_t)(uintptr_t)dst, LEN, "bp-t", &x), IXL_OK);
-        ixl_status st = nr_post_wait(x, 10000);
-        if (st != IXL_OK)
-            nr_fail("%s: WRITE %u: %s: %s", what, r, ixl_strerror(st), ixl_agent_last_error(i));
-        CHECK_RC(ixl_xfer_release(x), IXL_OK);
-        size_t bad = net_pat_find_bad(dst, LEN, seed, 0);
-        if (bad != LEN)
-            nr_fail("%s: WRITE %u: the target's byte %zu is wrong", what, r, bad);
-        /* READ it back into the poisoned source. */
-        memset(src, 0x5a, LEN);
-        CHECK_RC(nr_xfer(i, IXL_OP_READ, src, (uint64_t)(uintptr_t)dst, LEN, "bp-t", &x), IXL_OK);
-        st = nr_post_wait(x, 10000);
-        if (st != IXL_OK)
-            nr_fail("%s: READ %u: %s: %s", what, r, ixl_strerror(st), ixl_agent_last_error(i));
-        CHECK_RC(ixl_xfer_release(x), IXL_OK);
-        bad = net_pat_find_bad(src, LEN, seed, 0);
-        if (bad != LEN)
-            nr_fail("%s: READ %u: byte %zu is wrong", what, r, bad);
-    }
+    nr_checked_rw(i, src, dst, LEN, ROUNDS, 0xb5e0, "bp-t", what);
 }
 
 /* A target (one loop thread, busy_poll_us=busy) and an initiator, each with LEN bytes

@@ -66,16 +66,9 @@ static void loops_at(int want, int *n, int *at)
     DIR *d = opendir("/proc/self/task");
     CHECK(d != NULL);
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        char path[64], comm[32] = "";
-        if (de->d_name[0] == '.')
+        char comm[32];
+        if (de->d_name[0] == '.' || !thread_comm(de->d_name, comm))
             continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%.16s/comm", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        if (fgets(comm, sizeof(comm), f) != NULL)
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
         if (strncmp(comm, "ixl-net-loop", 12) != 0)
             continue;
         (*n)++;
@@ -109,29 +102,7 @@ static void run(const char *nice, int want, const char *what)
     CHECK_RC(ixl_md_get(t, NULL, &blob, &len), IXL_OK);
     CHECK_RC(ixl_md_load(i, blob, len, NULL, 0), IXL_OK);
     ixl_free(blob);
-    for (unsigned r = 0; r < ROUNDS; r++) {
-        uint64_t seed = 0x1ce0 + r;
-        net_pat_fill(src, LEN, seed, 0);
-        memset(dst, 0xa5, LEN);
-        struct ixl_xfer *x = NULL;
-        CHECK_RC(nr_xfer(i, IXL_OP_WRITE, src, (uint64_t)(uintptr_t)dst, LEN, "ln-t", &x), IXL_OK);
-        ixl_status st = nr_post_wait(x, 10000);
-        if (st != IXL_OK)
-            nr_fail("%s: WRITE %u: %s: %s", what, r, ixl_strerror(st), ixl_agent_last_error(i));
-        CHECK_RC(ixl_xfer_release(x), IXL_OK);
-        size_t bad = net_pat_find_bad(dst, LEN, seed, 0);
-        if (bad != LEN)
-            nr_fail("%s: WRITE %u: the target's byte %zu is wrong", what, r, bad);
-        memset(src, 0x5a, LEN);
-        CHECK_RC(nr_xfer(i, IXL_OP_READ, src, (uint64_t)(uintptr_t)dst, LEN, "ln-t", &x), IXL_OK);
-        st = nr_post_wait(x, 10000);
-        if (st != IXL_OK)
-            nr_fail("%s: READ %u: %s: %s", what, r, ixl_strerror(st), ixl_agent_last_error(i));
-        CHECK_RC(ixl_xfer_release(x), IXL_OK);
-        bad = net_pat_find_bad(src, LEN, seed, 0);
-        if (bad != LEN)
-            nr_fail("%s: READ %u: byte %zu is wrong", what, r, bad);
-    }
+    nr_checked_rw(i, src, dst, LEN, ROUNDS, 0x1ce0, "ln-t", what);
     int n, at;
     loops_at(want, &n, &at);
     fprintf(stderr, "%s: %d loop threads, %d at nice %d; this thread at %d\n", what, n, at, want,

@@ -3,6 +3,7 @@
 #define IXL_TEST_CHECK_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,22 @@ static inline void check_rc_at(const char *file, int line, const char *expr, int
 /* How many of this process's threads are named name (/proc/self/task/N/comm): ixl names the
  * threads it starts, for top -H, perf and gdb. */
 #include <dirent.h>
+/* The name of thread tid of this process (/proc/self/task/TID/comm) into comm; false when the
+ * thread ended meanwhile. */
+static inline bool thread_comm(const char *tid, char comm[32])
+{
+    char path[64];
+    comm[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/self/task/%.16s/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    if (fgets(comm, 32, f) != NULL)
+        comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    return true;
+}
+
 static inline int threads_named(const char *name)
 {
     DIR *d = opendir("/proc/self/task");
@@ -50,16 +67,9 @@ static inline int threads_named(const char *name)
     if (d == NULL)
         return -1;
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        char path[64], comm[32] = "";
-        if (de->d_name[0] == '.')
+        char comm[32];
+        if (de->d_name[0] == '.' || !thread_comm(de->d_name, comm))
             continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%.16s/comm", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue; /* the thread ended meanwhile */
-        if (fgets(comm, sizeof(comm), f) != NULL)
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
         n += strcmp(comm, name) == 0;
     }
     closedir(d);
