@@ -294,6 +294,7 @@ struct net_conn {
      * keep its memory (closed or not) from being freed. */
     pthread_mutex_t rxlock;
     bool rx_mine, rx_gone;
+    _Atomic int rx_left; /* a caller left a whole header in hbuf for the loop */
     _Atomic int pins;
     _Atomic uint32_t rx_answers;
     _Atomic uint64_t rx_ns;
@@ -313,6 +314,7 @@ struct net_loop {
     _Atomic int cut_regions; /* a deregistration asks to close connections holding a cut region */
     _Atomic int resume;      /* the notification queue was drained: paused connections read */
     _Atomic int stage_kick;  /* a staged device copy ended or a slot came free (net_stage.c) */
+    _Atomic int rx_kick;     /* a caller left a frame header it read in a connection's hbuf */
     struct net_conn *conns;  /* every connection of the loop (loop thread only) */
     uint8_t *scratch;
     uint64_t next_tick;

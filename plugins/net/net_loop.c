@@ -1025,8 +1025,12 @@ static int take_handoff(struct net_conn *c)
 static void fold_inline(struct net_conn *c)
 {
     if (atomic_load(&c->inl_out) == 0 && atomic_load(&c->rx_answers) == 0 &&
-        atomic_load(&c->inl_nowed) == 0)
+        atomic_load(&c->inl_nowed) == 0) {
+        uint64_t at = atomic_load(&c->rx_ns); /* a caller took a PONG or a NOTIF_ACK alone */
+        if (at > c->last_rx)
+            c->last_rx = at;
         return;
+    }
     pthread_mutex_lock(&c->txlock);
     /* The answers callers took (net_tcp_watch) first: each answers a frame counted (here, or
      * in inl_out before it was sent) before the answer came, so the sum never goes below 0. */
@@ -1217,11 +1221,11 @@ static int protocol_error(struct net_loop *l, struct net_conn *c, const char *wh
 
 /* Initiator: the target acknowledged the notifications of c's session up to ack: they leave
  * the store (a queue held at the store's bound goes on). An ack beyond the last sequence
- * number given out is a protocol error that closes c; an older one (acks of several
- * connections cross) changes nothing. 0, or -1 when c was closed. */
-static int notif_acked(struct net_loop *l, struct net_conn *c, uint64_t ack)
+ * number given out is a protocol error: -1 with what it was in what[cap] (logged); an older
+ * one (acks of several connections cross) changes nothing. Any thread reading c (p->lock). */
+static int notif_ack_apply(struct net_engine *e, struct net_conn *c, uint64_t ack, char *what,
+                           size_t cap)
 {
-    struct net_engine *e = l->e;
     struct net_peer *p = c->peer;
     struct net_loop *wake[NET_MAX_LOOPS];
     int n_wake = 0;
@@ -1254,14 +1258,22 @@ static int notif_acked(struct net_loop *l, struct net_conn *c, uint64_t ack)
     wake_all(wake, n_wake);
     if (!bad)
         return 0;
-    char what[200];
-    snprintf(what, sizeof(what),
+    snprintf(what, cap,
              "it acknowledged notification %" PRIu64 " of this session, but only %" PRIu64
              " were sent",
              ack, given);
     e->host->log(e->host->ctx, IXL_LOG_WARN,
                  "NET: closing the connection to '%s': %s (a forged or corrupt acknowledgement)",
                  p->name, what);
+    return -1;
+}
+
+/* notif_ack_apply on the loop: 0, or -1 when c was closed. */
+static int notif_acked(struct net_loop *l, struct net_conn *c, uint64_t ack)
+{
+    char what[200];
+    if (notif_ack_apply(l->e, c, ack, what, sizeof(what)) == 0)
+        return 0;
     return protocol_error(l, c, what);
 }
 
@@ -1885,7 +1897,17 @@ static ssize_t body_move(struct net_loop *l, struct net_conn *c, const uint8_t *
     return got;
 }
 
+/* The header in hbuf is whole: its frame begins. -1: c was closed. */
+static int header_whole(struct net_loop *l, struct net_conn *c)
+{
+    c->hgot = 0;
+    if (net_hdr_decode(c->hbuf, &c->h) != 0)
+        return protocol_error(l, c, "a malformed frame header");
+    return frame_begin(l, c);
+}
+
 /* Parses n bytes read into the scratch buffer. -1: c was closed. */
+
 static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_t n)
 {
     while (n > 0 && !c->closed && !c->linger) {
@@ -1897,10 +1919,7 @@ static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_
             n -= k;
             if (c->hgot < NET_HDR_BYTES)
                 break;
-            c->hgot = 0;
-            if (net_hdr_decode(c->hbuf, &c->h) != 0)
-                return protocol_error(l, c, "a malformed frame header");
-            if (frame_begin(l, c) != 0)
+            if (header_whole(l, c) != 0)
                 return -1;
             if (c->paused || c->stage_wait) { /* the rest waits (a drain, a staging slot) */
                 if (n > 0) {
@@ -1944,6 +1963,9 @@ static int parse(struct net_loop *l, struct net_conn *c, const uint8_t *p, size_
 static int conn_read(struct net_loop *l, struct net_conn *c)
 {
     size_t budget = RX_BUDGET;
+    /* A header a caller read and left (watch_take): its frame goes on first. */
+    if (!c->in_body && c->hgot == NET_HDR_BYTES && !c->closed && header_whole(l, c) != 0)
+        return c->closed ? -1 : 0;
     while (budget > 0 && c->reading && !c->closed && !c->held) {
         ssize_t got;
         uint64_t left = c->in_body ? c->h.len - c->body_off : 0;
@@ -2415,6 +2437,13 @@ static void take_lists(struct net_loop *l)
                 notif_resume(l, c);
     if (atomic_exchange(&l->stage_kick, 0) != 0)
         stage_kicked(l);
+    if (atomic_exchange(&l->rx_kick, 0) != 0)
+        for (struct net_conn *c = l->conns, *next; c; c = next) {
+            next = c->next;
+            bool skipped = false;
+            if (!c->closed && c->reading && atomic_exchange(&c->rx_left, 0) != 0)
+                (void)conn_read_rx(l, c, &skipped);
+        }
 }
 
 /* Acks of notifications owed on l's connections go now, in a NOTIF_ACK each (no answer
@@ -2919,36 +2948,73 @@ int net_peer_submit(struct net_peer *p, struct net_req *r, uint64_t serial, uint
 
 /* ---- answers read by the caller ------------------------------------------------------------ */
 
-/* Takes the answer of request r (posted as serial, its one frame sent by its poster on c) when
- * it is the plain WRITE_ACK at the head of c's socket (rxlock held, c not closing), as
- * frame_begin and frame_end would: 1 taken, 0 not (*peeked: what MSG_PEEK returned, -2 for an
- * error). Any other header (another request's answer, a READ's data, a notification ack riding
- * on it, the loop amid a frame) stays for the loop: the frames the loop sent, and the memory
- * they read, are the loop's to account for. *notif: r's notification must now go; *bad: an
- * answer that matches no frame sent. */
-static int watch_take(struct net_engine *e, struct net_conn *c, uint64_t serial, bool *notif,
-                      bool *bad, ssize_t *peeked)
+/* A caller left a whole header in c's hbuf (watch_take): c's loop goes on from it. */
+static void rx_left(struct net_conn *c)
 {
-    *peeked = -1;
+    atomic_store(&c->rx_left, 1);
+    atomic_store(&c->loop->rx_kick, 1);
+    loop_wake(c->loop);
+}
+
+/* Takes the answer of request r (posted as serial, its one frame sent by its poster on c) when
+ * it is the WRITE_ACK at the head of c's socket (rxlock held, c not closing), as frame_begin
+ * and frame_end would: 1 taken, 0 not (*got: what the last recv returned, -2 for an error).
+ * Direct (r a WRITE, the only request reading c): the header is read, not peeked (one system
+ * call fewer per request), and a notification ack riding on the answer, or alone in a
+ * NOTIF_ACK or PONG before it, is taken too; any other header read stays in hbuf (c->hgot),
+ * the loop's to go on with (the caller wakes it: net_tcp_watch). Not direct: peeked, and only
+ * a plain WRITE_ACK of r is read. The rest (another request's answer, a READ's data, the loop
+ * amid a frame) is the loop's: the frames the loop sent, and the memory they read, are the
+ * loop's to account for. *notif: r's notification must now go; bad[0] != 0: what the peer
+ * broke (an answer to no frame sent, a forged notification ack). */
+static int watch_take(struct net_engine *e, struct net_conn *c, uint64_t serial, bool direct,
+                      bool *notif, char *bad, ssize_t *got)
+{
+    *got = -1;
     if (c->hgot != 0 || c->in_body || serial == 0)
         return 0;
     uint8_t b[NET_HDR_BYTES];
-    ssize_t got = net_sys()->recv(c->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-    *peeked = got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -2 : got;
     struct net_hdr h;
-    if (got != (ssize_t)sizeof(b) || net_hdr_decode(b, &h) != 0 || h.op != NET_WRITE_ACK ||
-        (h.flags & NET_F_ACK) || h.req != serial)
-        return 0;
-    /* Peeked whole under rxlock: nobody else reads, so the same bytes come. */
-    if (net_sys()->recv(c->fd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b)) {
-        *bad = true;
-        return 0;
+    for (;;) {
+        ssize_t n = net_sys()->recv(c->fd, b, sizeof(b), MSG_DONTWAIT | (direct ? 0 : MSG_PEEK));
+        *got = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR ? -2 : n;
+        if (n <= 0)
+            return 0;
+        bool whole = n == (ssize_t)sizeof(b) && net_hdr_decode(b, &h) == 0;
+        if (!direct) {
+            if (!whole || h.op != NET_WRITE_ACK || (h.flags & NET_F_ACK) || h.req != serial)
+                return 0;
+            /* Peeked whole under rxlock: nobody else reads, so the same bytes come. */
+            if (net_sys()->recv(c->fd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b)) {
+                snprintf(bad, NET_WHY, "NET: the socket to '%s' lost a peeked answer",
+                         c->peer->name);
+                return 0;
+            }
+            break;
+        }
+        atomic_store(&c->rx_ns, net_now_ns()); /* the peer spoke (c's liveness) */
+        bool mine = whole && h.op == NET_WRITE_ACK && h.req == serial;
+        if (!mine && !(whole && (h.op == NET_NOTIF_ACK || h.op == NET_PONG))) {
+            memcpy(c->hbuf, b, (size_t)n); /* read: the loop's from here, as if it had */
+            c->hgot = (uint32_t)n;
+            return 0;
+        }
+        char what[200];
+        if ((h.flags & NET_F_ACK) && notif_ack_apply(e, c, h.key, what, sizeof(what)) != 0) {
+            snprintf(bad, NET_WHY, "NET: '%s' broke the protocol: %s", c->peer->name, what);
+            return 0;
+        }
+        if (mine)
+            break;
+        *got = -1; /* a frame taken aside: the next header is looked at */
     }
     atomic_fetch_add(&c->rx_answers, 1);
-    atomic_store(&c->rx_ns, net_now_ns());
+    if (!direct)
+        atomic_store(&c->rx_ns, net_now_ns());
     int v = net_req_answer(e, c->peer, &h);
     if (v < 0) {
-        *bad = true;
+        snprintf(bad, NET_WHY,
+                 "NET: a protocol error on the connection: an answer to a frame never sent");
         return 1;
     }
     if (v == 0)
@@ -2999,7 +3065,11 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
         budget_ns = 0;
     uint64_t end = budget_ns > 0 ? net_now_ns() + budget_ns : 0;
     uint64_t serial = r->serial; /* set by this thread's post (the core serializes) */
-    bool gone = false, bad = false, notif = false, loops = false;
+    /* Read, not peeked, while r alone reads c and its answer is a header alone: another
+     * request's answer or a READ's data would be read here only to be handed to the loop. */
+    bool direct = r->op == IXL_OP_WRITE && atomic_load(&c->pins) == 1;
+    bool gone = false, notif = false, loops = false;
+    char bad[NET_WHY] = "";
     /* A watch right after a look that found nothing (the core's status before its wait)
      * sleeps first: poll(2) answers at once for what came meanwhile, and the look it would
      * repeat is a recv that finds nothing, one system call per waited request. */
@@ -3011,7 +3081,7 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
             break;
         if (sleep_first && c->hgot == 0 && !c->in_body && atomic_load(&r->state) == NR_RUNNING) {
             got = -1; /* as that look's: nothing */
-        } else if (watch_take(e, c, serial, &notif, &bad, &got) != 0 || bad ||
+        } else if (watch_take(e, c, serial, direct, &notif, bad, &got) != 0 || bad[0] != '\0' ||
                    atomic_load(&r->state) != NR_RUNNING) {
             got = -3;
             break;
@@ -3040,18 +3110,22 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
             break;
     }
     /* One look (no budget) that found nothing and left the stream's head to nobody. */
-    r->looked_empty = end == 0 && got == -1 && !gone && !bad && !loops && c->hgot == 0 &&
+    bool broke = bad[0] != '\0';
+    r->looked_empty = end == 0 && got == -1 && !gone && !broke && !loops && c->hgot == 0 &&
                       !c->in_body && atomic_load(&r->state) == NR_RUNNING;
+    /* A whole header read here and left (direct): the bytes that woke the loop for it may
+     * all be gone from the socket, so the loop is told (rx_left). */
+    bool left = !gone && !broke && !c->in_body && c->hgot == NET_HDR_BYTES;
     pthread_mutex_unlock(&c->rxlock);
+    if (left)
+        rx_left(c);
     if (notif)
         net_peer_submit_notif(r->peer, serial);
-    if (bad) /* as the loop's protocol error: the generation's requests fail */
-        net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT,
-                          "NET: a protocol error on the connection: an answer to a frame never "
-                          "sent");
-    if (gone || bad || loops || atomic_load(&r->state) != NR_RUNNING) {
+    if (broke) /* as the loop's protocol error: the generation's requests fail */
+        net_peer_teardown(r->peer, IXL_ERR_REMOTE_DISCONNECT, bad);
+    if (gone || broke || loops || atomic_load(&r->state) != NR_RUNNING) {
         net_tcp_unwatch(r); /* the loop completes it (or says what became of its frame) */
-        return gone || bad || loops ? IXL_ERR_NOT_SUPPORTED : IXL_OK;
+        return gone || broke || loops ? IXL_ERR_NOT_SUPPORTED : IXL_OK;
     }
     return IXL_OK;
 }

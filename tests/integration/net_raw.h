@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -425,6 +427,87 @@ static inline int nr_closed(int fd)
             continue;
         return 0;
     }
+}
+
+/* ---- a fake target: a socket in this process that speaks NET's wire ------------------------ */
+
+struct nr_fake {
+    int lfd;
+    uint16_t port;
+    void *md; /* metadata of an agent, its NET port replaced by the fake's */
+    size_t md_len;
+    uint8_t *conn; /* its NET connection info in md */
+    uint64_t key;  /* the key of the region given to nr_fake_open (0: none) */
+};
+
+/* A listening socket on 127.0.0.1 and the metadata of a real NET agent named name (no cluster
+ * key: no MAC) with its port replaced by the socket's; with region [addr, addr + rlen) (rlen >
+ * 0) registered there first, so that WRITEs and READs to it are posted to the fake. */
+static inline void nr_fake_open(struct nr_fake *f, const char *name, const void *addr, size_t rlen)
+{
+    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(f->lfd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(f->lfd, 8) == 0);
+    socklen_t sl = sizeof(sa);
+    CHECK(getsockname(f->lfd, (struct sockaddr *)&sa, &sl) == 0);
+    f->port = ntohs(sa.sin_port);
+    struct ixl_agent *a = NULL;
+    char why[512];
+    ixl_status st = nr_agent(name, NULL, &a, why, sizeof(why));
+    if (st != IXL_OK)
+        fprintf(stderr, "%s\n", why);
+    CHECK_RC(st, IXL_OK);
+    f->key = 0;
+    if (rlen > 0) {
+        struct ixl_reg_desc d = {.addr = (uintptr_t)addr, .len = rlen};
+        CHECK_RC(ixl_mem_register(a, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
+        f->key = nr_region_key(a, (uintptr_t)addr, rlen);
+    }
+    CHECK_RC(ixl_md_get(a, NULL, &f->md, &f->md_len), IXL_OK);
+    ixl_agent_destroy(a);
+    f->conn = memmem(f->md, f->md_len, "IXLNETC3", 8);
+    CHECK(f->conn != NULL && f->conn + 64 <= (uint8_t *)f->md + f->md_len);
+    nr_put(f->conn + 53, f->port, 2);
+}
+
+static inline void nr_fake_close(struct nr_fake *f)
+{
+    close(f->lfd);
+    ixl_free(f->md);
+}
+
+/* A connection from an initiator within ms: accepted, its HELLO read (*acked: its
+ * notif_acked; *to_instance when not NULL) and answered with HELLO_ACK OK carrying ack.
+ * Receives on it time out after ms. -1 when none came in time. */
+static inline int nr_fake_accept(struct nr_fake *f, uint64_t ack, uint64_t *acked,
+                                 uint64_t *to_instance, int ms)
+{
+    struct pollfd pfd = {.fd = f->lfd, .events = POLLIN};
+    if (poll(&pfd, 1, ms) != 1)
+        return -1;
+    int fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint8_t h[NET_HDR_BYTES], pl[NET_HELLO_MAX];
+    CHECK(nr_recv_all(fd, h, sizeof(h)) == 0 && h[5] == NET_HELLO);
+    uint64_t len = nr_get(h + 32, 8);
+    CHECK(len >= 18 && len <= NET_HELLO_MAX && nr_recv_all(fd, pl, (size_t)len) == 0);
+    size_t n = (size_t)nr_get(pl + 16, 2);
+    CHECK(len == 26 + n); /* wire version 2: the ack it saw ends the payload */
+    *acked = nr_get(pl + 18 + n, 8);
+    if (to_instance)
+        *to_instance = nr_get(pl + 8, 8);
+    uint8_t a[NET_HDR_BYTES];
+    nr_hdr(a, NET_HELLO_ACK, nr_get(h + 16, 8), 0, 0, ack);
+    nr_put(a + 6, NET_F_ACK, 2);
+    CHECK(nr_send(fd, a, sizeof(a)) == 0);
+    return fd;
 }
 
 #endif

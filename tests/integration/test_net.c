@@ -1217,7 +1217,7 @@ static void test_watch_close(struct peer *v, struct rbuf *rb)
  * at the start of its wait) is followed by the watch asleep in poll(2), not by a second look
  * (a recv that finds nothing: one system call per waited request). recv and poll hooks on the
  * waiting thread write down its first calls, the peer stopped so that nothing comes: P a look
- * (recv with MSG_PEEK), W the watch's poll. A run whose frame went through the loop (no
+ * (a recv, peeking or not), W the watch's poll. A run whose frame went through the loop (no
  * watch: no look on the waiting thread) is made again. */
 static ssize_t (*real_recv)(int, void *, size_t, int);
 static char seq[8];
@@ -1232,7 +1232,7 @@ static void seq_add(char k)
 
 static ssize_t seq_recv(int fd, void *b, size_t n, int flags)
 {
-    if (watch_thread && (flags & MSG_PEEK))
+    if (watch_thread)
         seq_add('P');
     return real_recv(fd, b, n, flags);
 }

@@ -316,70 +316,7 @@ static void case_reset(void)
     free(md);
 }
 
-/* ---- the fake receiver: a socket in this process that speaks NET's wire ----------------- */
-
-struct fake {
-    int lfd;
-    uint16_t port;
-    void *md; /* metadata of an agent "fake-rcv" whose NET port is the fake's */
-    size_t md_len;
-    uint8_t *conn; /* its NET connection info in md */
-};
-
-static void fake_open(struct fake *f)
-{
-    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CHECK(f->lfd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(f->lfd, 8) == 0);
-    socklen_t sl = sizeof(sa);
-    CHECK(getsockname(f->lfd, (struct sockaddr *)&sa, &sl) == 0);
-    f->port = ntohs(sa.sin_port);
-    /* Real metadata of a NET agent, its port replaced by the fake's (no cluster key: no MAC). */
-    struct ixl_agent *a = sender("fake-rcv", NULL);
-    CHECK_RC(ixl_md_get(a, NULL, &f->md, &f->md_len), IXL_OK);
-    ixl_agent_destroy(a);
-    f->conn = memmem(f->md, f->md_len, "IXLNETC3", 8);
-    CHECK(f->conn != NULL && f->conn + 64 <= (uint8_t *)f->md + f->md_len);
-    nr_put(f->conn + 53, f->port, 2);
-}
-
-static void fake_close(struct fake *f)
-{
-    close(f->lfd);
-    ixl_free(f->md);
-}
-
-/* A connection from the sender: accepted, its HELLO read (acked: its notif_acked) and
- * answered with HELLO_ACK OK carrying ack. -1 when none came in time. */
-static int fake_accept(struct fake *f, uint64_t ack, uint64_t *acked, uint64_t *to_instance)
-{
-    struct pollfd pfd = {.fd = f->lfd, .events = POLLIN};
-    if (poll(&pfd, 1, FAKE_WAIT_MS) != 1)
-        return -1;
-    int fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    struct timeval tv = {FAKE_WAIT_MS / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    uint8_t h[NET_HDR_BYTES], pl[NET_HELLO_MAX];
-    CHECK(nr_recv_all(fd, h, sizeof(h)) == 0 && h[5] == NET_HELLO);
-    uint64_t len = nr_get(h + 32, 8);
-    CHECK(len >= 18 && len <= NET_HELLO_MAX && nr_recv_all(fd, pl, (size_t)len) == 0);
-    size_t n = (size_t)nr_get(pl + 16, 2);
-    CHECK(len == 26 + n); /* wire version 2: the ack it saw ends the payload */
-    *acked = nr_get(pl + 18 + n, 8);
-    if (to_instance)
-        *to_instance = nr_get(pl + 8, 8);
-    uint8_t a[NET_HDR_BYTES];
-    nr_hdr(a, NET_HELLO_ACK, nr_get(h + 16, 8), 0, 0, ack);
-    nr_put(a + 6, NET_F_ACK, 2);
-    CHECK(nr_send(fd, a, sizeof(a)) == 0);
-    return fd;
-}
+/* ---- the fake receiver (net_raw.h: nr_fake) -------------------------------------------- */
 
 static void fake_ack(int fd, uint64_t ack)
 {
@@ -458,8 +395,8 @@ static ixl_status send_end(struct async_send *s)
 
 static void case_forge(void)
 {
-    struct fake f;
-    fake_open(&f);
+    struct nr_fake f;
+    nr_fake_open(&f, "fake-rcv", NULL, 0);
     const char *kv[] = {"timeout_ms", "2000", "heartbeat_ms", "100", "conns", "1", NULL};
     struct ixl_agent *a = sender("forge-snd", kv);
     CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
@@ -467,7 +404,7 @@ static void case_forge(void)
     struct async_send s;
     send_start(&s, a, "fake-rcv", 1);
     uint64_t acked = 99, num = 0;
-    int fd = fake_accept(&f, 0, &acked, NULL);
+    int fd = nr_fake_accept(&f, 0, &acked, NULL, FAKE_WAIT_MS);
     CHECK(fd >= 0 && acked == 0);
     CHECK(fake_notif(fd, &num) == 1 && num == 1);
     CHECK_RC(send_end(&s), IXL_OK);
@@ -491,7 +428,7 @@ static void case_forge(void)
         fprintf(stderr, "forge: the sender closed the connection and logged: %s", log_text);
     /* It reconnects by itself (a working connection broke with a notification not
      * acknowledged) and sends notification 1 again; an honest ack ends it. */
-    fd = fake_accept(&f, 0, &acked, NULL);
+    fd = nr_fake_accept(&f, 0, &acked, NULL, FAKE_WAIT_MS);
     if (fd < 0) {
         nr_fail("forge: the sender did not reconnect to send its unacknowledged notification");
     } else {
@@ -516,13 +453,13 @@ static void case_forge(void)
     ixl_agent_destroy(a);
     if (log_has("never acknowledged") || log_has("not acknowledged yet"))
         nr_fail("forge: notifications reported lost at destroy: %s", log_text);
-    fake_close(&f);
+    nr_fake_close(&f);
 }
 
 static void case_cap(void)
 {
-    struct fake f;
-    fake_open(&f);
+    struct nr_fake f;
+    nr_fake_open(&f, "fake-rcv", NULL, 0);
     const char *kv[] = {
         "timeout_ms", "500", "heartbeat_ms", "50", "conns", "1", "notif_unacked_max", "4", NULL};
     struct ixl_agent *a = sender("cap-snd", kv);
@@ -530,7 +467,7 @@ static void case_cap(void)
     struct async_send s;
     send_start(&s, a, "fake-rcv", 1);
     uint64_t acked = 99, num = 0;
-    int fd = fake_accept(&f, 0, &acked, NULL);
+    int fd = nr_fake_accept(&f, 0, &acked, NULL, FAKE_WAIT_MS);
     CHECK(fd >= 0);
     CHECK(fake_notif(fd, &num) == 1 && num == 1);
     CHECK_RC(send_end(&s), IXL_OK);
@@ -566,13 +503,13 @@ static void case_cap(void)
     nr_sleep_ms(50);
     close(fd);
     ixl_agent_destroy(a);
-    fake_close(&f);
+    nr_fake_close(&f);
 }
 
 static void case_lost(void)
 {
-    struct fake f;
-    fake_open(&f);
+    struct nr_fake f;
+    nr_fake_open(&f, "fake-rcv", NULL, 0);
     const char *kv[] = {"timeout_ms", "3000", "heartbeat_ms", "100", "conns", "1", NULL};
     struct ixl_agent *a = sender("lost-snd", kv);
     CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
@@ -580,7 +517,7 @@ static void case_lost(void)
     struct async_send s;
     uint64_t acked = 99, num = 0, inst1 = 0, inst2 = 0;
     send_start(&s, a, "fake-rcv", 1);
-    int fd = fake_accept(&f, 0, &acked, &inst1);
+    int fd = nr_fake_accept(&f, 0, &acked, &inst1, FAKE_WAIT_MS);
     CHECK(fd >= 0);
     for (uint64_t k = 1; k <= 3; k++) {
         if (k > 1)
@@ -606,7 +543,7 @@ static void case_lost(void)
                 ixl_strerror(st), why);
     /* The one after goes to the new instance, sequence 1 of a new session. */
     send_start(&s, a, "fake-rcv", 4);
-    fd = fake_accept(&f, 0, &acked, &inst2);
+    fd = nr_fake_accept(&f, 0, &acked, &inst2, FAKE_WAIT_MS);
     CHECK(fd >= 0);
     if (acked != 0 || inst2 == inst1)
         nr_fail("lost: the new connection says ack %llu for instance %llx (was %llx)",
@@ -620,7 +557,7 @@ static void case_lost(void)
     nr_sleep_ms(50);
     close(fd);
     ixl_agent_destroy(a);
-    fake_close(&f);
+    nr_fake_close(&f);
 }
 
 /* ---- sendmsg(): which thread sends NOTIF frames, while armed ---------------------------- */
@@ -644,15 +581,15 @@ static ssize_t watch_sendmsg(int fd, const struct msghdr *m, int flags)
 
 static void case_inline(void)
 {
-    struct fake f;
-    fake_open(&f);
+    struct nr_fake f;
+    nr_fake_open(&f, "fake-rcv", NULL, 0);
     const char *kv[] = {"timeout_ms", "5000", "heartbeat_ms", "2000", "conns", "1", NULL};
     struct ixl_agent *a = sender("inline-snd", kv);
     CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
     struct async_send s;
     send_start(&s, a, "fake-rcv", 1); /* the first dials: the loop sends it */
     uint64_t acked = 99, num = 0;
-    int fd = fake_accept(&f, 0, &acked, NULL);
+    int fd = nr_fake_accept(&f, 0, &acked, NULL, FAKE_WAIT_MS);
     CHECK(fd >= 0);
     CHECK(fake_notif(fd, &num) == 1 && num == 1);
     CHECK_RC(send_end(&s), IXL_OK);
@@ -711,7 +648,7 @@ static void case_inline(void)
     close(fd);
     if (log_has("never acknowledged") || log_has("not acknowledged yet"))
         nr_fail("inline: notifications reported lost at destroy: %s", log_text);
-    fake_close(&f);
+    nr_fake_close(&f);
 }
 
 int main(int argc, char **argv)
