@@ -37,7 +37,7 @@
 
 static struct nr_fake fk;
 static uint8_t *region; /* the fake's region (never written: the fake reads the bytes) */
-static uint8_t *src;    /* this agent's source, registered */
+static uint8_t *src;    /* this agent's sources (BIG + SMALL bytes), registered */
 static struct ixl_agent *ag;
 static int fd = -1; /* the fake's end of the connection */
 static uint64_t seed = 1;
@@ -126,11 +126,14 @@ static void fake_send(uint8_t op, uint64_t req, uint32_t chunk, bool with_ack, u
 
 /* ---- this agent's side --------------------------------------------------------------------- */
 
+/* A WRITE of len bytes from src + off (a fresh pattern of s) to the fake's region + off: the
+ * waiter's source (at BIG) is not the bytes of a request still in flight on another thread. */
 static struct ixl_xfer *post(uint64_t off, uint64_t len, uint64_t s)
 {
-    net_pat_fill(src, len, s, 0);
+    net_pat_fill(src + off, len, s, 0);
     struct ixl_xfer *x = NULL;
-    CHECK_RC(nr_xfer(ag, IXL_OP_WRITE, src, (uintptr_t)region + off, len, "take-tgt", &x), IXL_OK);
+    CHECK_RC(nr_xfer(ag, IXL_OP_WRITE, src + off, (uintptr_t)region + off, len, "take-tgt", &x),
+             IXL_OK);
     ixl_status st = ixl_xfer_post(x);
     CHECK(st == IXL_OK || st == IXL_IN_PROGRESS);
     return x;
@@ -179,7 +182,7 @@ static void connect_fresh(void)
     if (st != IXL_OK)
         fprintf(stderr, "%s\n", why);
     CHECK_RC(st, IXL_OK);
-    struct ixl_reg_desc d = {.addr = (uintptr_t)src, .len = BIG};
+    struct ixl_reg_desc d = {.addr = (uintptr_t)src, .len = BIG + SMALL};
     CHECK_RC(ixl_mem_register(ag, IXL_MEM_DRAM, &d, 1, NULL), IXL_OK);
     CHECK_RC(ixl_md_load(ag, fk.md, fk.md_len, NULL, 0), IXL_OK);
     struct ixl_xfer *x = post(0, SMALL, ++seed);
@@ -318,7 +321,7 @@ int main(int argc, char **argv)
     nr_guard("test_net_take", 100, NULL);
     ixl_log_set_sink(log_sink, NULL);
     region = aligned_alloc(4096, BIG + SMALL);
-    src = aligned_alloc(4096, BIG);
+    src = aligned_alloc(4096, BIG + SMALL);
     CHECK(region != NULL && src != NULL);
     memset(region, 0xEE, BIG + SMALL);
     nr_fake_open(&fk, "take-tgt", region, BIG + SMALL);
