@@ -17,6 +17,14 @@
  *                                      byte back, blocking sockets (both sides sleep in read)
  *   net_driver tcplat-poll SIZE ITERS  the same with non-blocking sockets, both sides spinning
  *                                      on recv (a busy-polling transport's floor)
+ *   net_driver tcplat-frame-poll SIZE ITERS
+ *                                      NET's system calls for a TCP WRITE of SIZE bytes, both
+ *                                      sides spinning, without NET: one sendmsg of a 48-byte
+ *                                      header and the bytes, the receiver polling epoll_wait
+ *                                      with no timeout (a busy-polling loop), reading into a
+ *                                      64 KiB scratch buffer, copying the bytes out and
+ *                                      answering with a 48-byte sendmsg, the sender reading the
+ *                                      answer with one recv per look (NET's wire floor)
  *   net_driver tcplat-chk SIZE ITERS, tcplat-poll-chk SIZE ITERS
  *                                      the same two with ixlbench's per-iteration data check
  *                                      around each timed round trip, untimed: a fresh pattern
@@ -65,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -860,6 +869,65 @@ static void *lat_check_main(void *arg)
     return NULL;
 }
 
+/* tcplat-frame-poll: NET's frame header size, and its receiver's scratch buffer. */
+#define FRAME_HDR 48
+#define FRAME_SCRATCH (64u << 10)
+
+/* One sendmsg of header and body (more only for what a full socket left), spinning. */
+static int frame_send(int fd, const void *hdr, size_t hn, const void *body, size_t n)
+{
+    struct iovec v[2] = {{(void *)hdr, hn}, {(void *)body, n}};
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = n > 0 ? 2 : 1};
+    size_t left = hn + n;
+    while (left > 0) {
+        ssize_t w = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+                continue;
+            }
+            return -1;
+        }
+        left -= (size_t)w;
+        while (w > 0) { /* past what went */
+            size_t k = (size_t)w < m.msg_iov->iov_len ? (size_t)w : m.msg_iov->iov_len;
+            m.msg_iov->iov_base = (char *)m.msg_iov->iov_base + k;
+            m.msg_iov->iov_len -= k;
+            w -= (ssize_t)k;
+            if (m.msg_iov->iov_len == 0 && m.msg_iovlen > 1) {
+                m.msg_iov++;
+                m.msg_iovlen--;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A frame of FRAME_HDR + n bytes in, as NET's busy-polling loop reads one: epoll_wait with no
+ * timeout until the socket is readable, one recv of up to FRAME_SCRATCH, the body copied to
+ * dst. */
+static int frame_recv(int ep, int fd, unsigned char *scratch, unsigned char *dst, size_t n)
+{
+    size_t got = 0, want = FRAME_HDR + n;
+    while (got < want) {
+        struct epoll_event ev;
+        int k = epoll_wait(ep, &ev, 1, 0);
+        if (k < 0 && errno != EINTR) {
+            return -1;
+        }
+        if (k <= 0) {
+            continue;
+        }
+        size_t cap = FRAME_SCRATCH - got < want - got ? FRAME_SCRATCH - got : want - got;
+        ssize_t r = recv(fd, scratch + got, cap, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            return -1;
+        }
+        got += r > 0 ? (size_t)r : 0;
+    }
+    memcpy(dst, scratch + FRAME_HDR, n);
+    return 0;
+}
+
 static int lat_connect(uint16_t port)
 {
     struct sockaddr_in sa;
@@ -880,10 +948,17 @@ static int lat_connect(uint16_t port)
     return fd;
 }
 
-static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin, bool check)
+static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin, bool check, bool frame)
 {
     unsigned char *buf = alloc_buf(size);
     int fd = lat_connect(port);
+    unsigned char *scratch = frame ? malloc(FRAME_SCRATCH) : NULL, ans[FRAME_HDR] = {0};
+    int ep = frame ? epoll_create1(EPOLL_CLOEXEC) : -1;
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (frame && (scratch == NULL || ep < 0 || size > FRAME_SCRATCH - FRAME_HDR ||
+                  epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)) {
+        return 1;
+    }
     struct lat_check k = {.fd = -1, .buf = buf, .size = size};
     pthread_t tid;
     char ack = 'k';
@@ -899,12 +974,19 @@ static int lat_child(uint16_t port, size_t size, unsigned rounds, bool spin, boo
         }
     }
     for (unsigned i = 0; i < rounds; i++) {
-        if (xfer_all(fd, buf, size, true, spin) != 0 || xfer_all(fd, &ack, 1, false, spin) != 0) {
+        if (frame ? frame_recv(ep, fd, scratch, buf, size) != 0 ||
+                        frame_send(fd, ans, sizeof(ans), NULL, 0) != 0
+                  : xfer_all(fd, buf, size, true, spin) != 0 ||
+                        xfer_all(fd, &ack, 1, false, spin) != 0) {
             rc = 1;
             break;
         }
     }
     close(fd);
+    if (frame) {
+        close(ep);
+        free(scratch);
+    }
     if (check) {
         pthread_join(tid, NULL); /* it ends when the parent closes the check connection */
         close(k.fd);
@@ -921,8 +1003,9 @@ static int cmp_dbl(const void *a, const void *b)
 }
 
 /* ITERS timed round trips after WARM untimed ones; prints their median and mean. */
-static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
+static int run_tcplat(size_t size, unsigned iters, bool spin, bool check, bool frame)
 {
+    unsigned char hdr[FRAME_HDR] = {0}, ans[FRAME_HDR];
     const unsigned warm = iters / 10 + 10;
     struct sockaddr_in sa;
     socklen_t sl = sizeof(sa);
@@ -963,7 +1046,7 @@ static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
     }
     if (pid == 0) {
         close(lfd);
-        _exit(lat_child(ntohs(sa.sin_port), size, warm + iters, spin, check));
+        _exit(lat_child(ntohs(sa.sin_port), size, warm + iters, spin, check, frame));
     }
     if (pin_from_env(0) != 0) {
         kill(pid, SIGKILL);
@@ -991,7 +1074,10 @@ static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
             fill_pattern(src, size, seed); /* untimed, as ixlbench's fill */
         }
         double t0 = now_s();
-        if (xfer_all(fd, src, size, false, spin) != 0 || xfer_all(fd, &ack, 1, true, spin) != 0) {
+        if (frame ? frame_send(fd, hdr, sizeof(hdr), src, size) != 0 ||
+                        xfer_all(fd, ans, sizeof(ans), true, true) != 0
+                  : xfer_all(fd, src, size, false, spin) != 0 ||
+                        xfer_all(fd, &ack, 1, true, spin) != 0) {
             fprintf(stderr, "net_driver: ping-pong broke at round %u\n", i);
             goto out;
         }
@@ -1009,7 +1095,9 @@ static int run_tcplat(size_t size, unsigned iters, bool spin, bool check)
     }
     qsort(us, iters, sizeof(double), cmp_dbl);
     printf("RESULT mode=%s size=%zu iters=%u p50_us=%.2f avg_us=%.2f\n",
-           spin ? (check ? "tcplat-poll-chk" : "tcplat-poll") : (check ? "tcplat-chk" : "tcplat"),
+           frame  ? "tcplat-frame-poll"
+           : spin ? (check ? "tcplat-poll-chk" : "tcplat-poll")
+                  : (check ? "tcplat-chk" : "tcplat"),
            size, iters, iters % 2 ? us[iters / 2] : (us[iters / 2 - 1] + us[iters / 2]) / 2,
            sum / iters);
     fflush(stdout);
@@ -1412,8 +1500,8 @@ out:
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll|tcplat-chk|tcplat-poll-chk "
-            "SIZE ITERS\n"
+            "usage: net_driver memcpy|pvm|tcp|tcplat|tcplat-poll|tcplat-chk|tcplat-poll-chk|"
+            "tcplat-frame-poll SIZE ITERS\n"
             "       net_driver memcpy-mt|tcp-mt SIZE MS THREADS\n"
             "       net_driver ixl auto|shm|cma|tcp SIZE ITERS [KEY=VALUE...]\n"
             "SIZE takes K/M/G suffixes (binary); KEY=VALUE are NET options given to\n"
@@ -1479,7 +1567,15 @@ int main(int argc, char **argv)
     if (strcmp(mode, "tcplat") == 0 || strcmp(mode, "tcplat-poll") == 0 ||
         strcmp(mode, "tcplat-chk") == 0 || strcmp(mode, "tcplat-poll-chk") == 0) {
         return run_tcplat((size_t)size, (unsigned)iters, strncmp(mode, "tcplat-poll", 11) == 0,
-                          strstr(mode, "-chk") != NULL);
+                          strstr(mode, "-chk") != NULL, false);
+    }
+    if (strcmp(mode, "tcplat-frame-poll") == 0) {
+        if (size > FRAME_SCRATCH - FRAME_HDR) {
+            fprintf(stderr, "net_driver: tcplat-frame-poll takes at most %u bytes (one read)\n",
+                    FRAME_SCRATCH - FRAME_HDR);
+            return 2;
+        }
+        return run_tcplat((size_t)size, (unsigned)iters, true, false, true);
     }
     if (strcmp(mode, "ixl") == 0) {
         return run_ixl(path, (size_t)size, (unsigned)iters, extra, n_extra);

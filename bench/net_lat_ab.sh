@@ -11,6 +11,8 @@
 # (net_driver tcplat-chk, tcplat-poll-chk: a fresh pattern before, and after it another thread
 # of the echoing process checks and poisons the bytes over a second connection), printed as
 # raw-pp-chk and raw-pp-poll-chk with ixl's ratios over them too.
+# One more raw row, a reading aid where the build has it: raw-frame-poll (net_driver
+# tcplat-frame-poll), NET's system calls for the busy row without NET's code.
 # A third ixl row, busy: the caller polling as in the polling row, against a target whose one
 # event-loop thread busy-polls (NET options BUSY_OPTS on the target only, by default
 # "busy_poll_us=1000 io_threads=1"): one thread spins on each side, as in raw-pp-poll, where
@@ -76,9 +78,17 @@ lat() { # build mode -> p50 us of post->done
         awk -F, '$1 == "sweep" { v = $16; c = $NF } END { if (c != "pass") v = "FAIL"; print v }'
     wait "$t"
 }
-raw() { # mode -> p50 us
-    "$A/bench/net_driver" "$1" "$bytes" "$ITERS" | sed -n 's/^RESULT .*p50_us=\([0-9.]*\).*/\1/p'
+raw() { # mode [build] -> p50 us
+    "${2:-$A}/bench/net_driver" "$1" "$bytes" "$ITERS" 2>/dev/null |
+        sed -n 's/^RESULT .*p50_us=\([0-9.]*\).*/\1/p'
 }
+# NET's own system calls without NET (net_driver tcplat-frame-poll: its header, its busy loop's
+# epoll_wait, its scratch read and copy, the caller's one recv per look), from the first build
+# whose net_driver has the mode: the floor of the busy row's wire; a reading aid, not a target.
+frame_drv=""
+for d in "$A" "$B"; do
+    [ -z "$frame_drv" ] && [ -n "$(raw tcplat-frame-poll "$d")" ] && frame_drv=$d
+done
 
 : >"$tmp/rows"
 for r in $(seq 1 "$ROUNDS"); do
@@ -88,6 +98,7 @@ for r in $(seq 1 "$ROUNDS"); do
         echo "raw-pp-poll $(raw tcplat-poll)"
         echo "raw-pp-chk $(raw tcplat-chk)"
         echo "raw-pp-poll-chk $(raw tcplat-poll-chk)"
+        [ -n "$frame_drv" ] && echo "raw-frame-poll $(raw tcplat-frame-poll "$frame_drv")"
     } >>"$tmp/rows"
     if [ $((r % 2)) -eq 1 ]; then order="A B"; else order="B A"; fi
     for b in $order; do
@@ -121,6 +132,8 @@ awk -v busy="$BUSY" '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1
             printf "| raw-pp-poll (busy) | %.1f |%s |\n", pq, all("raw-pp-poll")
             printf "| raw-pp-chk (blocking, checked like ixlbench; not a target) | %.1f |%s |\n", pc, all("raw-pp-chk")
             printf "| raw-pp-poll-chk (busy, checked; not a target) | %.1f |%s |\n", qc, all("raw-pp-poll-chk")
+            if (n["raw-frame-poll"])
+                printf "| raw-frame-poll (NET'"'"'s system calls without NET, busy; not a target) | %.1f (%.2f x raw-pp-poll) |%s |\n", med("raw-frame-poll"), med("raw-frame-poll") / pq, all("raw-frame-poll")
         }
         split("A B", bs, " ")
         for (i = 1; i <= 2; i++) {
@@ -130,4 +143,6 @@ awk -v busy="$BUSY" '{ v[$1, ++n[$1]] = $2; if ($2 == "FAIL" || $2 == "") bad[$1
             if (n[b "-busy"])
                 row(b, "polling, target " busy, "busy", pq, "raw-pp-poll", qc, "raw-pp-poll-chk")
         }
+        if (n["raw-frame-poll"] && n["A-busy"])
+            printf "\nbusy rows over raw-frame-poll: A %.2f, B %.2f\n", med("A-busy") / med("raw-frame-poll"), med("B-busy") / med("raw-frame-poll")
     }' "$tmp/rows"
