@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -427,6 +428,40 @@ static inline int nr_closed(int fd)
             continue;
         return 0;
     }
+}
+
+/* ---- the log: the lines ixl logged in this process, kept for a test's checks -------------- */
+
+static pthread_mutex_t nr_log_lock __attribute__((unused)) = PTHREAD_MUTEX_INITIALIZER;
+static char nr_log_text[16384] __attribute__((unused));
+static size_t nr_log_len __attribute__((unused));
+
+/* For ixl_log_set_sink: appends the line (what does not fit in nr_log_text is dropped). */
+static inline void nr_log_sink(void *ctx, enum ixl_log_level level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    pthread_mutex_lock(&nr_log_lock);
+    int n = snprintf(nr_log_text + nr_log_len, sizeof(nr_log_text) - nr_log_len, "%s\n", msg);
+    if (n > 0 && nr_log_len + (size_t)n < sizeof(nr_log_text))
+        nr_log_len += (size_t)n;
+    pthread_mutex_unlock(&nr_log_lock);
+}
+
+static inline bool nr_log_has(const char *what)
+{
+    pthread_mutex_lock(&nr_log_lock);
+    bool has = strstr(nr_log_text, what) != NULL;
+    pthread_mutex_unlock(&nr_log_lock);
+    return has;
+}
+
+static inline void nr_log_clear(void)
+{
+    pthread_mutex_lock(&nr_log_lock);
+    nr_log_len = 0;
+    nr_log_text[0] = '\0';
+    pthread_mutex_unlock(&nr_log_lock);
 }
 
 /* ---- a fake target: a socket in this process that speaks NET's wire ------------------------ */

@@ -62,39 +62,6 @@ static void msg_fill(uint8_t *m, uint64_t num)
         m[i] = (uint8_t)(num * 31 + i);
 }
 
-/* ---- the log: WARN lines of this process, kept for the checks ------------------------- */
-
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[16384];
-static size_t log_len;
-
-static void log_sink(void *ctx, enum ixl_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    pthread_mutex_lock(&log_lock);
-    int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "%s\n", msg);
-    if (n > 0 && log_len + (size_t)n < sizeof(log_text))
-        log_len += (size_t)n;
-    pthread_mutex_unlock(&log_lock);
-}
-
-static bool log_has(const char *what)
-{
-    pthread_mutex_lock(&log_lock);
-    bool has = strstr(log_text, what) != NULL;
-    pthread_mutex_unlock(&log_lock);
-    return has;
-}
-
-static void log_clear(void)
-{
-    pthread_mutex_lock(&log_lock);
-    log_len = 0;
-    log_text[0] = '\0';
-    pthread_mutex_unlock(&log_lock);
-}
-
 /* ---- close(): a reset instead of a close, while armed ---------------------------------- */
 
 static int (*real_close)(int fd);
@@ -305,8 +272,8 @@ static void case_reset(void)
     struct cmd q = {.quit = 1};
     CHECK(nr_write_all(sv[0], &q, sizeof(q)) == 0);
     ixl_agent_destroy(a); /* everything was acknowledged: nothing is reported */
-    if (log_has("never acknowledged") || log_has("not acknowledged yet"))
-        nr_fail("notifications reported lost: %s", log_text);
+    if (nr_log_has("never acknowledged") || nr_log_has("not acknowledged yet"))
+        nr_fail("notifications reported lost: %s", nr_log_text);
     int ws;
     CHECK(waitpid(recv_pid, &ws, 0) == recv_pid);
     recv_pid = 0;
@@ -400,7 +367,7 @@ static void case_forge(void)
     const char *kv[] = {"timeout_ms", "2000", "heartbeat_ms", "100", "conns", "1", NULL};
     struct ixl_agent *a = sender("forge-snd", kv);
     CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
-    log_clear();
+    nr_log_clear();
     struct async_send s;
     send_start(&s, a, "fake-rcv", 1);
     uint64_t acked = 99, num = 0;
@@ -420,12 +387,12 @@ static void case_forge(void)
         nr_fail("forge: the sender did not close the connection after a forged ack (%.1f s)",
                 nr_now() - t0);
     close(fd);
-    for (int i = 0; i < 100 && !log_has("acknowledged notification 1000"); i++)
+    for (int i = 0; i < 100 && !nr_log_has("acknowledged notification 1000"); i++)
         nr_sleep_ms(10);
-    if (!log_has("acknowledged notification 1000 of this session, but only 1 were sent"))
-        nr_fail("forge: no clear log of the forged ack: '%s'", log_text);
+    if (!nr_log_has("acknowledged notification 1000 of this session, but only 1 were sent"))
+        nr_fail("forge: no clear log of the forged ack: '%s'", nr_log_text);
     else
-        fprintf(stderr, "forge: the sender closed the connection and logged: %s", log_text);
+        fprintf(stderr, "forge: the sender closed the connection and logged: %s", nr_log_text);
     /* It reconnects by itself (a working connection broke with a notification not
      * acknowledged) and sends notification 1 again; an honest ack ends it. */
     fd = nr_fake_accept(&f, 0, &acked, NULL, FAKE_WAIT_MS);
@@ -449,10 +416,10 @@ static void case_forge(void)
         nr_sleep_ms(50);
         close(fd);
     }
-    log_clear();
+    nr_log_clear();
     ixl_agent_destroy(a);
-    if (log_has("never acknowledged") || log_has("not acknowledged yet"))
-        nr_fail("forge: notifications reported lost at destroy: %s", log_text);
+    if (nr_log_has("never acknowledged") || nr_log_has("not acknowledged yet"))
+        nr_fail("forge: notifications reported lost at destroy: %s", nr_log_text);
     nr_fake_close(&f);
 }
 
@@ -513,7 +480,7 @@ static void case_lost(void)
     const char *kv[] = {"timeout_ms", "3000", "heartbeat_ms", "100", "conns", "1", NULL};
     struct ixl_agent *a = sender("lost-snd", kv);
     CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
-    log_clear();
+    nr_log_clear();
     struct async_send s;
     uint64_t acked = 99, num = 0, inst1 = 0, inst2 = 0;
     send_start(&s, a, "fake-rcv", 1);
@@ -529,9 +496,10 @@ static void case_lost(void)
     nr_put(f.conn + 8, nr_get(f.conn + 8, 8) ^ 0x5a5a, 8);
     CHECK_RC(ixl_md_load(a, f.md, f.md_len, NULL, 0), IXL_OK);
     close(fd);
-    if (!log_has("3 notification(s) to 'fake-rcv' (sequence numbers 1..3) were never "
-                 "acknowledged and are lost"))
-        nr_fail("lost: the three unacknowledged notifications were not reported: '%s'", log_text);
+    if (!nr_log_has("3 notification(s) to 'fake-rcv' (sequence numbers 1..3) were never "
+                    "acknowledged and are lost"))
+        nr_fail("lost: the three unacknowledged notifications were not reported: '%s'",
+                nr_log_text);
     uint8_t m[MSG_LEN];
     msg_fill(m, 4);
     ixl_status st = ixl_notif_send(a, "fake-rcv", m, MSG_LEN, NULL);
@@ -643,11 +611,11 @@ static void case_inline(void)
             atomic_load(&notif_by_watched), atomic_load(&notif_by_others));
     fake_ack(fd, 56);
     nr_sleep_ms(50);
-    log_clear();
+    nr_log_clear();
     ixl_agent_destroy(a);
     close(fd);
-    if (log_has("never acknowledged") || log_has("not acknowledged yet"))
-        nr_fail("inline: notifications reported lost at destroy: %s", log_text);
+    if (nr_log_has("never acknowledged") || nr_log_has("not acknowledged yet"))
+        nr_fail("inline: notifications reported lost at destroy: %s", nr_log_text);
     nr_fake_close(&f);
 }
 
@@ -656,7 +624,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     nr_guard("test_net_notif_ack", 100, kill_children);
     ixl_log_set_level(IXL_LOG_WARN);
-    ixl_log_set_sink(log_sink, NULL);
+    ixl_log_set_sink(nr_log_sink, NULL);
     real_close = (int (*)(int))ixl_syscall_get("close");
     CHECK(real_close != NULL);
     CHECK_RC(ixl_syscall_set("close", (ixl_syscall_fn)rst_close), IXL_OK);

@@ -42,31 +42,6 @@ static struct ixl_agent *ag;
 static int fd = -1; /* the fake's end of the connection */
 static uint64_t seed = 1;
 
-/* ---- the log ---------------------------------------------------------------------------- */
-
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static char log_text[8192];
-static size_t log_len;
-
-static void log_sink(void *ctx, enum ixl_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    pthread_mutex_lock(&log_lock);
-    int n = snprintf(log_text + log_len, sizeof(log_text) - log_len, "%s\n", msg);
-    if (n > 0 && log_len + (size_t)n < sizeof(log_text))
-        log_len += (size_t)n;
-    pthread_mutex_unlock(&log_lock);
-}
-
-static bool log_has(const char *what)
-{
-    pthread_mutex_lock(&log_lock);
-    bool has = strstr(log_text, what) != NULL;
-    pthread_mutex_unlock(&log_lock);
-    return has;
-}
-
 /* ---- the waiting thread's reads ---------------------------------------------------------- */
 
 static ssize_t (*real_recv)(int, void *, size_t, int);
@@ -206,19 +181,43 @@ static void disconnect(void)
 
 /* ---- the cases ------------------------------------------------------------------------------ */
 
+/* The waiter's WRITE posted, its frame read at the fake (checked), and the waiter asleep in its
+ * watch: the request number of its frame (and *k its chunk). */
+static uint64_t waiter_in(struct waiter *w, uint32_t *k)
+{
+    waiter_start(w);
+    uint64_t r = fake_write_in(BIG, SMALL, w->seed, k);
+    nr_sleep_ms(WATCH_MS);
+    return r;
+}
+
+/* The end of a case's attempt: 1 when it is to be made again (the loop read first, so the
+ * waiter's path was not taken), else 0 (taken: done says what was seen; or never taken in 5
+ * attempts: a failure). */
+static int attempt_over(const char *name, bool by_waiter, int attempt, const char *done)
+{
+    if (by_waiter) {
+        fprintf(stderr, "  %s: %s\n", name, done);
+        return 0;
+    }
+    if (attempt < 5) {
+        fprintf(stderr, "  %s: the loop read first this time: again\n", name);
+        return 1;
+    }
+    nr_fail("%s: the waiter never read the headers in 5 attempts", name);
+    return 0;
+}
+
 static void case_left(void)
 {
     for (int attempt = 1;; attempt++) {
         connect_fresh();
         struct ixl_xfer *x = post(0, BIG, ++seed);
-        uint32_t kx;
+        uint32_t kx, ky;
         uint64_t rx = fake_write_in(0, BIG, seed, &kx);
         nr_sleep_ms(50); /* the loop has sent all of X: Y's frame goes from its poster */
         struct waiter w;
-        waiter_start(&w);
-        uint32_t ky;
-        uint64_t ry = fake_write_in(BIG, SMALL, w.seed, &ky);
-        nr_sleep_ms(WATCH_MS); /* the waiter asleep in its watch */
+        uint64_t ry = waiter_in(&w, &ky);
         CHECK(ixl_xfer_status(x) == IXL_IN_PROGRESS);
         fake_send(NET_WRITE_ACK, rx, kx, false, 0);
         ixl_status sx = IXL_IN_PROGRESS;
@@ -227,19 +226,12 @@ static void case_left(void)
             nr_sleep_ms(1);
         bool by_waiter = waiter_read(NET_WRITE_ACK);
         fake_send(NET_WRITE_ACK, ry, ky, false, 0);
-        ixl_status sy = waiter_end(&w);
+        CHECK_RC(waiter_end(&w), IXL_OK);
         CHECK_RC(ixl_xfer_release(x), IXL_OK);
         disconnect();
-        CHECK_RC(sy, IXL_OK);
-        if (!by_waiter && attempt < 5) {
-            fprintf(stderr, "  left: the loop read X's answer first this time: again\n");
-            CHECK_RC(sx, IXL_OK);
+        if (attempt_over("left", by_waiter, attempt, "the waiter read X's answer"))
             continue;
-        }
-        if (!by_waiter)
-            nr_fail("left: the waiter never read X's answer in 5 attempts");
-        fprintf(stderr, "  left: the waiter read X's answer; X %s\n", ixl_strerror(sx));
-        if (sx != IXL_OK)
+        if (by_waiter && sx != IXL_OK)
             nr_fail("left: X, whose answer the waiter read and left, ended %s (not within 3 s: "
                     "the loop was never told)",
                     ixl_strerror(sx));
@@ -252,17 +244,14 @@ static void case_aside(void)
     for (int attempt = 1;; attempt++) {
         connect_fresh();
         struct waiter w;
-        waiter_start(&w);
         uint32_t ky;
-        uint64_t ry = fake_write_in(BIG, SMALL, w.seed, &ky);
-        nr_sleep_ms(WATCH_MS);
+        uint64_t ry = waiter_in(&w, &ky);
         fake_send(NET_PONG, 0, 0, false, 0);
         nr_sleep_ms(1);
         fake_send(NET_NOTIF_ACK, 0, 0, true, 0);
         nr_sleep_ms(1);
         fake_send(NET_WRITE_ACK, ry, ky, true, 0);
-        ixl_status sy = waiter_end(&w);
-        CHECK_RC(sy, IXL_OK);
+        CHECK_RC(waiter_end(&w), IXL_OK);
         bool all =
             waiter_read(NET_PONG) && waiter_read(NET_NOTIF_ACK) && waiter_read(NET_WRITE_ACK);
         /* The same connection goes on: a WRITE answered on it, no new connection. */
@@ -275,15 +264,9 @@ static void case_aside(void)
         struct pollfd pfd = {.fd = fk.lfd, .events = POLLIN};
         CHECK(poll(&pfd, 1, 0) == 0); /* nobody dialed again */
         disconnect();
-        if (!all && attempt < 5) {
-            fprintf(stderr, "  aside: the loop read some of the three first: again\n");
-            continue;
-        }
-        if (!all)
-            nr_fail("aside: the waiter never read all three headers in 5 attempts");
-        else
-            fprintf(stderr, "  aside: the waiter took a PONG, a NOTIF_ACK and its answer\n");
-        return;
+        if (!attempt_over("aside", all, attempt,
+                          "the waiter took a PONG, a NOTIF_ACK and its answer"))
+            return;
     }
 }
 
@@ -292,34 +275,25 @@ static void case_forged(void)
     for (int attempt = 1;; attempt++) {
         connect_fresh();
         struct waiter w;
-        waiter_start(&w);
         uint32_t ky;
-        uint64_t ry = fake_write_in(BIG, SMALL, w.seed, &ky);
-        nr_sleep_ms(WATCH_MS);
+        uint64_t ry = waiter_in(&w, &ky);
         fake_send(NET_WRITE_ACK, ry, ky, true, 1000);
-        ixl_status sy = waiter_end(&w);
+        CHECK_RC(waiter_end(&w), IXL_ERR_REMOTE_DISCONNECT);
         bool by_waiter = waiter_read(NET_WRITE_ACK);
-        CHECK_RC(sy, IXL_ERR_REMOTE_DISCONNECT);
-        CHECK(log_has("acknowledged notification 1000 of this session, but only 0 were sent"));
+        CHECK(nr_log_has("acknowledged notification 1000 of this session, but only 0 were sent"));
         uint8_t b[64];
         CHECK(recv(fd, b, sizeof(b), 0) <= 0); /* closed by the initiator */
         disconnect();
-        if (!by_waiter && attempt < 5) {
-            fprintf(stderr, "  forged: the loop read the answer first this time: again\n");
-            continue;
-        }
-        if (!by_waiter)
-            nr_fail("forged: the waiter never read the forged answer in 5 attempts");
-        else
-            fprintf(stderr, "  forged: the waiter read it; Y failed, the connection closed\n");
-        return;
+        if (!attempt_over("forged", by_waiter, attempt,
+                          "the waiter read it; Y failed, the connection closed"))
+            return;
     }
 }
 
 int main(int argc, char **argv)
 {
     nr_guard("test_net_take", 100, NULL);
-    ixl_log_set_sink(log_sink, NULL);
+    ixl_log_set_sink(nr_log_sink, NULL);
     region = aligned_alloc(4096, BIG + SMALL);
     src = aligned_alloc(4096, BIG + SMALL);
     CHECK(region != NULL && src != NULL);
