@@ -295,6 +295,15 @@ struct net_conn {
     pthread_mutex_t rxlock;
     bool rx_mine, rx_gone;
     _Atomic int rx_left; /* a caller left a whole header in hbuf for the loop */
+    /* NC_OUT: parked, a caller polling its answer on c took EPOLLIN out of the loop's epoll
+     * set (the bytes it reads would wake the loop for nothing: a wake-up across CPUs sat inside
+     * the answer's delivery); given back when it stops, or by the loop's tick NET_PARK_NS after
+     * parked_at. Every epoll_ctl MOD of c is made under evlock: c->events is the loop's mask,
+     * the one registered lacks EPOLLIN while parked. A caller parks only under rxlock with c
+     * not closing (so c->fd is c's). */
+    pthread_mutex_t evlock;
+    _Atomic int parked;
+    _Atomic uint64_t parked_at;
     _Atomic int pins;
     _Atomic uint32_t rx_answers;
     _Atomic uint64_t rx_ns;

@@ -100,13 +100,39 @@ static int set_events(struct net_conn *c, uint32_t ev)
 {
     if (c->events == ev)
         return 0;
-    struct epoll_event x = {.events = ev, .data.ptr = c};
-    if (net_sys()->epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &x) != 0) {
-        set_cause(c, "epoll_ctl", errno);
+    pthread_mutex_lock(&c->evlock); /* a polling caller may have parked EPOLLIN (rx_park) */
+    struct epoll_event x = {.events = atomic_load(&c->parked) ? ev & ~(uint32_t)EPOLLIN : ev,
+                            .data.ptr = c};
+    int rc = net_sys()->epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &x);
+    int err = errno;
+    if (rc == 0)
+        c->events = ev;
+    pthread_mutex_unlock(&c->evlock);
+    if (rc != 0) {
+        set_cause(c, "epoll_ctl", err);
         return -1;
     }
-    c->events = ev;
     return 0;
+}
+
+/* A polling caller's answer comes after this long at most, or the loop reads c again. */
+#define NET_PARK_NS 1000000u
+
+/* EPOLLIN of c out of (park) or back into its loop's epoll set (rxlock held with c not
+ * closing, or the loop thread). A failed epoll_ctl leaves it as it was. */
+static void rx_park(struct net_conn *c, bool park)
+{
+    pthread_mutex_lock(&c->evlock);
+    if ((atomic_load(&c->parked) != 0) != park && (!park || (c->events & EPOLLIN))) {
+        struct epoll_event x = {.events = park ? c->events & ~(uint32_t)EPOLLIN : c->events,
+                                .data.ptr = c};
+        if (net_sys()->epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &x) == 0) {
+            if (park)
+                atomic_store(&c->parked_at, net_now_ns());
+            atomic_store(&c->parked, park);
+        }
+    }
+    pthread_mutex_unlock(&c->evlock);
 }
 
 static bool addr_is_loopback(uint32_t s_addr)
@@ -584,6 +610,7 @@ static void conn_free(struct net_loop *l, struct net_conn *c)
     free(c->stash);
     pthread_mutex_destroy(&c->txlock);
     pthread_mutex_destroy(&c->rxlock);
+    pthread_mutex_destroy(&c->evlock);
     free(c);
 }
 
@@ -2145,6 +2172,7 @@ static void accept_some(struct net_loop *l)
         int one = 1;
         net_sys()->setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         pthread_mutex_init(&c->txlock, NULL);
+        pthread_mutex_init(&c->evlock, NULL);
         rxlock_init(c);
         c->e = e;
         c->kind = NC_IN;
@@ -2302,6 +2330,8 @@ static void tick(struct net_loop *l, uint64_t now)
                 continue;
             }
             fold_inline(c);
+            if (atomic_load(&c->parked) && since(now, atomic_load(&c->parked_at)) > NET_PARK_NS)
+                rx_park(c, false); /* its caller polls no more, or rarely: the loop reads */
             if (c->peer_hold) {
                 /* The target stopped reading at our notification (its application does not
                  * drain): it says HOLD every heartbeat, and only its silence counts. */
@@ -2748,6 +2778,7 @@ static int serve_queue(struct net_peer *p, struct net_loop **wake, int *n_wake)
         if (c == NULL)
             break;
         pthread_mutex_init(&c->txlock, NULL);
+        pthread_mutex_init(&c->evlock, NULL);
         rxlock_init(c);
         c->e = e;
         c->peer = p;
@@ -3040,8 +3071,16 @@ static int watch_take(struct net_engine *e, struct net_conn *c, uint64_t serial,
 
 void net_tcp_unwatch(struct net_req *r)
 {
-    if (r->wconn != NULL)
-        atomic_fetch_sub(&r->wconn->pins, 1);
+    struct net_conn *c = r->wconn;
+    if (c == NULL)
+        return;
+    if (atomic_load(&c->parked)) { /* r's caller stopped polling (released it, say) */
+        pthread_mutex_lock(&c->rxlock);
+        if (!c->rx_gone)
+            rx_park(c, false);
+        pthread_mutex_unlock(&c->rxlock);
+    }
+    atomic_fetch_sub(&c->pins, 1);
     r->wconn = NULL;
 }
 
@@ -3113,6 +3152,15 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
     bool broke = bad[0] != '\0';
     r->looked_empty = end == 0 && got == -1 && !gone && !broke && !loops && c->hgot == 0 &&
                       !c->in_body && atomic_load(&r->state) == NR_RUNNING;
+    /* A second look in a row that found nothing, with no budget: a caller polling (a wait
+     * looks once, then watches with a budget). Its answer will be read here: the loop is not
+     * to be woken by it (rx_park), until the caller stops looking or NET_PARK_NS passed. */
+    if (!gone) {
+        if (direct && r->looked_empty && empty_before)
+            rx_park(c, true);
+        else if (atomic_load(&c->parked))
+            rx_park(c, false);
+    }
     /* A whole header read here and left (direct): the bytes that woke the loop for it may
      * all be gone from the socket, so the loop is told (rx_left). */
     bool left = !gone && !broke && !c->in_body && c->hgot == NET_HDR_BYTES;

@@ -16,6 +16,13 @@
  *  aside   Y's answer comes after a PONG and a lone NOTIF_ACK (acknowledging nothing), and
  *          carries a notification ack of 0 itself: the waiter takes all three, Y completes,
  *          and the connection stays (the next WRITE goes on it; no second connection).
+ *  park    Y polled (ixl_xfer_status in a loop) instead of waited for: after two empty
+ *          looks the poller takes EPOLLIN of the connection out of its loop's epoll set (the
+ *          answer it reads must not wake the loop), and puts it back when it took the answer
+ *          (an epoll_ctl hook on the poller's thread sees both). Then a poller that parks and
+ *          stops polling: the loop's tick gives EPOLLIN back, and the loop reads the answer
+ *          that came meanwhile (this thread, looking 500 ms later with its recv hooked, must
+ *          find the request done without reading the answer itself).
  *  forged  Y's answer carries an acknowledgement of notification 1000 when none was sent:
  *          the waiter's read of it tears the connection down as the loop would: Y fails with
  *          IXL_ERR_REMOTE_DISCONNECT, the log says why, and the fake sees the close.
@@ -25,6 +32,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 
 #include "net_raw.h"
 
@@ -58,6 +66,16 @@ static ssize_t hook_recv(int s, void *b, size_t n, int flags)
             read_ops[i] = ((const uint8_t *)b)[5];
     }
     return got;
+}
+
+static int (*real_epoll_ctl)(int, int, int, struct epoll_event *);
+static _Atomic int n_park, n_unpark; /* MODs by the waiter without and with EPOLLIN */
+
+static int hook_epoll_ctl(int ep, int op, int s, struct epoll_event *ev)
+{
+    if (is_waiter && op == EPOLL_CTL_MOD && ev != NULL)
+        atomic_fetch_add((ev->events & EPOLLIN) ? &n_unpark : &n_park, 1);
+    return real_epoll_ctl(ep, op, s, ev);
 }
 
 static bool waiter_read(uint8_t op)
@@ -145,6 +163,41 @@ static ixl_status waiter_end(struct waiter *w)
     CHECK(pthread_join(w->th, NULL) == 0);
     CHECK_RC(ixl_xfer_release(w->x), IXL_OK);
     return w->st;
+}
+
+/* The same WRITE polled: ixl_xfer_status until it ends, or (stop_after > 0) until the
+ * connection was parked that many times, then no more looks (the request stays posted). */
+struct poller {
+    pthread_t th;
+    uint64_t seed;
+    int stop_after;
+    ixl_status st;
+    struct ixl_xfer *x;
+};
+
+static void *poller_main(void *arg)
+{
+    struct poller *p = arg;
+    is_waiter = true;
+    p->x = post(BIG, SMALL, p->seed);
+    double end = nr_now() + WAIT_MS / 1000.0;
+    while ((p->st = ixl_xfer_status(p->x)) == IXL_IN_PROGRESS && nr_now() < end)
+        if (p->stop_after > 0 && atomic_load(&n_park) >= p->stop_after)
+            break;
+    is_waiter = false;
+    return NULL;
+}
+
+static uint64_t poller_in(struct poller *p, int stop_after, uint32_t *k)
+{
+    atomic_store(&n_read, 0);
+    atomic_store(&n_park, 0);
+    atomic_store(&n_unpark, 0);
+    *p = (struct poller){.seed = ++seed, .stop_after = stop_after};
+    CHECK(pthread_create(&p->th, NULL, poller_main, p) == 0);
+    uint64_t r = fake_write_in(BIG, SMALL, p->seed, k);
+    nr_sleep_ms(WATCH_MS);
+    return r;
 }
 
 /* A fresh agent on a fresh connection to the fake, one checked WRITE answered over it (so that
@@ -270,6 +323,46 @@ static void case_aside(void)
     }
 }
 
+static void case_park(void)
+{
+    connect_fresh();
+    struct poller p;
+    uint32_t ky;
+    uint64_t ry = poller_in(&p, 0, &ky);
+    int parked = atomic_load(&n_park);
+    fake_send(NET_WRITE_ACK, ry, ky, false, 0);
+    CHECK(pthread_join(p.th, NULL) == 0);
+    CHECK_RC(p.st, IXL_OK);
+    CHECK_RC(ixl_xfer_release(p.x), IXL_OK);
+    fprintf(stderr,
+            "  park: parked %d time(s) before the answer, given back %d, answer read by "
+            "the poller: %s\n",
+            parked, atomic_load(&n_unpark), waiter_read(NET_WRITE_ACK) ? "yes" : "no");
+    if (parked < 1 || atomic_load(&n_unpark) < 1 || !waiter_read(NET_WRITE_ACK))
+        nr_fail("park: the polling caller did not park its connection, take its answer and "
+                "give EPOLLIN back");
+
+    /* A poller that parks and stops looking: the loop's tick gives EPOLLIN back. */
+    ry = poller_in(&p, 1, &ky);
+    CHECK(pthread_join(p.th, NULL) == 0);
+    CHECK(p.st == IXL_IN_PROGRESS && atomic_load(&n_park) >= 1);
+    fake_send(NET_WRITE_ACK, ry, ky, false, 0);
+    nr_sleep_ms(500); /* ticks of heartbeat_ms / 4 (at most 100 ms) */
+    is_waiter = true; /* this thread's reads are recorded from here */
+    atomic_store(&n_read, 0);
+    ixl_status st = ixl_xfer_status(p.x);
+    bool self = waiter_read(NET_WRITE_ACK);
+    is_waiter = false;
+    CHECK_RC(st, IXL_OK);
+    CHECK_RC(ixl_xfer_release(p.x), IXL_OK);
+    disconnect();
+    if (self)
+        nr_fail("park: the answer of an abandoned poll was still unread after 500 ms (the loop "
+                "never read the connection again)");
+    else
+        fprintf(stderr, "  park: an abandoned poll's answer was read by the loop\n");
+}
+
 static void case_forged(void)
 {
     for (int attempt = 1;; attempt++) {
@@ -302,13 +395,18 @@ int main(int argc, char **argv)
     real_recv = (ssize_t(*)(int, void *, size_t, int))ixl_syscall_get("recv");
     CHECK(real_recv != NULL);
     CHECK_RC(ixl_syscall_set("recv", (ixl_syscall_fn)hook_recv), IXL_OK);
+    real_epoll_ctl = (int (*)(int, int, int, struct epoll_event *))ixl_syscall_get("epoll_ctl");
+    CHECK(real_epoll_ctl != NULL);
+    CHECK_RC(ixl_syscall_set("epoll_ctl", (ixl_syscall_fn)hook_epoll_ctl), IXL_OK);
     static const struct nr_case cases[] = {
         {"left", case_left},
         {"aside", case_aside},
+        {"park", case_park},
         {"forged", case_forged},
     };
     int rc = nr_run_cases(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
     CHECK_RC(ixl_syscall_set("recv", NULL), IXL_OK);
+    CHECK_RC(ixl_syscall_set("epoll_ctl", NULL), IXL_OK);
     nr_fake_close(&fk);
     free(region);
     free(src);
