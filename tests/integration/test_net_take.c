@@ -132,10 +132,14 @@ static struct ixl_xfer *post(uint64_t off, uint64_t len, uint64_t s)
     return x;
 }
 
-/* A WRITE of SMALL bytes at offset BIG, posted and waited for on a thread of its own. */
+/* A WRITE of SMALL bytes at offset BIG, posted on a thread of its own and waited for there or
+ * (poll) polled: ixl_xfer_status until it ends, or (stop_after > 0) until the connection was
+ * parked that many times, then no more looks (the request stays posted). */
 struct waiter {
     pthread_t th;
     uint64_t seed;
+    bool poll;
+    int stop_after;
     ixl_status st;
     struct ixl_xfer *x;
 };
@@ -145,16 +149,25 @@ static void *waiter_main(void *arg)
     struct waiter *w = arg;
     is_waiter = true;
     w->x = post(BIG, SMALL, w->seed);
-    w->st = ixl_xfer_wait(w->x, WAIT_MS);
+    if (!w->poll) {
+        w->st = ixl_xfer_wait(w->x, WAIT_MS);
+    } else {
+        double end = nr_now() + WAIT_MS / 1000.0;
+        while ((w->st = ixl_xfer_status(w->x)) == IXL_IN_PROGRESS && nr_now() < end)
+            if (w->stop_after > 0 && atomic_load(&n_park) >= w->stop_after)
+                break;
+    }
     is_waiter = false;
     return NULL;
 }
 
-static void waiter_start(struct waiter *w)
+static void waiter_start(struct waiter *w, bool poll, int stop_after)
 {
     atomic_store(&n_read, 0);
     memset(read_ops, 0, sizeof(read_ops));
-    *w = (struct waiter){.seed = ++seed};
+    atomic_store(&n_park, 0);
+    atomic_store(&n_unpark, 0);
+    *w = (struct waiter){.seed = ++seed, .poll = poll, .stop_after = stop_after};
     CHECK(pthread_create(&w->th, NULL, waiter_main, w) == 0);
 }
 
@@ -163,41 +176,6 @@ static ixl_status waiter_end(struct waiter *w)
     CHECK(pthread_join(w->th, NULL) == 0);
     CHECK_RC(ixl_xfer_release(w->x), IXL_OK);
     return w->st;
-}
-
-/* The same WRITE polled: ixl_xfer_status until it ends, or (stop_after > 0) until the
- * connection was parked that many times, then no more looks (the request stays posted). */
-struct poller {
-    pthread_t th;
-    uint64_t seed;
-    int stop_after;
-    ixl_status st;
-    struct ixl_xfer *x;
-};
-
-static void *poller_main(void *arg)
-{
-    struct poller *p = arg;
-    is_waiter = true;
-    p->x = post(BIG, SMALL, p->seed);
-    double end = nr_now() + WAIT_MS / 1000.0;
-    while ((p->st = ixl_xfer_status(p->x)) == IXL_IN_PROGRESS && nr_now() < end)
-        if (p->stop_after > 0 && atomic_load(&n_park) >= p->stop_after)
-            break;
-    is_waiter = false;
-    return NULL;
-}
-
-static uint64_t poller_in(struct poller *p, int stop_after, uint32_t *k)
-{
-    atomic_store(&n_read, 0);
-    atomic_store(&n_park, 0);
-    atomic_store(&n_unpark, 0);
-    *p = (struct poller){.seed = ++seed, .stop_after = stop_after};
-    CHECK(pthread_create(&p->th, NULL, poller_main, p) == 0);
-    uint64_t r = fake_write_in(BIG, SMALL, p->seed, k);
-    nr_sleep_ms(WATCH_MS);
-    return r;
 }
 
 /* A fresh agent on a fresh connection to the fake, one checked WRITE answered over it (so that
@@ -236,9 +214,9 @@ static void disconnect(void)
 
 /* The waiter's WRITE posted, its frame read at the fake (checked), and the waiter asleep in its
  * watch: the request number of its frame (and *k its chunk). */
-static uint64_t waiter_in(struct waiter *w, uint32_t *k)
+static uint64_t waiter_in(struct waiter *w, bool poll, int stop_after, uint32_t *k)
 {
-    waiter_start(w);
+    waiter_start(w, poll, stop_after);
     uint64_t r = fake_write_in(BIG, SMALL, w->seed, k);
     nr_sleep_ms(WATCH_MS);
     return r;
@@ -270,7 +248,7 @@ static void case_left(void)
         uint64_t rx = fake_write_in(0, BIG, seed, &kx);
         nr_sleep_ms(50); /* the loop has sent all of X: Y's frame goes from its poster */
         struct waiter w;
-        uint64_t ry = waiter_in(&w, &ky);
+        uint64_t ry = waiter_in(&w, false, 0, &ky);
         CHECK(ixl_xfer_status(x) == IXL_IN_PROGRESS);
         fake_send(NET_WRITE_ACK, rx, kx, false, 0);
         ixl_status sx = IXL_IN_PROGRESS;
@@ -298,7 +276,7 @@ static void case_aside(void)
         connect_fresh();
         struct waiter w;
         uint32_t ky;
-        uint64_t ry = waiter_in(&w, &ky);
+        uint64_t ry = waiter_in(&w, false, 0, &ky);
         fake_send(NET_PONG, 0, 0, false, 0);
         nr_sleep_ms(1);
         fake_send(NET_NOTIF_ACK, 0, 0, true, 0);
@@ -326,14 +304,12 @@ static void case_aside(void)
 static void case_park(void)
 {
     connect_fresh();
-    struct poller p;
+    struct waiter p;
     uint32_t ky;
-    uint64_t ry = poller_in(&p, 0, &ky);
+    uint64_t ry = waiter_in(&p, true, 0, &ky);
     int parked = atomic_load(&n_park);
     fake_send(NET_WRITE_ACK, ry, ky, false, 0);
-    CHECK(pthread_join(p.th, NULL) == 0);
-    CHECK_RC(p.st, IXL_OK);
-    CHECK_RC(ixl_xfer_release(p.x), IXL_OK);
+    CHECK_RC(waiter_end(&p), IXL_OK);
     fprintf(stderr,
             "  park: parked %d time(s) before the answer, given back %d, answer read by "
             "the poller: %s\n",
@@ -343,7 +319,7 @@ static void case_park(void)
                 "give EPOLLIN back");
 
     /* A poller that parks and stops looking: the loop's tick gives EPOLLIN back. */
-    ry = poller_in(&p, 1, &ky);
+    ry = waiter_in(&p, true, 1, &ky);
     CHECK(pthread_join(p.th, NULL) == 0);
     CHECK(p.st == IXL_IN_PROGRESS && atomic_load(&n_park) >= 1);
     fake_send(NET_WRITE_ACK, ry, ky, false, 0);
@@ -369,7 +345,7 @@ static void case_forged(void)
         connect_fresh();
         struct waiter w;
         uint32_t ky;
-        uint64_t ry = waiter_in(&w, &ky);
+        uint64_t ry = waiter_in(&w, false, 0, &ky);
         fake_send(NET_WRITE_ACK, ry, ky, true, 1000);
         CHECK_RC(waiter_end(&w), IXL_ERR_REMOTE_DISCONNECT);
         bool by_waiter = waiter_read(NET_WRITE_ACK);
