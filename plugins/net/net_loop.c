@@ -3156,9 +3156,10 @@ int net_tcp_watch(struct net_engine *e, struct net_req *r, uint64_t budget_ns)
      * looks once, then watches with a budget). Its answer will be read here: the loop is not
      * to be woken by it (rx_park), until the caller stops looking or NET_PARK_NS passed. */
     if (!gone) {
-        if (direct && r->looked_empty && empty_before)
-            rx_park(c, true);
-        else if (atomic_load(&c->parked))
+        if (direct && r->looked_empty && empty_before) {
+            if (!atomic_load(&c->parked)) /* every later look of the poll: no lock taken */
+                rx_park(c, true);
+        } else if (atomic_load(&c->parked))
             rx_park(c, false);
     }
     /* A whole header read here and left (direct): the bytes that woke the loop for it may
